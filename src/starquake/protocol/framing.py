@@ -1,0 +1,191 @@
+"""Frame encoding and the incremental, sans-IO frame decoder.
+
+Wire layout (all integers big-endian)::
+
+    simple command:   [total_size u32][command_size u32][BaseCommand]
+    payload command:  [total_size u32][command_size u32][BaseCommand][entry ...]
+
+    entry:            ([0x0e02][bem_size u32][BrokerEntryMetadata])   broker -> client only, optional
+                      ([0x0e01][crc32c u32])                          optional, always sent by official clients
+                      [metadata_size u32][MessageMetadata][payload ...]
+
+``total_size`` counts every byte after itself. The CRC32C covers ``metadata_size`` through the end
+of the payload. A broker stores the *entry* exactly as received (from the first magic on) and
+dispatches it behind a new MESSAGE command, so the producer's checksum reaches consumers intact.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.checksum import crc32c
+from starquake.protocol.errors import ChecksumMismatchError, FrameTooLargeError, MalformedFrameError
+
+MAGIC_CHECKSUM = 0x0E01
+MAGIC_BROKER_ENTRY_METADATA = 0x0E02
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+FRAME_PADDING = 10 * 1024
+
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+_TWO_U32 = struct.Struct(">II")
+_CHECKSUM_HEAD = struct.Struct(">HI")
+_MAGIC_CHECKSUM_BYTES = b"\x0e\x01"
+_MAGIC_BEM_BYTES = b"\x0e\x02"
+
+
+class Frame(NamedTuple):
+    """One decoded frame: the command and, for SEND/MESSAGE, the entry bytes that follow it."""
+
+    command: pb.BaseCommand
+    entry: bytes | None
+
+
+class ParsedEntry(NamedTuple):
+    """The parts of an entry (see the module docstring)."""
+
+    metadata: pb.MessageMetadata
+    payload: memoryview
+    checksum: int | None
+    broker_entry_metadata: pb.BrokerEntryMetadata | None
+
+
+def encode_command(command: pb.BaseCommand) -> bytes:
+    """Encode a simple (payload-less) command frame."""
+    body = command.SerializeToString()
+    size = len(body)
+    return _TWO_U32.pack(size + 4, size) + body
+
+
+def encode_raw_command(body: bytes) -> bytes:
+    """Frame an already serialized BaseCommand."""
+    size = len(body)
+    return _TWO_U32.pack(size + 4, size) + body
+
+
+def payload_frame_header(command_body: bytes, entry_size: int) -> bytes:
+    """Header for a payload frame whose entry (``entry_size`` bytes) is written after it."""
+    size = len(command_body)
+    return _TWO_U32.pack(size + 4 + entry_size, size) + command_body
+
+
+def encode_entry(metadata: pb.MessageMetadata, payload: bytes, *, checksum: bool = True) -> bytes:
+    """Build an entry: optional checksum magic, metadata size, metadata and payload."""
+    meta = metadata.SerializeToString()
+    body = _U32.pack(len(meta)) + meta + payload
+    if not checksum:
+        return body
+    return _CHECKSUM_HEAD.pack(MAGIC_CHECKSUM, crc32c(body)) + body
+
+
+def encode_payload_command(command: pb.BaseCommand, entry: bytes) -> bytes:
+    """Encode a full SEND or MESSAGE frame around an entry built by :func:`encode_entry`."""
+    body = command.SerializeToString()
+    return payload_frame_header(body, len(entry)) + entry
+
+
+def parse_entry(entry: bytes | memoryview, *, verify_checksum: bool = True) -> ParsedEntry:
+    """Split an entry into metadata and payload, verifying the CRC32C when one is present.
+
+    Raises :class:`MalformedFrameError` for structural problems and
+    :class:`ChecksumMismatchError` when the checksum does not match.
+    """
+    view = memoryview(entry)
+    end = len(view)
+    pos = 0
+    bem: pb.BrokerEntryMetadata | None = None
+    try:
+        if end >= 6 and view[0:2] == _MAGIC_BEM_BYTES:
+            (bem_size,) = _U32.unpack_from(view, 2)
+            pos = 6 + bem_size
+            if pos > end:
+                raise MalformedFrameError("broker entry metadata runs past the end of the frame")
+            bem = pb.BrokerEntryMetadata.FromString(view[6:pos])
+        checksum: int | None = None
+        if end - pos >= 6 and view[pos : pos + 2] == _MAGIC_CHECKSUM_BYTES:
+            (checksum,) = _U32.unpack_from(view, pos + 2)
+            pos += 6
+            if verify_checksum and crc32c(view[pos:]) != checksum:
+                raise ChecksumMismatchError("checksum of the message does not match its content")
+        if end - pos < 4:
+            raise MalformedFrameError("payload frame too short for its metadata size")
+        (meta_size,) = _U32.unpack_from(view, pos)
+        meta_start = pos + 4
+        meta_end = meta_start + meta_size
+        if meta_end > end:
+            raise MalformedFrameError("message metadata runs past the end of the frame")
+        metadata = pb.MessageMetadata.FromString(view[meta_start:meta_end])
+    except (ChecksumMismatchError, MalformedFrameError):
+        raise
+    except Exception as exc:  # protobuf DecodeError, struct.error
+        raise MalformedFrameError(f"cannot decode message metadata: {exc}") from exc
+    return ParsedEntry(metadata, view[meta_end:], checksum, bem)
+
+
+def entry_metadata(entry: bytes | memoryview) -> pb.MessageMetadata:
+    """Decode only the MessageMetadata of a stored entry (no checksum verification)."""
+    return parse_entry(entry, verify_checksum=False).metadata
+
+
+class FrameDecoder:
+    """Incremental decoder: feed bytes in any chunking, get whole frames out.
+
+    ``max_frame_size`` bounds ``total_size``; a larger frame raises :class:`FrameTooLargeError`
+    before its body is buffered, so a hostile peer cannot make us allocate it.
+    """
+
+    __slots__ = ("_buf", "_max_frame_size")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING) -> None:
+        self._buf = bytearray()
+        self._max_frame_size = max_frame_size
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a whole frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+        """Add received bytes and return every frame they complete, in order."""
+        buf = self._buf
+        buf += data
+        frames: list[Frame] = []
+        pos = 0
+        avail = len(buf)
+        limit = self._max_frame_size
+        try:
+            while avail - pos >= 4:
+                (total,) = _U32.unpack_from(buf, pos)
+                if total > limit:
+                    raise FrameTooLargeError(f"frame of {total} bytes exceeds the limit of {limit}")
+                if total < 4:
+                    raise MalformedFrameError(f"frame size {total} is too small")
+                if avail - pos - 4 < total:
+                    break
+                (cmd_size,) = _U32.unpack_from(buf, pos + 4)
+                if cmd_size > total - 4:
+                    raise MalformedFrameError("command size exceeds frame size")
+                cmd_start = pos + 8
+                cmd_end = cmd_start + cmd_size
+                frame_end = pos + 4 + total
+                try:
+                    command = pb.BaseCommand.FromString(bytes(buf[cmd_start:cmd_end]))
+                except Exception as exc:
+                    raise MalformedFrameError(f"cannot decode command: {exc}") from exc
+                entry = bytes(buf[cmd_end:frame_end]) if frame_end > cmd_end else None
+                frames.append(Frame(command, entry))
+                pos = frame_end
+        finally:
+            if pos:
+                del buf[:pos]
+        return frames
+
+
+def entry_num_messages(entry: bytes | memoryview) -> int:
+    """Messages carried by a stored entry: ``num_messages_in_batch`` if present, else 1."""
+    metadata = parse_entry(entry, verify_checksum=False).metadata
+    if metadata.HasField("num_messages_in_batch"):
+        return metadata.num_messages_in_batch
+    return 1
