@@ -31,8 +31,9 @@ CONNECT = bytes.fromhex(
     "20142a046e6f6e655204080110 01".replace(" ", "")
 )
 SEND = bytes.fromhex(
-    "0000002400000008080632040800100 00e015b4c69ac0000000c0a0170"
-    "100018 80d095ffbc316869".replace(" ", "")
+    "0000002400000008080632040800100 00e015b4c69ac0000000c0a0170100018 80d095ffbc316869".replace(
+        " ", ""
+    )
 )
 
 
@@ -141,7 +142,11 @@ def test_hand_encoded_message_matches_protobuf(
     cmd = T.FromString(ours)
     assert cmd.type == T.MESSAGE
     m = cmd.message
-    assert (m.consumer_id, m.message_id.ledgerId, m.message_id.entryId) == (consumer_id, ledger, entry)
+    assert (m.consumer_id, m.message_id.ledgerId, m.message_id.entryId) == (
+        consumer_id,
+        ledger,
+        entry,
+    )
     assert m.redelivery_count == redelivery
     assert m.message_id.partition == partition
     assert list(m.ack_set) == ack_set

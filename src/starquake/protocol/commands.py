@@ -58,7 +58,11 @@ def message_command_body(
     consumer_epoch: int | None = None,
 ) -> bytes:
     """Serialized BaseCommand{MESSAGE} (without the frame header)."""
-    inner = b"\x08" + _varint(consumer_id) + _len_field(0x12, encode_message_id(ledger_id, entry_id, partition))
+    inner = (
+        b"\x08"
+        + _varint(consumer_id)
+        + _len_field(0x12, encode_message_id(ledger_id, entry_id, partition))
+    )
     if redelivery_count:
         inner += b"\x18" + _varint(redelivery_count)
     for word in ack_set:
@@ -78,7 +82,7 @@ def message_frame_header(
     ack_set: Sequence[int] = (),
     consumer_epoch: int | None = None,
 ) -> bytes:
-    """Frame header + MESSAGE command to write in front of a stored entry of ``entry_size`` bytes."""
+    """Frame header and MESSAGE command to put before a stored entry of ``entry_size`` bytes."""
     body = message_command_body(
         consumer_id, ledger_id, entry_id, redelivery_count, partition, ack_set, consumer_epoch
     )

@@ -22,7 +22,7 @@ class ChecksumMismatchError(ProtocolError):
 
 
 class ServerError(IntEnum):
-    """Error codes carried by ERROR, SEND_ERROR and lookup responses (field numbers of the wire enum)."""
+    """Error codes carried by ERROR, SEND_ERROR and lookup responses (wire enum values)."""
 
     UnknownError = 0
     MetadataError = 1

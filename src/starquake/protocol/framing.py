@@ -5,8 +5,8 @@ Wire layout (all integers big-endian)::
     simple command:   [total_size u32][command_size u32][BaseCommand]
     payload command:  [total_size u32][command_size u32][BaseCommand][entry ...]
 
-    entry:            ([0x0e02][bem_size u32][BrokerEntryMetadata])   broker -> client only, optional
-                      ([0x0e01][crc32c u32])                          optional, always sent by official clients
+    entry:            ([0x0e02][bem_size u32][BrokerEntryMetadata])  broker -> client only, optional
+                      ([0x0e01][crc32c u32])                         optional; clients send it
                       [metadata_size u32][MessageMetadata][payload ...]
 
 ``total_size`` counts every byte after itself. The CRC32C covers ``metadata_size`` through the end
@@ -102,7 +102,7 @@ def parse_entry(entry: bytes | memoryview, *, verify_checksum: bool = True) -> P
             pos = 6 + bem_size
             if pos > end:
                 raise MalformedFrameError("broker entry metadata runs past the end of the frame")
-            bem = pb.BrokerEntryMetadata.FromString(view[6:pos])
+            bem = pb.BrokerEntryMetadata.FromString(bytes(view[6:pos]))
         checksum: int | None = None
         if end - pos >= 6 and view[pos : pos + 2] == _MAGIC_CHECKSUM_BYTES:
             (checksum,) = _U32.unpack_from(view, pos + 2)
@@ -116,7 +116,7 @@ def parse_entry(entry: bytes | memoryview, *, verify_checksum: bool = True) -> P
         meta_end = meta_start + meta_size
         if meta_end > end:
             raise MalformedFrameError("message metadata runs past the end of the frame")
-        metadata = pb.MessageMetadata.FromString(view[meta_start:meta_end])
+        metadata = pb.MessageMetadata.FromString(view[meta_start:meta_end])  # type: ignore[arg-type]
     except (ChecksumMismatchError, MalformedFrameError):
         raise
     except Exception as exc:  # protobuf DecodeError, struct.error

@@ -1,0 +1,161 @@
+"""Broker configuration: Pulsar's ``broker.conf`` key names, types and defaults.
+
+Values come, lowest precedence first, from the defaults below, a ``broker.conf``-style file
+(``key=value`` lines, ``#`` comments), environment variables ``STARQUAKE_<key>``, and explicit
+overrides (``-D key=value`` on the command line, or keyword arguments in the in-process API).
+Unknown keys from a file are kept in :attr:`BrokerConfig.extra` (Pulsar's files carry hundreds of
+keys we do not use); unknown keys given explicitly are an error, as a typo there is likely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "STARQUAKE_"
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that cannot be used."""
+
+
+@dataclass
+class BrokerConfig:
+    """Every setting the broker reads, named as in Pulsar's broker.conf."""
+
+    # Where and how to listen.
+    dataDir: str = "./data"
+    bindAddress: str = "0.0.0.0"
+    advertisedAddress: str = ""
+    brokerServicePort: int = 6650
+    webServicePort: int = 8080
+    clusterName: str = "standalone"
+
+    # Protocol and connections.
+    maxMessageSize: int = 5 * 1024 * 1024
+    keepAliveIntervalSeconds: int = 30
+    maxPendingSendBytesPerConnection: int = 64 * 1024 * 1024
+
+    # Topics and subscriptions.
+    allowAutoTopicCreation: bool = True
+    allowAutoTopicCreationType: str = "non-partitioned"
+    defaultNumPartitions: int = 1
+    allowAutoSubscriptionCreation: bool = True
+    dispatcherMaxReadBatchSize: int = 100
+    subscriptionKeySharedUseConsistentHashing: bool = True
+    subscriptionKeySharedConsistentHashingReplicaPoints: int = 100
+    brokerDeleteInactiveTopicsEnabled: bool = False
+
+    # Managed ledger (storage).
+    managedLedgerMaxEntriesPerLedger: int = 50000
+    managedLedgerMaxSizePerLedgerMbytes: int = 2048
+    managedLedgerMinLedgerRolloverTimeMinutes: float = 10
+    managedLedgerMaxLedgerRolloverTimeMinutes: float = 240
+    managedLedgerCacheSizeMB: int = 256
+    managedLedgerCursorPositionFlushSeconds: float = 1.0
+    managedLedgerTrimIntervalSeconds: float = 60.0
+    journalSyncData: bool = True
+
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        """Names of every known key."""
+        return [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
+
+    def set(self, key: str, value: Any, *, strict: bool = True) -> None:
+        """Set ``key`` from a string or a typed value, converting to the key's type."""
+        fields = {f.name: f for f in dataclasses.fields(self) if f.name != "extra"}
+        f = fields.get(key)
+        if f is None:
+            if strict:
+                raise ConfigError(f"unknown configuration key {key!r}")
+            self.extra[key] = str(value)
+            return
+        default = getattr(BrokerConfig, key)
+        setattr(self, key, _convert(key, value, type(default)))
+
+    def update(self, values: Mapping[str, Any], *, strict: bool = True) -> None:
+        for key, value in values.items():
+            self.set(key, value, strict=strict)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.dataDir)
+
+    @property
+    def advertised_host(self) -> str:
+        if self.advertisedAddress:
+            return self.advertisedAddress
+        if self.bindAddress in ("0.0.0.0", "::", ""):
+            return "127.0.0.1"
+        return self.bindAddress
+
+
+def _convert(key: str, value: Any, kind: type) -> Any:
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    text = str(value).strip()
+    try:
+        if kind is bool:
+            lowered = text.lower()
+            if lowered in ("true", "1", "yes", "on"):
+                return True
+            if lowered in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(text)
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except ValueError:
+        raise ConfigError(f"{key}: {text!r} is not a valid {kind.__name__}") from None
+    return text
+
+
+def parse_conf_file(path: Path) -> dict[str, str]:
+    """Read a ``broker.conf``: ``key=value`` lines; blank lines and ``#`` comments skipped."""
+    values: dict[str, str] = {}
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "=" not in line:
+            raise ConfigError(f"{path}:{lineno}: expected key=value, got {raw!r}")
+        key, value = line.split("=", 1)
+        values[key.strip()] = value.strip()
+    return values
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """Parse ``key=value`` strings from ``-D`` flags."""
+    values: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"-D expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        values[key.strip()] = value.strip()
+    return values
+
+
+def load_config(
+    conf_file: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """Build a config from defaults, a file, ``STARQUAKE_<key>`` variables and overrides."""
+    config = BrokerConfig()
+    if conf_file is not None:
+        config.update(parse_conf_file(conf_file), strict=False)
+    env = os.environ if environ is None else environ
+    known = set(BrokerConfig.keys())
+    for name, value in env.items():
+        if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX) :] in known:
+            config.set(name[len(ENV_PREFIX) :], value)
+    if overrides:
+        config.update(overrides)
+    return config

@@ -1,0 +1,1 @@
+"""Dispatchers: how a subscription hands entries to its consumers."""

@@ -1,0 +1,61 @@
+"""A producer attached to a topic through one connection."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from starquake.protocol import commands
+from starquake.protocol.errors import ServerError
+
+if TYPE_CHECKING:
+    from starquake.broker.topic import PersistentTopic
+
+
+class ProducerTransport(Protocol):
+    """What a producer needs from its connection (ServerCnx implements it)."""
+
+    def write(self, frame: bytes) -> None: ...
+
+    def receipt_sent(self, producer_id: int) -> None: ...
+
+    def disconnect_producer(self, producer: Producer) -> None: ...
+
+
+class Producer:
+    """A producer: its id on the connection, its name and the topic it writes to."""
+
+    __slots__ = ("access_mode", "closed", "cnx", "epoch", "name", "producer_id", "topic")
+
+    def __init__(
+        self,
+        topic: PersistentTopic,
+        cnx: ProducerTransport,
+        producer_id: int,
+        name: str,
+        access_mode: int,
+        epoch: int,
+    ) -> None:
+        self.topic = topic
+        self.cnx = cnx
+        self.producer_id = producer_id
+        self.name = name
+        self.access_mode = access_mode
+        self.epoch = epoch
+        self.closed = False
+
+    def on_receipt(self, frame: bytes) -> None:
+        self.cnx.receipt_sent(self.producer_id)
+        if not self.closed:
+            self.cnx.write(frame)
+
+    def on_send_error(self, sequence_id: int, code: ServerError, message: str) -> None:
+        self.cnx.receipt_sent(self.producer_id)
+        if not self.closed:
+            self.cnx.write(commands.send_error(self.producer_id, sequence_id, code, message))
+
+    def disconnect(self) -> None:
+        """Close this producer from the broker side (the client re-creates it)."""
+        self.cnx.disconnect_producer(self)
+
+    def __repr__(self) -> str:
+        return f"Producer({self.name!r}, id={self.producer_id}, topic={self.topic.full_name!r})"

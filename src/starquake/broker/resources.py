@@ -1,0 +1,199 @@
+"""Tenants, namespaces and partitioned-topic metadata, kept in the metadata store.
+
+Reads are served from an in-memory copy loaded at start-up, so lookups never touch the store.
+Writes go to the store first (callers run them off the event loop: the store fsyncs) and then to the
+copy. Keys (values are JSON)::
+
+    /admin/clusters/<cluster>                          {"serviceUrl": ..., "brokerServiceUrl": ...}
+    /admin/tenants/<tenant>                            {"adminRoles": [], "allowedClusters": [...]}
+    /admin/policies/<tenant>/<namespace>               namespace policies (Pulsar field names)
+    /admin/partitioned-topics/<tenant>/<namespace>/<domain>/<local name>   {"partitions": N}
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from starquake.broker.errors import BrokerServiceError, MetadataError
+from starquake.common.topic_name import TopicName
+from starquake.protocol.errors import ServerError
+from starquake.storage import MetadataStore
+
+_TENANTS = "/admin/tenants"
+_POLICIES = "/admin/policies"
+_PARTITIONED = "/admin/partitioned-topics"
+_CLUSTERS = "/admin/clusters"
+
+
+class ConflictError(BrokerServiceError):
+    """The resource already exists (HTTP 409 in the admin API)."""
+
+    code = ServerError.MetadataError
+
+
+class NotFoundError(BrokerServiceError):
+    """The resource does not exist (HTTP 404 in the admin API)."""
+
+    code = ServerError.TopicNotFound
+
+
+def _dump(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, sort_keys=True).encode()
+
+
+class PulsarResources:
+    """Cluster metadata: the tenants, namespaces and partitioned topics that exist."""
+
+    def __init__(self, store: MetadataStore, cluster_name: str) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self.cluster_name = cluster_name
+        self._tenants: dict[str, dict[str, Any]] = {}
+        self._namespaces: dict[str, dict[str, Any]] = {}
+        self._partitioned: dict[str, int] = {}
+        self._load()
+
+    # --- loading ------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        store = self._store
+        for tenant in store.list_children(_TENANTS):
+            raw = store.get(f"{_TENANTS}/{tenant}")
+            self._tenants[tenant] = json.loads(raw) if raw else {}
+        for tenant in store.list_children(_POLICIES):
+            for ns in store.list_children(f"{_POLICIES}/{tenant}"):
+                raw = store.get(f"{_POLICIES}/{tenant}/{ns}")
+                self._namespaces[f"{tenant}/{ns}"] = json.loads(raw) if raw else {}
+        for tenant in store.list_children(_PARTITIONED):
+            for ns in store.list_children(f"{_PARTITIONED}/{tenant}"):
+                for domain in store.list_children(f"{_PARTITIONED}/{tenant}/{ns}"):
+                    base = f"{_PARTITIONED}/{tenant}/{ns}/{domain}"
+                    for local in store.list_children(base):
+                        raw = store.get(f"{base}/{local}")
+                        if raw:
+                            name = f"{domain}://{tenant}/{ns}/{local}"
+                            self._partitioned[name] = int(json.loads(raw)["partitions"])
+
+    def ensure_defaults(self, service_url: str, web_url: str) -> None:
+        """Create the cluster, tenant ``public`` and namespace ``public/default`` on first start."""
+        key = f"{_CLUSTERS}/{self.cluster_name}"
+        if self._store.get(key) is None:
+            self._store.put(key, _dump({"serviceUrl": web_url, "brokerServiceUrl": service_url}))
+        if "public" not in self._tenants:
+            self.create_tenant("public", {"adminRoles": [], "allowedClusters": [self.cluster_name]})
+        if "public/default" not in self._namespaces:
+            self.create_namespace("public/default")
+
+    # --- reads (in memory, safe on the event loop) ---------------------------------------------
+
+    def tenants(self) -> list[str]:
+        return sorted(self._tenants)
+
+    def tenant_exists(self, tenant: str) -> bool:
+        return tenant in self._tenants
+
+    def namespaces(self, tenant: str) -> list[str]:
+        return sorted(ns for ns in self._namespaces if ns.split("/", 1)[0] == tenant)
+
+    def namespace_exists(self, namespace: str) -> bool:
+        return namespace in self._namespaces
+
+    def namespace_policies(self, namespace: str) -> dict[str, Any]:
+        try:
+            return dict(self._namespaces[namespace])
+        except KeyError:
+            raise NotFoundError(f"Namespace {namespace} does not exist") from None
+
+    def partitions(self, topic: TopicName) -> int:
+        """Number of partitions of ``topic``, or 0 when it is not a partitioned topic."""
+        return self._partitioned.get(str(topic), 0)
+
+    def partitioned_topics(self, namespace: str) -> list[str]:
+        return sorted(
+            name for name in self._partitioned if TopicName.parse(name).namespace_name == namespace
+        )
+
+    # --- writes (blocking: call off the event loop) -------------------------------------------
+
+    def create_tenant(self, tenant: str, info: dict[str, Any] | None = None) -> None:
+        with self._lock:
+            if tenant in self._tenants:
+                raise ConflictError(f"Tenant {tenant} already exists")
+            data = info or {"adminRoles": [], "allowedClusters": [self.cluster_name]}
+            self._store.put(f"{_TENANTS}/{tenant}", _dump(data))
+            self._tenants[tenant] = data
+
+    def delete_tenant(self, tenant: str) -> None:
+        with self._lock:
+            if tenant not in self._tenants:
+                raise NotFoundError(f"Tenant {tenant} does not exist")
+            if self.namespaces(tenant):
+                raise ConflictError(f"Tenant {tenant} still has namespaces")
+            self._store.delete(f"{_TENANTS}/{tenant}")
+            del self._tenants[tenant]
+
+    def create_namespace(self, namespace: str, policies: dict[str, Any] | None = None) -> None:
+        tenant, _, ns = namespace.partition("/")
+        if not tenant or not ns or "/" in ns:
+            raise MetadataError(f"Invalid namespace name {namespace!r}: expected tenant/namespace")
+        with self._lock:
+            if tenant not in self._tenants:
+                raise NotFoundError(f"Tenant {tenant} does not exist")
+            if namespace in self._namespaces:
+                raise ConflictError(f"Namespace {namespace} already exists")
+            data = policies or {}
+            self._store.put(f"{_POLICIES}/{namespace}", _dump(data))
+            self._namespaces[namespace] = data
+
+    def set_namespace_policies(self, namespace: str, policies: dict[str, Any]) -> None:
+        with self._lock:
+            if namespace not in self._namespaces:
+                raise NotFoundError(f"Namespace {namespace} does not exist")
+            self._store.put(f"{_POLICIES}/{namespace}", _dump(policies))
+            self._namespaces[namespace] = dict(policies)
+
+    def delete_namespace(self, namespace: str) -> None:
+        with self._lock:
+            if namespace not in self._namespaces:
+                raise NotFoundError(f"Namespace {namespace} does not exist")
+            self._store.delete(f"{_POLICIES}/{namespace}")
+            del self._namespaces[namespace]
+
+    def _partitioned_key(self, topic: TopicName) -> str:
+        return "/".join(
+            (_PARTITIONED, topic.tenant, topic.namespace, topic.domain.value, topic.local_name)
+        )
+
+    def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        if partitions < 1:
+            raise MetadataError("The number of partitions must be at least 1")
+        if topic.is_partition:
+            raise MetadataError(f"{topic} is a partition name; a partitioned topic cannot be one")
+        with self._lock:
+            if topic.namespace_name not in self._namespaces:
+                raise NotFoundError(f"Namespace {topic.namespace_name} does not exist")
+            if str(topic) in self._partitioned:
+                raise ConflictError(f"Partitioned topic {topic} already exists")
+            self._store.put(self._partitioned_key(topic), _dump({"partitions": partitions}))
+            self._partitioned[str(topic)] = partitions
+
+    def update_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        with self._lock:
+            current = self._partitioned.get(str(topic))
+            if current is None:
+                raise NotFoundError(f"Partitioned topic {topic} does not exist")
+            if partitions <= current:
+                raise MetadataError(
+                    f"The number of partitions can only grow (now {current}, asked {partitions})"
+                )
+            self._store.put(self._partitioned_key(topic), _dump({"partitions": partitions}))
+            self._partitioned[str(topic)] = partitions
+
+    def delete_partitioned_topic(self, topic: TopicName) -> None:
+        with self._lock:
+            if str(topic) not in self._partitioned:
+                raise NotFoundError(f"Partitioned topic {topic} does not exist")
+            self._store.delete(self._partitioned_key(topic))
+            del self._partitioned[str(topic)]

@@ -1,0 +1,272 @@
+"""BrokerService: the topic registry, lookups and the background work shared by all topics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from starquake.broker.committer import GroupCommitter
+from starquake.broker.config import BrokerConfig
+from starquake.broker.errors import (
+    BrokerServiceError,
+    InvalidTopicNameError,
+    NotAllowedError,
+    TopicNotFoundError,
+)
+from starquake.broker.resources import PulsarResources
+from starquake.broker.topic import PersistentTopic
+from starquake.common.topic_name import InvalidTopicNameError as BadName
+from starquake.common.topic_name import TopicDomain, TopicName
+from starquake.storage import (
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerFactory,
+    Position,
+    SqliteMetadataStore,
+)
+
+log = logging.getLogger(__name__)
+
+
+def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
+    return ManagedLedgerConfig(
+        max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
+        max_size_per_ledger_bytes=config.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024,
+        min_rollover_seconds=config.managedLedgerMinLedgerRolloverTimeMinutes * 60,
+        max_rollover_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
+        cache_max_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
+    )
+
+
+class BrokerService:
+    """Everything a connection needs to serve requests: topics, metadata, storage."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.instance_id = uuid.uuid4().hex[:6]
+        data = Path(config.dataDir)
+        (data / "ledgers").mkdir(parents=True, exist_ok=True)
+        self.metadata = SqliteMetadataStore(data / "metadata.db")
+        self.resources = PulsarResources(self.metadata, config.clusterName)
+        self.factory = ManagedLedgerFactory(data / "ledgers", self.metadata, storage_config(config))
+        self.committer = GroupCommitter(self.factory, self._on_committed, self._on_commit_failed)
+        self.topics: dict[str, PersistentTopic] = {}
+        self._by_ledger: dict[str, PersistentTopic] = {}
+        self._cursor_dirty = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self.connections: set[Any] = set()
+        self.background: set[asyncio.Task[Any]] = set()
+        self.service_url = ""
+        self.web_service_url = ""
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start_resources(self, service_url: str, web_service_url: str) -> None:
+        """Create the default cluster, tenant and namespace (blocking: run off the loop)."""
+        self.resources.ensure_defaults(service_url, web_service_url)
+
+    def start(self, service_url: str, web_service_url: str) -> None:
+        self.service_url = service_url
+        self.web_service_url = web_service_url
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._persist_cursors_loop()))
+        self._tasks.append(loop.create_task(self._trim_loop()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        for topic in list(self.topics.values()):
+            topic.close()
+        await self.committer.drain()
+        await self.persist_cursors()
+        await asyncio.to_thread(self.factory.close)
+        self.committer.close()
+        self.metadata.close()
+
+    # --- group commit callbacks ---------------------------------------------------------------
+
+    def _on_committed(self, results: list[tuple[ManagedLedger, Position]]) -> None:
+        for ledger, last in results:
+            topic = self._by_ledger.get(ledger.name)
+            if topic is not None:
+                topic.on_committed(last)
+
+    def _on_commit_failed(self, ledgers: list[ManagedLedger], exc: BaseException) -> None:
+        for ledger in ledgers:
+            topic = self._by_ledger.get(ledger.name)
+            if topic is not None:
+                topic.on_commit_failed(exc)
+
+    # --- cursors and trimming -----------------------------------------------------------------
+
+    def cursor_changed(self) -> None:
+        self._cursor_dirty = True
+
+    async def persist_cursors(self) -> None:
+        snapshots = self.factory.take_cursor_snapshots()
+        if snapshots:
+            await asyncio.to_thread(self.metadata.put_many, snapshots)
+
+    async def _persist_cursors_loop(self) -> None:
+        interval = self.config.managedLedgerCursorPositionFlushSeconds
+        while True:
+            await asyncio.sleep(interval)
+            if not self._cursor_dirty:
+                continue
+            self._cursor_dirty = False
+            try:
+                await self.persist_cursors()
+            except Exception:
+                log.exception("persisting cursor positions failed")
+                self._cursor_dirty = True
+
+    async def _trim_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.managedLedgerTrimIntervalSeconds)
+            self.trim_ledgers()
+
+    def trim_ledgers(self) -> int:
+        deleted = 0
+        for topic in list(self.topics.values()):
+            try:
+                deleted += topic.ledger.trim()
+            except Exception:
+                log.exception("trimming %s failed", topic.full_name)
+        return deleted
+
+    # --- names and lookups --------------------------------------------------------------------
+
+    def parse_topic(self, name: str) -> TopicName:
+        try:
+            return TopicName.parse(name)
+        except BadName as exc:
+            raise InvalidTopicNameError(str(exc)) from None
+
+    def check_namespace(self, topic: TopicName) -> None:
+        if not self.resources.namespace_exists(topic.namespace_name):
+            raise TopicNotFoundError(f"Namespace {topic.namespace_name} does not exist")
+
+    def partitioned_metadata(self, topic: TopicName) -> int:
+        """Partitions of ``topic`` (0: not partitioned), creating it when auto-creation says so."""
+        self.check_namespace(topic)
+        if topic.is_partition:
+            return 0
+        partitions = self.resources.partitions(topic)
+        return partitions
+
+    def wants_auto_partitioned(self, topic: TopicName) -> bool:
+        """Whether a lookup of the unknown ``topic`` should create it as a partitioned topic."""
+        config = self.config
+        return (
+            config.allowAutoTopicCreation
+            and config.allowAutoTopicCreationType == "partitioned"
+            and not topic.is_partition
+            and not self.topic_exists(topic)
+        )
+
+    async def create_auto_partitioned(self, topic: TopicName) -> int:
+        partitions = max(1, self.config.defaultNumPartitions)
+        try:
+            await asyncio.to_thread(self.resources.create_partitioned_topic, topic, partitions)
+        except BrokerServiceError:
+            if self.resources.partitions(topic) == 0:
+                raise
+        return self.resources.partitions(topic)
+
+    def topic_exists(self, topic: TopicName) -> bool:
+        name = str(topic)
+        if name in self.topics or self.factory.exists(name):
+            return True
+        if topic.is_partition:
+            base = topic.partitioned_topic_name
+            return topic.partition_index < self.resources.partitions(base)
+        return self.resources.partitions(topic) > 0
+
+    def check_lookup(self, topic: TopicName) -> None:
+        self.check_namespace(topic)
+        if not self.config.allowAutoTopicCreation and not self.topic_exists(topic):
+            raise TopicNotFoundError(f"Topic {topic} does not exist")
+
+    def get_topic(self, topic: TopicName, *, create: bool = True) -> PersistentTopic:
+        """The loaded topic, loading or (if allowed) creating it."""
+        name = str(topic)
+        loaded = self.topics.get(name)
+        if loaded is not None:
+            return loaded
+        self.check_namespace(topic)
+        if topic.domain is not TopicDomain.PERSISTENT:
+            raise NotAllowedError("Non-persistent topics are not supported yet")
+        if not self.topic_exists(topic):
+            if not create or not self.config.allowAutoTopicCreation:
+                raise TopicNotFoundError(f"Topic {name} does not exist")
+            if self.resources.partitions(topic) > 0:
+                raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")
+        ledger = self.factory.open(name)
+        loaded = PersistentTopic(self, topic, ledger)
+        self.topics[name] = loaded
+        self._by_ledger[ledger.name] = loaded
+        log.info("loaded topic %s", name)
+        return loaded
+
+    def unload_topic(self, topic: PersistentTopic) -> None:
+        if self.topics.get(topic.full_name) is topic:
+            del self.topics[topic.full_name]
+            self._by_ledger.pop(topic.ledger.name, None)
+        topic.close()
+        try:
+            topic.ledger.close()
+        except Exception:
+            log.exception("closing ledger of %s failed", topic.full_name)
+        log.info("unloaded topic %s", topic.full_name)
+
+    def list_topics(self, namespace: str, persistent: bool = True) -> list[str]:
+        """Topics of a namespace, with partitions listed as ``<name>-partition-<i>``."""
+        if not persistent:
+            return []
+        names: set[str] = set()
+        for name in self._all_ledger_names():
+            try:
+                parsed = TopicName.parse(name)
+            except BadName:
+                continue
+            if parsed.namespace_name == namespace and parsed.is_persistent:
+                names.add(name)
+        for base in self.resources.partitioned_topics(namespace):
+            parsed = TopicName.parse(base)
+            if parsed.is_persistent:
+                n = self.resources.partitions(parsed)
+                names.update(str(parsed.partition(i)) for i in range(n))
+        return sorted(names)
+
+    def _all_ledger_names(self) -> Iterable[str]:
+        yield from self.topics
+        yield from self.factory.list_names()
+
+    @staticmethod
+    def filter_topics(topics: Iterable[str], pattern: str) -> list[str]:
+        """Topics whose name matches ``pattern`` (the domain prefix is optional in patterns)."""
+        regex = re.compile(pattern)
+        out = []
+        for topic in topics:
+            bare = topic.split("://", 1)[-1]
+            if regex.fullmatch(topic) or regex.fullmatch(bare):
+                out.append(topic)
+        return out
+
+
+def default_data_dir() -> str:
+    return os.path.join(os.getcwd(), "data")
+
+
+__all__ = ["BrokerService", "BrokerServiceError"]

@@ -1,0 +1,61 @@
+"""``starquake standalone``: run one broker until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from starquake.broker.config import ConfigError, load_config, parse_overrides
+from starquake.broker.server import BrokerServer
+
+
+def run_standalone(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    overrides: dict[str, Any] = {}
+    try:
+        overrides.update(parse_overrides(args.defines))
+        for flag, key in (
+            ("data_dir", "dataDir"),
+            ("broker_port", "brokerServicePort"),
+            ("web_port", "webServicePort"),
+            ("bind_address", "bindAddress"),
+            ("advertised_address", "advertisedAddress"),
+        ):
+            value = getattr(args, flag)
+            if value is not None:
+                overrides[key] = value
+        config = load_config(Path(args.config) if args.config else None, overrides)
+    except (ConfigError, OSError) as exc:
+        print(f"starquake: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+    except ImportError:
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        runner(_serve(BrokerServer(config)))
+    except OSError as exc:
+        print(f"starquake: cannot start the broker: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve(server: BrokerServer) -> None:
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    await server.start()
+    await stopping.wait()
+    logging.getLogger("starquake").info("shutting down")
+    await server.stop()

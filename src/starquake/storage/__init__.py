@@ -1,0 +1,47 @@
+"""Storage engine: managed ledgers of opaque entries, cursors, group commit, metadata store.
+
+No networking and nothing about Pulsar commands: entries are opaque bytes at :class:`Position`\\ s.
+The core is synchronous and deterministic; the broker calls it on its event loop, except
+:meth:`PendingCommit.execute` (and metadata writes), which it runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+from .commit import PendingCommit
+from .cursor import ManagedCursor
+from .factory import ManagedLedgerConfig, ManagedLedgerFactory
+from .ledger import ManagedLedger
+from .metadata import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
+from .position import (
+    EARLIEST,
+    LATEST,
+    Entry,
+    InitialPosition,
+    LedgerBusyError,
+    LedgerFencedError,
+    LedgerInfo,
+    Position,
+    StorageError,
+)
+from .rangeset import PositionRangeSet
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "Entry",
+    "InitialPosition",
+    "LedgerBusyError",
+    "LedgerFencedError",
+    "LedgerInfo",
+    "ManagedCursor",
+    "ManagedLedger",
+    "ManagedLedgerConfig",
+    "ManagedLedgerFactory",
+    "MemoryMetadataStore",
+    "MetadataStore",
+    "PendingCommit",
+    "Position",
+    "PositionRangeSet",
+    "SqliteMetadataStore",
+    "StorageError",
+]

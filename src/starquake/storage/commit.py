@@ -1,0 +1,194 @@
+"""Group commit: many appends, from many managed ledgers, share one write + fsync per file.
+
+The broker drives it in three steps::
+
+    commit = factory.take_pending()   # event loop: swap out the buffered appends
+    commit.execute()                  # worker thread: write the bytes, fsync the files
+    commit.finish()                   # event loop: the entries become readable
+    # or, if execute() raised:
+    commit.fail(exc)                  # event loop: the entries never become visible; fence
+
+``execute`` only touches file descriptors and the bytes captured by ``take_pending``; everything
+else happens on the loop, so no lock is needed. Commits must execute one at a time, in the order
+they were taken. Within one commit, ledgers that were sealed (rolled over) are written and synced
+before any other file is written, so a crash can never keep an entry of a newer ledger while losing
+an older one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .position import Position, StorageError
+from .segment import encode_records, fsync_dir, pwrite_all, sync_fd, write_index
+from .state import LedgerState
+
+if TYPE_CHECKING:
+    from .factory import ManagedLedgerFactory
+    from .ledger import ManagedLedger
+
+__all__ = ["IndexJob", "PendingCommit", "WriteBatch"]
+
+
+class WriteBatch:
+    """Bytes of one ledger captured by one commit."""
+
+    __slots__ = (
+        "count",
+        "datas",
+        "end",
+        "fd",
+        "first_entry",
+        "header",
+        "offset",
+        "sealing",
+        "state",
+    )
+
+    def __init__(
+        self,
+        state: LedgerState,
+        fd: int,
+        offset: int,
+        datas: list[bytes],
+        header: bytes | None,
+        first_entry: int,
+        end: int,
+        sealing: bool,
+    ) -> None:
+        self.state = state
+        self.fd = fd
+        self.offset = offset
+        self.datas = datas
+        self.header = header
+        self.first_entry = first_entry
+        self.count = len(datas)
+        self.end = end
+        self.sealing = sealing
+
+    def write(self) -> None:
+        """Write the framed records at their offset (thread side)."""
+        parts: list[bytes] = []
+        if self.header is not None:
+            parts.append(self.header)
+        encode_records(self.datas, parts)
+        pwrite_all(self.fd, b"".join(parts), self.offset)
+
+
+class IndexJob:
+    """An index file to write for a sealed ledger (best effort: recovery rescans without it)."""
+
+    __slots__ = ("created_at", "data_end", "directory", "ledger_id", "offsets", "state")
+
+    def __init__(self, state: LedgerState) -> None:
+        self.state = state
+        self.directory = state.directory
+        self.ledger_id = state.ledger_id
+        self.offsets = state.offsets[: state.confirmed].tobytes()
+        self.data_end = state.confirmed_end
+        self.created_at = state.created_at
+
+    def run(self) -> None:
+        """Write the index file (thread side); errors are ignored."""
+        with contextlib.suppress(OSError):
+            write_index(
+                self.directory, self.ledger_id, self.offsets, self.data_end, self.created_at
+            )
+
+
+class _Stage(enum.Enum):
+    TAKEN = "taken"
+    EXECUTED = "executed"
+    FAILED = "failed"
+    DONE = "done"
+
+
+class PendingCommit:
+    """Appends handed over by :meth:`ManagedLedgerFactory.take_pending`, to write and fsync."""
+
+    def __init__(
+        self,
+        factory: ManagedLedgerFactory,
+        batches: list[WriteBatch],
+        new_dirs: list[Path],
+        index_jobs: list[IndexJob],
+    ) -> None:
+        self._factory = factory
+        self._batches = batches
+        self._new_dirs = new_dirs
+        self._index_jobs = index_jobs
+        self._stage = _Stage.TAKEN
+
+    @property
+    def entry_count(self) -> int:
+        """Number of entries in this commit."""
+        return sum(b.count for b in self._batches)
+
+    @property
+    def byte_count(self) -> int:
+        """Number of data bytes in this commit."""
+        return sum(len(d) for b in self._batches for d in b.datas)
+
+    def execute(self) -> None:
+        """THREAD side: write the captured entries to their ledger files and fsync them.
+
+        Also fsyncs the directories of newly created files and writes pending index files. Raises
+        ``OSError`` (or :class:`StorageError`) on failure; call :meth:`fail` then.
+        """
+        if self._stage is not _Stage.TAKEN:
+            raise StorageError(f"commit already {self._stage.value}")
+        self._stage = _Stage.FAILED  # until proven otherwise
+        sealing = [b for b in self._batches if b.sealing]
+        others = [b for b in self._batches if not b.sealing]
+        for group in (sealing, others):
+            for batch in group:
+                batch.write()
+            for batch in group:
+                sync_fd(batch.fd)
+        for directory in self._new_dirs:
+            fsync_dir(directory)
+        for job in self._index_jobs:
+            job.run()
+        self._stage = _Stage.EXECUTED
+
+    def finish(self) -> list[tuple[ManagedLedger, Position]]:
+        """LOOP side, after :meth:`execute` returned: make the entries readable.
+
+        Returns each touched managed ledger with its new last confirmed position. Ledgers fenced
+        since the commit was taken are left out (their entries stay invisible).
+        """
+        if self._stage is not _Stage.EXECUTED:
+            raise StorageError(f"cannot finish a commit that is {self._stage.value}")
+        self._stage = _Stage.DONE
+        touched: dict[ManagedLedger, None] = {}
+        for batch in self._batches:
+            state = batch.state
+            state.inflight -= 1
+            owner = state.owner
+            if not state.dropped and not owner.fenced:
+                state.confirmed = batch.first_entry + batch.count
+                state.confirmed_end = batch.end
+                touched[owner] = None
+            self._factory.maybe_release(state)
+        return [(ml, ml.refresh_last_confirmed()) for ml in touched]
+
+    def fail(self, exc: BaseException) -> list[ManagedLedger]:
+        """LOOP side, after :meth:`execute` raised: fence every ledger of this commit.
+
+        Their entries never become visible; appends raise :class:`LedgerFencedError` until the
+        managed ledger is reopened. Returns the fenced managed ledgers.
+        """
+        if self._stage is _Stage.DONE:
+            raise StorageError("commit already finished")
+        self._stage = _Stage.DONE
+        fenced: dict[ManagedLedger, None] = {}
+        for batch in self._batches:
+            state = batch.state
+            state.inflight -= 1
+            state.owner.fence(exc)
+            fenced[state.owner] = None
+            self._factory.maybe_release(state)
+        return list(fenced)

@@ -1,0 +1,337 @@
+"""ManagedCursor: a subscription's position in a managed ledger and its acknowledgment state.
+
+State: the mark-delete position (everything at or before it is acknowledged), the individually
+acknowledged positions after it (a :class:`PositionRangeSet`) and, per batch entry partially
+acknowledged, the batch ack set (a ``java.util.BitSet`` as 64-bit words, a set bit = still unacked).
+When the acknowledged ranges reach the mark-delete position, it moves forward.
+
+Durability: a durable cursor reports every change to its factory; the broker collects the
+serialized states with :meth:`ManagedLedgerFactory.take_cursor_snapshots` and writes them to the
+metadata store from a worker thread at a fixed interval (at most once per second). Acknowledgments
+made within the last interval before a crash are lost, so those messages may be redelivered
+(at-least-once). The read position is not persisted: after recovery a cursor reads from the first
+position after its mark-delete position.
+
+Serialized state (compact JSON)::
+
+    {"md": [ledger, entry],                    # mark-delete position
+     "r":  [ledger, first, last, ...],          # individually acked closed intervals, flattened
+     "b":  [[ledger, entry, [word, ...]], ...]} # batch ack sets, unsigned 64-bit words
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .position import Entry, Position, StorageError
+from .rangeset import PositionRangeSet
+
+if TYPE_CHECKING:
+    from .ledger import ManagedLedger
+
+__all__ = ["ManagedCursor", "decode_cursor_state", "encode_cursor_state"]
+
+_MASK64 = (1 << 64) - 1
+
+
+def encode_cursor_state(
+    mark_delete: Position, acked: PositionRangeSet, batches: dict[Position, list[int]]
+) -> bytes:
+    """Serialize a cursor's acknowledgment state."""
+    ranges: list[int] = []
+    for lid, first, last in acked.intervals():
+        ranges += (lid, first, last)
+    doc: dict[str, Any] = {"md": list(mark_delete), "r": ranges}
+    if batches:
+        doc["b"] = [[p[0], p[1], words] for p, words in batches.items()]
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode_cursor_state(
+    raw: bytes,
+) -> tuple[Position, PositionRangeSet, dict[Position, list[int]]]:
+    """Parse what :func:`encode_cursor_state` produced."""
+    try:
+        doc = json.loads(raw)
+        md = Position(int(doc["md"][0]), int(doc["md"][1]))
+        acked = PositionRangeSet()
+        flat = doc.get("r", [])
+        for i in range(0, len(flat) - 2, 3):
+            acked.add_range(int(flat[i]), int(flat[i + 1]), int(flat[i + 2]))
+        batches = {
+            Position(int(lid), int(eid)): [int(w) & _MASK64 for w in words]
+            for lid, eid, words in doc.get("b", [])
+        }
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise StorageError(f"corrupt cursor state: {exc}") from exc
+    return md, acked, batches
+
+
+def _signed(word: int) -> int:
+    return word - (1 << 64) if word >= 1 << 63 else word
+
+
+class ManagedCursor:
+    """Read position and acknowledgment state of one subscription (or reader) on a ledger.
+
+    Create with :meth:`ManagedLedger.open_cursor` (durable) or
+    :meth:`ManagedLedger.new_non_durable_cursor`. ``key`` is a durable cursor's metadata key.
+    """
+
+    def __init__(self, ledger: ManagedLedger, name: str, durable: bool, mark_delete: Position):
+        self.name = name
+        self.durable = durable
+        self._ml = ledger
+        self._md = Position(mark_delete[0], mark_delete[1])
+        self._acked = PositionRangeSet()
+        self._batches: dict[Position, list[int]] = {}
+        self._rp = ledger.next_position(self._md)
+        self._closed = False
+        self.key = ledger.cursor_key(name) if durable else ""
+
+    def restore(self, acked: PositionRangeSet, batches: dict[Position, list[int]]) -> None:
+        """Install recovered acknowledgment state (used by recovery)."""
+        self._acked = acked
+        self._batches = batches
+        self._acked.remove_up_to(self._md)
+        self._advance()
+        self._rp = self._ml.next_position(self._md)
+
+    def serialize(self) -> bytes:
+        """The cursor's persistent state as bytes (see the module docstring)."""
+        return encode_cursor_state(self._md, self._acked, self._batches)
+
+    @property
+    def ledger(self) -> ManagedLedger:
+        """The managed ledger this cursor reads."""
+        return self._ml
+
+    @property
+    def mark_delete_position(self) -> Position:
+        """Every entry at or before this position is acknowledged."""
+        return self._md
+
+    @property
+    def read_position(self) -> Position:
+        """Next position to read."""
+        return self._rp
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def _changed(self) -> None:
+        if self.durable:
+            self._ml.cursor_changed(self)
+
+    def _advance(self) -> None:
+        """Move the mark-delete position over acked ranges that now touch it."""
+        acked = self._acked
+        ml = self._ml
+        while acked:
+            first = acked.first()
+            assert first is not None
+            lid, start, last = first
+            if (lid, start) > ml.next_position(self._md):
+                break
+            if (lid, last) > self._md:
+                self._md = Position(lid, last)
+            acked.remove_up_to(self._md)
+        if self._batches:
+            md = self._md
+            self._batches = {p: w for p, w in self._batches.items() if p > md}
+        if self._rp <= self._md:
+            self._rp = ml.next_position(self._md)
+
+    def _skip_acked(self, position: Position) -> Position:
+        ml = self._ml
+        p = ml.normalize(position)
+        if p <= self._md:
+            p = ml.next_position(self._md)
+        acked = self._acked
+        while acked:
+            found = acked.range_containing(p)
+            if found is None:
+                break
+            p = ml.next_position((found[0], found[2]))
+        return p
+
+    # ------------------------------------------------------------------ reading
+
+    def read_entries(self, max_entries: int) -> list[Entry]:
+        """Up to ``max_entries`` unacknowledged entries from the read position.
+
+        Stops at the ledger's last confirmed entry; advances the read position past what was
+        returned (and past acknowledged entries skipped on the way).
+        """
+        out: list[Entry] = []
+        ml = self._ml
+        lc = ml.last_confirmed
+        acked = self._acked
+        p = self._rp
+        while len(out) < max_entries:
+            p = self._skip_acked(p)
+            if p > lc:
+                break
+            want = max_entries - len(out)
+            nxt = acked.next_range_after(p) if acked else None
+            if nxt is not None and nxt[0] == p[0]:
+                want = min(want, nxt[1] - p[1])
+            batch = ml.read_entries(p, want)
+            if not batch:
+                break
+            if acked:
+                for i, entry in enumerate(batch):
+                    if entry.position in acked:
+                        del batch[i:]
+                        break
+            out.extend(batch)
+            p = ml.next_position(batch[-1].position)
+        self._rp = p
+        return out
+
+    def has_more_entries(self) -> bool:
+        """True if an unacknowledged entry is available at or after the read position."""
+        return self._skip_acked(self._rp) <= self._ml.last_confirmed
+
+    def rewind(self) -> None:
+        """Read again from the first position after the mark-delete position."""
+        self._rp = self._ml.next_position(self._md)
+
+    def seek(self, position: tuple[int, int]) -> None:
+        """Set the read position (acks unchanged; never at or before the mark-delete position)."""
+        ml = self._ml
+        p = ml.normalize(position)
+        limit = ml.next_position(ml.last_confirmed)
+        if p > limit:
+            p = limit
+        if p <= self._md:
+            p = ml.next_position(self._md)
+        self._rp = p
+
+    def reset(self, position: tuple[int, int]) -> None:
+        """Pulsar's resetCursor: acknowledge everything before ``position``, nothing from it on.
+
+        The mark-delete position becomes the one just before ``position``, individual and batch
+        acks are cleared and reading restarts at ``position``.
+        """
+        ml = self._ml
+        p = ml.normalize(position)
+        limit = ml.next_position(ml.last_confirmed)
+        if p > limit:
+            p = limit
+        self._md = Position(p.ledger_id, p.entry_id - 1)
+        self._acked.clear()
+        self._batches.clear()
+        self._rp = p
+        self._changed()
+
+    # ------------------------------------------------------------------ acknowledging
+
+    def mark_delete(self, position: tuple[int, int]) -> bool:
+        """Cumulative ack of everything up to ``position``; False if it is not past mark-delete."""
+        if position <= self._md:
+            return False
+        if position > self._ml.last_confirmed:
+            raise StorageError(
+                f"cannot mark-delete {position[0]}:{position[1]} past the last confirmed entry "
+                f"{self._ml.last_confirmed}"
+            )
+        self._md = Position(position[0], position[1])
+        self._acked.remove_up_to(self._md)
+        self._advance()
+        self._changed()
+        return True
+
+    def delete(self, positions: Iterable[tuple[int, int]]) -> None:
+        """Individual acks; the mark-delete position moves forward when the acks reach it."""
+        acked = self._acked
+        batches = self._batches
+        changed = False
+        for p in positions:
+            md = self._md
+            if p <= md:
+                continue
+            changed = True
+            if batches:
+                batches.pop(Position(p[0], p[1]), None)
+            if not acked and p[0] == md[0] and p[1] == md[1] + 1:
+                self._md = Position(p[0], p[1])  # the common case: the next entry in order
+                continue
+            acked.add(p[0], p[1])
+        if changed:
+            if acked or batches:
+                self._advance()
+            elif self._rp <= self._md:
+                self._rp = self._ml.next_position(self._md)
+            self._changed()
+
+    def ack_batch_indexes(
+        self, position: tuple[int, int], ack_set: Sequence[int], batch_size: int
+    ) -> bool:
+        """Partial ack of a batch entry.
+
+        ``ack_set`` is a ``java.util.BitSet`` as little-endian int64 words where a set bit means
+        "still unacked"; it is intersected with what was kept. Returns True (and acks the entry as
+        a whole) once every index is acknowledged.
+        """
+        pos = Position(position[0], position[1])
+        if self.is_acked(pos):
+            return True
+        current = self._batches.get(pos)
+        if current is None:
+            full, rest = divmod(batch_size, 64)
+            current = [_MASK64] * full + ([(1 << rest) - 1] if rest else [])
+        merged = [
+            word & (ack_set[i] & _MASK64 if i < len(ack_set) else 0)
+            for i, word in enumerate(current)
+        ]
+        if not any(merged):
+            self._batches.pop(pos, None)
+            self.delete([pos])
+            return True
+        while merged and not merged[-1]:
+            merged.pop()
+        self._batches[pos] = merged
+        self._changed()
+        return False
+
+    def get_batch_ack_set(self, position: tuple[int, int]) -> list[int] | None:
+        """Remaining (unacked-bits) words of a partially acked batch as signed int64, or None."""
+        words = self._batches.get(Position(position[0], position[1]))
+        if words is None:
+            return None
+        return [_signed(w) for w in words]
+
+    def is_acked(self, position: tuple[int, int]) -> bool:
+        """True if ``position`` is acknowledged (cumulatively or individually)."""
+        return position <= self._md or position in self._acked
+
+    def individually_deleted_ranges(self) -> list[tuple[Position, Position]]:
+        """Individually acked ranges, Pulsar style open-closed ``(a, b]``."""
+        return [
+            (Position(lid, first - 1), Position(lid, last))
+            for lid, first, last in self._acked.intervals()
+        ]
+
+    def backlog(self) -> int:
+        """Unacknowledged entries in ``(mark_delete_position, ledger.last_confirmed]``."""
+        lc = self._ml.last_confirmed
+        total = self._ml.count_entries(self._md, lc)
+        if self._acked:
+            total -= self._acked.count_between(self._md, lc)
+        return max(total, 0)
+
+    def close(self) -> None:
+        """Stop using the cursor (a durable cursor's state stays stored)."""
+        self._closed = True
+
+    def __repr__(self) -> str:
+        kind = "durable" if self.durable else "non-durable"
+        return (
+            f"ManagedCursor({self.name!r}, {kind}, mark_delete={self._md}, read={self._rp}, "
+            f"acked={len(self._acked)} ranges)"
+        )

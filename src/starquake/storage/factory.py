@@ -1,0 +1,328 @@
+"""ManagedLedgerFactory: owns the managed ledgers under one base directory.
+
+Layout::
+
+    <base_dir>/<percent-encoded managed ledger name>/<ledgerId>.log   data (see segment.py)
+    <base_dir>/<percent-encoded managed ledger name>/<ledgerId>.idx   index of a sealed ledger
+
+Metadata keys::
+
+    /starquake/storage/ledger-id-reserved            ASCII int: ledger ids below it may be in use
+    /managed-ledgers/<encoded ml name>/<encoded cursor name>   a durable cursor's state
+
+Ledger ids are global to the factory and never reused: blocks of ``ledger_id_reserve`` ids are
+reserved in the metadata store (a synchronous write, once per block), and a restart continues after
+the reserved block.
+
+The factory is also where the event loop and the commit thread meet: appends are buffered per ledger
+and :meth:`take_pending` hands them over as one :class:`PendingCommit`; durable cursor changes are
+collected for :meth:`take_cursor_snapshots`. Both are called on the loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from .commit import IndexJob, PendingCommit, WriteBatch
+from .cursor import ManagedCursor
+from .ledger import ManagedLedger
+from .metadata import MetadataStore
+from .position import LedgerBusyError, StorageError
+from .segment import encode_file_header, fsync_dir
+from .state import EntryCache, LedgerState
+
+__all__ = ["ManagedLedgerConfig", "ManagedLedgerFactory"]
+
+_LEDGER_ID_KEY = "/starquake/storage/ledger-id-reserved"
+_MAX_READ_FDS = 128
+
+
+@dataclass
+class ManagedLedgerConfig:
+    """Tuning of the managed ledgers (defaults are Pulsar's)."""
+
+    max_entries_per_ledger: int = 50000
+    """``managedLedgerMaxEntriesPerLedger``"""
+    max_size_per_ledger_bytes: int = 2048 * 1024 * 1024
+    """``managedLedgerMaxSizePerLedgerMbytes``"""
+    min_rollover_seconds: float = 600.0
+    """``managedLedgerMinLedgerRolloverTimeMinutes``"""
+    max_rollover_seconds: float = 14400.0
+    """``managedLedgerMaxLedgerRolloverTimeMinutes``"""
+    cache_max_bytes: int = 256 * 1024 * 1024
+    """Tail-read cache shared by all ledgers of a factory (recent entries; oldest evicted)."""
+    ledger_id_reserve: int = 1000
+    """Ledger ids reserved per metadata write."""
+
+
+class ManagedLedgerFactory:
+    """Creates, recovers, lists and deletes managed ledgers under ``base_dir``."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        metadata: MetadataStore,
+        config: ManagedLedgerConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.base_dir = Path(base_dir)
+        self.metadata = metadata
+        self.config = config if config is not None else ManagedLedgerConfig()
+        if self.config.ledger_id_reserve < 1:
+            raise ValueError("ledger_id_reserve must be at least 1")
+        self.clock = clock
+        self.cache = EntryCache(self.config.cache_max_bytes)
+        self.dirty_states: dict[LedgerState, None] = {}
+        self.cursor_dirty: dict[str, ManagedCursor | None] = {}
+        self._index_jobs: list[IndexJob] = []
+        self._open: dict[str, ManagedLedger] = {}
+        self._closing: dict[str, ManagedLedger] = {}
+        self._read_fds: OrderedDict[LedgerState, int] = OrderedDict()
+        self._closed = False
+        if not self.base_dir.exists():
+            self.base_dir.mkdir(parents=True)
+            fsync_dir(self.base_dir.parent)
+        raw = metadata.get(_LEDGER_ID_KEY)
+        self._next_id = int(raw) if raw is not None else 0
+        self._reserved_until = self._next_id
+
+    # ------------------------------------------------------------------ ledger ids
+
+    def allocate_ledger_id(self) -> int:
+        """A new global ledger id (reserving a block in the metadata store when needed)."""
+        if self._next_id >= self._reserved_until:
+            until = self._next_id + self.config.ledger_id_reserve
+            self.metadata.put(_LEDGER_ID_KEY, str(until).encode())
+            self._reserved_until = until
+        ledger_id = self._next_id
+        self._next_id += 1
+        return ledger_id
+
+    def ensure_ledger_ids_above(self, ledger_id: int) -> None:
+        """Never hand out ``ledger_id`` or a smaller id (found on disk)."""
+        if self._next_id <= ledger_id:
+            self._next_id = ledger_id + 1
+
+    # ------------------------------------------------------------------ managed ledgers
+
+    def _directory(self, name: str) -> Path:
+        if not name or name in (".", ".."):
+            raise StorageError(f"invalid managed ledger name {name!r}")
+        return self.base_dir / quote(name, safe="")
+
+    def open(self, name: str) -> ManagedLedger:
+        """Open (creating or recovering) the managed ledger ``name``.
+
+        Returns the same instance on repeated calls until it is closed or deleted. Reopening a
+        fenced ledger recovers it from disk. Raises :class:`LedgerBusyError` while a closed or
+        fenced instance of the same name still has writes in flight (retry after the commit).
+        """
+        if self._closed:
+            raise StorageError("factory is closed")
+        ml = self._open.get(name)
+        if ml is not None:
+            if not ml.fenced:
+                return ml
+            ml.close()
+        previous = self._closing.get(name)
+        if previous is not None:
+            if previous.busy():
+                raise LedgerBusyError(f"managed ledger {name} still has writes in flight")
+            del self._closing[name]
+        directory = self._directory(name)
+        if not directory.exists():
+            directory.mkdir()
+            fsync_dir(self.base_dir)
+        ml = ManagedLedger(self, name, directory)
+        ml.recover()
+        self._open[name] = ml
+        return ml
+
+    def exists(self, name: str) -> bool:
+        """True if the managed ledger is open or present on disk."""
+        return name in self._open or self._directory(name).is_dir()
+
+    def list_names(self) -> list[str]:
+        """Names of the managed ledgers present on disk (sorted)."""
+        try:
+            entries = os.listdir(self.base_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(unquote(e) for e in entries if (self.base_dir / e).is_dir())
+
+    def delete(self, name: str) -> None:
+        """Delete a managed ledger: its data files and its durable cursors' state."""
+        for registry in (self._open, self._closing):
+            ml = registry.pop(name, None)
+            if ml is not None:
+                ml.drop()
+        prefix = "/managed-ledgers/" + quote(name, safe="")
+        for key in [k for k in self.cursor_dirty if k.startswith(prefix + "/")]:
+            del self.cursor_dirty[key]
+        children = self.metadata.list_children(prefix)
+        if children:
+            self.metadata.put_many([(f"{prefix}/{c}", None) for c in children])
+        directory = self._directory(name)
+        if directory.exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            fsync_dir(self.base_dir)
+
+    def ledger_closed(self, ml: ManagedLedger) -> None:
+        """Called by :meth:`ManagedLedger.close`."""
+        if self._open.get(ml.name) is ml:
+            del self._open[ml.name]
+        if ml.busy():
+            self._closing[ml.name] = ml
+
+    # ------------------------------------------------------------------ group commit
+
+    def take_pending(self) -> PendingCommit | None:
+        """LOOP side: hand over every append not yet in a commit (None if there is nothing)."""
+        dirty = self.dirty_states
+        if not dirty and not self._index_jobs:
+            return None
+        batches: list[WriteBatch] = []
+        new_dirs: list[Path] = []
+        for state in dirty:
+            datas = state.pending
+            if not datas:
+                continue
+            state.pending = []
+            if state.dropped or state.owner.fenced:
+                state.pending_offset = state.end
+                state.pending_first = state.entries
+                self.maybe_release(state)
+                continue
+            header = None
+            offset = state.pending_offset
+            if state.header_pending:
+                header = encode_file_header(state.ledger_id)
+                offset = 0
+                state.header_pending = False
+            batches.append(
+                WriteBatch(
+                    state,
+                    state.fd,
+                    offset,
+                    datas,
+                    header,
+                    state.pending_first,
+                    state.end,
+                    state.sealed,
+                )
+            )
+            state.pending_offset = state.end
+            state.pending_first = state.entries
+            state.inflight += 1
+            if state.new_file:
+                state.new_file = False
+                if state.directory not in new_dirs:
+                    new_dirs.append(state.directory)
+        dirty.clear()
+        jobs = [j for j in self._index_jobs if not j.state.dropped]
+        self._index_jobs = []
+        if not batches and not jobs:
+            return None
+        return PendingCommit(self, batches, new_dirs, jobs)
+
+    def queue_index(self, state: LedgerState) -> None:
+        """Have the next commit write the index file of a sealed, fully written ledger."""
+        state.index_done = True
+        self._index_jobs.append(IndexJob(state))
+
+    def maybe_release(self, state: LedgerState) -> None:
+        """Close a ledger's write fd once nothing more will be written through it."""
+        if state.fd < 0 or state.inflight or state.pending:
+            return
+        owner = state.owner
+        if not (state.sealed or owner.closed or state.dropped):
+            return
+        os.close(state.fd)
+        state.fd = -1
+        if (
+            not state.dropped
+            and not owner.fenced
+            and state.entries
+            and state.confirmed == state.entries
+            and not state.index_done
+        ):
+            self.queue_index(state)
+
+    def read_fd(self, state: LedgerState) -> int:
+        """A descriptor to pread ``state``'s file (its write fd, or a cached read-only one)."""
+        if state.fd >= 0:
+            return state.fd
+        fds = self._read_fds
+        fd = fds.get(state)
+        if fd is not None:
+            fds.move_to_end(state)
+            return fd
+        try:
+            fd = os.open(state.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise StorageError(f"cannot open {state.path}: {exc}") from exc
+        fds[state] = fd
+        while len(fds) > _MAX_READ_FDS:
+            _, old = fds.popitem(last=False)
+            os.close(old)
+        return fd
+
+    def forget_state(self, state: LedgerState) -> None:
+        """Drop a ledger's cached entries and read fd (ledger trimmed, closed or deleted)."""
+        self.cache.drop(state)
+        fd = self._read_fds.pop(state, None)
+        if fd is not None:
+            os.close(fd)
+
+    # ------------------------------------------------------------------ cursors
+
+    def take_cursor_snapshots(self) -> list[tuple[str, bytes | None]]:
+        """LOOP side: ``(metadata key, state or None = delete)`` of each durable cursor changed
+        since the last call; write them with ``metadata.put_many`` (from a worker thread)."""
+        if not self.cursor_dirty:
+            return []
+        items = [
+            (key, cursor.serialize() if cursor is not None else None)
+            for key, cursor in self.cursor_dirty.items()
+        ]
+        self.cursor_dirty = {}
+        return items
+
+    # ------------------------------------------------------------------ shutdown
+
+    def close(self) -> None:
+        """Clean shutdown: commit and fsync everything pending, persist cursors, close files.
+
+        Blocking; call it when no commit is executing in another thread.
+        """
+        if self._closed:
+            return
+        for ml in list(self._open.values()):
+            ml.close()
+        for _ in range(3):  # data, then index files queued when the data files were released
+            commit = self.take_pending()
+            if commit is None:
+                break
+            try:
+                commit.execute()
+            except BaseException as exc:
+                commit.fail(exc)
+                raise
+            commit.finish()
+        snapshots = self.take_cursor_snapshots()
+        if snapshots:
+            self.metadata.put_many(snapshots)
+        for fd in self._read_fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._read_fds.clear()
+        self._closing.clear()
+        self._closed = True

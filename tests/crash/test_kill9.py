@@ -1,0 +1,198 @@
+"""Durability across a clean stop and across kill -9 of a real broker process."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+TOPIC = "persistent://public/default/durable"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerProcess:
+    """``starquake standalone`` in a child process."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.port = _free_port()
+        self.web_port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "starquake.cli.main",
+            "standalone",
+            "--data-dir",
+            str(self.data_dir),
+            "--broker-port",
+            str(self.port),
+            "--web-port",
+            str(self.web_port),
+            "--bind-address",
+            "127.0.0.1",
+            "--log-level",
+            "WARNING",
+        ]
+        self.proc = subprocess.Popen(cmd)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("broker exited during start-up") from None
+                time.sleep(0.05)
+        raise RuntimeError("broker did not start")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(30) == 0
+
+
+@pytest.fixture
+def broker_process(tmp_path: Path) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path / "data")
+    yield proc
+    if proc.proc is not None and proc.proc.poll() is None:
+        proc.proc.kill()
+        proc.proc.wait()
+
+
+def _client(url: str) -> pulsar.Client:
+    return pulsar.Client(
+        url, operation_timeout_seconds=5, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
+
+
+def _read_all(url: str) -> list[tuple[bytes, tuple[int, int]]]:
+    client = _client(url)
+    try:
+        reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
+        out = []
+        while reader.has_message_available():
+            msg = reader.read_next(5000)
+            mid = msg.message_id()
+            out.append((msg.data(), (mid.ledger_id(), mid.entry_id())))
+        return out
+    finally:
+        client.close()
+
+
+def _send_until_killed(
+    url: str, acked: list[tuple[bytes, tuple[int, int]]], stop: threading.Event
+) -> None:
+    client = _client(url)
+    try:
+        producer = client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=3000)
+        i = 0
+        while not stop.is_set():
+            payload = f"msg-{i}".encode()
+            try:
+                mid = producer.send(payload)
+            except pulsar.PulsarException:
+                return
+            acked.append((payload, (mid.ledger_id(), mid.entry_id())))
+            i += 1
+    finally:
+        with contextlib.suppress(pulsar.PulsarException):
+            client.close()
+
+
+@pytest.mark.parametrize("round_", range(2))
+def test_kill9_under_sync_sends_loses_nothing(broker_process: BrokerProcess, round_: int) -> None:
+    broker_process.start()
+    acked: list[tuple[bytes, tuple[int, int]]] = []
+    stop = threading.Event()
+    sender = threading.Thread(target=_send_until_killed, args=(broker_process.url, acked, stop))
+    sender.start()
+    deadline = time.monotonic() + 20
+    while len(acked) < 200 + 150 * round_ and time.monotonic() < deadline:
+        time.sleep(0.01)
+    broker_process.kill()
+    stop.set()
+    sender.join(30)
+    assert len(acked) >= 200
+    broker_process.start()
+    stored = _read_all(broker_process.url)
+    stored_ids = {mid: data for data, mid in stored}
+    for payload, mid in acked:
+        assert stored_ids.get(mid) == payload, f"acknowledged {payload!r} at {mid} was lost"
+    ordered = [data for data, _ in stored]
+    positions = [ordered.index(payload) for payload, _ in acked]
+    assert positions == sorted(positions)
+
+
+def test_clean_stop_keeps_messages_and_subscription(broker_process: BrokerProcess) -> None:
+    broker_process.start()
+    client = _client(broker_process.url)
+    consumer = client.subscribe(TOPIC, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(TOPIC, batching_enabled=False)
+    ids = [producer.send(f"m{i}".encode()) for i in range(20)]
+    for _ in range(8):
+        consumer.acknowledge(consumer.receive(timeout_millis=5000))
+    time.sleep(0.3)  # let the client's grouped acks reach the broker
+    client.close()
+    broker_process.stop()
+
+    broker_process.start()
+    stored = _read_all(broker_process.url)
+    assert [(d, m) for d, m in stored] == [
+        (f"m{i}".encode(), (mid.ledger_id(), mid.entry_id())) for i, mid in enumerate(ids)
+    ]
+    client = _client(broker_process.url)
+    consumer = client.subscribe(TOPIC, "sub")
+    assert consumer.receive(timeout_millis=5000).data() == b"m8"
+    producer = client.create_producer(TOPIC, batching_enabled=False)
+    new_id = producer.send(b"after-restart")
+    assert new_id.ledger_id() > ids[-1].ledger_id()
+    assert new_id.entry_id() == 0
+    client.close()
+
+
+def test_subscription_resumes_after_kill9(broker_process: BrokerProcess) -> None:
+    broker_process.start()
+    client = _client(broker_process.url)
+    consumer = client.subscribe(TOPIC, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(TOPIC, batching_enabled=False)
+    for i in range(30):
+        producer.send(f"m{i}".encode())
+    for _ in range(10):
+        consumer.acknowledge(consumer.receive(timeout_millis=5000))
+    # Past the ack grouping delay (100 ms) and the cursor flush interval (1 s).
+    time.sleep(1.8)
+    broker_process.kill()
+    client.close()
+
+    broker_process.start()
+    client = _client(broker_process.url)
+    consumer = client.subscribe(TOPIC, "sub")
+    assert consumer.receive(timeout_millis=5000).data() == b"m10"
+    client.close()

@@ -1,0 +1,33 @@
+"""Helpers shared by the storage tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starquake.storage import ManagedLedger, ManagedLedgerFactory, Position
+
+MakeFactory = Callable[..., ManagedLedgerFactory]
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def commit(factory: ManagedLedgerFactory) -> list[tuple[ManagedLedger, Position]]:
+    """Run one whole group commit synchronously."""
+    pending = factory.take_pending()
+    if pending is None:
+        return []
+    pending.execute()
+    return pending.finish()
+
+
+def append_all(ml: ManagedLedger, datas: list[bytes]) -> list[Position]:
+    return [ml.append(d) for d in datas]
