@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from starquake.storage import ManagedLedger, ManagedLedgerFactory, Position
+from starquake.storage import ManagedLedger, ManagedLedgerFactory, PendingCommit, Position
 
 log = logging.getLogger(__name__)
 
@@ -43,26 +43,35 @@ class GroupCommitter:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def _start_next(self) -> tuple[PendingCommit, asyncio.Future[None]] | None:
+        self._kicked = False
+        pending = self._factory.take_pending()
+        if pending is None:
+            return None
+        future = asyncio.get_running_loop().run_in_executor(self._executor, pending.execute)
+        return pending, future
+
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+        # The next commit starts executing before the previous one's receipts are sent, so the
+        # worker thread writes and fsyncs while the loop answers producers and reads more sends.
         try:
-            while self._kicked:
-                self._kicked = False
-                pending = self._factory.take_pending()
-                if pending is None:
-                    continue
+            inflight = self._start_next()
+            while inflight is not None:
+                pending, future = inflight
                 try:
-                    await loop.run_in_executor(self._executor, pending.execute)
+                    await future
                 except Exception as exc:
                     log.error("group commit failed: %s", exc)
                     failed = pending.fail(exc)
                     self._on_failed(failed, exc)
+                    inflight = self._start_next()
                     continue
+                results = pending.finish()
                 self.commits += 1
-                self._on_committed(pending.finish())
-                # Let the loop run (read more sends) before gathering the next group.
-                self._kicked = True
-                await asyncio.sleep(0)
+                inflight = self._start_next()
+                self._on_committed(results)
+                if inflight is None and self._kicked:
+                    inflight = self._start_next()
         finally:
             self._task = None
 

@@ -53,8 +53,8 @@ class BrokerConfig:
     # Managed ledger (storage).
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerMaxSizePerLedgerMbytes: int = 2048
-    managedLedgerMinLedgerRolloverTimeMinutes: float = 10
-    managedLedgerMaxLedgerRolloverTimeMinutes: float = 240
+    managedLedgerMinLedgerRolloverTimeMinutes: float = 10.0
+    managedLedgerMaxLedgerRolloverTimeMinutes: float = 240.0
     managedLedgerCacheSizeMB: int = 256
     managedLedgerCursorPositionFlushSeconds: float = 1.0
     managedLedgerTrimIntervalSeconds: float = 60.0

@@ -61,6 +61,8 @@ class ServerCnx(asyncio.Protocol):
         self._last_received = time.monotonic()
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_outstanding = False
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
         self._handlers: dict[int, Callable[[T, bytes | None], None]] = {
             T.CONNECT: self._on_connect,
             T.PING: self._on_ping,
@@ -140,15 +142,31 @@ class ServerCnx(asyncio.Protocol):
                 return
 
     def write(self, frame: bytes) -> None:
-        if self.transport is not None:
-            self.transport.write(frame)
+        """Queue a frame; everything queued in one loop iteration goes out in one write."""
+        if self.transport is None:
+            return
+        self._out.append(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def write_frames(self, frames: list[bytes]) -> None:
-        if self.transport is not None:
-            self.transport.writelines(frames)
+        if self.transport is None:
+            return
+        self._out.extend(frames)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if self.transport is not None and out:
+            self.transport.writelines(out)
 
     def close(self) -> None:
         if self.transport is not None:
+            self._flush()
             self.transport.close()
 
     def _check_keepalive(self) -> None:

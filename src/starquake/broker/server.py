@@ -41,13 +41,17 @@ class BrokerServer:
         self.service = service
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ServerCnx(service), config.bindAddress, config.brokerServicePort
+            lambda: ServerCnx(service),
+            config.bindAddress,
+            config.brokerServicePort,
+            start_serving=False,
         )
         self.broker_port = int(self._server.sockets[0].getsockname()[1])
         self.web.route("GET", "/admin/v2/brokers/health", _health)
         self.web_port = await self.web.start(config.bindAddress, config.webServicePort)
         await asyncio.to_thread(service.start_resources, self.service_url, self.web_service_url)
         service.start(self.service_url, self.web_service_url)
+        await self._server.start_serving()
         log.info(
             "Starquake broker ready on %s (web %s, data %s) in %.0f ms",
             self.service_url,

@@ -20,10 +20,15 @@ _U64_MASK = (1 << 64) - 1
 MAX_PROTOCOL_VERSION = 20
 
 
+_SMALL = [bytes((i,)) for i in range(128)]
+
+
 def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _SMALL[value]
+    if 0 < value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     value &= _U64_MASK
-    if value < 0x80:
-        return bytes((value,))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

@@ -133,53 +133,73 @@ class FrameDecoder:
     """Incremental decoder: feed bytes in any chunking, get whole frames out.
 
     ``max_frame_size`` bounds ``total_size``; a larger frame raises :class:`FrameTooLargeError`
-    before its body is buffered, so a hostile peer cannot make us allocate it.
+    before its body is buffered, so a hostile peer cannot make us allocate it. Whole frames are
+    sliced straight out of the received chunk (one copy per entry); only an incomplete tail is
+    buffered, and a large frame arriving in pieces is joined once, when it is complete.
     """
 
-    __slots__ = ("_buf", "_max_frame_size")
+    __slots__ = ("_max_frame_size", "_need", "_parts", "_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING) -> None:
-        self._buf = bytearray()
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._need = 4
         self._max_frame_size = max_frame_size
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet part of a whole frame."""
-        return len(self._buf)
+        return self._size
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """Add received bytes and return every frame they complete, in order."""
-        buf = self._buf
-        buf += data
+        if self._parts:
+            self._parts.append(bytes(data))
+            self._size += len(data)
+            if self._size < self._need:
+                return []
+            buf = b"".join(self._parts)
+            self._parts = []
+            self._size = 0
+        else:
+            buf = bytes(data)
         frames: list[Frame] = []
         pos = 0
         avail = len(buf)
         limit = self._max_frame_size
-        try:
-            while avail - pos >= 4:
-                (total,) = _U32.unpack_from(buf, pos)
+        unpack = _U32.unpack_from
+        parse = pb.BaseCommand.FromString
+        while avail - pos >= 4:
+            (total,) = unpack(buf, pos)
+            if total > limit:
+                raise FrameTooLargeError(f"frame of {total} bytes exceeds the limit of {limit}")
+            if total < 4:
+                raise MalformedFrameError(f"frame size {total} is too small")
+            frame_end = pos + 4 + total
+            if frame_end > avail:
+                break
+            (cmd_size,) = unpack(buf, pos + 4)
+            if cmd_size > total - 4:
+                raise MalformedFrameError("command size exceeds frame size")
+            cmd_end = pos + 8 + cmd_size
+            try:
+                command = parse(buf[pos + 8 : cmd_end])
+            except Exception as exc:
+                raise MalformedFrameError(f"cannot decode command: {exc}") from exc
+            frames.append(Frame(command, buf[cmd_end:frame_end] if frame_end > cmd_end else None))
+            pos = frame_end
+        if pos < avail:
+            rest = buf[pos:] if pos else buf
+            self._parts.append(rest)
+            self._size = len(rest)
+            self._need = 4
+            if len(rest) >= 4:
+                (total,) = unpack(rest, 0)
                 if total > limit:
                     raise FrameTooLargeError(f"frame of {total} bytes exceeds the limit of {limit}")
-                if total < 4:
-                    raise MalformedFrameError(f"frame size {total} is too small")
-                if avail - pos - 4 < total:
-                    break
-                (cmd_size,) = _U32.unpack_from(buf, pos + 4)
-                if cmd_size > total - 4:
-                    raise MalformedFrameError("command size exceeds frame size")
-                cmd_start = pos + 8
-                cmd_end = cmd_start + cmd_size
-                frame_end = pos + 4 + total
-                try:
-                    command = pb.BaseCommand.FromString(bytes(buf[cmd_start:cmd_end]))
-                except Exception as exc:
-                    raise MalformedFrameError(f"cannot decode command: {exc}") from exc
-                entry = bytes(buf[cmd_end:frame_end]) if frame_end > cmd_end else None
-                frames.append(Frame(command, entry))
-                pos = frame_end
-        finally:
-            if pos:
-                del buf[:pos]
+                self._need = 4 + total
+        else:
+            self._need = 4
         return frames
 
 

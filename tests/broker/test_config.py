@@ -1,0 +1,70 @@
+"""Broker configuration: broker.conf files, STARQUAKE_<key> variables, -D overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from starquake.broker.config import BrokerConfig, ConfigError, load_config, parse_overrides
+
+
+def test_defaults_are_pulsars() -> None:
+    config = BrokerConfig()
+    assert config.brokerServicePort == 6650
+    assert config.webServicePort == 8080
+    assert config.maxMessageSize == 5242880
+    assert config.managedLedgerMaxEntriesPerLedger == 50000
+    assert config.allowAutoTopicCreationType == "non-partitioned"
+
+
+def test_precedence_file_env_overrides(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "# a comment\n\nbrokerServicePort=7000\nwebServicePort = 7001\n"
+        "maxMessageSize=1000\nsomeJavaOnlyKey=whatever\n"
+    )
+    env = {"STARQUAKE_webServicePort": "7101", "STARQUAKE_maxMessageSize": "2000", "OTHER": "x"}
+    config = load_config(conf, {"maxMessageSize": "3000"}, env)
+    assert config.brokerServicePort == 7000
+    assert config.webServicePort == 7101
+    assert config.maxMessageSize == 3000
+    assert config.extra == {"someJavaOnlyKey": "whatever"}
+
+
+def test_types_are_converted() -> None:
+    config = load_config(
+        overrides={
+            "allowAutoTopicCreation": "false",
+            "managedLedgerMinLedgerRolloverTimeMinutes": "0.5",
+        },
+        environ={},
+    )
+    assert config.allowAutoTopicCreation is False
+    assert config.managedLedgerMinLedgerRolloverTimeMinutes == 0.5
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"noSuchKey": "1"}, "unknown configuration key"),
+        ({"brokerServicePort": "http"}, "not a valid int"),
+        ({"allowAutoTopicCreation": "maybe"}, "not a valid bool"),
+    ],
+)
+def test_bad_values_are_clear_errors(overrides: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=overrides, environ={})
+
+
+def test_bad_file_line(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("justakey\n")
+    with pytest.raises(ConfigError, match=r"broker\.conf:1"):
+        load_config(conf, environ={})
+
+
+def test_define_parsing() -> None:
+    assert parse_overrides(["a=1", "b = x=y"]) == {"a": "1", "b": "x=y"}
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])

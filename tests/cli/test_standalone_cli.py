@@ -1,0 +1,106 @@
+"""``starquake standalone`` as a user runs it: flags, config file, signals."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pulsar
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return time.monotonic() - started
+        except OSError:
+            assert proc.poll() is None, "broker exited"
+            time.sleep(0.01)
+    raise AssertionError("broker did not start")
+
+
+def test_standalone_with_config_file_and_defines(tmp_path: Path) -> None:
+    port, web = _free_port(), _free_port()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"brokerServicePort={port}\nwebServicePort=1\nclusterName=standalone\n")
+    cmd = [
+        sys.executable,
+        "-m",
+        "starquake.cli.main",
+        "standalone",
+        "--config",
+        str(conf),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "-D",
+        f"webServicePort={web}",
+        "--bind-address",
+        "127.0.0.1",
+    ]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+    try:
+        _wait_port(port, proc)
+        with urllib.request.urlopen(f"http://127.0.0.1:{web}/admin/v2/brokers/health") as resp:
+            assert resp.read() == b"ok"
+        client = pulsar.Client(f"pulsar://127.0.0.1:{port}")
+        producer = client.create_producer("cli-topic")
+        assert producer.send(b"hi").entry_id() == 0
+        client.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    text = err.decode()
+    assert "ready on" in text
+    assert "stopped" in text
+    assert (tmp_path / "data" / "metadata.db").exists()
+
+
+def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "starquake.cli.main", "standalone", "-D", "nosuchkey=1"],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert b"unknown configuration key 'nosuchkey'" in result.stderr
+
+
+def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "starquake.cli.main",
+                "standalone",
+                "--bind-address",
+                "127.0.0.1",
+                "--broker-port",
+                str(port),
+                "--web-port",
+                "0",
+                "--data-dir",
+                str(tmp_path / "d"),
+            ],
+            capture_output=True,
+            timeout=30,
+        )
+    assert result.returncode == 1
+    assert b"address already in use" in result.stderr

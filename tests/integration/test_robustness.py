@@ -1,0 +1,299 @@
+"""Bad input over raw sockets: the offending connection is closed, everyone else is served."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from starquake.broker.embedded import EmbeddedBroker
+from starquake.protocol import commands
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.framing import FrameDecoder, encode_command, encode_entry
+
+T = pb.BaseCommand
+EARLIEST = pulsar.InitialPosition.Earliest
+
+
+class RawConnection:
+    """A hand-driven protocol connection for sending what no real client would."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.decoder = FrameDecoder()
+        self.frames: list[pb.BaseCommand] = []
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def handshake(self) -> None:
+        self.send(commands.connect("raw-test"))
+        assert self.next().type == T.CONNECTED
+
+    def next(self, timeout: float = 5) -> pb.BaseCommand:
+        self.sock.settimeout(timeout)
+        while not self.frames:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed by broker")
+            self.frames.extend(f.command for f in self.decoder.feed(data))
+        return self.frames.pop(0)
+
+    def is_closed_by_peer(self, timeout: float = 5) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def connect() -> Iterator[Callable[[int], RawConnection]]:
+    opened: list[RawConnection] = []
+
+    def open_raw(port: int) -> RawConnection:
+        raw = RawConnection(port)
+        opened.append(raw)
+        return raw
+
+    yield open_raw
+    for raw in opened:
+        raw.close()
+
+
+def _producer(raw: RawConnection, topic: str) -> None:
+    cmd = T(type=T.PRODUCER)
+    cmd.producer.topic = topic
+    cmd.producer.producer_id = 1
+    cmd.producer.request_id = 1
+    raw.send(encode_command(cmd))
+    reply = raw.next()
+    assert reply.type == T.PRODUCER_SUCCESS, reply
+
+
+def _send_frame(
+    producer_id: int, sequence_id: int, payload: bytes, *, checksum: bool = True
+) -> bytes:
+    meta = pb.MessageMetadata(producer_name="raw", sequence_id=sequence_id, publish_time=1)
+    entry = encode_entry(meta, payload, checksum=checksum)
+    return commands.send_frame_header(producer_id, sequence_id, len(entry)) + entry
+
+
+def _client(broker: EmbeddedBroker) -> pulsar.Client:
+    return pulsar.Client(broker.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+
+
+def _still_serving(broker: EmbeddedBroker, topic: str) -> None:
+    client = _client(broker)
+    try:
+        producer = client.create_producer(topic)
+        consumer = client.subscribe(topic, "check", initial_position=EARLIEST)
+        producer.send(b"still here")
+        found = False
+        while not found:
+            found = consumer.receive(timeout_millis=5000).data() == b"still here"
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\xff" * 64,  # absurd frame size
+        b"\x00\x00\x00\x02\x00\x00",  # frame smaller than its header
+        b"\x00\x00\x00\x10\x00\x00\x00\x0c" + b"\x99" * 12,  # not a protobuf command
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # wrong protocol
+    ],
+    ids=["huge-size", "tiny-size", "bad-protobuf", "http"],
+)
+def test_garbage_closes_only_that_connection(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str, garbage: bytes
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.send(garbage)
+    assert raw.is_closed_by_peer()
+    _still_serving(broker, topic)
+
+
+def test_command_before_connect_closes(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.send(commands.ping())
+    assert raw.is_closed_by_peer()
+    _still_serving(broker, topic)
+
+
+def test_bad_checksum_gets_send_error_and_connection_stays(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.handshake()
+    _producer(raw, topic)
+    frame = bytearray(_send_frame(1, 0, b"payload"))
+    frame[-1] ^= 0x55
+    raw.send(bytes(frame))
+    reply = raw.next()
+    assert reply.type == T.SEND_ERROR
+    assert reply.send_error.error == pb.ChecksumError
+    raw.send(_send_frame(1, 1, b"good"))
+    reply = raw.next()
+    assert reply.type == T.SEND_RECEIPT
+    assert reply.send_receipt.sequence_id == 1
+
+
+def test_message_without_checksum_is_stored(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.handshake()
+    _producer(raw, topic)
+    raw.send(_send_frame(1, 0, b"no-crc", checksum=False))
+    assert raw.next().type == T.SEND_RECEIPT
+    client = _client(broker)
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        assert reader.read_next(5000).data() == b"no-crc"
+    finally:
+        client.close()
+
+
+def test_oversize_message_refused_connection_kept(
+    connect: Callable[[int], RawConnection], tmp_path: Path, topic: str
+) -> None:
+    with EmbeddedBroker(f"{tmp_path}/data", maxMessageSize=1024) as broker:
+        raw = connect(broker.broker_port)
+        raw.handshake()
+        _producer(raw, topic)
+        raw.send(_send_frame(1, 0, b"x" * 2000))
+        reply = raw.next()
+        assert reply.type == T.SEND_ERROR
+        assert "maxMessageSize" in reply.send_error.message
+        raw.send(_send_frame(1, 1, b"small"))
+        assert raw.next().type == T.SEND_RECEIPT
+
+
+def test_frame_over_max_size_closes_connection(
+    connect: Callable[[int], RawConnection], tmp_path: Path, topic: str
+) -> None:
+    with EmbeddedBroker(f"{tmp_path}/data", maxMessageSize=1024) as broker:
+        raw = connect(broker.broker_port)
+        raw.handshake()
+        _producer(raw, topic)
+        raw.send(_send_frame(1, 0, b"x" * 20000))
+        assert raw.is_closed_by_peer()
+        _still_serving(broker, topic)
+
+
+def test_send_for_unknown_producer_closes_connection(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.handshake()
+    raw.send(_send_frame(42, 0, b"x"))
+    assert raw.is_closed_by_peer()
+
+
+def test_unknown_request_gets_error(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.handshake()
+    cmd = T(type=T.GET_SCHEMA)
+    cmd.get_schema.request_id = 7
+    cmd.get_schema.topic = "persistent://public/default/x"
+    raw.send(encode_command(cmd))
+    reply = raw.next()
+    assert reply.type == T.GET_SCHEMA_RESPONSE
+    assert reply.get_schema_response.request_id == 7
+
+
+def test_lookup_of_missing_namespace_fails_inside_response(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.handshake()
+    cmd = T(type=T.LOOKUP)
+    cmd.lookup_topic.topic = "persistent://nope/nope/t"
+    cmd.lookup_topic.request_id = 3
+    raw.send(encode_command(cmd))
+    reply = raw.next()
+    assert reply.type == T.LOOKUP_RESPONSE
+    assert reply.lookup_topic_response.response == pb.CommandLookupTopicResponse.Failed
+    assert reply.lookup_topic_response.error == pb.TopicNotFound
+    cmd = T(type=T.PARTITIONED_METADATA)
+    cmd.partition_metadata.topic = "persistent://nope/nope/t"
+    cmd.partition_metadata.request_id = 4
+    raw.send(encode_command(cmd))
+    reply = raw.next()
+    failed = pb.CommandPartitionedTopicMetadataResponse.Failed
+    assert reply.partition_metadata_response.response == failed
+
+
+def test_broker_answers_ping_and_pings_idle_clients(
+    connect: Callable[[int], RawConnection], tmp_path: Path
+) -> None:
+    with EmbeddedBroker(f"{tmp_path}/data", keepAliveIntervalSeconds=1) as broker:
+        raw = connect(broker.broker_port)
+        raw.handshake()
+        raw.send(commands.ping())
+        assert raw.next().type == T.PONG
+        assert raw.next(timeout=4).type == T.PING
+        raw.send(commands.pong())
+        # Without replies the broker gives up on the connection.
+        assert raw.next(timeout=4).type == T.PING
+        assert raw.is_closed_by_peer(timeout=4)
+
+
+def test_connected_advertises_max_message_size(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.send(commands.connect("raw-test", protocol_version=15))
+    reply = raw.next()
+    assert reply.connected.max_message_size == 5 * 1024 * 1024
+    assert reply.connected.protocol_version == 15
+
+
+def test_health_endpoint(broker: EmbeddedBroker) -> None:
+    with urllib.request.urlopen(f"{broker.web_service_url}/admin/v2/brokers/health") as resp:
+        assert resp.status == 200
+        assert resp.read() == b"ok"
+
+
+def test_many_clients_interleaved(broker: EmbeddedBroker, topic: str) -> None:
+    clients = [_client(broker) for _ in range(4)]
+    try:
+        consumer = clients[0].subscribe(topic, "all", initial_position=EARLIEST)
+        producers = [c.create_producer(topic, batching_enabled=False) for c in clients]
+        for i in range(50):
+            for n, p in enumerate(producers):
+                p.send_async(f"{n}-{i}".encode(), None)
+        for p in producers:
+            p.flush()
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 200 and time.monotonic() < deadline:
+            msg = consumer.receive(timeout_millis=5000)
+            got.append(msg.data())
+            consumer.acknowledge(msg)
+        assert sorted(got) == sorted(f"{n}-{i}".encode() for n in range(4) for i in range(50))
+        for n in range(4):
+            mine = [g for g in got if g.startswith(f"{n}-".encode())]
+            assert mine == [f"{n}-{i}".encode() for i in range(50)]
+    finally:
+        for c in clients:
+            c.close()
