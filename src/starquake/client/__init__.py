@@ -1,0 +1,170 @@
+"""Starquake's pure-Python Pulsar client: the ``pulsar`` API with a different import.
+
+::
+
+    from starquake import client as pulsar
+
+    client = pulsar.Client("pulsar://localhost:6650")
+    producer = client.create_producer("my-topic")
+    producer.send(b"hello")
+    consumer = client.subscribe("my-topic", "my-subscription")
+    msg = consumer.receive()
+    consumer.acknowledge(msg)
+    client.close()
+
+The blocking API runs an asyncio core (:mod:`starquake.client.asyncio`) on a background
+event-loop thread.
+"""
+
+from __future__ import annotations
+
+from starquake.client._api import (
+    ConsumerBatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
+)
+from starquake.client._config import KeySharedPolicy
+from starquake.client._enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerCryptoFailureAction,
+    ConsumerType,
+    HashingScheme,
+    InitialPosition,
+    KeySharedMode,
+    LoggerLevel,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+    RegexSubscriptionMode,
+    Result,
+)
+from starquake.client._message import Message, MessageId
+from starquake.client._sync import (
+    Client,
+    ConsoleLogger,
+    Consumer,
+    FileLogger,
+    Producer,
+    Reader,
+)
+from starquake.client.exceptions import (
+    AlreadyClosed,
+    AuthenticationError,
+    AuthorizationError,
+    BrokerMetadataError,
+    BrokerPersistenceError,
+    ChecksumError,
+    ConnectError,
+    ConsumerAssignError,
+    ConsumerBusy,
+    ConsumerNotFound,
+    ConsumerNotInitialized,
+    CryptoError,
+    CumulativeAcknowledgementNotAllowedError,
+    ErrorGettingAuthenticationData,
+    IncompatibleSchema,
+    Interrupted,
+    InvalidConfiguration,
+    InvalidMessage,
+    InvalidTopicName,
+    InvalidTxnStatusError,
+    InvalidUrl,
+    LookupError,
+    MemoryBufferIsFull,
+    MessageTooBig,
+    NotAllowedError,
+    NotConnected,
+    OperationNotSupported,
+    ProducerBlockedQuotaExceededError,
+    ProducerBlockedQuotaExceededException,
+    ProducerBusy,
+    ProducerFenced,
+    ProducerNotInitialized,
+    ProducerQueueIsFull,
+    PulsarException,
+    ReadError,
+    ServiceUnitNotReady,
+    SubscriptionNotFound,
+    Timeout,
+    TooManyLookupRequestException,
+    TopicNotFound,
+    TopicTerminated,
+    TransactionConflict,
+    TransactionCoordinatorNotFoundError,
+    TransactionNotFound,
+    UnknownError,
+    UnsupportedVersionError,
+)
+
+__all__ = [
+    "AlreadyClosed",
+    "AuthenticationError",
+    "AuthorizationError",
+    "BatchingType",
+    "BrokerMetadataError",
+    "BrokerPersistenceError",
+    "ChecksumError",
+    "Client",
+    "CompressionType",
+    "ConnectError",
+    "ConsoleLogger",
+    "Consumer",
+    "ConsumerAssignError",
+    "ConsumerBatchReceivePolicy",
+    "ConsumerBusy",
+    "ConsumerCryptoFailureAction",
+    "ConsumerDeadLetterPolicy",
+    "ConsumerKeySharedPolicy",
+    "ConsumerNotFound",
+    "ConsumerNotInitialized",
+    "ConsumerType",
+    "CryptoError",
+    "CumulativeAcknowledgementNotAllowedError",
+    "ErrorGettingAuthenticationData",
+    "FileLogger",
+    "HashingScheme",
+    "IncompatibleSchema",
+    "InitialPosition",
+    "Interrupted",
+    "InvalidConfiguration",
+    "InvalidMessage",
+    "InvalidTopicName",
+    "InvalidTxnStatusError",
+    "InvalidUrl",
+    "KeySharedMode",
+    "KeySharedPolicy",
+    "LoggerLevel",
+    "LookupError",
+    "MemoryBufferIsFull",
+    "Message",
+    "MessageId",
+    "MessageTooBig",
+    "NotAllowedError",
+    "NotConnected",
+    "OperationNotSupported",
+    "PartitionsRoutingMode",
+    "Producer",
+    "ProducerAccessMode",
+    "ProducerBlockedQuotaExceededError",
+    "ProducerBlockedQuotaExceededException",
+    "ProducerBusy",
+    "ProducerFenced",
+    "ProducerNotInitialized",
+    "ProducerQueueIsFull",
+    "PulsarException",
+    "ReadError",
+    "Reader",
+    "RegexSubscriptionMode",
+    "Result",
+    "ServiceUnitNotReady",
+    "SubscriptionNotFound",
+    "Timeout",
+    "TooManyLookupRequestException",
+    "TopicNotFound",
+    "TopicTerminated",
+    "TransactionConflict",
+    "TransactionCoordinatorNotFoundError",
+    "TransactionNotFound",
+    "UnknownError",
+    "UnsupportedVersionError",
+]

@@ -1,0 +1,172 @@
+"""Argument handling shared by the asyncio and blocking APIs (checks as the official client's)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from starquake.client._config import KeySharedPolicy
+from starquake.client._enums import KeySharedMode
+from starquake.client._message import Message, MessageId
+from starquake.client._producer import OutgoingMessage
+
+
+def check_type(var_type: type | tuple[type, ...], var: Any, name: str) -> None:
+    """Raise ValueError unless ``var`` is an instance of ``var_type`` (official behaviour)."""
+    if not isinstance(var, var_type):
+        type_name = getattr(var_type, "__name__", str(var_type))
+        raise ValueError(
+            f"Argument {name} is expected to be of type '{type_name}' and not "
+            f"'{type(var).__name__}'"
+        )
+
+
+def check_type_or_none(var_type: type | tuple[type, ...], var: Any, name: str) -> None:
+    """Like :func:`check_type` but accepts None."""
+    if var is not None and not isinstance(var, var_type):
+        type_name = getattr(var_type, "__name__", str(var_type))
+        raise ValueError(f"Argument {name} is expected to be either None or of type '{type_name}'")
+
+
+def build_message(
+    schema: Any,
+    content: Any,
+    properties: dict[str, str] | None = None,
+    partition_key: str | None = None,
+    ordering_key: str | None = None,
+    sequence_id: int | None = None,
+    replication_clusters: list[str] | None = None,
+    disable_replication: bool = False,
+    event_timestamp: int | None = None,
+    deliver_at: int | None = None,
+    deliver_after: timedelta | None = None,
+) -> OutgoingMessage:
+    """Validate the ``send`` arguments and build the outgoing message."""
+    data: bytes | None
+    if content is None:
+        data = None
+    else:
+        data = schema.encode(content) if schema is not None else content
+        check_type(bytes, data, "data")
+    check_type_or_none(dict, properties, "properties")
+    check_type_or_none(str, partition_key, "partition_key")
+    check_type_or_none(str, ordering_key, "ordering_key")
+    check_type_or_none(int, sequence_id, "sequence_id")
+    check_type_or_none(list, replication_clusters, "replication_clusters")
+    check_type(bool, disable_replication, "disable_replication")
+    check_type_or_none(int, event_timestamp, "event_timestamp")
+    check_type_or_none(int, deliver_at, "deliver_at")
+    check_type_or_none(timedelta, deliver_after, "deliver_after")
+    when = deliver_at or None
+    if deliver_after:
+        when = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
+    return OutgoingMessage(
+        data,
+        properties=dict(properties or {}),
+        partition_key=partition_key or None,
+        ordering_key=ordering_key.encode("utf-8") if ordering_key else None,
+        sequence_id=sequence_id if sequence_id else None,
+        event_timestamp=event_timestamp or None,
+        deliver_at=when,
+        replication_clusters=replication_clusters or None,
+        disable_replication=disable_replication,
+    )
+
+
+def message_id_of(target: Any) -> Message | MessageId:
+    """Accept a Message or MessageId (ours); reject anything else like the official client."""
+    if isinstance(target, Message | MessageId):
+        return target
+    raise ValueError(f"expected a Message or MessageId, not {type(target).__name__}")
+
+
+def seek_target(target: Any) -> MessageId | int:
+    """A seek argument: a MessageId or a publish timestamp in milliseconds."""
+    if isinstance(target, MessageId):
+        return target
+    if isinstance(target, int) and not isinstance(target, bool):
+        return target
+    raise ValueError(f"invalid seek_arg type {type(target)}")
+
+
+def key_shared_policy(policy: Any) -> KeySharedPolicy | None:
+    """Normalize a key-shared policy argument."""
+    if policy is None or isinstance(policy, KeySharedPolicy):
+        return policy
+    mode = getattr(policy, "key_shared_mode", KeySharedMode.AutoSplit)
+    ranges = getattr(policy, "sticky_ranges", None)
+    return KeySharedPolicy(
+        KeySharedMode(int(mode)),
+        bool(getattr(policy, "allow_out_of_order_delivery", False)),
+        tuple((int(a), int(b)) for a, b in ranges) if ranges else None,
+    )
+
+
+class ConsumerKeySharedPolicy(KeySharedPolicy):
+    """Key_Shared policy with the official constructor signature."""
+
+    def __init__(
+        self,
+        key_shared_mode: KeySharedMode = KeySharedMode.AutoSplit,
+        allow_out_of_order_delivery: bool = False,
+        sticky_ranges: list[tuple[int, int]] | None = None,
+    ) -> None:
+        if key_shared_mode == KeySharedMode.Sticky and sticky_ranges is None:
+            raise ValueError(
+                "When using key_shared_mode = KeySharedMode.Sticky you must also provide "
+                "sticky_ranges"
+            )
+        super().__init__(
+            key_shared_mode,
+            allow_out_of_order_delivery,
+            tuple((int(a), int(b)) for a, b in sticky_ranges) if sticky_ranges else None,
+        )
+
+
+class ConsumerDeadLetterPolicy:
+    """Dead letter settings (accepted now; the DLQ itself arrives in a later version)."""
+
+    def __init__(
+        self,
+        max_redeliver_count: int,
+        dead_letter_topic: str | None = None,
+        initial_subscription_name: str | None = None,
+    ) -> None:
+        if max_redeliver_count is None or max_redeliver_count < 1:
+            raise ValueError("max_redeliver_count must be greater than 0")
+        self._max = max_redeliver_count
+        self._topic = dead_letter_topic or ""
+        self._initial = initial_subscription_name or ""
+
+    @property
+    def dead_letter_topic(self) -> str:
+        """The dead letter topic ("" means ``<topic>-<subscription>-DLQ``)."""
+        return self._topic
+
+    @property
+    def max_redeliver_count(self) -> int:
+        """Deliveries allowed before a message goes to the dead letter topic."""
+        return self._max
+
+    @property
+    def initial_subscription_name(self) -> str:
+        """Subscription created on the dead letter topic ("" for none)."""
+        return self._initial
+
+    def policy(self) -> ConsumerDeadLetterPolicy:
+        """Official-API compatibility: the policy itself."""
+        return self
+
+
+class ConsumerBatchReceivePolicy:
+    """Batch receive limits (accepted now; ``batch_receive`` arrives in a later version)."""
+
+    def __init__(self, max_num_message: int, max_num_bytes: int, timeout_ms: int) -> None:
+        self.max_num_message = max_num_message
+        self.max_num_bytes = max_num_bytes
+        self.timeout_ms = timeout_ms
+
+    def policy(self) -> ConsumerBatchReceivePolicy:
+        """Official-API compatibility: the policy itself."""
+        return self

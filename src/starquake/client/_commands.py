@@ -1,0 +1,209 @@
+"""Client-side command builders (pure functions returning ``BaseCommand`` objects)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+
+T = pb.BaseCommand
+
+
+def connect(client_version: str, protocol_version: int) -> T:
+    cmd = T(type=T.CONNECT)
+    c = cmd.connect
+    c.client_version = client_version
+    c.auth_method_name = "none"
+    c.protocol_version = protocol_version
+    c.feature_flags.supports_auth_refresh = True
+    c.feature_flags.supports_broker_entry_metadata = True
+    return cmd
+
+
+def ping() -> T:
+    cmd = T(type=T.PING)
+    cmd.ping.SetInParent()
+    return cmd
+
+
+def pong() -> T:
+    cmd = T(type=T.PONG)
+    cmd.pong.SetInParent()
+    return cmd
+
+
+def partitioned_metadata(topic: str, request_id: int) -> T:
+    cmd = T(type=T.PARTITIONED_METADATA)
+    cmd.partition_metadata.topic = topic
+    cmd.partition_metadata.request_id = request_id
+    return cmd
+
+
+def lookup(topic: str, request_id: int, authoritative: bool, listener_name: str = "") -> T:
+    cmd = T(type=T.LOOKUP)
+    r = cmd.lookup_topic
+    r.topic = topic
+    r.request_id = request_id
+    r.authoritative = authoritative
+    r.advertised_listener_name = listener_name
+    return cmd
+
+
+def _key_values(target: object, values: Mapping[str, str]) -> None:
+    for key, value in values.items():
+        target.add(key=key, value=value)  # type: ignore[attr-defined]
+
+
+def producer(
+    topic: str,
+    producer_id: int,
+    request_id: int,
+    *,
+    producer_name: str | None,
+    user_provided_name: bool,
+    epoch: int,
+    access_mode: int,
+    metadata: Mapping[str, str],
+    topic_epoch: int | None = None,
+) -> T:
+    cmd = T(type=T.PRODUCER)
+    p = cmd.producer
+    p.topic = topic
+    p.producer_id = producer_id
+    p.request_id = request_id
+    if producer_name:
+        p.producer_name = producer_name
+    p.user_provided_producer_name = user_provided_name
+    p.epoch = epoch
+    p.encrypted = False
+    p.producer_access_mode = access_mode  # type: ignore[assignment]
+    if topic_epoch is not None:
+        p.topic_epoch = topic_epoch
+    _key_values(p.metadata, metadata)
+    return cmd
+
+
+def send(producer_id: int, sequence_id: int, num_messages: int, highest_sequence_id: int) -> T:
+    cmd = T(type=T.SEND)
+    s = cmd.send
+    s.producer_id = producer_id
+    s.sequence_id = sequence_id
+    s.num_messages = num_messages
+    if highest_sequence_id > sequence_id:
+        s.highest_sequence_id = highest_sequence_id
+    return cmd
+
+
+def close_producer(producer_id: int, request_id: int) -> T:
+    cmd = T(type=T.CLOSE_PRODUCER)
+    cmd.close_producer.producer_id = producer_id
+    cmd.close_producer.request_id = request_id
+    return cmd
+
+
+def subscribe(
+    topic: str,
+    subscription: str,
+    sub_type: int,
+    consumer_id: int,
+    request_id: int,
+    *,
+    consumer_name: str,
+    durable: bool,
+    initial_position: int,
+    read_compacted: bool,
+    metadata: Mapping[str, str],
+    start_message_id: pb.MessageIdData | None = None,
+    key_shared_meta: pb.KeySharedMeta | None = None,
+    replicate_subscription_state: bool = False,
+) -> T:
+    cmd = T(type=T.SUBSCRIBE)
+    s = cmd.subscribe
+    s.topic = topic
+    s.subscription = subscription
+    s.subType = sub_type  # type: ignore[assignment]
+    s.consumer_id = consumer_id
+    s.request_id = request_id
+    s.consumer_name = consumer_name
+    s.priority_level = 0
+    s.durable = durable
+    s.read_compacted = read_compacted
+    s.initialPosition = initial_position  # type: ignore[assignment]
+    s.replicate_subscription_state = replicate_subscription_state
+    if start_message_id is not None:
+        s.start_message_id.CopyFrom(start_message_id)
+    if key_shared_meta is not None:
+        s.keySharedMeta.CopyFrom(key_shared_meta)
+    _key_values(s.metadata, metadata)
+    return cmd
+
+
+def flow(consumer_id: int, permits: int) -> T:
+    cmd = T(type=T.FLOW)
+    cmd.flow.consumer_id = consumer_id
+    cmd.flow.messagePermits = permits
+    return cmd
+
+
+def ack(consumer_id: int, ack_type: int, message_ids: Iterable[pb.MessageIdData]) -> T:
+    cmd = T(type=T.ACK)
+    a = cmd.ack
+    a.consumer_id = consumer_id
+    a.ack_type = ack_type  # type: ignore[assignment]
+    a.message_id.extend(message_ids)
+    return cmd
+
+
+def redeliver(consumer_id: int, message_ids: Iterable[pb.MessageIdData] = ()) -> T:
+    cmd = T(type=T.REDELIVER_UNACKNOWLEDGED_MESSAGES)
+    r = cmd.redeliver_unacknowledged_messages
+    r.consumer_id = consumer_id
+    r.message_ids.extend(message_ids)
+    return cmd
+
+
+def close_consumer(consumer_id: int, request_id: int) -> T:
+    cmd = T(type=T.CLOSE_CONSUMER)
+    cmd.close_consumer.consumer_id = consumer_id
+    cmd.close_consumer.request_id = request_id
+    return cmd
+
+
+def unsubscribe(consumer_id: int, request_id: int) -> T:
+    cmd = T(type=T.UNSUBSCRIBE)
+    cmd.unsubscribe.consumer_id = consumer_id
+    cmd.unsubscribe.request_id = request_id
+    return cmd
+
+
+def seek(
+    consumer_id: int,
+    request_id: int,
+    message_id: pb.MessageIdData | None = None,
+    publish_time: int | None = None,
+) -> T:
+    cmd = T(type=T.SEEK)
+    s = cmd.seek
+    s.consumer_id = consumer_id
+    s.request_id = request_id
+    if message_id is not None:
+        s.message_id.CopyFrom(message_id)
+    if publish_time is not None:
+        s.message_publish_time = publish_time
+    return cmd
+
+
+def get_last_message_id(consumer_id: int, request_id: int) -> T:
+    cmd = T(type=T.GET_LAST_MESSAGE_ID)
+    cmd.get_last_message_id.consumer_id = consumer_id
+    cmd.get_last_message_id.request_id = request_id
+    return cmd
+
+
+def get_topics_of_namespace(namespace: str, request_id: int, mode: int) -> T:
+    cmd = T(type=T.GET_TOPICS_OF_NAMESPACE)
+    g = cmd.get_topics_of_namespace
+    g.namespace = namespace
+    g.request_id = request_id
+    g.mode = mode  # type: ignore[assignment]
+    return cmd

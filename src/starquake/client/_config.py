@@ -1,0 +1,89 @@
+"""Settings of the client, producers and consumers (the public keyword arguments, gathered)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starquake.client._enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerType,
+    HashingScheme,
+    InitialPosition,
+    KeySharedMode,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+    RegexSubscriptionMode,
+)
+
+CLIENT_VERSION = "Pulsar-Python-Starquake-0.1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    service_url: str
+    operation_timeout_seconds: float = 30
+    connection_timeout_ms: int = 10000
+    keep_alive_interval_seconds: float = 30
+    listener_name: str = ""
+    initial_backoff_ms: int = 100
+    max_backoff_ms: int = 30000
+
+
+@dataclass(slots=True)
+class ProducerConfig:
+    producer_name: str | None = None
+    initial_sequence_id: int | None = None
+    send_timeout_millis: int = 30000
+    compression_type: CompressionType = CompressionType.NONE
+    max_pending_messages: int = 1000
+    max_pending_messages_across_partitions: int = 50000
+    block_if_queue_full: bool = False
+    batching_enabled: bool = True
+    batching_max_messages: int = 1000
+    batching_max_allowed_size_in_bytes: int = 128 * 1024
+    batching_max_publish_delay_ms: int = 10
+    chunking_enabled: bool = False
+    message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution
+    hashing_scheme: HashingScheme = HashingScheme.BoostHash
+    lazy_start_partitioned_producers: bool = False
+    properties: dict[str, str] = field(default_factory=dict)
+    batching_type: BatchingType = BatchingType.Default
+    access_mode: ProducerAccessMode = ProducerAccessMode.Shared
+    message_router: Callable[[Any, int], int] | None = None
+    schema: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeySharedPolicy:
+    """Key_Shared settings (mirrors ``pulsar.ConsumerKeySharedPolicy``)."""
+
+    key_shared_mode: KeySharedMode = KeySharedMode.AutoSplit
+    allow_out_of_order_delivery: bool = False
+    sticky_ranges: tuple[tuple[int, int], ...] | None = None
+
+
+@dataclass(slots=True)
+class ConsumerConfig:
+    consumer_type: ConsumerType = ConsumerType.Exclusive
+    receiver_queue_size: int = 1000
+    max_total_receiver_queue_size_across_partitions: int = 50000
+    consumer_name: str | None = None
+    unacked_messages_timeout_ms: int | None = None
+    negative_ack_redelivery_delay_ms: int = 60000
+    is_read_compacted: bool = False
+    properties: dict[str, str] = field(default_factory=dict)
+    pattern_auto_discovery_period: int = 60
+    initial_position: InitialPosition = InitialPosition.Latest
+    replicate_subscription_state_enabled: bool = False
+    start_message_id_inclusive: bool = False
+    key_shared_policy: KeySharedPolicy | None = None
+    batch_index_ack_enabled: bool = False
+    regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
+    dead_letter_policy: Any = None
+    ack_grouping_time_ms: int = 100
+    ack_grouping_max_size: int = 1000
+    durable: bool = True
+    schema: Any = None

@@ -1,0 +1,145 @@
+"""Shared client state and the reconnecting base of producers and consumers."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any
+
+from starquake.client._config import ClientConfig
+from starquake.client._connection import ClientConnection
+from starquake.client._pool import ConnectionPool, LookupService
+from starquake.client.exceptions import (
+    RETRYABLE,
+    AlreadyClosed,
+    PulsarException,
+    Timeout,
+    TopicNotFound,
+    TopicTerminated,
+)
+
+log = logging.getLogger("starquake.client")
+
+# Errors after which reconnecting cannot help.
+_FATAL = (TopicNotFound, TopicTerminated, AlreadyClosed)
+
+
+class ClientCore:
+    """What every producer and consumer of one client shares: config, pool, lookups, ids."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.pool = ConnectionPool(config)
+        self.request_ids = itertools.count()
+        self.lookup = LookupService(config, self.pool, self.request_ids)
+        self.producer_ids = itertools.count()
+        self.consumer_ids = itertools.count()
+        self.handlers: set[Any] = set()
+        self.closed = False
+
+    @property
+    def operation_timeout(self) -> float:
+        return self.config.operation_timeout_seconds
+
+    def next_request_id(self) -> int:
+        return next(self.request_ids)
+
+    async def close(self) -> None:
+        """Close every producer and consumer, then the connections."""
+        self.closed = True
+        for handler in list(self.handlers):
+            try:
+                await handler.close()
+            except PulsarException as exc:
+                log.debug("closing %r: %s", handler, exc)
+        await self.pool.close()
+
+
+class HandlerBase:
+    """A producer or consumer bound to one topic (partition): connects, and reconnects on loss.
+
+    Subclasses implement :meth:`_register` (send PRODUCER / SUBSCRIBE on a connection and
+    install themselves on it) and may override :meth:`_disconnected`.
+    """
+
+    def __init__(self, core: ClientCore, topic: str) -> None:
+        self._core = core
+        self.topic = topic
+        self._cnx: ClientConnection | None = None
+        self._closing = False
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._epoch = 0
+
+    @property
+    def connected(self) -> bool:
+        """True while registered on a live connection."""
+        return self._cnx is not None and self._cnx.is_open
+
+    async def _register(self, cnx: ClientConnection) -> None:
+        raise NotImplementedError
+
+    def _disconnected(self) -> None:
+        """Hook: the connection went away (before a reconnect is scheduled)."""
+
+    async def _connect_once(self) -> None:
+        url = await self._core.lookup.lookup(self.topic)
+        cnx = await self._core.pool.get_connection(url)
+        await self._register(cnx)
+        self._epoch += 1
+
+    async def _start(self) -> None:
+        """First connection: retry retryable errors until the operation timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._core.operation_timeout
+        delay = self._core.config.initial_backoff_ms / 1000
+        while True:
+            try:
+                await self._connect_once()
+                return
+            except (*RETRYABLE, Timeout) as exc:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise Timeout(f"{self.topic}: {exc}") from None
+                await asyncio.sleep(min(delay, remaining))
+                delay = min(delay * 2, self._core.config.max_backoff_ms / 1000)
+
+    def on_disconnected(self, cnx: ClientConnection) -> None:
+        """Called by the connection when it closes, or when the broker closed us on it."""
+        if cnx is not self._cnx:
+            return
+        self._cnx = None
+        self._disconnected()
+        self._schedule_reconnect()
+
+    def _schedule_reconnect(self) -> None:
+        if self._closing or self._core.closed:
+            return
+        if self._reconnect_task is not None and not self._reconnect_task.done():
+            return
+        self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect_loop())
+
+    async def _reconnect_loop(self) -> None:
+        delay = self._core.config.initial_backoff_ms / 1000
+        while not self._closing and not self._core.closed:
+            try:
+                await self._connect_once()
+                log.info("%r reconnected", self)
+                return
+            except _FATAL as exc:
+                log.error("%r cannot reconnect: %s", self, exc)
+                self._fail(exc)
+                return
+            except (PulsarException, OSError) as exc:
+                log.info("%r reconnect failed (%s); retrying in %.1fs", self, exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._core.config.max_backoff_ms / 1000)
+
+    def _fail(self, exc: PulsarException) -> None:
+        """Hook: the handler can never reconnect."""
+
+    def _stop_reconnecting(self) -> None:
+        self._closing = True
+        task = self._reconnect_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()

@@ -1,0 +1,272 @@
+"""Message ids and received messages."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+
+__all__ = ["Message", "MessageId"]
+
+_U64 = 1 << 64
+_I64_MAX = (1 << 63) - 1
+
+
+def _signed(value: int) -> int:
+    return value - _U64 if value > _I64_MAX else value
+
+
+class MessageId:
+    """Where a message is stored: ledger, entry, partition and index inside a batch.
+
+    ``serialize()`` produces the same bytes as the official client (a ``MessageIdData``), so ids
+    can be stored by one client and used by the other.
+    """
+
+    __slots__ = ("_batch_index", "_batch_size", "_entry_id", "_ledger_id", "_partition", "_topic")
+
+    earliest: ClassVar[MessageId]
+    latest: ClassVar[MessageId]
+
+    def __init__(
+        self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1
+    ) -> None:
+        self._partition = partition
+        self._ledger_id = ledger_id
+        self._entry_id = entry_id
+        self._batch_index = batch_index
+        self._batch_size = 0
+        self._topic: str | None = None
+
+    def ledger_id(self) -> int:
+        """The ledger id."""
+        return self._ledger_id
+
+    def entry_id(self) -> int:
+        """The entry id within the ledger."""
+        return self._entry_id
+
+    def batch_index(self) -> int:
+        """Index of the message inside its batch, or -1."""
+        return self._batch_index
+
+    def partition(self) -> int:
+        """Partition index, or -1 for a non-partitioned topic."""
+        return self._partition
+
+    def topic_name(self, topic: str | None = None) -> str | None:
+        """Get (or, with an argument, set) the topic the id belongs to (multi-topic use)."""
+        if topic is not None:
+            self._topic = topic
+        return self._topic
+
+    # --- internal helpers ---------------------------------------------------------------------
+
+    @property
+    def batch_size(self) -> int:
+        """Number of messages in the batch this id points into (0 when unknown)."""
+        return self._batch_size
+
+    @classmethod
+    def _make(
+        cls,
+        ledger_id: int,
+        entry_id: int,
+        partition: int = -1,
+        batch_index: int = -1,
+        batch_size: int = 0,
+        topic: str | None = None,
+    ) -> MessageId:
+        mid = cls(partition, ledger_id, entry_id, batch_index)
+        mid._batch_size = batch_size
+        mid._topic = topic
+        return mid
+
+    @classmethod
+    def from_proto(
+        cls, data: pb.MessageIdData, partition: int | None = None, topic: str | None = None
+    ) -> MessageId:
+        """Build from a wire ``MessageIdData`` (``partition`` overrides the field when given)."""
+        part = data.partition if data.HasField("partition") else -1
+        return cls._make(
+            _signed(data.ledgerId),
+            _signed(data.entryId),
+            part if partition is None else partition,
+            data.batch_index if data.HasField("batch_index") else -1,
+            data.batch_size if data.HasField("batch_size") else 0,
+            topic,
+        )
+
+    def to_proto(self, *, with_batch: bool = True) -> pb.MessageIdData:
+        """The wire ``MessageIdData``; ``with_batch=False`` names the whole entry."""
+        data = pb.MessageIdData(ledgerId=self._ledger_id % _U64, entryId=self._entry_id % _U64)
+        if self._partition >= 0:
+            data.partition = self._partition
+        if with_batch:
+            if self._batch_index >= 0:
+                data.batch_index = self._batch_index
+            if self._batch_size > 0:
+                data.batch_size = self._batch_size
+        return data
+
+    @property
+    def entry_key(self) -> tuple[int, int]:
+        """``(ledger_id, entry_id)``: identifies the stored entry."""
+        return (self._ledger_id, self._entry_id)
+
+    def _order_key(self) -> tuple[int, int, int]:
+        return (self._ledger_id, self._entry_id, self._batch_index)
+
+    # --- serialization ------------------------------------------------------------------------
+
+    def serialize(self) -> bytes:
+        """Bytes that :meth:`deserialize` (ours or the official client's) turns back into the id."""
+        return self.to_proto().SerializeToString()
+
+    @staticmethod
+    def deserialize(message_id_bytes: bytes, topic: str | None = None) -> MessageId:
+        """Parse bytes made by :meth:`serialize` (or by the official client)."""
+        data = pb.MessageIdData.FromString(bytes(message_id_bytes))
+        return MessageId.from_proto(data, topic=topic)
+
+    # --- comparisons --------------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        return f"({self._ledger_id},{self._entry_id},{self._partition},{self._batch_index})"
+
+    def __repr__(self) -> str:
+        return f"MessageId{self}"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
+        return self._order_key() == other._order_key() and self._partition == other._partition
+
+    def __hash__(self) -> int:
+        return hash((self._ledger_id, self._entry_id, self._batch_index, self._partition))
+
+    def __lt__(self, other: MessageId) -> bool:
+        return self._order_key() < other._order_key()
+
+    def __le__(self, other: MessageId) -> bool:
+        return self._order_key() <= other._order_key()
+
+    def __gt__(self, other: MessageId) -> bool:
+        return self._order_key() > other._order_key()
+
+    def __ge__(self, other: MessageId) -> bool:
+        return self._order_key() >= other._order_key()
+
+
+MessageId.earliest = MessageId(-1, -1, -1, -1)
+MessageId.latest = MessageId(-1, _I64_MAX, _I64_MAX, -1)
+
+
+class Message:
+    """A message: received from a consumer or reader, or handed to a custom message router."""
+
+    __slots__ = (
+        "_consumer",
+        "_data",
+        "_event_timestamp",
+        "_message_id",
+        "_null_value",
+        "_ordering_key",
+        "_partition_key",
+        "_producer_name",
+        "_properties",
+        "_publish_timestamp",
+        "_redelivery_count",
+        "_schema_version",
+        "_topic_name",
+        "_value_decoder",
+    )
+
+    def __init__(
+        self,
+        data: bytes,
+        *,
+        properties: dict[str, str] | None = None,
+        partition_key: str = "",
+        ordering_key: bytes = b"",
+        publish_timestamp: int = 0,
+        event_timestamp: int = 0,
+        message_id: MessageId | None = None,
+        topic_name: str = "",
+        redelivery_count: int = 0,
+        producer_name: str = "",
+        schema_version: bytes = b"",
+        null_value: bool = False,
+        consumer: Any = None,
+    ) -> None:
+        self._data = data
+        self._properties = properties if properties is not None else {}
+        self._partition_key = partition_key
+        self._ordering_key = ordering_key
+        self._publish_timestamp = publish_timestamp
+        self._event_timestamp = event_timestamp
+        self._message_id = message_id if message_id is not None else MessageId()
+        self._topic_name = topic_name
+        self._redelivery_count = redelivery_count
+        self._producer_name = producer_name
+        self._schema_version = schema_version
+        self._null_value = null_value
+        self._consumer = consumer
+        self._value_decoder: Any = None
+
+    def data(self) -> bytes:
+        """The payload bytes."""
+        return self._data
+
+    def value(self) -> Any:
+        """The payload decoded by the consumer's schema (the bytes themselves by default)."""
+        if self._value_decoder is not None:
+            return self._value_decoder(self._data)
+        return self._data
+
+    def properties(self) -> dict[str, str]:
+        """Application-defined properties."""
+        return self._properties
+
+    def partition_key(self) -> str:
+        """The partition key ("" when unset)."""
+        return self._partition_key
+
+    def ordering_key(self) -> str:
+        """The ordering key ("" when unset), as the official client returns it."""
+        return self._ordering_key.decode("utf-8", "surrogateescape")
+
+    def publish_timestamp(self) -> int:
+        """Publish time in milliseconds since the epoch."""
+        return self._publish_timestamp
+
+    def event_timestamp(self) -> int:
+        """Event time in milliseconds (0 when unset)."""
+        return self._event_timestamp
+
+    def message_id(self) -> MessageId:
+        """The id of this message."""
+        return self._message_id
+
+    def topic_name(self) -> str:
+        """The topic (partition) the message came from."""
+        return self._topic_name
+
+    def redelivery_count(self) -> int:
+        """How many times the broker delivered this message before."""
+        return self._redelivery_count
+
+    def schema_version(self) -> bytes:
+        """The schema version bytes (b"" when none)."""
+        return self._schema_version
+
+    def producer_name(self) -> str:
+        """Name of the producer that published the message."""
+        return self._producer_name
+
+    def has_null_value(self) -> bool:
+        """True for a null-value (tombstone) message."""
+        return self._null_value
+
+    def __repr__(self) -> str:
+        return f"Message(id={self._message_id}, topic={self._topic_name!r}, size={len(self._data)})"

@@ -1,0 +1,303 @@
+"""The consumer the API hands out: one or more :class:`ConsumerImpl` behind one queue.
+
+A single non-partitioned topic has one inner consumer; a partitioned topic one per partition;
+a topic list or a regex subscription one per partition of every topic. Regex subscriptions
+re-list the namespace every ``pattern_auto_discovery_period`` seconds and follow new and
+deleted topics (the pattern must fully match the topic name, as in the official clients).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from starquake.client._config import ConsumerConfig
+from starquake.client._consumer import ConsumerImpl
+from starquake.client._enums import RegexSubscriptionMode
+from starquake.client._handler import ClientCore
+from starquake.client._message import Message, MessageId
+from starquake.client._producer import partition_topic
+from starquake.client._queue import MessageQueue
+from starquake.client.exceptions import (
+    InvalidConfiguration,
+    OperationNotSupported,
+    PulsarException,
+)
+from starquake.common.topic_name import TopicName
+
+log = logging.getLogger("starquake.client")
+
+_MODES = {
+    RegexSubscriptionMode.PersistentOnly: 0,
+    RegexSubscriptionMode.NonPersistentOnly: 1,
+    RegexSubscriptionMode.AllTopics: 2,
+}
+
+
+def normalize_topic(topic: str) -> str:
+    """The fully qualified name of ``topic``."""
+    return str(TopicName.parse(topic))
+
+
+class ConsumerFront:
+    """A consumer (or reader) over any number of topic partitions."""
+
+    def __init__(
+        self,
+        core: ClientCore,
+        topics: list[str],
+        subscription: str,
+        config: ConsumerConfig,
+        *,
+        pattern: re.Pattern[str] | None = None,
+        start_message_id: MessageId | None = None,
+        consumer_name: str | None = None,
+    ) -> None:
+        self._core = core
+        self.subscription = subscription
+        self._config = config
+        self._pattern = pattern
+        self._start = start_message_id
+        self._consumer_name = consumer_name
+        self._topics = [normalize_topic(t) for t in topics]
+        self.queue = MessageQueue()
+        self.consumers: dict[str, ConsumerImpl] = {}
+        self._partitions: dict[str, list[str]] = {}
+        self._discovery: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def topic(self) -> str:
+        """The topic (or pattern, or comma-joined topics) this consumer reads."""
+        if self._pattern is not None:
+            return self._pattern.pattern
+        return ",".join(self._topics)
+
+    @property
+    def consumer_name(self) -> str:
+        first = next(iter(self.consumers.values()), None)
+        return first.consumer_name if first else (self._config.consumer_name or "")
+
+    # --- start / topics ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Subscribe to every topic (raises, after cleaning up, if any subscription fails)."""
+        try:
+            if self._pattern is not None:
+                self._topics = await self._discover()
+            counts = await asyncio.gather(
+                *(self._core.lookup.get_partitioned_metadata(t) for t in self._topics)
+            )
+            total = sum(max(n, 1) for n in counts)
+            for topic, count in zip(self._topics, counts, strict=True):
+                await self._add_topic(topic, count, total)
+        except BaseException:
+            await self.close()
+            raise
+        if self._pattern is not None and self._config.pattern_auto_discovery_period > 0:
+            self._discovery = asyncio.get_running_loop().create_task(self._discovery_loop())
+
+    def _queue_size(self, total_partitions: int) -> int:
+        size = self._config.receiver_queue_size
+        if total_partitions > 1:
+            cap = self._config.max_total_receiver_queue_size_across_partitions // total_partitions
+            size = max(1, min(size, cap))
+        return size
+
+    async def _add_topic(self, topic: str, num_partitions: int, total: int) -> None:
+        names = (
+            [partition_topic(topic, i) for i in range(num_partitions)]
+            if num_partitions
+            else [topic]
+        )
+        subs = [
+            ConsumerImpl(
+                self._core,
+                name,
+                self.subscription,
+                self._config,
+                self.queue,
+                partition=i if num_partitions else -1,
+                queue_size=self._queue_size(total),
+                start_message_id=self._start,
+                consumer_name=self._consumer_name,
+            )
+            for i, name in enumerate(names)
+        ]
+        self._partitions[topic] = names
+        for sub in subs:
+            self.consumers[sub.topic] = sub
+        results = await asyncio.gather(*(s.start() for s in subs), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def _remove_topic(self, topic: str) -> None:
+        for name in self._partitions.pop(topic, []):
+            sub = self.consumers.pop(name, None)
+            if sub is not None:
+                await sub.close()
+
+    def _namespace_and_regex(self) -> tuple[str, int, re.Pattern[str]]:
+        assert self._pattern is not None
+        text = self._pattern.pattern
+        if "://" not in text:
+            text = (
+                f"persistent://public/default/{text}" if "/" not in text else f"persistent://{text}"
+            )
+        _, _, rest = text.partition("://")
+        parts = rest.split("/")
+        if len(parts) < 3:
+            raise InvalidConfiguration(f"pattern {self._pattern.pattern!r} names no namespace")
+        return (
+            f"{parts[0]}/{parts[1]}",
+            _MODES[self._config.regex_subscription_mode],
+            re.compile(text, self._pattern.flags),
+        )
+
+    async def _discover(self) -> list[str]:
+        namespace, mode, regex = self._namespace_and_regex()
+        found = await self._core.lookup.get_topics_of_namespace(namespace, mode)
+        bases: dict[str, None] = {}
+        for name in found:
+            base = str(TopicName.parse(name).partitioned_topic_name)
+            if regex.fullmatch(base) or regex.fullmatch(name):
+                bases[base] = None
+        return list(bases)
+
+    async def _discovery_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self._config.pattern_auto_discovery_period)
+            try:
+                await self.rediscover()
+            except PulsarException as exc:
+                log.warning("topic discovery for %s failed: %s", self.topic, exc)
+
+    async def rediscover(self) -> None:
+        """Re-list the namespace now; subscribe to new matches, drop vanished topics."""
+        current = set(await self._discover())
+        known = set(self._partitions)
+        for topic in sorted(current - known):
+            count = await self._core.lookup.get_partitioned_metadata(topic)
+            await self._add_topic(topic, count, max(count, 1) + len(self.consumers))
+            log.info("pattern %s: subscribed to new topic %s", self.topic, topic)
+        for topic in sorted(known - current):
+            await self._remove_topic(topic)
+
+    # --- receive ----------------------------------------------------------------------------
+
+    async def receive(self, max_wait: float | None = None) -> Message:
+        """Next message (waits at most ``max_wait`` seconds, then raises Timeout)."""
+        msg = await self.queue.get(max_wait)
+        owner: ConsumerImpl = msg._consumer
+        owner.on_dequeued(msg)
+        return msg
+
+    def receive_nowait(self) -> Message | None:
+        msg = self.queue.get_nowait()
+        if msg is not None:
+            msg._consumer.on_dequeued(msg)
+        return msg
+
+    # --- acks -------------------------------------------------------------------------------
+
+    def route(self, target: Message | MessageId) -> tuple[ConsumerImpl, MessageId]:
+        """The inner consumer a message (id) belongs to."""
+        if isinstance(target, Message):
+            owner = target._consumer
+            if isinstance(owner, ConsumerImpl) and owner.topic in self.consumers:
+                return owner, target.message_id()
+            target = target.message_id()
+        if len(self.consumers) == 1:
+            return next(iter(self.consumers.values())), target
+        name = target.topic_name()
+        if name is not None:
+            name = normalize_topic(name)
+            if name in self.consumers:
+                return self.consumers[name], target
+            if target.partition() >= 0:
+                candidate = partition_topic(name, target.partition())
+                if candidate in self.consumers:
+                    return self.consumers[candidate], target
+        if target.partition() >= 0 and len(self._partitions) == 1:
+            names = next(iter(self._partitions.values()))
+            if target.partition() < len(names):
+                return self.consumers[names[target.partition()]], target
+        raise OperationNotSupported(f"cannot tell which topic message id {target} belongs to")
+
+    def acknowledge(self, target: Message | MessageId) -> None:
+        consumer, mid = self.route(target)
+        consumer.acknowledge(mid)
+
+    def acknowledge_cumulative(self, target: Message | MessageId) -> None:
+        consumer, mid = self.route(target)
+        consumer.acknowledge_cumulative(mid)
+
+    def negative_acknowledge(self, target: Message | MessageId) -> None:
+        consumer, mid = self.route(target)
+        consumer.negative_acknowledge(mid)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        for consumer in self.consumers.values():
+            consumer.redeliver_unacknowledged_messages()
+
+    # --- requests ---------------------------------------------------------------------------
+
+    async def seek(self, target: MessageId | int) -> None:
+        """Seek every inner consumer (a message id of one partition seeks only that one)."""
+        if isinstance(target, MessageId) and target.partition() >= 0 and len(self.consumers) > 1:
+            consumer, mid = self.route(target)
+            await consumer.seek(mid)
+            return
+        await asyncio.gather(*(c.seek(target) for c in self.consumers.values()))
+
+    async def get_last_message_id(self) -> MessageId:
+        if len(self.consumers) != 1:
+            raise OperationNotSupported("get_last_message_id needs a single-topic consumer")
+        return await next(iter(self.consumers.values())).get_last_message_id()
+
+    async def has_message_available(self) -> bool:
+        """Reader semantics: is there a message after the last one handed out?"""
+        for consumer in self.consumers.values():
+            if consumer.has_queued_messages():
+                return True
+        for consumer in self.consumers.values():
+            if await _has_more(consumer, self._start, self._config.start_message_id_inclusive):
+                return True
+        return False
+
+    async def unsubscribe(self) -> None:
+        await asyncio.gather(*(c.unsubscribe() for c in self.consumers.values()))
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._discovery is not None:
+            self._discovery.cancel()
+        await asyncio.gather(*(c.close() for c in self.consumers.values()), return_exceptions=True)
+        self.queue.close()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    @property
+    def connected(self) -> bool:
+        return all(c.connected for c in self.consumers.values())
+
+
+async def _has_more(consumer: ConsumerImpl, start: MessageId | None, inclusive: bool) -> bool:
+    last = await consumer.get_last_message_id()
+    if last.entry_id() < 0:
+        return False
+    ref = consumer.last_dequeued
+    if ref is not None:
+        return last > ref
+    if start is None or start.ledger_id() < 0:
+        return True
+    if consumer.latest_at_start is not None:
+        return last > consumer.latest_at_start
+    return last >= start if inclusive else last > start

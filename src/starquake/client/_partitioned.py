@@ -1,0 +1,145 @@
+"""Producers of partitioned topics: one :class:`ProducerImpl` per partition, plus routing."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+
+from starquake.client._config import ProducerConfig
+from starquake.client._enums import HashingScheme, PartitionsRoutingMode
+from starquake.client._handler import ClientCore
+from starquake.client._message import Message, MessageId
+from starquake.client._producer import OutgoingMessage, ProducerImpl, partition_topic
+from starquake.client.exceptions import InvalidConfiguration
+from starquake.common.hashes import boost_hash, java_string_hash, murmur3_32_masked
+
+_HASHES: dict[HashingScheme, Callable[[str], int]] = {
+    HashingScheme.BoostHash: boost_hash,
+    HashingScheme.JavaStringHash: java_string_hash,
+    HashingScheme.Murmur3_32Hash: lambda key: murmur3_32_masked(key.encode("utf-8")),
+}
+
+
+class MessageRouter:
+    """Chooses the partition of each message, as the official clients do.
+
+    Keyed messages go to ``hash(partition_key) % n``. Keyless ones: RoundRobin stays on one
+    partition until a batch would be full (count, bytes or delay) and then moves on (every
+    message when batching is off); SinglePartition uses one random partition; a custom router
+    decides itself.
+    """
+
+    def __init__(self, config: ProducerConfig) -> None:
+        self._config = config
+        self._hash = _HASHES[config.hashing_scheme]
+        self._mode = config.message_routing_mode
+        if config.message_router is not None:
+            self._mode = PartitionsRoutingMode.CustomPartition
+        elif self._mode == PartitionsRoutingMode.CustomPartition:
+            raise InvalidConfiguration("CustomPartition routing needs a message_router")
+        self._single = -1
+        self._cursor = random.randrange(1 << 16)
+        self._count = 0
+        self._bytes = 0
+        self._since = time.monotonic()
+
+    def choose(self, msg: OutgoingMessage, num_partitions: int) -> int:
+        """Partition index for ``msg``."""
+        config = self._config
+        if self._mode == PartitionsRoutingMode.CustomPartition:
+            assert config.message_router is not None
+            view = Message(
+                msg.content or b"",
+                properties=msg.properties,
+                partition_key=msg.partition_key or "",
+                ordering_key=msg.ordering_key or b"",
+                event_timestamp=msg.event_timestamp or 0,
+            )
+            return int(config.message_router(view, num_partitions)) % num_partitions
+        if msg.partition_key:
+            return self._hash(msg.partition_key) % num_partitions
+        if self._mode == PartitionsRoutingMode.UseSinglePartition:
+            if self._single < 0:
+                self._single = random.randrange(num_partitions)
+            return self._single % num_partitions
+        if not config.batching_enabled:
+            self._cursor += 1
+            return self._cursor % num_partitions
+        self._count += 1
+        self._bytes += msg.size
+        now = time.monotonic()
+        if (
+            self._count > config.batching_max_messages
+            or self._bytes > config.batching_max_allowed_size_in_bytes
+            or now - self._since >= config.batching_max_publish_delay_ms / 1000
+        ):
+            self._cursor += 1
+            self._count = 1
+            self._bytes = msg.size
+            self._since = now
+        return self._cursor % num_partitions
+
+
+class PartitionedProducer:
+    """Presents the partitions' producers as one producer."""
+
+    def __init__(
+        self, core: ClientCore, topic: str, config: ProducerConfig, num_partitions: int
+    ) -> None:
+        self.topic = topic
+        per_partition = min(
+            config.max_pending_messages,
+            max(1, config.max_pending_messages_across_partitions // num_partitions),
+        )
+        self.producers = []
+        for index in range(num_partitions):
+            sub_config = ProducerConfig(**{k: getattr(config, k) for k in config.__slots__})
+            sub_config.max_pending_messages = per_partition
+            self.producers.append(
+                ProducerImpl(core, partition_topic(topic, index), sub_config, index)
+            )
+        self._router = MessageRouter(config)
+
+    async def start(self) -> None:
+        """Create every partition's producer; on failure, close the ones that were created."""
+        results = await asyncio.gather(*(p.start() for p in self.producers), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            await asyncio.gather(*(p.close() for p in self.producers), return_exceptions=True)
+            raise errors[0]
+
+    @property
+    def producer_name(self) -> str:
+        return self.producers[0].producer_name
+
+    @property
+    def last_sequence_id(self) -> int:
+        return max(p.last_sequence_id for p in self.producers)
+
+    @property
+    def connected(self) -> bool:
+        return all(p.connected for p in self.producers)
+
+    def _pick(self, msg: OutgoingMessage) -> ProducerImpl:
+        return self.producers[self._router.choose(msg, len(self.producers))]
+
+    def send_nowait(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
+        return self._pick(msg).send_nowait(msg)
+
+    async def send_async(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
+        return await self._pick(msg).send_async(msg)
+
+    async def send(self, msg: OutgoingMessage) -> MessageId:
+        return await self._pick(msg).send(msg)
+
+    async def flush(self) -> None:
+        await asyncio.gather(*(p.flush() for p in self.producers))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(p.close() for p in self.producers))
+
+    @property
+    def is_closed(self) -> bool:
+        return all(p.is_closed for p in self.producers)

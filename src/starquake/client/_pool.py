@@ -1,0 +1,198 @@
+"""Connection pool (one connection per logical broker address) and the lookup service."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+from starquake.client import _commands
+from starquake.client._config import CLIENT_VERSION, ClientConfig
+from starquake.client._connection import ClientConnection
+from starquake.client.exceptions import (
+    RETRYABLE,
+    ConnectError,
+    InvalidUrl,
+    LookupError,
+    PulsarException,
+    Timeout,
+    from_server_error,
+)
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+
+log = logging.getLogger("starquake.client")
+_MAX_REDIRECTS = 20
+_R = TypeVar("_R")
+_Attempt = Callable[[], Awaitable[_R]]
+
+
+def parse_service_url(url: str) -> list[tuple[str, int]]:
+    """``pulsar://h1:6650,h2:6651/`` -> ``[("h1", 6650), ("h2", 6651)]``."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("pulsar", "pulsar+ssl"):
+        raise InvalidUrl(f"unsupported service URL {url!r}")
+    if parts.scheme == "pulsar+ssl":
+        raise InvalidUrl("TLS (pulsar+ssl://) is not supported yet")
+    hosts = []
+    for item in parts.netloc.split(","):
+        host, _, port = item.rpartition(":")
+        if not host:
+            host, port = item, "6650"
+        hosts.append((host.strip("[]"), int(port)))
+    if not hosts:
+        raise InvalidUrl(f"no host in service URL {url!r}")
+    return hosts
+
+
+class ConnectionPool:
+    """Opens, shares and forgets broker connections, keyed by logical address."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self._config = config
+        self._connections: dict[str, ClientConnection] = {}
+        self._opening: dict[str, asyncio.Future[ClientConnection]] = {}
+        self._closed = False
+
+    async def get_connection(self, logical_url: str) -> ClientConnection:
+        """An open connection to ``logical_url`` (``pulsar://host:port``), reused if possible."""
+        if self._closed:
+            raise ConnectError("client is closed")
+        cnx = self._connections.get(logical_url)
+        if cnx is not None and cnx.is_open:
+            return cnx
+        opening = self._opening.get(logical_url)
+        if opening is not None:
+            return await asyncio.shield(opening)
+        fut: asyncio.Future[ClientConnection] = asyncio.get_running_loop().create_future()
+        self._opening[logical_url] = fut
+        try:
+            cnx = await self._open(logical_url)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()
+            raise
+        finally:
+            self._opening.pop(logical_url, None)
+        self._connections[logical_url] = cnx
+        fut.set_result(cnx)
+        return cnx
+
+    async def _open(self, logical_url: str) -> ClientConnection:
+        host, port = random.choice(parse_service_url(logical_url))
+        loop = asyncio.get_running_loop()
+        timeout = self._config.connection_timeout_ms / 1000
+        try:
+            _, cnx = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: ClientConnection(
+                        logical_url, CLIENT_VERSION, self._config.keep_alive_interval_seconds
+                    ),
+                    host,
+                    port,
+                ),
+                timeout,
+            )
+        except (OSError, TimeoutError) as exc:
+            raise ConnectError(f"cannot connect to {logical_url}: {exc}") from None
+        await cnx.handshake(timeout)
+        log.debug("connected to %s (%s)", logical_url, cnx.server_version)
+        return cnx
+
+    async def close(self) -> None:
+        """Close every connection."""
+        self._closed = True
+        for cnx in list(self._connections.values()):
+            cnx.close()
+        self._connections.clear()
+
+
+class LookupService:
+    """Binary-protocol lookups: partition metadata, topic owner (with redirects), namespaces."""
+
+    def __init__(
+        self, config: ClientConfig, pool: ConnectionPool, request_ids: itertools.count[int]
+    ):
+        self._config = config
+        self._pool = pool
+        self._request_ids = request_ids
+        self._service_url = config.service_url.rstrip("/")
+
+    def next_request_id(self) -> int:
+        return next(self._request_ids)
+
+    @property
+    def _timeout(self) -> float:
+        return self._config.operation_timeout_seconds
+
+    async def _retrying(self, what: str, attempt: _Attempt[_R]) -> _R:
+        """Retry ``attempt`` on retryable errors with backoff until the operation timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        delay = self._config.initial_backoff_ms / 1000
+        while True:
+            try:
+                return await attempt()
+            except (*RETRYABLE, Timeout) as exc:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise Timeout(f"{what}: {exc}") from None
+                log.debug("%s failed (%s); retrying in %.2fs", what, exc, delay)
+                await asyncio.sleep(min(delay, remaining))
+                delay = min(delay * 2, self._config.max_backoff_ms / 1000)
+
+    async def get_partitioned_metadata(self, topic: str) -> int:
+        """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""
+
+        async def attempt() -> int:
+            cnx = await self._pool.get_connection(self._service_url)
+            rid = self.next_request_id()
+            cmd = _commands.partitioned_metadata(topic, rid)
+            resp = (await cnx.request(cmd, rid, self._timeout)).partition_metadata_response
+            if resp.response == pb.CommandPartitionedTopicMetadataResponse.Failed:
+                raise _lookup_error(resp.error, resp.message)
+            return resp.partitions
+
+        return await self._retrying(f"partition metadata of {topic}", attempt)
+
+    async def lookup(self, topic: str) -> str:
+        """Logical URL of the broker that serves ``topic`` (following redirects)."""
+
+        async def attempt() -> str:
+            url = self._service_url
+            authoritative = False
+            for _ in range(_MAX_REDIRECTS):
+                cnx = await self._pool.get_connection(url)
+                rid = self.next_request_id()
+                cmd = _commands.lookup(topic, rid, authoritative, self._config.listener_name)
+                resp = (await cnx.request(cmd, rid, self._timeout)).lookup_topic_response
+                if resp.response == pb.CommandLookupTopicResponse.Failed:
+                    raise _lookup_error(resp.error, resp.message)
+                target = resp.brokerServiceUrl or url
+                if resp.proxy_through_service_url:
+                    target = self._service_url
+                if resp.response == pb.CommandLookupTopicResponse.Connect:
+                    return target
+                url, authoritative = target, resp.authoritative
+            raise LookupError(f"too many lookup redirects for {topic}")
+
+        return await self._retrying(f"lookup of {topic}", attempt)
+
+    async def get_topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
+        """Topics (partitions included) of ``tenant/namespace``."""
+
+        async def attempt() -> list[str]:
+            cnx = await self._pool.get_connection(self._service_url)
+            rid = self.next_request_id()
+            cmd = _commands.get_topics_of_namespace(namespace, rid, mode)
+            resp = (await cnx.request(cmd, rid, self._timeout)).get_topics_of_namespace_response
+            return list(resp.topics)
+
+        return await self._retrying(f"topics of {namespace}", attempt)
+
+
+def _lookup_error(code: int, message: str) -> PulsarException:
+    return from_server_error(code, message)

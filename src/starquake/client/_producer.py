@@ -1,0 +1,455 @@
+"""Producer of one topic partition: pending queue, batching, compression, receipts, resend.
+
+Every message enqueued is "pending" until its receipt (or failure); ``max_pending_messages``
+bounds them. Batched messages wait in a batch container first; a flushed batch becomes one
+SEND (first sequence id, ``num_messages``). The SEND frames of pending ops are kept so that after
+a reconnect they are written again, unchanged, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from starquake.client import _commands
+from starquake.client._config import ProducerConfig
+from starquake.client._connection import ClientConnection
+from starquake.client._handler import ClientCore, HandlerBase
+from starquake.client._message import MessageId
+from starquake.client.exceptions import (
+    AlreadyClosed,
+    MessageTooBig,
+    ProducerQueueIsFull,
+    PulsarException,
+    Timeout,
+    TopicTerminated,
+    from_server_error,
+)
+from starquake.common.topic_name import TopicName
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.batch import pack_batch
+from starquake.protocol.compression import compress
+from starquake.protocol.errors import ServerError
+from starquake.protocol.framing import encode_entry, encode_payload_command
+
+log = logging.getLogger("starquake.client")
+
+
+@dataclass(slots=True)
+class OutgoingMessage:
+    """A message on its way to the broker (built from the ``send`` arguments)."""
+
+    content: bytes | None
+    properties: dict[str, str] = field(default_factory=dict)
+    partition_key: str | None = None
+    ordering_key: bytes | None = None
+    sequence_id: int | None = None
+    event_timestamp: int | None = None
+    deliver_at: int | None = None
+    replication_clusters: list[str] | None = None
+    disable_replication: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.content or b"")
+
+    @property
+    def key(self) -> str | bytes | None:
+        return self.ordering_key if self.ordering_key else self.partition_key
+
+
+@dataclass(slots=True)
+class _Op:
+    sequence_id: int
+    highest_sequence_id: int
+    num_messages: int
+    frame: bytes
+    futures: list[asyncio.Future[MessageId]]
+    created: float
+    batched: bool
+
+
+@dataclass(slots=True)
+class _Batch:
+    items: list[tuple[pb.SingleMessageMetadata, bytes, OutgoingMessage]] = field(
+        default_factory=list
+    )
+    futures: list[asyncio.Future[MessageId]] = field(default_factory=list)
+    sequence_ids: list[int] = field(default_factory=list)
+    size: int = 0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ProducerImpl(HandlerBase):
+    """Producer for a single (non-partitioned) topic or one partition."""
+
+    def __init__(
+        self, core: ClientCore, topic: str, config: ProducerConfig, partition: int = -1
+    ) -> None:
+        super().__init__(core, topic)
+        self._config = config
+        self.partition = partition
+        self.producer_id = next(core.producer_ids)
+        self.producer_name = config.producer_name or ""
+        self._user_named = bool(config.producer_name)
+        initial = config.initial_sequence_id
+        self.last_sequence_id = initial if initial is not None else -1
+        self._next_sequence_id = self.last_sequence_id + 1
+        self._pending: collections.deque[_Op] = collections.deque()
+        self._pending_messages = 0
+        self._space_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._batches: dict[str | bytes | None, _Batch] = {}
+        self._batch_timer: asyncio.TimerHandle | None = None
+        self._timeout_timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._max_message_size = 5 * 1024 * 1024
+
+    def __repr__(self) -> str:
+        return f"Producer({self.topic}, {self.producer_name or '?'})"
+
+    # --- connection -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and register with the broker (raises on failure)."""
+        self._core.handlers.add(self)
+        try:
+            await self._start()
+        except BaseException:
+            self._core.handlers.discard(self)
+            self._closing = True
+            raise
+
+    async def _register(self, cnx: ClientConnection) -> None:
+        rid = self._core.next_request_id()
+        cmd = _commands.producer(
+            self.topic,
+            self.producer_id,
+            rid,
+            producer_name=self.producer_name or None,
+            user_provided_name=self._user_named,
+            epoch=self._epoch,
+            access_mode=int(self._config.access_mode),
+            metadata=self._config.properties,
+        )
+        cnx.producers[self.producer_id] = self
+        try:
+            resp = await cnx.request(cmd, rid, self._core.operation_timeout)
+        except Timeout:
+            cnx.producers.pop(self.producer_id, None)
+            cnx.write_command(
+                _commands.close_producer(self.producer_id, self._core.next_request_id())
+            )
+            raise
+        except BaseException:
+            cnx.producers.pop(self.producer_id, None)
+            raise
+        success = resp.producer_success
+        self.producer_name = success.producer_name
+        if (
+            self._config.initial_sequence_id is None
+            and success.last_sequence_id >= 0
+            and self._next_sequence_id == 0
+        ):
+            self.last_sequence_id = success.last_sequence_id
+            self._next_sequence_id = success.last_sequence_id + 1
+        self._max_message_size = cnx.max_message_size
+        self._cnx = cnx
+        for op in self._pending:  # resend, in order, whatever was not confirmed
+            cnx.write(op.frame)
+
+    def _fail(self, exc: PulsarException) -> None:
+        self._fail_pending(exc)
+
+    # --- enqueue ----------------------------------------------------------------------------
+
+    async def send(self, msg: OutgoingMessage) -> MessageId:
+        """Send and wait for the broker's receipt."""
+        fut = await self.send_async(msg)
+        return await fut
+
+    async def send_async(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
+        """Queue a message; wait for space if ``block_if_queue_full``, else raise when full."""
+        while (
+            self._config.block_if_queue_full
+            and not self._closed
+            and (self._space_waiters or self._pending_messages >= self._config.max_pending_messages)
+        ):
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._space_waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._space_waiters:
+                    self._space_waiters.remove(waiter)
+            if self._pending_messages < self._config.max_pending_messages:
+                break
+        return self.send_nowait(msg)
+
+    def send_nowait(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
+        """Queue a message without waiting; raises :class:`ProducerQueueIsFull` when full."""
+        if self._closed or self._closing:
+            raise AlreadyClosed("producer is closed")
+        if self._pending_messages >= self._config.max_pending_messages:
+            raise ProducerQueueIsFull("producer queue is full")
+        if msg.size > self._max_message_size and not self._config.chunking_enabled:
+            raise MessageTooBig(f"message of {msg.size} bytes exceeds {self._max_message_size}")
+        fut: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
+        if msg.sequence_id is not None:
+            seq = msg.sequence_id
+            self._next_sequence_id = max(self._next_sequence_id, seq + 1)
+        else:
+            seq = self._next_sequence_id
+            self._next_sequence_id += 1
+        self._pending_messages += 1
+        if self._config.batching_enabled and msg.deliver_at is None:
+            self._add_to_batch(msg, seq, fut)
+        else:
+            self.flush_batches()
+            meta = self._metadata(msg, seq)
+            self._send_op(meta, msg.content or b"", seq, seq, 1, [fut], batched=False)
+        return fut
+
+    def _metadata(self, msg: OutgoingMessage, seq: int) -> pb.MessageMetadata:
+        meta = pb.MessageMetadata(
+            producer_name=self.producer_name, sequence_id=seq, publish_time=_now_ms()
+        )
+        for k, v in msg.properties.items():
+            meta.properties.add(key=k, value=v)
+        if msg.partition_key is not None:
+            meta.partition_key = msg.partition_key
+        if msg.ordering_key is not None:
+            meta.ordering_key = msg.ordering_key
+        if msg.event_timestamp:
+            meta.event_time = msg.event_timestamp
+        if msg.deliver_at is not None:
+            meta.deliver_at_time = msg.deliver_at
+        if msg.replication_clusters:
+            meta.replicate_to.extend(msg.replication_clusters)
+        if msg.disable_replication:
+            meta.replicate_to.append("__local__")
+        if msg.content is None:
+            meta.null_value = True
+        return meta
+
+    def _add_to_batch(self, msg: OutgoingMessage, seq: int, fut: asyncio.Future[MessageId]) -> None:
+        from starquake.client._enums import BatchingType
+
+        key = msg.key if self._config.batching_type == BatchingType.KeyBased else None
+        batch = self._batches.get(key)
+        if (
+            batch is not None
+            and batch.items
+            and (batch.size + msg.size > self._config.batching_max_allowed_size_in_bytes)
+        ):
+            self._flush_batch(key)
+            batch = None
+        if batch is None:
+            batch = self._batches[key] = _Batch()
+        single = pb.SingleMessageMetadata(payload_size=msg.size, sequence_id=seq)
+        for k, v in msg.properties.items():
+            single.properties.add(key=k, value=v)
+        if msg.partition_key is not None:
+            single.partition_key = msg.partition_key
+        if msg.ordering_key is not None:
+            single.ordering_key = msg.ordering_key
+        if msg.event_timestamp:
+            single.event_time = msg.event_timestamp
+        if msg.content is None:
+            single.null_value = True
+        batch.items.append((single, msg.content or b"", msg))
+        batch.futures.append(fut)
+        batch.sequence_ids.append(seq)
+        batch.size += msg.size
+        if (
+            len(batch.items) >= self._config.batching_max_messages
+            or batch.size >= self._config.batching_max_allowed_size_in_bytes
+        ):
+            self._flush_batch(key)
+        elif self._batch_timer is None:
+            delay = self._config.batching_max_publish_delay_ms / 1000
+            self._batch_timer = asyncio.get_running_loop().call_later(delay, self._on_batch_timer)
+
+    def _on_batch_timer(self) -> None:
+        self._batch_timer = None
+        self.flush_batches()
+
+    def flush_batches(self) -> None:
+        """Turn every open batch into a SEND now."""
+        for key in list(self._batches):
+            self._flush_batch(key)
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
+
+    def _flush_batch(self, key: str | bytes | None) -> None:
+        batch = self._batches.pop(key, None)
+        if batch is None or not batch.items:
+            return
+        first = batch.items[0][2]
+        seq = batch.sequence_ids[0]
+        meta = self._metadata(first, seq)
+        del meta.properties[:]
+        meta.ClearField("event_time")
+        meta.ClearField("null_value")
+        meta.num_messages_in_batch = len(batch.items)
+        payload = pack_batch([(single, data) for single, data, _ in batch.items])
+        self._send_op(
+            meta, payload, seq, max(batch.sequence_ids), len(batch.items), batch.futures, True
+        )
+
+    def _send_op(
+        self,
+        meta: pb.MessageMetadata,
+        payload: bytes,
+        seq: int,
+        highest: int,
+        num_messages: int,
+        futures: list[asyncio.Future[MessageId]],
+        batched: bool,
+    ) -> None:
+        codec = int(self._config.compression_type)
+        if codec:
+            meta.compression = codec  # type: ignore[assignment]
+            meta.uncompressed_size = len(payload)
+            payload = compress(codec, payload)
+        entry = encode_entry(meta, payload)
+        cmd = _commands.send(self.producer_id, seq, num_messages, highest)
+        frame = encode_payload_command(cmd, entry)
+        op = _Op(seq, highest, num_messages, frame, futures, time.monotonic(), batched)
+        self._pending.append(op)
+        if self._cnx is not None:
+            self._cnx.write(frame)
+        self._arm_send_timeout()
+
+    # --- receipts and failures --------------------------------------------------------------
+
+    def on_send_receipt(self, receipt: pb.CommandSendReceipt) -> None:
+        if not self._pending:
+            return
+        op = self._pending[0]
+        if receipt.sequence_id != op.sequence_id:
+            log.warning(
+                "%r: receipt for %d but %d is the oldest pending; ignored",
+                self,
+                receipt.sequence_id,
+                op.sequence_id,
+            )
+            return
+        self._pending.popleft()
+        mid = receipt.message_id
+        ledger, entry = mid.ledgerId, mid.entryId
+        ledger = ledger - (1 << 64) if ledger >= 1 << 63 else ledger
+        entry = entry - (1 << 64) if entry >= 1 << 63 else entry
+        self.last_sequence_id = op.highest_sequence_id
+        for index, fut in enumerate(op.futures):
+            if not fut.done():
+                if op.batched:
+                    result = MessageId._make(
+                        ledger, entry, self.partition, index, op.num_messages, self.topic
+                    )
+                else:
+                    result = MessageId._make(ledger, entry, self.partition, topic=self.topic)
+                fut.set_result(result)
+        self._release(op.num_messages)
+
+    def on_send_error(self, error: pb.CommandSendError) -> None:
+        log.warning("%r: send error %s: %s", self, error.error, error.message)
+        if int(error.error) == ServerError.TopicTerminatedError:
+            self._fail_pending(TopicTerminated(error.message))
+            return
+        cnx = self._cnx
+        if cnx is not None:  # as the C++ client does: reconnect and resend
+            cnx.close()
+
+    def _release(self, count: int) -> None:
+        self._pending_messages -= count
+        while self._space_waiters and self._pending_messages < self._config.max_pending_messages:
+            waiter = self._space_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                break
+
+    def _fail_pending(self, exc: PulsarException) -> None:
+        ops = list(self._pending)
+        self._pending.clear()
+        batches = list(self._batches.values())
+        self._batches.clear()
+        for op in ops:
+            for fut in op.futures:
+                if not fut.done():
+                    fut.set_exception(exc)
+            self._release(op.num_messages)
+        for batch in batches:
+            for fut in batch.futures:
+                if not fut.done():
+                    fut.set_exception(exc)
+            self._release(len(batch.futures))
+
+    def _arm_send_timeout(self) -> None:
+        timeout = self._config.send_timeout_millis / 1000
+        if timeout <= 0 or self._timeout_timer is not None or not self._pending:
+            return
+        due = self._pending[0].created + timeout - time.monotonic()
+        loop = asyncio.get_running_loop()
+        self._timeout_timer = loop.call_later(max(due, 0.001), self._on_send_timeout)
+
+    def _on_send_timeout(self) -> None:
+        self._timeout_timer = None
+        timeout = self._config.send_timeout_millis / 1000
+        if self._pending and time.monotonic() - self._pending[0].created >= timeout:
+            self._fail_pending(Timeout("send timed out"))
+        self._arm_send_timeout()
+
+    # --- flush / close ----------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Send open batches and wait until everything pending so far is confirmed or failed."""
+        self.flush_batches()
+        if not self._pending:
+            return
+        last = self._pending[-1].futures
+        await asyncio.wait(last)
+
+    async def close(self) -> None:
+        """Flush, then close the producer on the broker."""
+        if self._closed:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.flush(), self._core.operation_timeout)
+        self._closed = True
+        self._stop_reconnecting()
+        self._fail_pending(AlreadyClosed("producer closed"))
+        if self._timeout_timer is not None:
+            self._timeout_timer.cancel()
+        self._core.handlers.discard(self)
+        cnx, self._cnx = self._cnx, None
+        if cnx is not None and cnx.is_open:
+            cnx.producers.pop(self.producer_id, None)
+            rid = self._core.next_request_id()
+            try:
+                await cnx.request(
+                    _commands.close_producer(self.producer_id, rid),
+                    rid,
+                    self._core.operation_timeout,
+                )
+            except PulsarException as exc:
+                log.debug("%r: close: %s", self, exc)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+
+def partition_topic(topic: str, index: int) -> str:
+    """Name of partition ``index`` of ``topic``."""
+    return str(TopicName.parse(topic).partition(index))
+
+
+__all__ = ["OutgoingMessage", "ProducerImpl", "from_server_error", "partition_topic"]

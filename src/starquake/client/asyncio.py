@@ -1,0 +1,466 @@
+"""The asyncio client API (the counterpart of ``pulsar.asyncio``).
+
+Everything here runs on the caller's event loop::
+
+    from starquake.client.asyncio import Client
+
+    client = Client("pulsar://localhost:6650")
+    producer = await client.create_producer("my-topic")
+    await producer.send(b"hello")
+    await client.close()
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from starquake.client._api import (
+    build_message,
+    check_type,
+    check_type_or_none,
+    message_id_of,
+    seek_target,
+)
+from starquake.client._api import (
+    key_shared_policy as _key_shared_policy,
+)
+from starquake.client._config import ClientConfig, ConsumerConfig, ProducerConfig
+from starquake.client._consumer import is_latest
+from starquake.client._enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerType,
+    HashingScheme,
+    InitialPosition,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+    RegexSubscriptionMode,
+)
+from starquake.client._handler import ClientCore
+from starquake.client._message import Message, MessageId
+from starquake.client._multi import ConsumerFront, normalize_topic
+from starquake.client._partitioned import PartitionedProducer
+from starquake.client._producer import OutgoingMessage, ProducerImpl, partition_topic
+from starquake.client.exceptions import InvalidConfiguration, PulsarException
+
+__all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader"]
+
+AnyProducer = ProducerImpl | PartitionedProducer
+
+
+class Producer:
+    """An asyncio producer; create it with :meth:`Client.create_producer`."""
+
+    def __init__(self, impl: AnyProducer, topic: str, schema: Any) -> None:
+        self._impl = impl
+        self._topic = topic
+        self._schema = schema
+
+    def _message(self, content: Any, **kwargs: Any) -> OutgoingMessage:
+        return build_message(self._schema, content, **kwargs)
+
+    async def send(
+        self,
+        content: Any,
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: timedelta | None = None,
+    ) -> MessageId:
+        """Send a message and return its id once the broker has stored it."""
+        msg = self._message(
+            content,
+            properties=properties,
+            partition_key=partition_key,
+            ordering_key=ordering_key,
+            sequence_id=sequence_id,
+            replication_clusters=replication_clusters,
+            disable_replication=disable_replication,
+            event_timestamp=event_timestamp,
+            deliver_at=deliver_at,
+            deliver_after=deliver_after,
+        )
+        return await self._impl.send(msg)
+
+    async def send_outgoing(self, msg: OutgoingMessage) -> MessageId:
+        """Send a prepared :class:`OutgoingMessage`."""
+        return await self._impl.send(msg)
+
+    async def flush(self) -> None:
+        """Send batched messages now and wait until all pending ones are confirmed."""
+        await self._impl.flush()
+
+    async def close(self) -> None:
+        """Flush and close the producer."""
+        await self._impl.close()
+
+    def topic(self) -> str:
+        """The topic this producer publishes to."""
+        return self._topic
+
+    def producer_name(self) -> str:
+        """The producer name (chosen by the broker unless given)."""
+        return self._impl.producer_name
+
+    def last_sequence_id(self) -> int:
+        """Sequence id of the last message confirmed by the broker (-1 if none)."""
+        return self._impl.last_sequence_id
+
+    def is_connected(self) -> bool:
+        """True while connected to the broker."""
+        return self._impl.connected and not self._impl.is_closed
+
+
+class Consumer:
+    """An asyncio consumer; create it with :meth:`Client.subscribe`."""
+
+    def __init__(self, front: ConsumerFront, schema: Any) -> None:
+        self._front = front
+        self._schema = schema
+
+    def _decorate(self, msg: Message) -> Message:
+        if self._schema is not None and hasattr(self._schema, "decode"):
+            msg._value_decoder = self._schema.decode
+        return msg
+
+    async def receive(self, timeout_millis: int | None = None) -> Message:
+        """Wait for the next message (raises Timeout after ``timeout_millis`` if given)."""
+        timeout = None if timeout_millis is None else timeout_millis / 1000
+        return self._decorate(await self._front.receive(timeout))
+
+    async def acknowledge(self, message: Message | MessageId) -> None:
+        """Acknowledge one message (sent with the next ack group)."""
+        self._front.acknowledge(message_id_of(message))
+
+    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        """Acknowledge all messages up to and including ``message``."""
+        self._front.acknowledge_cumulative(message_id_of(message))
+
+    async def negative_acknowledge(self, message: Message | MessageId) -> None:
+        """Have ``message`` redelivered after the negative-ack delay."""
+        self._front.negative_acknowledge(message_id_of(message))
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Ask the broker to redeliver every unacknowledged message."""
+        self._front.redeliver_unacknowledged_messages()
+
+    async def seek(self, messageid: MessageId | int) -> None:
+        """Reset the subscription to a message id or a publish timestamp (ms)."""
+        await self._front.seek(seek_target(messageid))
+
+    async def unsubscribe(self) -> None:
+        """Delete the subscription and close the consumer."""
+        await self._front.unsubscribe()
+
+    async def close(self) -> None:
+        """Close the consumer (pending acks are flushed first)."""
+        await self._front.close()
+
+    async def get_last_message_id(self) -> MessageId:
+        """Id of the last message in the topic."""
+        return await self._front.get_last_message_id()
+
+    def topic(self) -> str:
+        """The topic (or pattern) of this consumer."""
+        return self._front.topic
+
+    def subscription_name(self) -> str:
+        """The subscription name."""
+        return self._front.subscription
+
+    def consumer_name(self) -> str:
+        """The consumer name."""
+        return self._front.consumer_name
+
+    def is_connected(self) -> bool:
+        """True while every inner consumer is connected."""
+        return self._front.connected and not self._front.is_closed
+
+    @property
+    def front(self) -> ConsumerFront:
+        """The implementation object (for the blocking wrapper)."""
+        return self._front
+
+
+class Reader:
+    """An asyncio reader; create it with :meth:`Client.create_reader`."""
+
+    def __init__(self, front: ConsumerFront, schema: Any) -> None:
+        self._front = front
+        self._schema = schema
+
+    async def read_next(self, timeout_millis: int | None = None) -> Message:
+        """Wait for the next message (raises Timeout after ``timeout_millis`` if given)."""
+        timeout = None if timeout_millis is None else timeout_millis / 1000
+        msg = await self._front.receive(timeout)
+        if self._schema is not None and hasattr(self._schema, "decode"):
+            msg._value_decoder = self._schema.decode
+        return msg
+
+    async def has_message_available(self) -> bool:
+        """True if a message after the last one read is available."""
+        return await self._front.has_message_available()
+
+    async def seek(self, messageid: MessageId | int) -> None:
+        """Move the reader to a message id or a publish timestamp (ms)."""
+        await self._front.seek(seek_target(messageid))
+
+    async def close(self) -> None:
+        """Close the reader."""
+        await self._front.close()
+
+    def topic(self) -> str:
+        """The topic being read."""
+        return self._front.topic
+
+    def is_connected(self) -> bool:
+        """True while connected."""
+        return self._front.connected and not self._front.is_closed
+
+    @property
+    def front(self) -> ConsumerFront:
+        """The implementation object (for the blocking wrapper)."""
+        return self._front
+
+
+class Client:
+    """The asyncio Pulsar client. Keyword arguments are those of the blocking ``Client``."""
+
+    def __init__(
+        self,
+        service_url: str,
+        authentication: Any = None,
+        operation_timeout_seconds: int = 30,
+        connection_timeout_ms: int = 10000,
+        listener_name: str | None = None,
+        keep_alive_interval_seconds: int = 30,
+        **_ignored: Any,
+    ) -> None:
+        check_type(str, service_url, "service_url")
+        check_type(int, operation_timeout_seconds, "operation_timeout_seconds")
+        check_type(int, connection_timeout_ms, "connection_timeout_ms")
+        if authentication is not None:
+            raise InvalidConfiguration("authentication is not supported yet")
+        from starquake.client._pool import parse_service_url
+
+        parse_service_url(service_url)
+        self._core = ClientCore(
+            ClientConfig(
+                service_url,
+                operation_timeout_seconds=operation_timeout_seconds,
+                connection_timeout_ms=connection_timeout_ms,
+                keep_alive_interval_seconds=keep_alive_interval_seconds,
+                listener_name=listener_name or "",
+            )
+        )
+
+    async def create_producer(
+        self,
+        topic: str,
+        producer_name: str | None = None,
+        schema: Any = None,
+        initial_sequence_id: int | None = None,
+        send_timeout_millis: int = 30000,
+        compression_type: CompressionType = CompressionType.NONE,
+        max_pending_messages: int = 1000,
+        max_pending_messages_across_partitions: int = 50000,
+        block_if_queue_full: bool = False,
+        batching_enabled: bool = True,
+        batching_max_messages: int = 1000,
+        batching_max_allowed_size_in_bytes: int = 128 * 1024,
+        batching_max_publish_delay_ms: int = 10,
+        chunking_enabled: bool = False,
+        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+        lazy_start_partitioned_producers: bool = False,
+        properties: dict[str, str] | None = None,
+        batching_type: BatchingType = BatchingType.Default,
+        encryption_key: str | None = None,
+        crypto_key_reader: Any = None,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        message_router: Callable[[Message, int], int] | None = None,
+        hashing_scheme: HashingScheme = HashingScheme.BoostHash,
+    ) -> Producer:
+        """Create a producer (see the blocking ``Client.create_producer`` for the arguments).
+
+        ``hashing_scheme`` is a Starquake extension: BoostHash (the official Python client's
+        routing) by default; JavaStringHash matches the Java client.
+        """
+        check_type(str, topic, "topic")
+        check_type_or_none(str, producer_name, "producer_name")
+        check_type_or_none(int, initial_sequence_id, "initial_sequence_id")
+        check_type(int, send_timeout_millis, "send_timeout_millis")
+        check_type(int, max_pending_messages, "max_pending_messages")
+        check_type(bool, block_if_queue_full, "block_if_queue_full")
+        check_type(bool, batching_enabled, "batching_enabled")
+        check_type_or_none(dict, properties, "properties")
+        if batching_enabled and chunking_enabled:
+            raise ValueError("Batching and chunking of messages can't be enabled together.")
+        if chunking_enabled:
+            raise InvalidConfiguration("chunking is not supported yet")
+        if encryption_key or crypto_key_reader:
+            raise InvalidConfiguration("encryption is not supported yet")
+        config = ProducerConfig(
+            producer_name=producer_name,
+            initial_sequence_id=initial_sequence_id,
+            send_timeout_millis=send_timeout_millis,
+            compression_type=CompressionType(int(compression_type)),
+            max_pending_messages=max_pending_messages,
+            max_pending_messages_across_partitions=max_pending_messages_across_partitions,
+            block_if_queue_full=block_if_queue_full,
+            batching_enabled=batching_enabled,
+            batching_max_messages=batching_max_messages,
+            batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
+            batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+            message_routing_mode=PartitionsRoutingMode(int(message_routing_mode)),
+            hashing_scheme=HashingScheme(int(hashing_scheme)),
+            lazy_start_partitioned_producers=lazy_start_partitioned_producers,
+            properties=dict(properties or {}),
+            batching_type=BatchingType(int(batching_type)),
+            access_mode=ProducerAccessMode(int(access_mode)),
+            message_router=message_router,
+            schema=schema,
+        )
+        name = normalize_topic(topic)
+        partitions = await self._core.lookup.get_partitioned_metadata(name)
+        impl: AnyProducer
+        if partitions > 0:
+            impl = PartitionedProducer(self._core, name, config, partitions)
+        else:
+            impl = ProducerImpl(self._core, name, config)
+        await impl.start()
+        return Producer(impl, name, schema)
+
+    async def subscribe(
+        self,
+        topic: str | list[str] | re.Pattern[str],
+        subscription_name: str,
+        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        schema: Any = None,
+        message_listener: Any = None,
+        receiver_queue_size: int = 1000,
+        max_total_receiver_queue_size_across_partitions: int = 50000,
+        consumer_name: str | None = None,
+        unacked_messages_timeout_ms: int | None = None,
+        broker_consumer_stats_cache_time_ms: int = 30000,
+        negative_ack_redelivery_delay_ms: int = 60000,
+        is_read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
+        pattern_auto_discovery_period: int = 60,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        crypto_key_reader: Any = None,
+        replicate_subscription_state_enabled: bool = False,
+        max_pending_chunked_message: int = 10,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+        start_message_id_inclusive: bool = False,
+        batch_receive_policy: Any = None,
+        key_shared_policy: Any = None,
+        batch_index_ack_enabled: bool = False,
+        regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
+        dead_letter_policy: Any = None,
+        crypto_failure_action: Any = None,
+    ) -> Consumer:
+        """Subscribe to a topic, a list of topics or a regex pattern (``re.Pattern``)."""
+        check_type(str, subscription_name, "subscription_name")
+        check_type(int, receiver_queue_size, "receiver_queue_size")
+        check_type_or_none(str, consumer_name, "consumer_name")
+        check_type(int, negative_ack_redelivery_delay_ms, "negative_ack_redelivery_delay_ms")
+        check_type_or_none(dict, properties, "properties")
+        config = ConsumerConfig(
+            consumer_type=ConsumerType(int(consumer_type)),
+            receiver_queue_size=receiver_queue_size,
+            max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
+            consumer_name=consumer_name,
+            unacked_messages_timeout_ms=unacked_messages_timeout_ms,
+            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            is_read_compacted=is_read_compacted,
+            properties=dict(properties or {}),
+            pattern_auto_discovery_period=pattern_auto_discovery_period,
+            initial_position=InitialPosition(int(initial_position)),
+            replicate_subscription_state_enabled=replicate_subscription_state_enabled,
+            start_message_id_inclusive=start_message_id_inclusive,
+            key_shared_policy=_key_shared_policy(key_shared_policy),
+            batch_index_ack_enabled=batch_index_ack_enabled,
+            regex_subscription_mode=RegexSubscriptionMode(int(regex_subscription_mode)),
+            dead_letter_policy=dead_letter_policy,
+            schema=schema,
+        )
+        if isinstance(topic, str):
+            front = ConsumerFront(self._core, [topic], subscription_name, config)
+        elif isinstance(topic, list):
+            front = ConsumerFront(self._core, list(topic), subscription_name, config)
+        elif isinstance(topic, re.Pattern):
+            front = ConsumerFront(self._core, [], subscription_name, config, pattern=topic)
+        else:
+            raise ValueError(
+                "Argument 'topic' is expected to be of a type between (str, list, re.pattern)"
+            )
+        await front.start()
+        return Consumer(front, schema)
+
+    async def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId,
+        schema: Any = None,
+        reader_listener: Any = None,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
+        is_read_compacted: bool = False,
+        crypto_key_reader: Any = None,
+        start_message_id_inclusive: bool = False,
+        crypto_failure_action: Any = None,
+    ) -> Reader:
+        """Create a reader positioned at ``start_message_id`` (earliest, latest or an id)."""
+        check_type(str, topic, "topic")
+        check_type(MessageId, start_message_id, "start_message_id")
+        check_type(int, receiver_queue_size, "receiver_queue_size")
+        config = ConsumerConfig(
+            consumer_type=ConsumerType.Exclusive,
+            receiver_queue_size=receiver_queue_size,
+            is_read_compacted=is_read_compacted,
+            start_message_id_inclusive=start_message_id_inclusive,
+            durable=False,
+            schema=schema,
+        )
+        prefix = subscription_role_prefix or "reader"
+        subscription = f"{prefix}-{secrets.token_hex(5)}"
+        front = ConsumerFront(
+            self._core,
+            [topic],
+            subscription,
+            config,
+            start_message_id=start_message_id,
+            consumer_name=reader_name or "",
+        )
+        await front.start()
+        if is_latest(start_message_id):
+            for consumer in front.consumers.values():
+                consumer.latest_at_start = await consumer.get_last_message_id()
+        return Reader(front, schema)
+
+    async def get_topic_partitions(self, topic: str) -> list[str]:
+        """The partitions of ``topic``, or ``[topic]`` if it is not partitioned."""
+        check_type(str, topic, "topic")
+        name = normalize_topic(topic)
+        count = await self._core.lookup.get_partitioned_metadata(name)
+        if count == 0:
+            return [name]
+        return [partition_topic(name, i) for i in range(count)]
+
+    async def close(self) -> None:
+        """Close every producer, consumer and reader, then the connections."""
+        await self._core.close()
+
+    def shutdown(self) -> None:
+        """Mark the client closed at once (connections close as the loop runs on)."""
+        self._core.closed = True
