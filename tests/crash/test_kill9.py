@@ -27,8 +27,9 @@ def _free_port() -> int:
 class BrokerProcess:
     """``starquake standalone`` in a child process."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *defines: str) -> None:
         self.data_dir = data_dir
+        self.defines = defines
         self.port = _free_port()
         self.web_port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -54,6 +55,8 @@ class BrokerProcess:
             "--log-level",
             "WARNING",
         ]
+        for define in self.defines:
+            cmd += ["-D", define]
         self.proc = subprocess.Popen(cmd)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -196,3 +199,28 @@ def test_subscription_resumes_after_kill9(broker_process: BrokerProcess) -> None
     consumer = client.subscribe(TOPIC, "sub")
     assert consumer.receive(timeout_millis=5000).data() == b"m10"
     client.close()
+
+
+def test_dedup_survives_kill9(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data", "brokerDeduplicationEnabled=true")
+    broker.start()
+    try:
+        client = _client(broker.url)
+        producer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
+        for i in range(50):
+            producer.send(f"m{i}".encode(), sequence_id=i)
+        broker.kill()
+        client.close()
+        broker.start()
+        client = _client(broker.url)
+        producer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
+        assert producer.last_sequence_id() == 49
+        for i in range(45, 55):  # a retry of the last five, then five new ones
+            producer.send(f"m{i}".encode(), sequence_id=i)
+        client.close()
+        stored = [data for data, _ in _read_all(broker.url)]
+        assert stored == [f"m{i}".encode() for i in range(55)]
+    finally:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.proc.kill()
+            broker.proc.wait()

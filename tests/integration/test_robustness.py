@@ -297,3 +297,31 @@ def test_many_clients_interleaved(broker: EmbeddedBroker, topic: str) -> None:
     finally:
         for c in clients:
             c.close()
+
+
+def test_failover_active_consumer_follows_priority(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.handshake()
+    for consumer_id, name, priority in ((1, "low", 2), (2, "high", 0)):
+        cmd = T(type=T.SUBSCRIBE)
+        sub = cmd.subscribe
+        sub.topic = topic
+        sub.subscription = "fo"
+        sub.subType = pb.CommandSubscribe.Failover
+        sub.consumer_id = consumer_id
+        sub.request_id = consumer_id
+        sub.consumer_name = name
+        sub.priority_level = priority
+        raw.send(encode_command(cmd))
+    active: dict[int, bool] = {}
+    successes = 0
+    while successes < 2 or len(active) < 2:
+        reply = raw.next()
+        if reply.type == T.SUCCESS:
+            successes += 1
+        elif reply.type == T.ACTIVE_CONSUMER_CHANGE:
+            change = reply.active_consumer_change
+            active[change.consumer_id] = change.is_active
+    assert active == {1: False, 2: True}

@@ -49,6 +49,13 @@ class BrokerConfig:
     subscriptionKeySharedUseConsistentHashing: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: int = 100
     brokerDeleteInactiveTopicsEnabled: bool = False
+    maxUnackedMessagesPerConsumer: int = 50000
+    maxUnackedMessagesPerSubscription: int = 200000
+    acknowledgmentAtBatchIndexLevelEnabled: bool = False
+    delayedDeliveryEnabled: bool = True
+    delayedDeliveryTickTimeMillis: int = 1000
+    isDelayedDeliveryDeliverAtTimeStrict: bool = False
+    brokerDeduplicationEnabled: bool = False
 
     # Managed ledger (storage).
     managedLedgerMaxEntriesPerLedger: int = 50000

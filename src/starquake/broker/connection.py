@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from starquake import __version__
 from starquake.broker.consumer import Consumer, SubType
+from starquake.broker.entry_info import info_of
 from starquake.broker.errors import BrokerServiceError, ProducerBusyError
 from starquake.broker.producer import Producer
 from starquake.broker.subscription import to_signed
@@ -306,26 +307,39 @@ class ServerCnx(asyncio.Protocol):
             name = request.producer_name if request.HasField("producer_name") else ""
             if not name:
                 name = topic.generate_producer_name()
-            for other in topic.producers.values():
-                if other.name == name:
-                    raise ProducerBusyError(
-                        f"Producer with name '{name}' is already connected to topic"
-                    )
             producer = Producer(
                 topic, self, producer_id, name, request.producer_access_mode, request.epoch
             )
-            topic.add_producer(producer)
+            admitted = topic.add_producer(producer)
         except BrokerServiceError as exc:
             self._error(request_id, exc)
             return
         self.producers[producer_id] = producer
+        if not admitted:
+            log.info("producer %s waits for exclusive access to %s", name, topic.full_name)
+            topic.producer_registry.wait(
+                producer, lambda p, epoch: self._producer_ready(p, request_id, epoch)
+            )
+            self.write(commands.producer_success(request_id, name, -1, producer_ready=False))
+            return
         log.info("producer %s created on %s from %s", name, topic.full_name, self.remote_address)
-        self.write(commands.producer_success(request_id, name, -1))
+        self._producer_ready(producer, request_id, topic.producer_registry.epoch)
+
+    def _producer_ready(self, producer: Producer, request_id: int, epoch: int) -> None:
+        exclusive = producer.access_mode != 0
+        self.write(
+            commands.producer_success(
+                request_id,
+                producer.name,
+                producer.topic.last_sequence_id(producer.name),
+                topic_epoch=epoch if exclusive else None,
+            )
+        )
 
     def _on_send(self, command: T, entry: bytes | None) -> None:
         send = command.send
         producer = self.producers.get(send.producer_id)
-        if producer is None:
+        if producer is None or id(producer) not in producer.topic.producers:
             log.warning(
                 "closing connection from %s: SEND for unknown producer %d",
                 self.remote_address,
@@ -374,10 +388,20 @@ class ServerCnx(asyncio.Protocol):
                 )
             )
             return
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else 0
-        num_messages = send.num_messages if send.HasField("num_messages") else 1
+        # A batch covers sequence_id .. highest; clients that omit highest_sequence_id number
+        # the messages of a batch consecutively.
+        if send.HasField("highest_sequence_id") and send.highest_sequence_id >= sequence_id:
+            highest = send.highest_sequence_id
+        else:
+            highest = sequence_id + max(send.num_messages, 1) - 1
         try:
-            producer.topic.publish(producer, sequence_id, highest, num_messages, entry)
+            metadata = parsed.metadata
+            last_chunk = not metadata.HasField("chunk_id") or (
+                metadata.chunk_id >= metadata.num_chunks_from_msg - 1
+            )
+            producer.topic.publish(
+                producer, sequence_id, highest, info_of(metadata), entry, last_chunk=last_chunk
+            )
         except BrokerServiceError as exc:
             self.write(commands.send_error(send.producer_id, sequence_id, exc.code, exc.message))
             return
@@ -465,6 +489,12 @@ class ServerCnx(asyncio.Protocol):
                 topic.partition_index,
             )
             consumer.read_compacted = request.read_compacted
+            consumer.metadata = {kv.key: kv.value for kv in request.metadata}
+            if request.HasField("keySharedMeta"):
+                meta = request.keySharedMeta
+                consumer.allow_out_of_order = meta.allowOutOfOrderDelivery
+                if meta.keySharedMode == pb.STICKY:
+                    consumer.key_hash_ranges = [(r.start, r.end) for r in meta.hashRanges]
             subscription.add_consumer(consumer)
         except BrokerServiceError as exc:
             if (
@@ -520,10 +550,19 @@ class ServerCnx(asyncio.Protocol):
                     position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
                     subscription.acknowledge_cumulative(consumer, position)
             else:
-                positions = [
-                    Position(to_signed(m.ledgerId), to_signed(m.entryId)) for m in ack.message_id
-                ]
-                subscription.acknowledge_individual(consumer, positions)
+                positions = []
+                batch_index_ack = self.service.config.acknowledgmentAtBatchIndexLevelEnabled
+                for mid in ack.message_id:
+                    position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
+                    if batch_index_ack and len(mid.ack_set):
+                        size = mid.batch_size if mid.HasField("batch_size") else 0
+                        if size <= 0:
+                            size = subscription.topic.batch_size_of(position)
+                        subscription.acknowledge_batch_index(consumer, position, mid.ack_set, size)
+                    else:
+                        positions.append(position)
+                if positions:
+                    subscription.acknowledge_individual(consumer, positions)
         except BrokerServiceError as exc:
             if wants_response:
                 self.write(

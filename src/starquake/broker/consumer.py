@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
@@ -35,17 +36,26 @@ class ConsumerTransport(Protocol):
     def remote_address(self) -> str: ...
 
 
+# (position, entry bytes, messages in the entry, redelivery count, batch ack set or None)
+Dispatch = tuple[Position, bytes, int, int, Sequence[int] | None]
+
+
 class Consumer:
     """One consumer: flow-control permits and the entries dispatched to it but not yet acked.
 
-    ``pending_acks`` maps each dispatched entry's position to its message count; it is how a
-    leaving consumer's unacked messages are found for redelivery.
+    ``pending_acks`` maps each dispatched entry's position to the number of its messages still
+    unacknowledged; it is how a leaving consumer's unacked messages are found for redelivery and
+    what ``maxUnackedMessagesPerConsumer`` counts.
     """
 
     __slots__ = (
+        "allow_out_of_order",
+        "blocked",
         "cnx",
         "connected_since",
         "consumer_id",
+        "key_hash_ranges",
+        "metadata",
         "msg_out_counter",
         "name",
         "partition_index",
@@ -53,8 +63,10 @@ class Consumer:
         "permits",
         "priority_level",
         "read_compacted",
+        "read_position_when_joining",
         "sub_type",
         "subscription",
+        "unacked",
     )
 
     def __init__(
@@ -76,26 +88,29 @@ class Consumer:
         self.partition_index = partition_index
         self.permits = 0
         self.pending_acks: dict[Position, int] = {}
+        self.unacked = 0
+        self.blocked = False
         self.msg_out_counter = 0
         self.read_compacted = False
         self.connected_since = time.time()
+        self.key_hash_ranges: list[tuple[int, int]] | None = None
+        self.allow_out_of_order = False
+        self.read_position_when_joining: Position | None = None
+        self.metadata: dict[str, str] = {}
 
     @property
     def unacked_messages(self) -> int:
-        return sum(self.pending_acks.values())
+        return self.unacked
 
-    def send_entries(self, entries: list[tuple[Position, bytes, int, int]]) -> None:
-        """Dispatch stored entries as MESSAGE frames in one write, charging their message counts.
-
-        Each item is ``(position, entry bytes, number of messages, redelivery count)``.
-        """
+    def send_entries(self, entries: Sequence[Dispatch]) -> None:
+        """Dispatch stored entries as MESSAGE frames in one write, charging their message counts."""
         frames: list[bytes] = []
         append = frames.append
         pending = self.pending_acks
         consumer_id = self.consumer_id
         partition = self.partition_index
         sent = 0
-        for position, data, num_messages, redelivery_count in entries:
+        for position, data, num_messages, redelivery_count, ack_set in entries:
             append(
                 message_frame_header(
                     consumer_id,
@@ -104,14 +119,45 @@ class Consumer:
                     len(data),
                     redelivery_count,
                     partition,
+                    ack_set or (),
                 )
             )
             append(data)
+            previous = pending.get(position)
+            if previous is not None:
+                self.unacked -= previous
             pending[position] = num_messages
             sent += num_messages
         self.cnx.write_frames(frames)
         self.permits -= sent
+        self.unacked += sent
         self.msg_out_counter += sent
+
+    def acked(self, position: Position) -> bool:
+        """Forget ``position`` (acknowledged); True if it was pending here."""
+        count = self.pending_acks.pop(position, None)
+        if count is None:
+            return False
+        self.unacked -= count
+        return True
+
+    def partially_acked(self, position: Position, remaining: int) -> None:
+        count = self.pending_acks.get(position)
+        if count is not None and remaining < count:
+            self.pending_acks[position] = remaining
+            self.unacked -= count - remaining
+
+    def take_pending(self, positions: Sequence[Position] | None = None) -> list[Position]:
+        """Remove and return pending positions (all when ``positions`` is None)."""
+        pending = self.pending_acks
+        chosen = list(pending) if positions is None else [p for p in positions if p in pending]
+        for position in chosen:
+            self.unacked -= pending.pop(position)
+        return chosen
+
+    def clear_pending(self) -> None:
+        self.pending_acks.clear()
+        self.unacked = 0
 
     def __repr__(self) -> str:
         return f"Consumer({self.name!r}, id={self.consumer_id}, sub={self.subscription.name!r})"

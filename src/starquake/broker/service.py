@@ -90,6 +90,12 @@ class BrokerService:
             topic.close()
         await self.committer.drain()
         await self.persist_cursors()
+        snapshots = [t.dedup.take_snapshot() for t in self.topics.values() if t.dedup.enabled]
+        if snapshots:
+            await asyncio.to_thread(self.metadata.put_many, snapshots)
+        for task in list(self.background):
+            with contextlib.suppress(Exception):
+                await task
         await asyncio.to_thread(self.factory.close)
         self.committer.close()
         self.metadata.close()
@@ -214,10 +220,30 @@ class BrokerService:
                 raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")
         ledger = self.factory.open(name)
         loaded = PersistentTopic(self, topic, ledger)
+        if self.dedup_enabled_for(topic):
+            dedup = loaded.dedup
+            dedup.enabled = True
+            replayed = dedup.recover(self.metadata.get(dedup.metadata_key(name)), ledger)
+            log.info("deduplication state of %s recovered (%d entries replayed)", name, replayed)
         self.topics[name] = loaded
         self._by_ledger[ledger.name] = loaded
         log.info("loaded topic %s", name)
         return loaded
+
+    def dedup_enabled_for(self, topic: TopicName) -> bool:
+        policies = self.resources.namespace_policies(topic.namespace_name)
+        value = policies.get("deduplicationEnabled")
+        if value is None:
+            return self.config.brokerDeduplicationEnabled
+        return bool(value)
+
+    def store_metadata_later(self, key: str, value: bytes) -> None:
+        """Write a metadata key from a worker thread (the store fsyncs)."""
+        task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(self.metadata.put, key, value)
+        )
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     def unload_topic(self, topic: PersistentTopic) -> None:
         if self.topics.get(topic.full_name) is topic:

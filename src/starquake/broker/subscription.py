@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from starquake.broker.consumer import Consumer, SubType
+from starquake.broker.delayed_delivery import InMemoryDelayedDeliveryTracker
 from starquake.broker.dispatch.base import Dispatcher
+from starquake.broker.dispatch.key_shared import KeySharedDispatcher
 from starquake.broker.dispatch.shared import SharedDispatcher
 from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from starquake.broker.errors import BrokerServiceError, ConsumerBusyError
@@ -41,6 +43,7 @@ class Subscription:
         self.sub_type: SubType | None = None
         self.dispatcher: Dispatcher | None = None
         self.redelivery_counts: dict[Position, int] = {}
+        self.delayed_tracker: InMemoryDelayedDeliveryTracker | None = None
 
     @property
     def consumers(self) -> list[Consumer]:
@@ -49,8 +52,9 @@ class Subscription:
     # --- consumers ----------------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer) -> None:
-        """Attach a consumer; the first one fixes the subscription type."""
+        """Attach a consumer; the first one fixes the subscription type (and Key_Shared mode)."""
         dispatcher = self.dispatcher
+        sticky = consumer.key_hash_ranges is not None
         if dispatcher is not None and dispatcher.consumers:
             if consumer.sub_type != self.sub_type:
                 current = self.sub_type.name if self.sub_type is not None else "?"
@@ -60,17 +64,43 @@ class Subscription:
                 )
             if consumer.sub_type == SubType.Exclusive:
                 raise ConsumerBusyError("Exclusive consumer is already connected")
-        if dispatcher is None or self.sub_type != consumer.sub_type:
+            if isinstance(dispatcher, KeySharedDispatcher) and dispatcher.sticky != sticky:
+                raise ConsumerBusyError(
+                    f"Subscription {self.name} uses Key_Shared mode "
+                    f"{'STICKY' if dispatcher.sticky else 'AUTO_SPLIT'}; the consumer asked for "
+                    f"{'STICKY' if sticky else 'AUTO_SPLIT'}"
+                )
+        same_kind = (
+            dispatcher is not None
+            and self.sub_type == consumer.sub_type
+            and (not isinstance(dispatcher, KeySharedDispatcher) or dispatcher.sticky == sticky)
+        )
+        if not same_kind:
             if dispatcher is not None:
+                # Entries the old dispatcher still meant to redeliver lie behind the read
+                # position: start again from the first unacknowledged entry.
                 dispatcher.close()
+                self.cursor.rewind()
             self.sub_type = consumer.sub_type
-            self.dispatcher = self._new_dispatcher(consumer.sub_type)
+            self.dispatcher = self._new_dispatcher(consumer.sub_type, sticky)
         assert self.dispatcher is not None
         self.dispatcher.add_consumer(consumer)
 
-    def _new_dispatcher(self, sub_type: SubType) -> Dispatcher:
-        batch = self.topic.service.config.dispatcherMaxReadBatchSize
-        if sub_type in (SubType.Shared, SubType.Key_Shared):
+    def _new_dispatcher(self, sub_type: SubType, sticky: bool) -> Dispatcher:
+        config = self.topic.service.config
+        batch = config.dispatcherMaxReadBatchSize
+        shared = sub_type in (SubType.Shared, SubType.Key_Shared)
+        if shared and config.delayedDeliveryEnabled:
+            if self.delayed_tracker is None:
+                self.delayed_tracker = InMemoryDelayedDeliveryTracker(
+                    config.delayedDeliveryTickTimeMillis,
+                    config.isDelayedDeliveryDeliverAtTimeStrict,
+                )
+        else:
+            self.delayed_tracker = None
+        if sub_type == SubType.Key_Shared:
+            return KeySharedDispatcher(self, batch, sticky=sticky)
+        if sub_type == SubType.Shared:
             return SharedDispatcher(self, batch)
         return SingleActiveConsumerDispatcher(self, batch, failover=sub_type == SubType.Failover)
 
@@ -83,14 +113,35 @@ class Subscription:
     # --- acknowledgments ----------------------------------------------------------------------
 
     def acknowledge_individual(self, consumer: Consumer, positions: Sequence[Position]) -> None:
-        cursor = self.cursor
         counts = self.redelivery_counts
+        tracker = self.delayed_tracker
+        dispatcher = self.dispatcher
         for position in positions:
-            consumer.pending_acks.pop(position, None)
+            if consumer.acked(position) and dispatcher is not None:
+                dispatcher.entry_done(position)
             if counts:
                 counts.pop(position, None)
-        cursor.delete(positions)
-        self.topic.service.cursor_changed()
+        if tracker is not None and len(tracker):
+            tracker.remove(positions)
+        before = self.cursor.mark_delete_position
+        self.cursor.delete(positions)
+        self._after_ack(consumer, before)
+
+    def acknowledge_batch_index(
+        self, consumer: Consumer, position: Position, ack_set: Sequence[int], batch_size: int
+    ) -> None:
+        """Partial ack of a batch entry; ``ack_set`` bits set = still unacknowledged."""
+        before = self.cursor.mark_delete_position
+        if self.cursor.ack_batch_indexes(position, ack_set, batch_size):
+            if consumer.acked(position) and self.dispatcher is not None:
+                self.dispatcher.entry_done(position)
+            self.redelivery_counts.pop(position, None)
+        else:
+            remaining = self.cursor.get_batch_ack_set(position)
+            if remaining is not None:
+                left = sum(bin(word & 0xFFFFFFFFFFFFFFFF).count("1") for word in remaining)
+                consumer.partially_acked(position, left)
+        self._after_ack(consumer, before)
 
     def acknowledge_cumulative(self, consumer: Consumer, position: Position) -> None:
         if self.sub_type in (SubType.Shared, SubType.Key_Shared):
@@ -98,15 +149,31 @@ class Subscription:
                 "Cumulative acknowledgment is not allowed on Shared or Key_Shared subscriptions",
                 ServerError.NotAllowedError,
             )
-        if position.entry_id < -1:
+        if position.entry_id < -1 or position <= self.cursor.mark_delete_position:
             return
+        last = self.topic.ledger.last_confirmed
+        if position > last:
+            position = last
+        before = self.cursor.mark_delete_position
         self.cursor.mark_delete(position)
         for pending in [p for p in consumer.pending_acks if p <= position]:
-            del consumer.pending_acks[pending]
+            consumer.acked(pending)
         if self.redelivery_counts:
             for counted in [p for p in self.redelivery_counts if p <= position]:
                 del self.redelivery_counts[counted]
+        self._after_ack(consumer, before)
+
+    def _after_ack(self, consumer: Consumer, mark_delete_before: Position) -> None:
         self.topic.service.cursor_changed()
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            return
+        dispatcher.on_acked(consumer)
+        if (
+            isinstance(dispatcher, KeySharedDispatcher)
+            and self.cursor.mark_delete_position != mark_delete_before
+        ):
+            dispatcher.on_mark_delete_moved()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         if self.dispatcher is not None:

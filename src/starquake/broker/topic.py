@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from starquake.broker.consumer import Consumer
+from starquake.broker.dedup import DedupStatus, MessageDeduplication
+from starquake.broker.dispatch.key_shared import KeySharedDispatcher
+from starquake.broker.entry_info import EntryInfo, EntryInfoCache
 from starquake.broker.errors import BrokerServiceError, PersistenceError, SubscriptionNotFoundError
+from starquake.broker.producers import ProducerRegistry
 from starquake.broker.subscription import Subscription
 from starquake.common.topic_name import TopicName
 from starquake.protocol import commands
@@ -33,6 +38,7 @@ class PendingReceipt(NamedTuple):
     producer: Producer
     sequence_id: int
     highest_sequence_id: int
+    last_chunk: bool
 
 
 class PersistentTopic:
@@ -44,23 +50,39 @@ class PersistentTopic:
         self.full_name = str(name)
         self.partition_index = name.partition_index
         self.ledger = ledger
-        self.producers: dict[int, Producer] = {}
+        self.producer_registry = ProducerRegistry()
         self.subscriptions: dict[str, Subscription] = {}
         self._pending: deque[PendingReceipt] = deque()
         self._producer_seq = 0
         self.closed = False
         self.msg_in_counter = 0
+        self.entry_infos = EntryInfoCache()
+        self.dedup = MessageDeduplication(self.full_name, enabled=False)
         self.bytes_in_counter = 0
         for cursor_name, cursor in ledger.cursors.items():
             self.subscriptions[cursor_name] = Subscription(self, cursor_name, cursor, durable=True)
 
     # --- producers ----------------------------------------------------------------------------
 
-    def add_producer(self, producer: Producer) -> None:
-        self.producers[id(producer)] = producer
+    @property
+    def producers(self) -> dict[int, Producer]:
+        return self.producer_registry.producers
+
+    def add_producer(self, producer: Producer) -> bool:
+        """Admit ``producer`` by its access mode; False: it waits for exclusive access."""
+        admitted = self.producer_registry.admit(producer)
+        self.dedup.producer_connected(producer.name)
+        return admitted
 
     def remove_producer(self, producer: Producer) -> None:
-        self.producers.pop(id(producer), None)
+        self.producer_registry.remove(producer)
+        self.dedup.producer_disconnected(producer.name)
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """Last sequence id the broker has for ``producer_name`` (-1 without deduplication)."""
+        if not self.dedup.enabled:
+            return -1
+        return self.dedup.last_sequence_id(producer_name)
 
     def generate_producer_name(self) -> str:
         self._producer_seq += 1
@@ -71,18 +93,47 @@ class PersistentTopic:
         producer: Producer,
         sequence_id: int,
         highest_sequence_id: int,
-        num_messages: int,
+        info: EntryInfo,
         entry: bytes,
+        *,
+        last_chunk: bool = True,
     ) -> None:
-        """Append ``entry``; the receipt follows once it is durable."""
+        """Append ``entry``; the receipt follows once it is durable.
+
+        With deduplication on, a duplicate is not stored and gets a receipt with id -1:-1 at
+        once; a message whose status is unknown (an earlier copy is still being persisted) is
+        refused so that the producer retries.
+        """
         if self.closed:
             raise BrokerServiceError("Topic is being closed", ServerError.ServiceNotReady)
+        dedup = self.dedup
+        if dedup.enabled:
+            status = dedup.check(
+                producer.name, sequence_id, highest_sequence_id, is_last_chunk=last_chunk
+            )
+            if status is DedupStatus.DUPLICATE:
+                producer.on_receipt(
+                    commands.send_receipt(
+                        producer.producer_id, sequence_id, -1, -1, highest_sequence_id
+                    )
+                )
+                return
+            if status is DedupStatus.UNKNOWN:
+                raise PersistenceError(
+                    "Deduplication status of the message is unknown (an earlier copy is still "
+                    "being persisted); retry"
+                )
         try:
             position = self.ledger.append(entry)
         except StorageError as exc:
+            if dedup.enabled:
+                dedup.on_failed(producer.name, sequence_id, highest_sequence_id)
             raise PersistenceError(f"Cannot store the message: {exc}") from exc
-        self._pending.append(PendingReceipt(position, producer, sequence_id, highest_sequence_id))
-        self.msg_in_counter += num_messages
+        self.entry_infos.put(position, info)
+        self._pending.append(
+            PendingReceipt(position, producer, sequence_id, highest_sequence_id, last_chunk)
+        )
+        self.msg_in_counter += info.num_messages
         self.bytes_in_counter += len(entry)
         self.service.committer.kick()
 
@@ -90,8 +141,13 @@ class PersistentTopic:
         """Entries up to ``last`` are durable: send their receipts and wake the dispatchers."""
         pending = self._pending
         partition = self.partition_index
+        dedup = self.dedup if self.dedup.enabled else None
         while pending and pending[0].position <= last:
-            position, producer, sequence_id, highest = pending.popleft()
+            position, producer, sequence_id, highest, last_chunk = pending.popleft()
+            if dedup is not None:
+                dedup.on_persisted(
+                    producer.name, sequence_id, highest, position, is_last_chunk=last_chunk
+                )
             producer.on_receipt(
                 commands.send_receipt(
                     producer.producer_id,
@@ -104,12 +160,18 @@ class PersistentTopic:
             )
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
+        if dedup is not None and dedup.snapshot_due():
+            self.service.store_metadata_later(*dedup.take_snapshot())
 
     def on_commit_failed(self, exc: BaseException) -> None:
         """The storage lost its ability to persist: fail every pending send and unload."""
         message = f"Failed to persist the message: {exc}"
         while self._pending:
             receipt = self._pending.popleft()
+            if self.dedup.enabled:
+                self.dedup.on_failed(
+                    receipt.producer.name, receipt.sequence_id, receipt.highest_sequence_id
+                )
             receipt.producer.on_send_error(
                 receipt.sequence_id, ServerError.PersistenceError, message
             )
@@ -171,6 +233,57 @@ class PersistentTopic:
             self.service.cursor_changed()
 
     # --- queries ------------------------------------------------------------------------------
+
+    def batch_size_of(self, position: Position) -> int:
+        """Messages in the entry at ``position`` (1 if it is not stored)."""
+        entry = self.ledger.read_entry(position)
+        if entry is None:
+            return 1
+        return self.entry_infos.get(position, entry.data).num_messages
+
+    def stats(self) -> dict[str, Any]:
+        """Topic stats with Pulsar's field names (the admin API serves them as JSON)."""
+        subscriptions: dict[str, Any] = {}
+        for name, sub in self.subscriptions.items():
+            dispatcher = sub.dispatcher
+            ranges: dict[Consumer, list[tuple[int, int]]] = {}
+            if isinstance(dispatcher, KeySharedDispatcher):
+                ranges = dispatcher.key_hash_ranges()
+            consumers = []
+            for consumer in sub.consumers:
+                entry: dict[str, Any] = {
+                    "consumerName": consumer.name,
+                    "availablePermits": consumer.permits,
+                    "unackedMessages": consumer.unacked,
+                    "blockedConsumerOnUnackedMsgs": consumer.blocked,
+                    "msgOutCounter": consumer.msg_out_counter,
+                    "address": consumer.cnx.remote_address,
+                    "metadata": dict(consumer.metadata),
+                }
+                if isinstance(dispatcher, KeySharedDispatcher):
+                    entry["keyHashRanges"] = [f"[{a}, {b}]" for a, b in ranges.get(consumer, [])]
+                    joined = dispatcher.recently_joined.get(consumer)
+                    if joined is not None:
+                        entry["readPositionWhenJoining"] = f"{joined.ledger_id}:{joined.entry_id}"
+                consumers.append(entry)
+            subscriptions[name] = {
+                "type": sub.sub_type.name if sub.sub_type is not None else "None",
+                "msgBacklog": sub.backlog(),
+                "unackedMessages": sum(c.unacked for c in sub.consumers),
+                "isDurable": sub.durable,
+                "consumers": consumers,
+                "msgDelayed": len(sub.delayed_tracker) if sub.delayed_tracker else 0,
+            }
+        return {
+            "msgInCounter": self.msg_in_counter,
+            "bytesInCounter": self.bytes_in_counter,
+            "storageSize": self.ledger.total_size,
+            "publishers": [
+                {"producerName": p.name, "producerId": p.producer_id, "accessMode": p.access_mode}
+                for p in self.producers.values()
+            ],
+            "subscriptions": subscriptions,
+        }
 
     def last_message_position(self) -> tuple[Position, int]:
         """Last durable entry and its last batch index (-1 when not batched or no entry)."""

@@ -4,6 +4,9 @@ A dispatcher moves entries from its subscription's cursor to consumers that have
 never awaits: reads come from the managed ledger's cache or files, and writes go into the
 consumers' transports. ``schedule()`` coalesces the many triggers (flow, new entries, acks,
 redelivery requests) into one dispatch pass per event-loop iteration.
+
+A consumer is *blocked* when its unacknowledged messages reach
+``maxUnackedMessagesPerConsumer``; it is unblocked when they fall to half of that (Pulsar's rule).
 """
 
 from __future__ import annotations
@@ -11,23 +14,27 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from starquake.protocol.framing import entry_num_messages
+from starquake.broker.consumer import Dispatch
+from starquake.broker.entry_info import EntryInfo
 from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
     from starquake.broker.subscription import Subscription
 
-PreparedEntry = tuple[Position, bytes, int, int]
-
 
 class Dispatcher:
-    """Base class; subclasses implement :meth:`dispatch`."""
+    """Base class; subclasses implement :meth:`dispatch` and :meth:`redeliver`."""
 
     def __init__(self, subscription: Subscription, max_read_batch: int) -> None:
         self.subscription = subscription
         self.consumers: list[Consumer] = []
         self.max_read_batch = max_read_batch
+        config = subscription.topic.service.config
+        self.max_unacked_per_consumer = config.maxUnackedMessagesPerConsumer
+        self.max_unacked_per_subscription = config.maxUnackedMessagesPerSubscription
+        self.subscription_blocked = False
+        self.batch_index_ack = config.acknowledgmentAtBatchIndexLevelEnabled
         self._scheduled = False
         self.closed = False
 
@@ -45,6 +52,39 @@ class Dispatcher:
     def consumer_flow(self, consumer: Consumer, permits: int) -> None:
         consumer.permits += permits
         self.schedule()
+
+    def can_receive(self, consumer: Consumer) -> bool:
+        """Permits left and not blocked by an unacknowledged-message limit."""
+        if consumer.permits <= 0:
+            return False
+        sub_limit = self.max_unacked_per_subscription
+        if sub_limit > 0:
+            total = sum(c.unacked for c in self.consumers)
+            if self.subscription_blocked:
+                if total > sub_limit // 2:
+                    return False
+                self.subscription_blocked = False
+            elif total >= sub_limit:
+                self.subscription_blocked = True
+                return False
+        limit = self.max_unacked_per_consumer
+        if limit > 0:
+            if consumer.blocked:
+                if consumer.unacked > limit // 2:
+                    return False
+                consumer.blocked = False
+            elif consumer.unacked >= limit:
+                consumer.blocked = True
+                return False
+        return True
+
+    def entry_done(self, position: Position) -> None:
+        """An entry dispatched to a consumer was acknowledged or handed back."""
+
+    def on_acked(self, consumer: Consumer) -> None:
+        """Acks arrived from ``consumer``: it may be below its unacked limit again."""
+        if consumer.blocked or self.subscription_blocked:
+            self.schedule()
 
     # --- triggers ----------------------------------------------------------------------------
 
@@ -73,7 +113,8 @@ class Dispatcher:
     def reset(self) -> None:
         """Forget dispatch state after the cursor moved (seek); consumers start over."""
         for consumer in self.consumers:
-            consumer.pending_acks.clear()
+            for position in consumer.take_pending():
+                self.entry_done(position)
         self.schedule()
 
     def close(self) -> None:
@@ -81,12 +122,17 @@ class Dispatcher:
 
     # --- helpers -----------------------------------------------------------------------------
 
-    def prepare(self, entries: list[Entry]) -> list[PreparedEntry]:
-        counts = self.subscription.redelivery_counts
-        return [
-            (e.position, e.data, entry_num_messages(e.data), counts.get(e.position, 0))
-            for e in entries
-        ]
+    def info(self, entry: Entry) -> EntryInfo:
+        return self.subscription.topic.entry_infos.get(entry.position, entry.data)
+
+    def prepared(self, entry: Entry, info: EntryInfo) -> Dispatch:
+        """The dispatch tuple of an entry: redelivery count and remaining batch ack set."""
+        position = entry.position
+        ack_set = None
+        if self.batch_index_ack and info.num_messages > 1:
+            ack_set = self.subscription.cursor.get_batch_ack_set(position)
+        count = self.subscription.redelivery_counts.get(position, 0)
+        return (position, entry.data, info.num_messages, count, ack_set)
 
     def note_redelivered(self, positions: list[Position]) -> None:
         counts = self.subscription.redelivery_counts

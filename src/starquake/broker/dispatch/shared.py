@@ -1,67 +1,144 @@
 """Shared: entries go round-robin to the consumers that have permits, each entry to one consumer.
 
-Entries to redeliver (a leaving consumer's unacked ones, or those a consumer asked to get again)
-are kept in position order and sent before new entries from the cursor. Their redelivery count
-goes up by one each time and travels in the MESSAGE command.
+Entries to send again (a leaving consumer's unacked ones, those a consumer asked to get again,
+delayed messages that became due) wait in a *replay* set, in position order, and go out before
+new entries from the cursor. Their redelivery count goes up by one each time and travels in the
+MESSAGE command. New entries whose delivery time is in the future are handed to the delayed
+delivery tracker instead of a consumer.
+
+The replay set is bounded in effect: while it holds ``MAX_REPLAY_BEFORE_PAUSE`` positions or
+more, no new entries are read, so a subscription whose consumers stall cannot pile up memory.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import TYPE_CHECKING
 
-from starquake.broker.dispatch.base import Dispatcher, PreparedEntry
+from starquake.broker.consumer import Dispatch
+from starquake.broker.dispatch.base import Dispatcher
+from starquake.broker.entry_info import EntryInfo
 from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
+    from starquake.broker.subscription import Subscription
+
+MAX_REPLAY_BEFORE_PAUSE = 10_000
+_MAX_PASSES = 64
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class SharedDispatcher(Dispatcher):
-    """Round-robin dispatcher for Shared subscriptions."""
+    """Round-robin dispatcher for Shared subscriptions (and the base of Key_Shared)."""
 
-    def __init__(self, subscription: object, max_read_batch: int) -> None:
-        super().__init__(subscription, max_read_batch)  # type: ignore[arg-type]
+    def __init__(self, subscription: Subscription, max_read_batch: int) -> None:
+        super().__init__(subscription, max_read_batch)
         self.to_redeliver: set[Position] = set()
         self._next = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    # --- consumers and redelivery -------------------------------------------------------------
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        pending = list(consumer.pending_acks)
-        consumer.pending_acks.clear()
+        pending = consumer.take_pending()
+        for position in pending:
+            self.entry_done(position)
         if pending:
             self.note_redelivered(pending)
-            self.to_redeliver.update(pending)
+            self.add_replay(pending)
         self.schedule()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
-        if positions is None:
-            chosen = list(consumer.pending_acks)
-        else:
-            chosen = [p for p in positions if p in consumer.pending_acks]
+        chosen = consumer.take_pending(positions)
         for position in chosen:
-            del consumer.pending_acks[position]
+            self.entry_done(position)
         self.note_redelivered(chosen)
-        self.to_redeliver.update(chosen)
+        self.add_replay(chosen)
         self.schedule()
+
+    def add_replay(self, positions: list[Position]) -> None:
+        self.to_redeliver.update(positions)
+
+    def discard_replay(self, position: Position) -> None:
+        self.to_redeliver.discard(position)
 
     def reset(self) -> None:
         self.to_redeliver.clear()
+        tracker = self.subscription.delayed_tracker
+        if tracker is not None:
+            tracker.clear()
         super().reset()
 
-    def _read_redeliveries(self, limit: int) -> list[Entry]:
+    def close(self) -> None:
+        super().close()
+        if self._timer is not None:
+            self._timer.cancel()
+
+    # --- reading --------------------------------------------------------------------------------
+
+    def _read_replay(self, limit: int) -> list[Entry]:
         cursor = self.subscription.cursor
         ledger = self.subscription.topic.ledger
         chosen = sorted(self.to_redeliver)[:limit]
         entries: list[Entry] = []
         for position in chosen:
-            self.to_redeliver.discard(position)
+            self.discard_replay(position)
             if cursor.is_acked(position):
                 continue
             entry = ledger.read_entry(position)
             if entry is not None:
                 entries.append(entry)
         return entries
+
+    def _read_new(self, limit: int) -> list[tuple[Entry, EntryInfo]]:
+        """New entries from the cursor; those with a future delivery time go to the tracker."""
+        entries = self.subscription.cursor.read_entries(limit)
+        tracker = self.subscription.delayed_tracker
+        out = []
+        now = now_ms() if tracker is not None else 0
+        for entry in entries:
+            info = self.info(entry)
+            if (
+                tracker is not None
+                and info.deliver_at > now
+                and (entry.position in tracker or tracker.add(entry.position, info.deliver_at, now))
+            ):
+                continue
+            out.append((entry, info))
+        return out
+
+    def _take_due_delayed(self, limit: int) -> None:
+        tracker = self.subscription.delayed_tracker
+        if tracker is not None and len(tracker):
+            due = tracker.get_scheduled(limit, now_ms())
+            if due:
+                self.add_replay(due)
+
+    def _arm_timer(self) -> None:
+        tracker = self.subscription.delayed_tracker
+        if tracker is None or not len(tracker) or self._timer is not None:
+            return
+        when = tracker.next_delivery_time()
+        if when is None:
+            return
+        delay = max(0.0, (when - now_ms()) / 1000)
+        try:
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+        except RuntimeError:
+            return
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.schedule()
+
+    # --- dispatching ----------------------------------------------------------------------------
 
     def _next_consumer(self) -> Consumer | None:
         consumers = self.consumers
@@ -71,42 +148,51 @@ class SharedDispatcher(Dispatcher):
                 self._next = 0
             consumer = consumers[self._next]
             self._next += 1
-            if consumer.permits > 0:
+            if self.can_receive(consumer):
                 return consumer
         return None
 
     def dispatch(self) -> None:
         cursor = self.subscription.cursor
-        while True:
-            total = sum(c.permits for c in self.consumers if c.permits > 0)
-            if total <= 0:
-                return
-            limit = min(total, self.max_read_batch)
-            redelivering = bool(self.to_redeliver)
-            entries = self._read_redeliveries(limit) if redelivering else cursor.read_entries(limit)
-            if not entries:
-                if redelivering:
+        self._take_due_delayed(self.max_read_batch)
+        for _ in range(_MAX_PASSES):
+            receivers = [c for c in self.consumers if self.can_receive(c)]
+            if not receivers:
+                break
+            limit = min(sum(c.permits for c in receivers), self.max_read_batch)
+            if self.to_redeliver:
+                replay = self._read_replay(limit)
+                if replay and self.assign([(e, self.info(e)) for e in replay], True):
                     continue
-                return
-            prepared = self.prepare(entries)
-            plan: dict[int, tuple[Consumer, list[PreparedEntry]]] = {}
-            for index, item in enumerate(prepared):
-                consumer = self._next_consumer()
-                if consumer is None:
-                    self._give_back(prepared[index:], redelivering)
-                    break
-                consumer.permits -= item[2]
-                slot = plan.get(id(consumer))
-                if slot is None:
-                    plan[id(consumer)] = (consumer, [item])
-                else:
-                    slot[1].append(item)
-            for consumer, items in plan.values():
-                consumer.permits += sum(item[2] for item in items)
-                consumer.send_entries(items)
+                if not replay and self.to_redeliver:
+                    continue
+            if len(self.to_redeliver) >= MAX_REPLAY_BEFORE_PAUSE:
+                break
+            batch = self._read_new(limit)
+            if not batch:
+                if cursor.has_more_entries():
+                    continue
+                break
+            if not self.assign(batch, False):
+                break
+        self._arm_timer()
 
-    def _give_back(self, rest: list[PreparedEntry], redelivering: bool) -> None:
-        if redelivering:
-            self.to_redeliver.update(item[0] for item in rest)
-        else:
-            self.subscription.cursor.seek(rest[0][0])
+    def assign(self, batch: list[tuple[Entry, EntryInfo]], replaying: bool) -> bool:
+        """Send ``batch`` to consumers; returns whether anything was sent."""
+        plan: dict[int, tuple[Consumer, list[Dispatch]]] = {}
+        for index, (entry, info) in enumerate(batch):
+            consumer = self._next_consumer()
+            if consumer is None:
+                rest = [e.position for e, _ in batch[index:]]
+                if replaying:
+                    self.add_replay(rest)
+                else:
+                    self.subscription.cursor.seek(rest[0])
+                break
+            consumer.permits -= info.num_messages
+            slot = plan.setdefault(id(consumer), (consumer, []))
+            slot[1].append(self.prepared(entry, info))
+        for consumer, items in plan.values():
+            consumer.permits += sum(item[2] for item in items)
+            consumer.send_entries(items)
+        return bool(plan)

@@ -18,6 +18,7 @@ from starquake.storage import Position
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
+    from starquake.broker.subscription import Subscription
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
@@ -25,8 +26,8 @@ class SingleActiveConsumerDispatcher(Dispatcher):
 
     active: Consumer | None = None
 
-    def __init__(self, subscription: object, max_read_batch: int, *, failover: bool) -> None:
-        super().__init__(subscription, max_read_batch)  # type: ignore[arg-type]
+    def __init__(self, subscription: Subscription, max_read_batch: int, *, failover: bool) -> None:
+        super().__init__(subscription, max_read_batch)
         self.failover = failover
         self.active = None
 
@@ -56,7 +57,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         changed = self.active is not previous
         if changed:
             if previous is not None:
-                previous.pending_acks.clear()
+                previous.clear_pending()
             self.subscription.cursor.rewind()
         if self.failover and (changed or notify_all):
             for consumer in self.consumers:
@@ -70,34 +71,28 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if consumer is None:
             return
         cursor = self.subscription.cursor
-        while consumer.permits > 0:
+        while self.can_receive(consumer):
             entries = cursor.read_entries(min(consumer.permits, self.max_read_batch))
             if not entries:
                 return
-            prepared = self.prepare(entries)
+            batch = []
             budget = consumer.permits
-            take = 0
-            for _, _, count, _ in prepared:
+            for entry in entries:
                 if budget <= 0:
+                    cursor.seek(entry.position)
                     break
-                budget -= count
-                take += 1
-            if take < len(prepared):
-                cursor.seek(prepared[take][0])
-                prepared = prepared[:take]
-            consumer.send_entries(prepared)
+                info = self.info(entry)
+                budget -= info.num_messages
+                batch.append(self.prepared(entry, info))
+            consumer.send_entries(batch)
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        # Ordering forbids redelivering single messages here: rewind and resend all unacked.
         if consumer is not self.active:
             return
-        pending = list(consumer.pending_acks)
+        pending = consumer.take_pending(positions)
         if positions is not None:
-            wanted = set(positions)
-            pending = [p for p in pending if p in wanted]
+            consumer.take_pending()
         self.note_redelivered(pending)
-        consumer.pending_acks.clear()
         self.subscription.cursor.rewind()
         self.schedule()
-
-    def reset(self) -> None:
-        super().reset()

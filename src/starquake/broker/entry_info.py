@@ -1,0 +1,89 @@
+"""What dispatchers need to know about a stored entry, parsed once per topic.
+
+An entry's MessageMetadata tells how many messages it carries (permits count messages), its
+sticky key (Key_Shared routing), its delivery time (delayed delivery) and whether it is a chunk.
+The topic fills an :class:`EntryInfoCache` when it publishes (the metadata is parsed then anyway)
+and dispatchers of every subscription read from it; entries read back from disk are parsed on a
+miss. The cache is bounded: oldest entries are evicted first.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import NamedTuple
+
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.errors import ProtocolError
+from starquake.protocol.framing import entry_metadata
+from starquake.storage import Position
+
+NONE_KEY = b"NONE_KEY"
+
+
+class EntryInfo(NamedTuple):
+    """Dispatch-relevant facts of one entry."""
+
+    num_messages: int
+    sticky_key: bytes
+    deliver_at: int  # ms since the epoch; 0 = deliver now
+    publish_time: int
+    is_chunk: bool
+
+
+def sticky_key_of(metadata: pb.MessageMetadata) -> bytes:
+    """Ordering key, else partition key (base64-decoded when flagged), else ``NONE_KEY``."""
+    if metadata.HasField("ordering_key"):
+        return metadata.ordering_key
+    if metadata.HasField("partition_key"):
+        key = metadata.partition_key
+        if metadata.partition_key_b64_encoded:
+            try:
+                return base64.b64decode(key)
+            except (binascii.Error, ValueError):
+                return key.encode()
+        return key.encode()
+    return NONE_KEY
+
+
+def info_of(metadata: pb.MessageMetadata) -> EntryInfo:
+    num = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+    return EntryInfo(
+        num,
+        sticky_key_of(metadata),
+        metadata.deliver_at_time if metadata.HasField("deliver_at_time") else 0,
+        metadata.publish_time,
+        metadata.HasField("chunk_id"),
+    )
+
+
+_UNPARSABLE = EntryInfo(1, NONE_KEY, 0, 0, False)
+
+
+class EntryInfoCache:
+    """Position -> :class:`EntryInfo`, bounded, insertion-ordered eviction."""
+
+    __slots__ = ("_items", "_max")
+
+    def __init__(self, max_items: int = 200_000) -> None:
+        self._items: dict[Position, EntryInfo] = {}
+        self._max = max_items
+
+    def put(self, position: Position, info: EntryInfo) -> None:
+        items = self._items
+        if len(items) >= self._max:
+            del items[next(iter(items))]
+        items[position] = info
+
+    def get(self, position: Position, data: bytes) -> EntryInfo:
+        info = self._items.get(position)
+        if info is None:
+            try:
+                info = info_of(entry_metadata(data))
+            except ProtocolError:
+                info = _UNPARSABLE
+            self.put(position, info)
+        return info
+
+    def clear(self) -> None:
+        self._items.clear()

@@ -1,0 +1,124 @@
+"""Which producers a topic admits: Pulsar's producer access modes.
+
+* ``Shared`` (0): any number of producers, unless an exclusive one holds the topic.
+* ``Exclusive`` (1): admitted only when the topic has no producer; then it holds the topic.
+* ``WaitForExclusive`` (2): like Exclusive, but instead of failing it waits (the broker answers
+  PRODUCER_SUCCESS with ``producer_ready=false``) and is promoted, in arrival order, when the
+  topic has no producer left; then a second PRODUCER_SUCCESS with ``producer_ready=true`` follows.
+* ``ExclusiveWithFencing`` (3): always admitted; every other producer is disconnected and fenced:
+  its attempts to come back fail with ``ProducerFenced``.
+
+Each exclusive admission increments the topic epoch, sent back in PRODUCER_SUCCESS.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from starquake.broker.errors import BrokerServiceError, ProducerBusyError
+from starquake.protocol.errors import ServerError
+
+if TYPE_CHECKING:
+    from starquake.broker.producer import Producer
+
+SHARED = 0
+EXCLUSIVE = 1
+WAIT_FOR_EXCLUSIVE = 2
+EXCLUSIVE_WITH_FENCING = 3
+
+
+class ProducerFencedError(BrokerServiceError):
+    code = ServerError.ProducerFenced
+
+
+@dataclass
+class Waiter:
+    """A WaitForExclusive producer not admitted yet, and how to tell it that it is ready."""
+
+    producer: Producer
+    on_ready: Callable[[Producer, int], None]
+
+
+class ProducerRegistry:
+    """The producers of one topic and the access-mode rules between them."""
+
+    def __init__(self) -> None:
+        self.producers: dict[int, Producer] = {}
+        self.exclusive: Producer | None = None
+        self.epoch = 0
+        self.waiting: deque[Waiter] = deque()
+        self._fenced_names: set[str] = set()
+        self._fencing = False
+
+    def admit(self, producer: Producer) -> bool:
+        """Admit ``producer`` or raise; False means it waits (WaitForExclusive)."""
+        mode = producer.access_mode
+        for other in self.producers.values():
+            if other.name == producer.name:
+                raise ProducerBusyError(
+                    f"Producer with name '{producer.name}' is already connected to topic"
+                )
+        if producer.name in self._fenced_names and mode != EXCLUSIVE_WITH_FENCING:
+            raise ProducerFencedError(
+                f"Producer {producer.name} was fenced by an ExclusiveWithFencing producer"
+            )
+        if mode == EXCLUSIVE_WITH_FENCING:
+            self._fencing = True
+            try:
+                for other in list(self.producers.values()):
+                    self._fenced_names.add(other.name)
+                    other.disconnect()
+            finally:
+                self._fencing = False
+            self._fenced_names.discard(producer.name)
+            self._add_exclusive(producer)
+            return True
+        if self.exclusive is not None:
+            if mode == WAIT_FOR_EXCLUSIVE:
+                return False
+            raise ProducerBusyError(
+                f"Topic has an exclusive producer ({self.exclusive.name}); {producer.name} "
+                "cannot be added"
+            )
+        if mode in (EXCLUSIVE, WAIT_FOR_EXCLUSIVE):
+            if self.producers or (mode == EXCLUSIVE and self.waiting):
+                if mode == WAIT_FOR_EXCLUSIVE:
+                    return False
+                raise ProducerBusyError(
+                    f"Topic has {len(self.producers)} connected producer(s); an Exclusive "
+                    "producer cannot be added"
+                )
+            self._add_exclusive(producer)
+            return True
+        if self.waiting:
+            raise ProducerBusyError("Topic has producers waiting for exclusive access")
+        self.producers[id(producer)] = producer
+        return True
+
+    def wait(self, producer: Producer, on_ready: Callable[[Producer, int], None]) -> None:
+        self.waiting.append(Waiter(producer, on_ready))
+
+    def _add_exclusive(self, producer: Producer) -> None:
+        self.epoch += 1
+        self.exclusive = producer
+        self.producers[id(producer)] = producer
+
+    def remove(self, producer: Producer) -> None:
+        self.producers.pop(id(producer), None)
+        if self.exclusive is producer:
+            self.exclusive = None
+        for waiter in list(self.waiting):
+            if waiter.producer is producer:
+                self.waiting.remove(waiter)
+        self._promote()
+
+    def _promote(self) -> None:
+        while self.waiting and not self.producers and not self._fencing:
+            waiter = self.waiting.popleft()
+            if waiter.producer.closed:
+                continue
+            self._add_exclusive(waiter.producer)
+            waiter.on_ready(waiter.producer, self.epoch)
