@@ -56,6 +56,7 @@ class BrokerConfig:
     delayedDeliveryTickTimeMillis: int = 1000
     isDelayedDeliveryDeliverAtTimeStrict: bool = False
     brokerDeduplicationEnabled: bool = False
+    nonPersistentMaxPendingBytesPerConnection: int = 8 * 1024 * 1024
 
     # Managed ledger (storage).
     managedLedgerMaxEntriesPerLedger: int = 50000

@@ -270,11 +270,11 @@ class ServerCnx(asyncio.Protocol):
                 )
             )
             return
-        topics = (
-            self.service.list_topics(namespace)
-            if mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT
-            else []
-        )
+        topics: list[str] = []
+        if mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
+            topics += self.service.list_topics(namespace)
+        if mode != pb.CommandGetTopicsOfNamespace.PERSISTENT:
+            topics += self.service.list_topics(namespace, persistent=False)
         filtered = False
         if request.HasField("topics_pattern"):
             try:
@@ -645,6 +645,14 @@ class ServerCnx(asyncio.Protocol):
             return
         subscription = consumer.subscription
         topic = subscription.topic
+        if not topic.is_persistent:
+            self._error(
+                request.request_id,
+                BrokerServiceError(
+                    "Seek is not supported on non-persistent topics", ServerError.NotAllowedError
+                ),
+            )
+            return
         if request.HasField("message_id"):
             mid = request.message_id
             position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
@@ -685,7 +693,11 @@ class ServerCnx(asyncio.Protocol):
         topic = consumer.subscription.topic
         last, batch_index = topic.last_message_position()
         partition = topic.partition_index
-        mark = consumer.subscription.cursor.mark_delete_position
+        mark = (
+            consumer.subscription.cursor.mark_delete_position
+            if topic.is_persistent
+            else Position(-1, -1)
+        )
         self.write(
             commands.get_last_message_id_response(
                 request.request_id,

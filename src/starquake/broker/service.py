@@ -10,7 +10,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.config import BrokerConfig
@@ -20,6 +20,7 @@ from starquake.broker.errors import (
     NotAllowedError,
     TopicNotFoundError,
 )
+from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.resources import PulsarResources
 from starquake.broker.topic import PersistentTopic
 from starquake.common.topic_name import InvalidTopicNameError as BadName
@@ -58,6 +59,7 @@ class BrokerService:
         self.factory = ManagedLedgerFactory(data / "ledgers", self.metadata, storage_config(config))
         self.committer = GroupCommitter(self.factory, self._on_committed, self._on_commit_failed)
         self.topics: dict[str, PersistentTopic] = {}
+        self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
         self._by_ledger: dict[str, PersistentTopic] = {}
         self._cursor_dirty = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -88,6 +90,8 @@ class BrokerService:
         self._tasks.clear()
         for topic in list(self.topics.values()):
             topic.close()
+        for np_topic in list(self.nonpersistent_topics.values()):
+            np_topic.close()
         await self.committer.drain()
         await self.persist_cursors()
         snapshots = [t.dedup.take_snapshot() for t in self.topics.values() if t.dedup.enabled]
@@ -212,7 +216,7 @@ class BrokerService:
             return loaded
         self.check_namespace(topic)
         if topic.domain is not TopicDomain.PERSISTENT:
-            raise NotAllowedError("Non-persistent topics are not supported yet")
+            return self._get_non_persistent(topic, create)
         if not self.topic_exists(topic):
             if not create or not self.config.allowAutoTopicCreation:
                 raise TopicNotFoundError(f"Topic {name} does not exist")
@@ -245,6 +249,20 @@ class BrokerService:
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
+    def _get_non_persistent(self, topic: TopicName, create: bool) -> PersistentTopic:
+        name = str(topic)
+        existing = self.nonpersistent_topics.get(name)
+        if existing is None:
+            if not create and not self.config.allowAutoTopicCreation:
+                raise TopicNotFoundError(f"Topic {name} does not exist")
+            if self.resources.partitions(topic) > 0:
+                raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")
+            existing = NonPersistentTopic(self, topic)
+            self.nonpersistent_topics[name] = existing
+            log.info("created non-persistent topic %s", name)
+        # Connections use the members both topic kinds share.
+        return cast(PersistentTopic, existing)
+
     def unload_topic(self, topic: PersistentTopic) -> None:
         if self.topics.get(topic.full_name) is topic:
             del self.topics[topic.full_name]
@@ -259,7 +277,11 @@ class BrokerService:
     def list_topics(self, namespace: str, persistent: bool = True) -> list[str]:
         """Topics of a namespace, with partitions listed as ``<name>-partition-<i>``."""
         if not persistent:
-            return []
+            return sorted(
+                name
+                for name, t in self.nonpersistent_topics.items()
+                if t.name.namespace_name == namespace
+            )
         names: set[str] = set()
         for name in self._all_ledger_names():
             try:

@@ -44,6 +44,8 @@ class PendingReceipt(NamedTuple):
 class PersistentTopic:
     """A topic whose messages are stored in a managed ledger."""
 
+    is_persistent = True
+
     def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger) -> None:
         self.service = service
         self.name = name

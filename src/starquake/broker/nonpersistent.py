@@ -1,0 +1,290 @@
+"""Non-persistent topics: nothing is stored; each message goes straight to connected consumers.
+
+The producer's receipt is sent at once with id -1:-1. For every subscription the message goes to
+one consumer chosen by the subscription type (the active one for Exclusive/Failover, round-robin
+for Shared, the key's owner for Key_Shared), or to nobody: a message for a consumer without
+permits, or whose connection already has ``nonPersistentMaxPendingBytesPerConnection`` bytes
+waiting to be written, is dropped and counted (``msgDropRate`` style counters in the stats).
+Messages reach consumers as id ``0:0`` (with their batch index), as Pulsar sends them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, cast
+
+from starquake.broker.consumer import Consumer, SubType
+from starquake.broker.dedup import MessageDeduplication
+from starquake.broker.entry_info import EntryInfo, EntryInfoCache
+from starquake.broker.errors import BrokerServiceError, ConsumerBusyError, SubscriptionNotFoundError
+from starquake.broker.producers import ProducerRegistry
+from starquake.broker.selectors import (
+    ConsistentHashingSelector,
+    ConsumerAssignError,
+    sticky_key_hash,
+)
+from starquake.common.topic_name import TopicName
+from starquake.protocol import commands
+from starquake.protocol.errors import ServerError
+from starquake.storage import Position
+
+if TYPE_CHECKING:
+    from starquake.broker.producer import Producer
+    from starquake.broker.service import BrokerService
+    from starquake.broker.subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+NO_POSITION = Position(-1, -1)
+_DISPATCH_POSITION = Position(0, 0)
+
+
+class NonPersistentDispatcher:
+    """Chooses the consumer of each message of one non-persistent subscription."""
+
+    def __init__(self, subscription: NonPersistentSubscription, sub_type: SubType) -> None:
+        self.subscription = subscription
+        self.sub_type = sub_type
+        self.consumers: list[Consumer] = []
+        self._next = 0
+        self.selector: ConsistentHashingSelector[Consumer] | None = None
+        if sub_type == SubType.Key_Shared:
+            self.selector = ConsistentHashingSelector(
+                subscription.topic.service.config.subscriptionKeySharedConsistentHashingReplicaPoints
+            )
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.selector is not None:
+            try:
+                self.selector.add_consumer(consumer, consumer.name)
+            except ConsumerAssignError as exc:
+                raise BrokerServiceError(str(exc), ServerError.ConsumerAssignError) from None
+        self.consumers.append(consumer)
+        if self.sub_type == SubType.Failover:
+            self._notify_active()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        if self.selector is not None:
+            self.selector.remove_consumer(consumer)
+        if self.sub_type == SubType.Failover:
+            self._notify_active()
+
+    def _active(self) -> Consumer | None:
+        if not self.consumers:
+            return None
+        best = min(c.priority_level for c in self.consumers)
+        return next(c for c in self.consumers if c.priority_level == best)
+
+    def _notify_active(self) -> None:
+        active = self._active()
+        for consumer in self.consumers:
+            consumer.cnx.write(
+                commands.active_consumer_change(consumer.consumer_id, consumer is active)
+            )
+
+    def consumer_flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.permits += permits
+
+    def schedule(self) -> None:
+        """Nothing is stored, so there is never anything to catch up on."""
+
+    def choose(self, info: EntryInfo) -> Consumer | None:
+        if self.sub_type in (SubType.Exclusive, SubType.Failover):
+            return self._active()
+        if self.selector is not None:
+            return self.selector.select(sticky_key_hash(info.sticky_key))
+        n = len(self.consumers)
+        for _ in range(n):
+            if self._next >= n:
+                self._next = 0
+            consumer = self.consumers[self._next]
+            self._next += 1
+            if consumer.permits > 0:
+                return consumer
+        return None
+
+
+class NonPersistentSubscription:
+    """A subscription of a non-persistent topic: consumers only, no cursor, no backlog."""
+
+    durable = False
+
+    def __init__(self, topic: NonPersistentTopic, name: str) -> None:
+        self.topic = topic
+        self.name = name
+        self.dispatcher: NonPersistentDispatcher | None = None
+        self.msg_drop_counter = 0
+        self.msg_out_counter = 0
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return list(self.dispatcher.consumers) if self.dispatcher else []
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        dispatcher = self.dispatcher
+        if dispatcher is not None and dispatcher.consumers:
+            if dispatcher.sub_type != consumer.sub_type:
+                raise ConsumerBusyError(
+                    f"Subscription {self.name} is of type {dispatcher.sub_type.name}; "
+                    f"a {consumer.sub_type.name} consumer cannot join it"
+                )
+            if consumer.sub_type == SubType.Exclusive:
+                raise ConsumerBusyError("Exclusive consumer is already connected")
+        if dispatcher is None or dispatcher.sub_type != consumer.sub_type:
+            dispatcher = NonPersistentDispatcher(self, consumer.sub_type)
+            self.dispatcher = dispatcher
+        dispatcher.add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+        if not self.consumers:
+            self.topic.subscriptions.pop(self.name, None)
+
+    def deliver(self, entry: bytes, info: EntryInfo, max_pending: int) -> None:
+        dispatcher = self.dispatcher
+        consumer = dispatcher.choose(info) if dispatcher is not None else None
+        if consumer is None or consumer.permits <= 0 or _pending_bytes(consumer) > max_pending:
+            self.msg_drop_counter += info.num_messages
+            return
+        header = commands.message_frame_header(
+            consumer.consumer_id, 0, 0, len(entry), 0, consumer.partition_index
+        )
+        consumer.cnx.write_frames([header, entry])
+        consumer.permits -= info.num_messages
+        consumer.msg_out_counter += info.num_messages
+        self.msg_out_counter += info.num_messages
+
+    # Acknowledgments and redelivery mean nothing without storage.
+    def acknowledge_individual(self, consumer: Consumer, positions: object) -> None:
+        return None
+
+    def acknowledge_batch_index(self, *args: object) -> None:
+        return None
+
+    def acknowledge_cumulative(self, consumer: Consumer, position: Position) -> None:
+        return None
+
+    def redeliver(self, consumer: Consumer, positions: object) -> None:
+        return None
+
+    def backlog(self) -> int:
+        return 0
+
+
+def _pending_bytes(consumer: Consumer) -> int:
+    transport = getattr(consumer.cnx, "transport", None)
+    if transport is None:
+        return 0
+    return int(transport.get_write_buffer_size())
+
+
+class NonPersistentTopic:
+    """A topic whose messages live only on their way from producer to consumers."""
+
+    is_persistent = False
+
+    def __init__(self, service: BrokerService, name: TopicName) -> None:
+        self.service = service
+        self.name = name
+        self.full_name = str(name)
+        self.partition_index = name.partition_index
+        self.producer_registry = ProducerRegistry()
+        self.subscriptions: dict[str, NonPersistentSubscription] = {}
+        self.entry_infos = EntryInfoCache(1)
+        self.dedup = MessageDeduplication(self.full_name, enabled=False)
+        self.closed = False
+        self.msg_in_counter = 0
+        self.bytes_in_counter = 0
+        self._producer_seq = 0
+
+    @property
+    def producers(self) -> dict[int, Producer]:
+        return self.producer_registry.producers
+
+    def add_producer(self, producer: Producer) -> bool:
+        return self.producer_registry.admit(producer)
+
+    def remove_producer(self, producer: Producer) -> None:
+        self.producer_registry.remove(producer)
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        return -1
+
+    def generate_producer_name(self) -> str:
+        self._producer_seq += 1
+        return (
+            f"{self.service.config.clusterName}-np-{self.service.instance_id}-{self._producer_seq}"
+        )
+
+    def publish(
+        self,
+        producer: Producer,
+        sequence_id: int,
+        highest_sequence_id: int,
+        info: EntryInfo,
+        entry: bytes,
+        *,
+        last_chunk: bool = True,
+    ) -> None:
+        """Hand the message to every subscription now, then confirm it with id -1:-1."""
+        if self.closed:
+            raise BrokerServiceError("Topic is being closed", ServerError.ServiceNotReady)
+        self.msg_in_counter += info.num_messages
+        self.bytes_in_counter += len(entry)
+        limit = self.service.config.nonPersistentMaxPendingBytesPerConnection
+        for subscription in list(self.subscriptions.values()):
+            subscription.deliver(entry, info, limit)
+        producer.on_receipt(
+            commands.send_receipt(producer.producer_id, sequence_id, -1, -1, highest_sequence_id)
+        )
+
+    def get_or_create_subscription(self, name: str, **_: Any) -> Subscription:
+        subscription = self.subscriptions.get(name)
+        if subscription is None:
+            subscription = NonPersistentSubscription(self, name)
+            self.subscriptions[name] = subscription
+        return cast("Subscription", subscription)
+
+    def remove_subscription(self, name: str) -> None:
+        self.subscriptions.pop(name, None)
+
+    def unsubscribe(self, name: str) -> None:
+        subscription = self.subscriptions.get(name)
+        if subscription is None:
+            raise SubscriptionNotFoundError(f"Subscription {name} not found")
+        if subscription.consumers:
+            raise ConsumerBusyError(f"Subscription {name} has connected consumers")
+        del self.subscriptions[name]
+
+    def last_message_position(self) -> tuple[Position, int]:
+        return NO_POSITION, -1
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "msgInCounter": self.msg_in_counter,
+            "bytesInCounter": self.bytes_in_counter,
+            "publishers": [{"producerName": p.name} for p in self.producers.values()],
+            "subscriptions": {
+                name: {
+                    "type": sub.dispatcher.sub_type.name if sub.dispatcher else "None",
+                    "msgOutCounter": sub.msg_out_counter,
+                    "msgDropCounter": sub.msg_drop_counter,
+                    "consumers": [{"consumerName": c.name} for c in sub.consumers],
+                }
+                for name, sub in self.subscriptions.items()
+            },
+        }
+
+    def close(self) -> None:
+        self.closed = True
+        for producer in list(self.producers.values()):
+            producer.disconnect()
+        for subscription in list(self.subscriptions.values()):
+            for consumer in subscription.consumers:
+                consumer.cnx.disconnect_consumer(consumer)
+
+
+__all__ = ["NonPersistentTopic"]
