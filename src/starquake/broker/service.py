@@ -144,15 +144,29 @@ class BrokerService:
     async def _trim_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.managedLedgerTrimIntervalSeconds)
+            self.roll_over_ledgers()
             self.trim_ledgers()
 
+    def roll_over_ledgers(self) -> int:
+        """Apply the age rule to idle ledgers (appends apply it themselves)."""
+        rolled = 0
+        for topic in list(self.topics.values()):
+            if topic.ledger.maybe_rollover():
+                rolled += 1
+        if rolled:
+            self.committer.kick()  # seals the old ledgers
+        return rolled
+
     def trim_ledgers(self) -> int:
+        """Delete ledgers every durable subscription has consumed; returns how many."""
         deleted = 0
         for topic in list(self.topics.values()):
             try:
                 deleted += topic.ledger.trim()
             except Exception:
                 log.exception("trimming %s failed", topic.full_name)
+        if deleted:
+            log.info("trimmed %d ledger(s)", deleted)
         return deleted
 
     # --- names and lookups --------------------------------------------------------------------
