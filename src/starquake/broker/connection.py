@@ -33,7 +33,6 @@ from starquake.protocol.framing import FRAME_PADDING, FrameDecoder
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
-    from starquake.broker.producer import Producer
     from starquake.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
