@@ -34,11 +34,14 @@ LATEST_ID = (1 << 63) - 1
 
 
 class PendingReceipt(NamedTuple):
+    """A receipt to send once ``position`` is durable; ``duplicate``: answer -1:-1, not stored."""
+
     position: Position
     producer: Producer
     sequence_id: int
     highest_sequence_id: int
     last_chunk: bool
+    duplicate: bool = False
 
 
 class PersistentTopic:
@@ -114,11 +117,23 @@ class PersistentTopic:
                 producer.name, sequence_id, highest_sequence_id, is_last_chunk=last_chunk
             )
             if status is DedupStatus.DUPLICATE:
-                producer.on_receipt(
-                    commands.send_receipt(
-                        producer.producer_id, sequence_id, -1, -1, highest_sequence_id
+                if self._pending:  # answer in order, after the receipts still pending
+                    self._pending.append(
+                        PendingReceipt(
+                            self._pending[-1].position,
+                            producer,
+                            sequence_id,
+                            highest_sequence_id,
+                            last_chunk,
+                            duplicate=True,
+                        )
                     )
-                )
+                else:
+                    producer.on_receipt(
+                        commands.send_receipt(
+                            producer.producer_id, sequence_id, -1, -1, highest_sequence_id
+                        )
+                    )
                 return
             if status is DedupStatus.UNKNOWN:
                 raise PersistenceError(
@@ -145,7 +160,12 @@ class PersistentTopic:
         partition = self.partition_index
         dedup = self.dedup if self.dedup.enabled else None
         while pending and pending[0].position <= last:
-            position, producer, sequence_id, highest, last_chunk = pending.popleft()
+            position, producer, sequence_id, highest, last_chunk, duplicate = pending.popleft()
+            if duplicate:
+                producer.on_receipt(
+                    commands.send_receipt(producer.producer_id, sequence_id, -1, -1, highest)
+                )
+                continue
             if dedup is not None:
                 dedup.on_persisted(
                     producer.name, sequence_id, highest, position, is_last_chunk=last_chunk
@@ -170,7 +190,7 @@ class PersistentTopic:
         message = f"Failed to persist the message: {exc}"
         while self._pending:
             receipt = self._pending.popleft()
-            if self.dedup.enabled:
+            if self.dedup.enabled and not receipt.duplicate:
                 self.dedup.on_failed(
                     receipt.producer.name, receipt.sequence_id, receipt.highest_sequence_id
                 )

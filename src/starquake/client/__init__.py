@@ -47,6 +47,7 @@ from starquake.client._sync import (
     Producer,
     Reader,
 )
+from starquake.client._timeouts import MultiplierRedeliveryBackoff, RedeliveryBackoff
 from starquake.client.exceptions import (
     AlreadyClosed,
     AuthenticationError,
@@ -139,6 +140,7 @@ __all__ = [
     "Message",
     "MessageId",
     "MessageTooBig",
+    "MultiplierRedeliveryBackoff",
     "NotAllowedError",
     "NotConnected",
     "OperationNotSupported",
@@ -154,6 +156,7 @@ __all__ = [
     "PulsarException",
     "ReadError",
     "Reader",
+    "RedeliveryBackoff",
     "RegexSubscriptionMode",
     "Result",
     "ServiceUnitNotReady",

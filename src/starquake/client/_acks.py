@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from starquake.client import _commands
+from starquake.client._message import MessageId
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 
 _INDIVIDUAL = pb.CommandAck.Individual
@@ -98,30 +99,44 @@ class AckGroupingTracker:
 
 
 class NegativeAcksTracker:
-    """Holds negatively acknowledged entries until their redelivery delay has passed."""
+    """Holds negatively acknowledged messages until their redelivery delay has passed.
 
-    def __init__(self, delay_ms: int, redeliver: Callable[[list[pb.MessageIdData]], None]) -> None:
-        self._delay = delay_ms / 1000
+    Each message has its own delay (the fixed ``negative_ack_redelivery_delay_ms`` or a backoff
+    of its redelivery count); the timer fires at the earliest deadline and hands every due
+    message to ``redeliver`` in one call.
+    """
+
+    def __init__(self, redeliver: Callable[[list[MessageId]], None]) -> None:
         self._redeliver = redeliver
-        self._entries: dict[EntryKey, tuple[float, pb.MessageIdData]] = {}
+        self._entries: dict[EntryKey, tuple[float, MessageId]] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
 
-    def add(self, data: pb.MessageIdData) -> None:
-        self._entries[_order(data)] = (time.monotonic() + self._delay, data)
-        if self._timer is None:
-            tick = max(self._delay / 3, 0.01) if self._delay > 0 else 0.001
-            self._timer = asyncio.get_running_loop().call_later(tick, self._on_timer)
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def add(self, mid: MessageId, delay_ms: int) -> None:
+        deadline = time.monotonic() + max(delay_ms, 0) / 1000
+        self._entries[mid.entry_key] = (deadline, mid)
+        self._arm(deadline)
+
+    def _arm(self, deadline: float) -> None:
+        if self._timer is not None:
+            if self._timer_at <= deadline:
+                return
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = deadline
+        self._timer = loop.call_later(max(deadline - time.monotonic(), 0.0), self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
         now = time.monotonic()
         due = [key for key, (deadline, _) in self._entries.items() if deadline <= now]
         if due:
-            ids = [self._entries.pop(key)[1] for key in due]
-            self._redeliver(ids)
+            self._redeliver([self._entries.pop(key)[1] for key in due])
         if self._entries:
-            tick = max(self._delay / 3, 0.01) if self._delay > 0 else 0.001
-            self._timer = asyncio.get_running_loop().call_later(tick, self._on_timer)
+            self._arm(min(deadline for deadline, _ in self._entries.values()))
 
     def close(self) -> None:
         if self._timer is not None:

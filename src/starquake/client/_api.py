@@ -103,8 +103,25 @@ def key_shared_policy(policy: Any) -> KeySharedPolicy | None:
     )
 
 
+def check_sticky_ranges(ranges: list[tuple[int, int]]) -> None:
+    """The checks of the official ``KeySharedPolicy.setStickyRanges``."""
+    if not ranges:
+        raise ValueError("Ranges for KeyShared policy must not be empty.")
+    for start, end in ranges:
+        if start < 0 or end > 65535:
+            raise ValueError("KeySharedPolicy Exception: Ranges must be [0, 65535].")
+    for i, (start1, end1) in enumerate(ranges):
+        for start2, end2 in ranges[i + 1 :]:
+            if start1 <= end2 and start2 <= end1:
+                raise ValueError("Ranges for KeyShared policy with overlap.")
+
+
 class ConsumerKeySharedPolicy(KeySharedPolicy):
-    """Key_Shared policy with the official constructor signature."""
+    """Key_Shared policy with the official constructor signature and checks.
+
+    ``sticky_ranges`` are inclusive ``(start, end)`` hash slots in [0, 65535], sent as
+    ``KeySharedMeta.hashRanges`` with mode STICKY.
+    """
 
     def __init__(
         self,
@@ -117,15 +134,27 @@ class ConsumerKeySharedPolicy(KeySharedPolicy):
                 "When using key_shared_mode = KeySharedMode.Sticky you must also provide "
                 "sticky_ranges"
             )
+        ranges = [(int(a), int(b)) for a, b in sticky_ranges] if sticky_ranges is not None else []
+        if sticky_ranges is not None:
+            check_sticky_ranges(ranges)
         super().__init__(
-            key_shared_mode,
-            allow_out_of_order_delivery,
-            tuple((int(a), int(b)) for a, b in sticky_ranges) if sticky_ranges else None,
+            KeySharedMode(int(key_shared_mode)),
+            bool(allow_out_of_order_delivery),
+            tuple(ranges) if ranges else None,
         )
+
+    def policy(self) -> ConsumerKeySharedPolicy:
+        """Official-API compatibility: the policy itself."""
+        return self
 
 
 class ConsumerDeadLetterPolicy:
-    """Dead letter settings (accepted now; the DLQ itself arrives in a later version)."""
+    """Dead letter settings: after ``max_redeliver_count`` redeliveries a message goes to
+    ``dead_letter_topic`` (default ``<topic>-<subscription>-DLQ``), see :mod:`._dlq`.
+
+    ``initial_subscription_name`` creates that subscription on the dead letter topic when
+    its producer is created, so nothing published there is lost.
+    """
 
     def __init__(
         self,
@@ -146,7 +175,7 @@ class ConsumerDeadLetterPolicy:
 
     @property
     def max_redeliver_count(self) -> int:
-        """Deliveries allowed before a message goes to the dead letter topic."""
+        """Redeliveries allowed before a message goes to the dead letter topic."""
         return self._max
 
     @property
@@ -159,14 +188,49 @@ class ConsumerDeadLetterPolicy:
         return self
 
 
+DEFAULT_BATCH_MAX_BYTES = 10 * 1024 * 1024
+
+
 class ConsumerBatchReceivePolicy:
-    """Batch receive limits (accepted now; ``batch_receive`` arrives in a later version)."""
+    """Limits of ``Consumer.batch_receive``: it returns once ``max_num_message`` messages or
+    ``max_num_bytes`` bytes are there, or ``timeout_ms`` passed (values < 0 mean no limit).
+
+    As the official client: all three unset is an error; count and bytes both unset fall back
+    to the defaults (-1 messages, 10 MB, with the timeout given).
+    """
 
     def __init__(self, max_num_message: int, max_num_bytes: int, timeout_ms: int) -> None:
+        if max_num_message <= 0 and max_num_bytes <= 0 and timeout_ms <= 0:
+            raise ValueError(
+                "At least one of maxNumMessages, maxNumBytes and timeoutMs must be specified."
+            )
+        if max_num_message <= 0 and max_num_bytes <= 0:
+            max_num_message, max_num_bytes = -1, DEFAULT_BATCH_MAX_BYTES
         self.max_num_message = max_num_message
         self.max_num_bytes = max_num_bytes
         self.timeout_ms = timeout_ms
 
+    def getMaxNumMessages(self) -> int:
+        return self.max_num_message
+
+    def getMaxNumBytes(self) -> int:
+        return self.max_num_bytes
+
+    def getTimeoutMs(self) -> int:
+        return self.timeout_ms
+
     def policy(self) -> ConsumerBatchReceivePolicy:
         """Official-API compatibility: the policy itself."""
         return self
+
+
+DEFAULT_BATCH_RECEIVE_POLICY = ConsumerBatchReceivePolicy(-1, DEFAULT_BATCH_MAX_BYTES, 100)
+
+
+def delay_ms_of(delay: Any) -> int:
+    """A ``reconsume_later`` delay: milliseconds (int) or a ``timedelta``."""
+    if isinstance(delay, timedelta):
+        return int(delay.total_seconds() * 1000)
+    if isinstance(delay, int) and not isinstance(delay, bool):
+        return delay
+    raise ValueError("delay must be an int (milliseconds) or a datetime.timedelta")

@@ -65,6 +65,7 @@ def producer(
     access_mode: int,
     metadata: Mapping[str, str],
     topic_epoch: int | None = None,
+    initial_subscription_name: str | None = None,
 ) -> T:
     cmd = T(type=T.PRODUCER)
     p = cmd.producer
@@ -79,11 +80,20 @@ def producer(
     p.producer_access_mode = access_mode  # type: ignore[assignment]
     if topic_epoch is not None:
         p.topic_epoch = topic_epoch
+    if initial_subscription_name:
+        p.initial_subscription_name = initial_subscription_name
     _key_values(p.metadata, metadata)
     return cmd
 
 
-def send(producer_id: int, sequence_id: int, num_messages: int, highest_sequence_id: int) -> T:
+def send(
+    producer_id: int,
+    sequence_id: int,
+    num_messages: int,
+    highest_sequence_id: int,
+    *,
+    is_chunk: bool = False,
+) -> T:
     cmd = T(type=T.SEND)
     s = cmd.send
     s.producer_id = producer_id
@@ -91,6 +101,8 @@ def send(producer_id: int, sequence_id: int, num_messages: int, highest_sequence
     s.num_messages = num_messages
     if highest_sequence_id > sequence_id:
         s.highest_sequence_id = highest_sequence_id
+    if is_chunk:
+        s.is_chunk = True
     return cmd
 
 

@@ -54,6 +54,7 @@ class ProducerConfig:
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
     message_router: Callable[[Any, int], int] | None = None
     schema: Any = None
+    initial_subscription_name: str | None = None  # DLQ producers (CommandProducer field 13)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,15 @@ class ConsumerConfig:
     batch_index_ack_enabled: bool = False
     regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
     dead_letter_policy: Any = None
+    tick_duration_ms: int = 1000
+    negative_ack_redelivery_backoff: Any = None
+    ack_timeout_redelivery_backoff: Any = None
+    max_pending_chunked_message: int = 10
+    auto_ack_oldest_chunked_message_on_queue_full: bool = False
+    expire_time_of_incomplete_chunked_message_ms: int = 60000
+    batch_receive_policy: Any = None
+    enable_retry: bool = False
+    retry_letter_topic: str | None = None
     ack_grouping_time_ms: int = 100
     ack_grouping_max_size: int = 1000
     durable: bool = True

@@ -238,6 +238,9 @@ class ClientConnection(asyncio.Protocol):
             self.protocol_version = cmd.connected.protocol_version
             if cmd.connected.HasField("max_message_size"):
                 self.max_message_size = cmd.connected.max_message_size
+                if self.max_message_size > DEFAULT_MAX_MESSAGE_SIZE and not self._decoder.buffered:
+                    # the broker sends chunks (and messages) up to its own limit
+                    self._decoder = FrameDecoder(self.max_message_size + FRAME_PADDING)
             if not self._connected.done():
                 self._connected.set_result(None)
         elif kind == T.CLOSE_PRODUCER:

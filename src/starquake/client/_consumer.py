@@ -9,17 +9,22 @@ consumer are dropped and the permits start over.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from starquake.client import _commands
 from starquake.client._acks import AckGroupingTracker, NegativeAcksTracker
+from starquake.client._chunks import ChunkAssembler, is_chunk
 from starquake.client._config import ConsumerConfig
 from starquake.client._connection import ClientConnection
 from starquake.client._enums import ConsumerType, KeySharedMode
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._message import Message, MessageId
 from starquake.client._queue import MessageQueue
+from starquake.client._timeouts import UnackedMessageTracker
 from starquake.client.exceptions import (
     AlreadyClosed,
     CumulativeAcknowledgementNotAllowedError,
@@ -32,6 +37,9 @@ from starquake.protocol.batch import unpack_batch
 from starquake.protocol.compression import decompress
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import parse_entry
+
+if TYPE_CHECKING:
+    from starquake.client._dlq import DeadLetterHandler
 
 log = logging.getLogger("starquake.client")
 _I64_MAX = (1 << 63) - 1
@@ -65,6 +73,7 @@ class ConsumerImpl(HandlerBase):
         queue_size: int | None = None,
         start_message_id: MessageId | None = None,
         consumer_name: str | None = None,
+        dead_letter: DeadLetterHandler | None = None,
     ) -> None:
         super().__init__(core, topic)
         self.subscription = subscription
@@ -91,7 +100,25 @@ class ConsumerImpl(HandlerBase):
         self._acks = AckGroupingTracker(
             self.consumer_id, self._write, config.ack_grouping_time_ms, config.ack_grouping_max_size
         )
-        self._nacks = NegativeAcksTracker(config.negative_ack_redelivery_delay_ms, self._redeliver)
+        self._nacks = NegativeAcksTracker(self._redeliver)
+        self._unacked: UnackedMessageTracker | None = None
+        if config.unacked_messages_timeout_ms:
+            self._unacked = UnackedMessageTracker(
+                config.unacked_messages_timeout_ms,
+                config.tick_duration_ms,
+                self._redeliver,
+                config.ack_timeout_redelivery_backoff,
+            )
+        self._chunks = ChunkAssembler(
+            config.max_pending_chunked_message,
+            config.auto_ack_oldest_chunked_message_on_queue_full,
+            config.expire_time_of_incomplete_chunked_message_ms,
+            self._discard_chunks,
+        )
+        # Dead letter candidates (Shared / Key_Shared only): entry -> its delivered messages.
+        self._dead_letter = dead_letter if config.consumer_type in _SHARED else None
+        self._dlq_candidates: dict[tuple[int, int], list[Message]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self.is_active = True
         self.reached_end_of_topic = False
         self._closed = False
@@ -137,10 +164,13 @@ class ConsumerImpl(HandlerBase):
         if self._config.durable:
             return None
         if self.last_dequeued is not None:  # resume a reader after the last message it handed out
-            self._filter = self.last_dequeued
+            self._filter = self.last_dequeued.plain()
             self._inclusive = False
             return self.last_dequeued.to_proto(with_batch=False)
         start = self._start_id or MessageId.latest
+        if start.first_chunk_message_id is not None and self._inclusive:
+            start = start.first_chunk_message_id  # a chunked message starts at its first chunk
+            self._filter = start
         return start.to_proto(with_batch=False)
 
     async def _register(self, cnx: ClientConnection) -> None:
@@ -176,7 +206,7 @@ class ConsumerImpl(HandlerBase):
             return
         self._cnx = cnx
         self._queue.remove_where(lambda m: m._consumer is self)
-        self._batch_pending.clear()
+        self._forget_deliveries()
         self._permits = 0
         if self._queue_size > 0:
             cnx.write_command(_commands.flow(self.consumer_id, self._queue_size))
@@ -187,28 +217,51 @@ class ConsumerImpl(HandlerBase):
     def on_message(self, command: pb.CommandMessage, entry: bytes) -> None:
         mid = command.message_id
         ledger, entry_id = _signed(mid.ledgerId), _signed(mid.entryId)
+        redelivery = command.redelivery_count
         try:
             parsed = parse_entry(entry)
             meta = parsed.metadata
             payload: bytes | memoryview = parsed.payload
+            msg_id = MessageId._make(ledger, entry_id, self.partition, topic=self.topic)
+            if is_chunk(meta):
+                if self._skip(msg_id, meta.publish_time):
+                    self._increase_permits(1)
+                    return
+                whole = self._chunks.add(meta, bytes(payload), msg_id)
+                if whole is None:
+                    self._increase_permits(1)
+                    return
+                payload, chunk_ids = whole
+                msg_id = MessageId._chunked(chunk_ids, self.topic)
             if meta.compression:
                 payload = decompress(meta.compression, payload, meta.uncompressed_size)
         except (ProtocolError, ValueError) as exc:
             log.error("%r: dropping corrupt message %d:%d: %s", self, ledger, entry_id, exc)
             self._increase_permits(1)
             return
-        redelivery = command.redelivery_count
         if not meta.HasField("num_messages_in_batch"):
-            msg_id = MessageId._make(ledger, entry_id, self.partition, topic=self.topic)
-            if self._skip(msg_id, meta.publish_time):
+            if msg_id.first_chunk_message_id is None and self._skip(msg_id, meta.publish_time):
                 self._increase_permits(1)
                 return
-            self._queue.put(self._single_message(meta, bytes(payload), msg_id, redelivery))
+            msg = Message._received(meta, None, bytes(payload), msg_id, redelivery, self)
+            if not self._dead_letter_check(msg_id, [msg], redelivery):
+                self._queue.put(msg)
             return
+        self._on_batch(command, meta, payload, ledger, entry_id)
+
+    def _on_batch(
+        self,
+        command: pb.CommandMessage,
+        meta: pb.MessageMetadata,
+        payload: bytes | memoryview,
+        ledger: int,
+        entry_id: int,
+    ) -> None:
+        redelivery = command.redelivery_count
         count = meta.num_messages_in_batch
         ack_set = list(command.ack_set)
         skipped = 0
-        delivered: set[int] = set()
+        messages: list[Message] = []
         try:
             items = unpack_batch(payload, count)
         except ValueError as exc:
@@ -223,10 +276,17 @@ class ConsumerImpl(HandlerBase):
             if self._skip(msg_id, meta.publish_time):
                 skipped += 1
                 continue
-            delivered.add(index)
-            self._queue.put(self._batched_message(meta, single, bytes(data), msg_id, redelivery))
-        if delivered:
-            self._batch_pending[(ledger, entry_id)] = delivered
+            messages.append(Message._received(meta, single, bytes(data), msg_id, redelivery, self))
+        entry_key = (ledger, entry_id)
+        if messages and self._dead_letter_check(
+            MessageId._make(ledger, entry_id, self.partition), messages, redelivery
+        ):
+            skipped += len(messages) - 1
+            messages = []
+        if messages:
+            self._batch_pending[entry_key] = {m.message_id().batch_index() for m in messages}
+            for msg in messages:
+                self._queue.put(msg)
         if skipped:
             self._increase_permits(skipped)
 
@@ -246,53 +306,12 @@ class ConsumerImpl(HandlerBase):
         self._filter = None  # past the start: stop checking
         return False
 
-    def _single_message(
-        self, meta: pb.MessageMetadata, data: bytes, msg_id: MessageId, redelivery: int
-    ) -> Message:
-        return Message(
-            data,
-            properties={kv.key: kv.value for kv in meta.properties},
-            partition_key=meta.partition_key,
-            ordering_key=meta.ordering_key,
-            publish_timestamp=meta.publish_time,
-            event_timestamp=meta.event_time,
-            message_id=msg_id,
-            topic_name=self.topic,
-            redelivery_count=redelivery,
-            producer_name=meta.producer_name,
-            schema_version=meta.schema_version,
-            null_value=meta.null_value,
-            consumer=self,
-        )
-
-    def _batched_message(
-        self,
-        meta: pb.MessageMetadata,
-        single: pb.SingleMessageMetadata,
-        data: bytes,
-        msg_id: MessageId,
-        redelivery: int,
-    ) -> Message:
-        return Message(
-            data,
-            properties={kv.key: kv.value for kv in single.properties},
-            partition_key=single.partition_key,
-            ordering_key=single.ordering_key,
-            publish_timestamp=meta.publish_time,
-            event_timestamp=single.event_time,
-            message_id=msg_id,
-            topic_name=self.topic,
-            redelivery_count=redelivery,
-            producer_name=meta.producer_name,
-            schema_version=meta.schema_version,
-            null_value=single.null_value,
-            consumer=self,
-        )
-
     def on_dequeued(self, msg: Message) -> None:
         """The application took ``msg`` from the queue."""
         self.last_dequeued = msg.message_id()
         self._increase_permits(1)
+        if self._unacked is not None:
+            self._unacked.add(msg.message_id(), msg.redelivery_count())
 
     def _increase_permits(self, count: int) -> None:
         if self._queue_size <= 0:
@@ -323,7 +342,8 @@ class ConsumerImpl(HandlerBase):
             if pending:
                 return
             del self._batch_pending[key]
-        self._acks.add_individual([msg_id.to_proto(with_batch=False)])
+        self._entry_done(msg_id.entry_key)
+        self._acks.add_individual([c.to_proto(with_batch=False) for c in msg_id.chunk_message_ids])
 
     def acknowledge_cumulative(self, msg_id: MessageId) -> None:
         """Acknowledge everything up to and including ``msg_id``."""
@@ -341,26 +361,97 @@ class ConsumerImpl(HandlerBase):
             target = MessageId._make(msg_id.ledger_id(), msg_id.entry_id() - 1, msg_id.partition())
         for key in [k for k in self._batch_pending if k <= target.entry_key]:
             del self._batch_pending[key]
+        for key in [k for k in self._dlq_candidates if k <= target.entry_key]:
+            del self._dlq_candidates[key]
+        if self._unacked is not None:
+            self._unacked.remove_up_to(target.entry_key)
         self._acks.add_cumulative(target.to_proto(with_batch=False))
 
-    def negative_acknowledge(self, msg_id: MessageId) -> None:
-        """Ask for redelivery of ``msg_id`` after the negative-ack delay."""
+    def _entry_done(self, key: tuple[int, int]) -> None:
+        self._dlq_candidates.pop(key, None)
+        if self._unacked is not None:
+            self._unacked.remove(key)
+
+    def negative_acknowledge(self, msg_id: MessageId, redelivery_count: int = 0) -> None:
+        """Ask for redelivery of ``msg_id`` after the negative-ack delay (or backoff)."""
         self._check_open()
         self._batch_pending.pop(msg_id.entry_key, None)
-        self._nacks.add(msg_id.to_proto(with_batch=False))
+        if self._unacked is not None:
+            self._unacked.remove(msg_id.entry_key)
+        backoff = self._config.negative_ack_redelivery_backoff
+        delay = (
+            backoff.next(redelivery_count)
+            if backoff is not None
+            else self._config.negative_ack_redelivery_delay_ms
+        )
+        self._nacks.add(msg_id, delay)
 
-    def _redeliver(self, ids: list[pb.MessageIdData]) -> None:
-        if self._config.consumer_type in _SHARED:
-            self._write(_commands.redeliver(self.consumer_id, ids))
-        else:
+    def _redeliver(self, ids: list[MessageId]) -> None:
+        """Redeliver these (nack or ack timeout), or dead-letter the candidates among them."""
+        if self._config.consumer_type not in _SHARED:
             self.redeliver_unacknowledged_messages()
+            return
+        wire: list[pb.MessageIdData] = []
+        for mid in ids:
+            messages = self._dlq_candidates.pop(mid.entry_key, None)
+            if messages is not None and self._dead_letter is not None:
+                self._spawn(self._send_to_dead_letter(mid, messages))
+            else:
+                wire.extend(c.to_proto(with_batch=False) for c in mid.chunk_message_ids)
+        if wire:
+            self._write(_commands.redeliver(self.consumer_id, wire))
+
+    def _dead_letter_check(self, entry: MessageId, messages: list[Message], count: int) -> bool:
+        """Remember dead letter candidates; True if they must not be delivered at all."""
+        handler = self._dead_letter
+        if handler is None:
+            return False
+        if count < handler.max_redeliver_count:
+            return False
+        self._dlq_candidates[entry.entry_key] = messages
+        if count == handler.max_redeliver_count:
+            return False
+        self._redeliver([entry])
+        self._increase_permits(1)
+        return True
+
+    async def _send_to_dead_letter(self, mid: MessageId, messages: list[Message]) -> None:
+        assert self._dead_letter is not None
+        if await self._dead_letter.send_to_dead_letter(messages, self.topic) and not self._closed:
+            for msg in messages:
+                self.acknowledge(msg.message_id())
+        elif not self._closed:
+            ids = [c.to_proto(with_batch=False) for c in mid.chunk_message_ids]
+            self._write(_commands.redeliver(self.consumer_id, ids))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _discard_chunks(self, ids: list[MessageId], acknowledge: bool) -> None:
+        """Chunks of a message the assembler gave up on: ack silently or redeliver later."""
+        if acknowledge:
+            self._acks.add_individual([mid.to_proto(with_batch=False) for mid in ids])
+        else:
+            delay = self._config.negative_ack_redelivery_delay_ms
+            for mid in ids:
+                self._nacks.add(mid, delay)
+
+    def _forget_deliveries(self) -> None:
+        """Everything unacknowledged will come again: drop per-delivery state."""
+        self._batch_pending.clear()
+        self._dlq_candidates.clear()
+        self._chunks.clear()
+        if self._unacked is not None:
+            self._unacked.clear()
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Ask the broker to send every unacknowledged message again."""
         if not self.connected:
             return
         removed = self._queue.remove_where(lambda m: m._consumer is self)
-        self._batch_pending.clear()
+        self._forget_deliveries()
         self._write(_commands.redeliver(self.consumer_id))
         if removed:
             self._increase_permits(removed)
@@ -397,13 +488,16 @@ class ConsumerImpl(HandlerBase):
         else:
             if not durable:
                 self._start_id = target
+            first_chunk = target.first_chunk_message_id
+            if first_chunk is not None and self._config.start_message_id_inclusive:
+                target = first_chunk  # include the whole chunked message
             cmd = _commands.seek(
                 self.consumer_id, rid, message_id=target.to_proto(with_batch=False)
             )
         self.last_dequeued = None
         await cnx.request(cmd, rid, self._core.operation_timeout)
         self._queue.remove_where(lambda m: m._consumer is self)
-        self._batch_pending.clear()
+        self._forget_deliveries()
         self._acks.reset()
         self.last_dequeued = None
         self._inclusive = self._config.start_message_id_inclusive
@@ -413,7 +507,7 @@ class ConsumerImpl(HandlerBase):
         else:
             self._min_publish_time = 0
             concrete = not (is_earliest(target) or is_latest(target))
-            self._filter = target if concrete else None
+            self._filter = target.plain() if concrete else None
 
     async def get_last_message_id(self) -> MessageId:
         """Id of the last message stored in the topic (partition)."""
@@ -450,6 +544,11 @@ class ConsumerImpl(HandlerBase):
             return
         self._acks.close()
         self._nacks.close()
+        self._chunks.close()
+        if self._unacked is not None:
+            self._unacked.close()
+        for task in list(self._tasks):
+            task.cancel()
         self._closed = True
         self._stop_reconnecting()
         self._core.handlers.discard(self)

@@ -23,7 +23,16 @@ class MessageId:
     can be stored by one client and used by the other.
     """
 
-    __slots__ = ("_batch_index", "_batch_size", "_entry_id", "_ledger_id", "_partition", "_topic")
+    __slots__ = (
+        "_batch_index",
+        "_batch_size",
+        "_chunk_ids",
+        "_entry_id",
+        "_first_chunk",
+        "_ledger_id",
+        "_partition",
+        "_topic",
+    )
 
     earliest: ClassVar[MessageId]
     latest: ClassVar[MessageId]
@@ -37,6 +46,8 @@ class MessageId:
         self._batch_index = batch_index
         self._batch_size = 0
         self._topic: str | None = None
+        self._first_chunk: MessageId | None = None
+        self._chunk_ids: tuple[MessageId, ...] = ()
 
     def ledger_id(self) -> int:
         """The ledger id."""
@@ -83,12 +94,38 @@ class MessageId:
         return mid
 
     @classmethod
+    def _chunked(cls, chunks: list[MessageId], topic: str | None = None) -> MessageId:
+        """The id of a message sent in chunks: the last chunk's position, remembering them all.
+
+        As the official ``ChunkMessageIdImpl``: acknowledging it acknowledges every chunk.
+        """
+        last = chunks[-1]
+        mid = cls._make(last._ledger_id, last._entry_id, last._partition, topic=topic)
+        mid._first_chunk = chunks[0]
+        mid._chunk_ids = tuple(chunks)
+        return mid
+
+    @property
+    def first_chunk_message_id(self) -> MessageId | None:
+        """For a chunked message, the id of its first chunk (None otherwise)."""
+        return self._first_chunk
+
+    @property
+    def chunk_message_ids(self) -> tuple[MessageId, ...]:
+        """Every chunk's id (the id itself for an ordinary message)."""
+        if self._chunk_ids:
+            return self._chunk_ids
+        if self._first_chunk is not None:
+            return (self._first_chunk, self)
+        return (self,)
+
+    @classmethod
     def from_proto(
         cls, data: pb.MessageIdData, partition: int | None = None, topic: str | None = None
     ) -> MessageId:
         """Build from a wire ``MessageIdData`` (``partition`` overrides the field when given)."""
         part = data.partition if data.HasField("partition") else -1
-        return cls._make(
+        mid = cls._make(
             _signed(data.ledgerId),
             _signed(data.entryId),
             part if partition is None else partition,
@@ -96,6 +133,17 @@ class MessageId:
             data.batch_size if data.HasField("batch_size") else 0,
             topic,
         )
+        if data.HasField("first_chunk_message_id"):
+            first = cls.from_proto(data.first_chunk_message_id, partition, topic)
+            mid._first_chunk = first
+            mid._chunk_ids = (first, mid.plain())
+        return mid
+
+    def plain(self) -> MessageId:
+        """This id without its chunk information."""
+        if self._first_chunk is None:
+            return self
+        return MessageId._make(self._ledger_id, self._entry_id, self._partition, topic=self._topic)
 
     def to_proto(self, *, with_batch: bool = True) -> pb.MessageIdData:
         """The wire ``MessageIdData``; ``with_batch=False`` names the whole entry."""
@@ -120,8 +168,15 @@ class MessageId:
     # --- serialization ------------------------------------------------------------------------
 
     def serialize(self) -> bytes:
-        """Bytes that :meth:`deserialize` (ours or the official client's) turns back into the id."""
-        return self.to_proto().SerializeToString()
+        """Bytes that :meth:`deserialize` (ours or the official client's) turns back into the id.
+
+        A chunked message's id is its last chunk's, with the first chunk's id in
+        ``first_chunk_message_id`` (the official client's layout).
+        """
+        data = self.to_proto()
+        if self._first_chunk is not None:
+            data.first_chunk_message_id.CopyFrom(self._first_chunk.to_proto())
+        return data.SerializeToString()
 
     @staticmethod
     def deserialize(message_id_bytes: bytes, topic: str | None = None) -> MessageId:
@@ -132,7 +187,10 @@ class MessageId:
     # --- comparisons --------------------------------------------------------------------------
 
     def __str__(self) -> str:
-        return f"({self._ledger_id},{self._entry_id},{self._partition},{self._batch_index})"
+        text = f"({self._ledger_id},{self._entry_id},{self._partition},{self._batch_index})"
+        if self._first_chunk is not None:  # the official client prints "first;last"
+            return f"{self._first_chunk};{text}"
+        return text
 
     def __repr__(self) -> str:
         return f"MessageId{self}"
@@ -213,6 +271,34 @@ class Message:
         self._null_value = null_value
         self._consumer = consumer
         self._value_decoder: Any = None
+
+    @classmethod
+    def _received(
+        cls,
+        meta: pb.MessageMetadata,
+        single: pb.SingleMessageMetadata | None,
+        data: bytes,
+        msg_id: MessageId,
+        redelivery: int,
+        consumer: Any,
+    ) -> Message:
+        """A message from a MESSAGE command (``single``: its entry in a batch, if batched)."""
+        own: pb.MessageMetadata | pb.SingleMessageMetadata = meta if single is None else single
+        return cls(
+            data,
+            properties={kv.key: kv.value for kv in own.properties},
+            partition_key=own.partition_key,
+            ordering_key=own.ordering_key,
+            publish_timestamp=meta.publish_time,
+            event_timestamp=own.event_time,
+            message_id=msg_id,
+            topic_name=consumer.topic,
+            redelivery_count=redelivery,
+            producer_name=meta.producer_name,
+            schema_version=meta.schema_version,
+            null_value=own.null_value,
+            consumer=consumer,
+        )
 
     def data(self) -> bytes:
         """The payload bytes."""

@@ -14,6 +14,7 @@ import re
 
 from starquake.client._config import ConsumerConfig
 from starquake.client._consumer import ConsumerImpl
+from starquake.client._dlq import DeadLetterHandler
 from starquake.client._enums import RegexSubscriptionMode
 from starquake.client._handler import ClientCore
 from starquake.client._message import Message, MessageId
@@ -61,6 +62,20 @@ class ConsumerFront:
         self._start = start_message_id
         self._consumer_name = consumer_name
         self._topics = [normalize_topic(t) for t in topics]
+        self.dead_letter: DeadLetterHandler | None = None
+        if config.dead_letter_policy is not None or config.enable_retry:
+            first = self._topics[0] if self._topics else self._pattern_topic()
+            self.dead_letter = DeadLetterHandler(
+                core,
+                first,
+                subscription,
+                config.dead_letter_policy,
+                enable_retry=config.enable_retry,
+                retry_letter_topic=config.retry_letter_topic,
+            )
+            retry = self.dead_letter.retry_letter_topic
+            if retry is not None and retry not in self._topics:
+                self._topics.append(retry)
         self.queue = MessageQueue()
         self.consumers: dict[str, ConsumerImpl] = {}
         self._partitions: dict[str, list[str]] = {}
@@ -122,6 +137,7 @@ class ConsumerFront:
                 queue_size=self._queue_size(total),
                 start_message_id=self._start,
                 consumer_name=self._consumer_name,
+                dead_letter=self.dead_letter,
             )
             for i, name in enumerate(names)
         ]
@@ -138,6 +154,16 @@ class ConsumerFront:
             sub = self.consumers.pop(name, None)
             if sub is not None:
                 await sub.close()
+
+    def _pattern_topic(self) -> str:
+        """A topic name standing for the pattern (names the default DLQ / retry topics)."""
+        assert self._pattern is not None
+        text = self._pattern.pattern
+        if "://" not in text:
+            text = (
+                f"persistent://public/default/{text}" if "/" not in text else f"persistent://{text}"
+            )
+        return re.sub(r"[^\w./:-]", "", text)
 
     def _namespace_and_regex(self) -> tuple[str, int, re.Pattern[str]]:
         assert self._pattern is not None
@@ -164,6 +190,9 @@ class ConsumerFront:
             base = str(TopicName.parse(name).partitioned_topic_name)
             if regex.fullmatch(base) or regex.fullmatch(name):
                 bases[base] = None
+        retry = self.dead_letter.retry_letter_topic if self.dead_letter is not None else None
+        if retry is not None:
+            bases[retry] = None
         return list(bases)
 
     async def _discovery_loop(self) -> None:
@@ -193,6 +222,16 @@ class ConsumerFront:
         owner: ConsumerImpl = msg._consumer
         owner.on_dequeued(msg)
         return msg
+
+    async def batch_receive(
+        self, max_messages: int, max_bytes: int, timeout_ms: int
+    ) -> list[Message]:
+        """Messages as soon as ``max_messages`` / ``max_bytes`` are there, or at the timeout."""
+        timeout = timeout_ms / 1000 if timeout_ms > 0 else None
+        messages = await self.queue.get_batch(max_messages, max_bytes, timeout)
+        for msg in messages:
+            msg._consumer.on_dequeued(msg)
+        return messages
 
     def receive_nowait(self) -> Message | None:
         msg = self.queue.get_nowait()
@@ -236,7 +275,18 @@ class ConsumerFront:
 
     def negative_acknowledge(self, target: Message | MessageId) -> None:
         consumer, mid = self.route(target)
-        consumer.negative_acknowledge(mid)
+        count = target.redelivery_count() if isinstance(target, Message) else 0
+        consumer.negative_acknowledge(mid, count)
+
+    async def reconsume_later(
+        self, msg: Message, delay_ms: int, properties: dict[str, str] | None
+    ) -> None:
+        """Republish ``msg`` to the retry letter topic, then acknowledge it."""
+        if self.dead_letter is None or self.dead_letter.retry_letter_topic is None:
+            raise InvalidConfiguration("reconsume_later needs a consumer with enable_retry=True")
+        consumer, mid = self.route(msg)
+        await self.dead_letter.reconsume_later(msg, delay_ms, properties)
+        consumer.acknowledge(mid)
 
     def redeliver_unacknowledged_messages(self) -> None:
         for consumer in self.consumers.values():
@@ -278,6 +328,8 @@ class ConsumerFront:
         if self._discovery is not None:
             self._discovery.cancel()
         await asyncio.gather(*(c.close() for c in self.consumers.values()), return_exceptions=True)
+        if self.dead_letter is not None:
+            await self.dead_letter.close()
         self.queue.close()
 
     @property

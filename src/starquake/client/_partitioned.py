@@ -143,3 +143,17 @@ class PartitionedProducer:
     @property
     def is_closed(self) -> bool:
         return all(p.is_closed for p in self.producers)
+
+
+async def open_producer(
+    core: ClientCore, topic: str, config: ProducerConfig
+) -> ProducerImpl | PartitionedProducer:
+    """Create and start the producer of ``topic`` (fully qualified), partitioned or not."""
+    partitions = await core.lookup.get_partitioned_metadata(topic)
+    impl: ProducerImpl | PartitionedProducer
+    if partitions > 0:
+        impl = PartitionedProducer(core, topic, config, partitions)
+    else:
+        impl = ProducerImpl(core, topic, config)
+    await impl.start()
+    return impl

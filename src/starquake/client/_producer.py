@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from starquake.client import _commands
+from starquake.client._chunks import chunk_count, chunk_metadata
 from starquake.client._config import ProducerConfig
 from starquake.client._connection import ClientConnection
 from starquake.client._handler import ClientCore, HandlerBase
@@ -71,6 +72,9 @@ class _Op:
     futures: list[asyncio.Future[MessageId]]
     created: float
     batched: bool
+    permits: int  # pending-queue slots released by the receipt (0 for all but a last chunk)
+    chunks: list[MessageId] | None = None  # shared by the chunks of one message
+    last_chunk: bool = False
 
 
 @dataclass(slots=True)
@@ -137,6 +141,7 @@ class ProducerImpl(HandlerBase):
             epoch=self._epoch,
             access_mode=int(self._config.access_mode),
             metadata=self._config.properties,
+            initial_subscription_name=self._config.initial_subscription_name,
         )
         cnx.producers[self.producer_id] = self
         try:
@@ -198,7 +203,7 @@ class ProducerImpl(HandlerBase):
             raise AlreadyClosed("producer is closed")
         if self._pending_messages >= self._config.max_pending_messages:
             raise ProducerQueueIsFull("producer queue is full")
-        if msg.size > self._max_message_size and not self._config.chunking_enabled:
+        if msg.size > self._max_message_size and not self._chunking:
             raise MessageTooBig(f"message of {msg.size} bytes exceeds {self._max_message_size}")
         fut: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
         if msg.sequence_id is not None:
@@ -213,8 +218,51 @@ class ProducerImpl(HandlerBase):
         else:
             self.flush_batches()
             meta = self._metadata(msg, seq)
-            self._send_op(meta, msg.content or b"", seq, seq, 1, [fut], batched=False)
+            payload = self._compress(meta, msg.content or b"")
+            if self._chunking:
+                self._send_chunks(meta, payload, seq, fut)
+            else:
+                self._send_op(meta, payload, seq, seq, 1, [fut], batched=False)
         return fut
+
+    @property
+    def _chunking(self) -> bool:
+        return self._config.chunking_enabled and not self._config.batching_enabled
+
+    def _send_chunks(
+        self, meta: pb.MessageMetadata, payload: bytes, seq: int, fut: asyncio.Future[MessageId]
+    ) -> None:
+        """Send ``payload`` (already compressed) whole, or in chunks if it is too large."""
+        uuid = f"{self.producer_name}-{seq}"
+        chunked = chunk_metadata(meta, uuid, 2, len(payload))
+        chunk_size = self._max_message_size - chunked.ByteSize() - 8  # room for larger varints
+        if chunk_size <= 0:
+            raise MessageTooBig(f"message metadata alone exceeds {self._max_message_size} bytes")
+        total = chunk_count(len(payload), chunk_size)
+        if total == 1:
+            self._send_op(meta, payload, seq, seq, 1, [fut], batched=False)
+            return
+        chunked.num_chunks_from_msg = total
+        holder: list[MessageId] = []
+        view = memoryview(payload)
+        for chunk_id in range(total):
+            chunked.chunk_id = chunk_id
+            last = chunk_id == total - 1
+            part = bytes(view[chunk_id * chunk_size : (chunk_id + 1) * chunk_size])
+            self._write_op(
+                _Op(
+                    seq,
+                    seq,
+                    1,
+                    self._frame(chunked, part, seq, seq, 1, is_chunk=True),
+                    [fut] if last else [],
+                    time.monotonic(),
+                    False,
+                    1 if last else 0,
+                    holder,
+                    last,
+                )
+            )
 
     def _metadata(self, msg: OutgoingMessage, seq: int) -> pb.MessageMetadata:
         meta = pb.MessageMetadata(
@@ -299,7 +347,9 @@ class ProducerImpl(HandlerBase):
         meta.ClearField("event_time")
         meta.ClearField("null_value")
         meta.num_messages_in_batch = len(batch.items)
-        payload = pack_batch([(single, data) for single, data, _ in batch.items])
+        payload = self._compress(
+            meta, pack_batch([(single, data) for single, data, _ in batch.items])
+        )
         self._send_op(
             meta, payload, seq, max(batch.sequence_ids), len(batch.items), batch.futures, True
         )
@@ -314,18 +364,35 @@ class ProducerImpl(HandlerBase):
         futures: list[asyncio.Future[MessageId]],
         batched: bool,
     ) -> None:
+        frame = self._frame(meta, payload, seq, highest, num_messages)
+        now = time.monotonic()
+        self._write_op(_Op(seq, highest, num_messages, frame, futures, now, batched, num_messages))
+
+    def _compress(self, meta: pb.MessageMetadata, payload: bytes) -> bytes:
         codec = int(self._config.compression_type)
-        if codec:
-            meta.compression = codec  # type: ignore[assignment]
-            meta.uncompressed_size = len(payload)
-            payload = compress(codec, payload)
-        entry = encode_entry(meta, payload)
-        cmd = _commands.send(self.producer_id, seq, num_messages, highest)
-        frame = encode_payload_command(cmd, entry)
-        op = _Op(seq, highest, num_messages, frame, futures, time.monotonic(), batched)
+        if not codec:
+            return payload
+        meta.compression = codec  # type: ignore[assignment]
+        meta.uncompressed_size = len(payload)
+        return compress(codec, payload)
+
+    def _frame(
+        self,
+        meta: pb.MessageMetadata,
+        payload: bytes,
+        seq: int,
+        highest: int,
+        num_messages: int,
+        *,
+        is_chunk: bool = False,
+    ) -> bytes:
+        cmd = _commands.send(self.producer_id, seq, num_messages, highest, is_chunk=is_chunk)
+        return encode_payload_command(cmd, encode_entry(meta, payload))
+
+    def _write_op(self, op: _Op) -> None:
         self._pending.append(op)
         if self._cnx is not None:
-            self._cnx.write(frame)
+            self._cnx.write(op.frame)
         self._arm_send_timeout()
 
     # --- receipts and failures --------------------------------------------------------------
@@ -348,16 +415,20 @@ class ProducerImpl(HandlerBase):
         ledger = ledger - (1 << 64) if ledger >= 1 << 63 else ledger
         entry = entry - (1 << 64) if entry >= 1 << 63 else entry
         self.last_sequence_id = op.highest_sequence_id
+        if op.chunks is not None:
+            op.chunks.append(MessageId._make(ledger, entry, self.partition, topic=self.topic))
         for index, fut in enumerate(op.futures):
             if not fut.done():
-                if op.batched:
+                if op.chunks is not None:
+                    result = MessageId._chunked(op.chunks, self.topic)
+                elif op.batched:
                     result = MessageId._make(
                         ledger, entry, self.partition, index, op.num_messages, self.topic
                     )
                 else:
                     result = MessageId._make(ledger, entry, self.partition, topic=self.topic)
                 fut.set_result(result)
-        self._release(op.num_messages)
+        self._release(op.permits)
 
     def on_send_error(self, error: pb.CommandSendError) -> None:
         log.warning("%r: send error %s: %s", self, error.error, error.message)
@@ -385,7 +456,7 @@ class ProducerImpl(HandlerBase):
             for fut in op.futures:
                 if not fut.done():
                     fut.set_exception(exc)
-            self._release(op.num_messages)
+            self._release(op.permits)
         for batch in batches:
             for fut in batch.futures:
                 if not fut.done():

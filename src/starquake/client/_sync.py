@@ -272,6 +272,21 @@ class Consumer:
         check_type_or_none(int, timeout_millis, "timeout_millis")
         return self._runner.run(self._inner.receive(timeout_millis))
 
+    def batch_receive(self) -> list[Message]:
+        """Block for messages within the ``batch_receive_policy`` (a list, possibly empty)."""
+        return self._runner.run(self._inner.batch_receive())
+
+    def reconsume_later(
+        self,
+        message: Message,
+        delay: int | timedelta,
+        properties: dict[str, str] | None = None,
+    ) -> None:
+        """Redeliver ``message`` after ``delay`` (ms or timedelta) via the retry letter topic,
+        acknowledging it now. Needs ``enable_retry=True`` (a Starquake extension).
+        """
+        self._runner.run(self._inner.reconsume_later(message, delay, properties))
+
     def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message."""
         self._runner.run(self._inner.acknowledge(message_id_of(message)))
@@ -478,7 +493,12 @@ class Client:
 
         The keyword arguments and defaults are those of ``pulsar.Client.subscribe``
         (``receiver_queue_size=1000``, ``initial_position=InitialPosition.Latest``,
-        ``negative_ack_redelivery_delay_ms=60000``, ...).
+        ``negative_ack_redelivery_delay_ms=60000``, ``dead_letter_policy``,
+        ``batch_receive_policy``, ``max_pending_chunked_message``, ...), plus the Starquake
+        extensions documented on :meth:`starquake.client.asyncio.Client.subscribe`
+        (``tick_duration_ms``, ``negative_ack_redelivery_backoff``,
+        ``ack_timeout_redelivery_backoff``, ``expire_time_of_incomplete_chunked_message_ms``,
+        ``enable_retry``, ``retry_letter_topic``).
         """
         inner = self._runner.run(
             self._inner.subscribe(topic, subscription_name, consumer_type, schema, **kwargs)

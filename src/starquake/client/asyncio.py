@@ -18,10 +18,15 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from starquake.client import _timeouts
 from starquake.client._api import (
+    DEFAULT_BATCH_RECEIVE_POLICY,
+    ConsumerBatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
     build_message,
     check_type,
     check_type_or_none,
+    delay_ms_of,
     message_id_of,
     seek_target,
 )
@@ -43,8 +48,9 @@ from starquake.client._enums import (
 from starquake.client._handler import ClientCore
 from starquake.client._message import Message, MessageId
 from starquake.client._multi import ConsumerFront, normalize_topic
-from starquake.client._partitioned import PartitionedProducer
+from starquake.client._partitioned import PartitionedProducer, open_producer
 from starquake.client._producer import OutgoingMessage, ProducerImpl, partition_topic
+from starquake.client._timeouts import RedeliveryBackoff
 from starquake.client.exceptions import InvalidConfiguration, PulsarException
 
 __all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader"]
@@ -136,6 +142,29 @@ class Consumer:
         """Wait for the next message (raises Timeout after ``timeout_millis`` if given)."""
         timeout = None if timeout_millis is None else timeout_millis / 1000
         return self._decorate(await self._front.receive(timeout))
+
+    async def batch_receive(self) -> list[Message]:
+        """Messages received together, within the subscription's ``batch_receive_policy``
+        (default: up to 10 MB, waiting at most 100 ms); possibly an empty list.
+        """
+        policy = self._front._config.batch_receive_policy or DEFAULT_BATCH_RECEIVE_POLICY
+        messages = await self._front.batch_receive(
+            policy.max_num_message, policy.max_num_bytes, policy.timeout_ms
+        )
+        return [self._decorate(m) for m in messages]
+
+    async def reconsume_later(
+        self,
+        message: Message,
+        delay: int | timedelta,
+        properties: dict[str, str] | None = None,
+    ) -> None:
+        """Have ``message`` delivered again after ``delay`` (ms or timedelta) through the retry
+        letter topic, then acknowledge it (needs ``enable_retry=True``; a Starquake extension).
+        """
+        check_type(Message, message, "message")
+        check_type_or_none(dict, properties, "properties")
+        await self._front.reconsume_later(message, delay_ms_of(delay), properties)
 
     async def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (sent with the next ack group)."""
@@ -304,8 +333,6 @@ class Client:
         check_type_or_none(dict, properties, "properties")
         if batching_enabled and chunking_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together.")
-        if chunking_enabled:
-            raise InvalidConfiguration("chunking is not supported yet")
         if encryption_key or crypto_key_reader:
             raise InvalidConfiguration("encryption is not supported yet")
         config = ProducerConfig(
@@ -320,6 +347,7 @@ class Client:
             batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+            chunking_enabled=chunking_enabled,
             message_routing_mode=PartitionsRoutingMode(int(message_routing_mode)),
             hashing_scheme=HashingScheme(int(hashing_scheme)),
             lazy_start_partitioned_producers=lazy_start_partitioned_producers,
@@ -330,13 +358,7 @@ class Client:
             schema=schema,
         )
         name = normalize_topic(topic)
-        partitions = await self._core.lookup.get_partitioned_metadata(name)
-        impl: AnyProducer
-        if partitions > 0:
-            impl = PartitionedProducer(self._core, name, config, partitions)
-        else:
-            impl = ProducerImpl(self._core, name, config)
-        await impl.start()
+        impl = await open_producer(self._core, name, config)
         return Producer(impl, name, schema)
 
     async def subscribe(
@@ -367,13 +389,48 @@ class Client:
         regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
         dead_letter_policy: Any = None,
         crypto_failure_action: Any = None,
+        *,
+        tick_duration_ms: int = 1000,
+        negative_ack_redelivery_backoff: RedeliveryBackoff | None = None,
+        ack_timeout_redelivery_backoff: RedeliveryBackoff | None = None,
+        expire_time_of_incomplete_chunked_message_ms: int = 60000,
+        enable_retry: bool = False,
+        retry_letter_topic: str | None = None,
     ) -> Consumer:
-        """Subscribe to a topic, a list of topics or a regex pattern (``re.Pattern``)."""
+        """Subscribe to a topic, a list of topics or a regex pattern (``re.Pattern``).
+
+        The positional arguments are the official client's. Keyword-only Starquake extensions
+        (the official Python client has none of them):
+
+        - ``tick_duration_ms``: granularity of the ack timeout (default 1 s).
+        - ``negative_ack_redelivery_backoff`` / ``ack_timeout_redelivery_backoff``: a
+          :class:`MultiplierRedeliveryBackoff`; the nack delay becomes
+          ``backoff.next(redelivery_count)`` and the ack timeout grows by it.
+        - ``expire_time_of_incomplete_chunked_message_ms``: drop (and acknowledge) a chunked
+          message still incomplete this long after its first chunk (0: never).
+        - ``enable_retry`` / ``retry_letter_topic``: subscribe to the retry letter topic too and
+          allow :meth:`Consumer.reconsume_later`.
+        """
         check_type(str, subscription_name, "subscription_name")
         check_type(int, receiver_queue_size, "receiver_queue_size")
         check_type_or_none(str, consumer_name, "consumer_name")
         check_type(int, negative_ack_redelivery_delay_ms, "negative_ack_redelivery_delay_ms")
         check_type_or_none(dict, properties, "properties")
+        check_type_or_none(int, unacked_messages_timeout_ms, "unacked_messages_timeout_ms")
+        check_type(int, max_pending_chunked_message, "max_pending_chunked_message")
+        check_type(
+            bool,
+            auto_ack_oldest_chunked_message_on_queue_full,
+            "auto_ack_oldest_chunked_message_on_queue_full",
+        )
+        check_type_or_none(ConsumerBatchReceivePolicy, batch_receive_policy, "batch_receive_policy")
+        check_type_or_none(ConsumerDeadLetterPolicy, dead_letter_policy, "dead_letter_policy")
+        minimum = _timeouts.MIN_UNACKED_MESSAGES_TIMEOUT_MS
+        if unacked_messages_timeout_ms and unacked_messages_timeout_ms < minimum:
+            raise ValueError(
+                "Consumer Config Exception: Unacknowledged message timeout should be greater "
+                "than 10 seconds."
+            )
         config = ConsumerConfig(
             consumer_type=ConsumerType(int(consumer_type)),
             receiver_queue_size=receiver_queue_size,
@@ -391,6 +448,15 @@ class Client:
             batch_index_ack_enabled=batch_index_ack_enabled,
             regex_subscription_mode=RegexSubscriptionMode(int(regex_subscription_mode)),
             dead_letter_policy=dead_letter_policy,
+            tick_duration_ms=tick_duration_ms,
+            negative_ack_redelivery_backoff=negative_ack_redelivery_backoff,
+            ack_timeout_redelivery_backoff=ack_timeout_redelivery_backoff,
+            max_pending_chunked_message=max_pending_chunked_message,
+            auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
+            expire_time_of_incomplete_chunked_message_ms=expire_time_of_incomplete_chunked_message_ms,
+            batch_receive_policy=batch_receive_policy,
+            enable_retry=enable_retry,
+            retry_letter_topic=retry_letter_topic,
             schema=schema,
         )
         if isinstance(topic, str):
