@@ -325,3 +325,42 @@ def test_failover_active_consumer_follows_priority(
             change = reply.active_consumer_change
             active[change.consumer_id] = change.is_active
     assert active == {1: False, 2: True}
+
+
+def test_producer_creates_its_initial_subscription(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.handshake()
+    cmd = T(type=T.PRODUCER)
+    cmd.producer.topic = topic
+    cmd.producer.producer_id = 1
+    cmd.producer.request_id = 1
+    cmd.producer.initial_subscription_name = "dlq-sub"
+    raw.send(encode_command(cmd))
+    assert raw.next().type == T.PRODUCER_SUCCESS
+    raw.send(_send_frame(1, 0, b"kept"))
+    assert raw.next().type == T.SEND_RECEIPT
+    client = _client(broker)
+    try:
+        consumer = client.subscribe(topic, "dlq-sub")
+        assert consumer.receive(timeout_millis=5000).data() == b"kept"
+    finally:
+        client.close()
+
+
+def test_initial_subscription_refused_without_auto_creation(
+    connect: Callable[[int], RawConnection], tmp_path: Path, topic: str
+) -> None:
+    with EmbeddedBroker(tmp_path / "data", allowAutoSubscriptionCreation=False) as broker:
+        raw = connect(broker.broker_port)
+        raw.handshake()
+        cmd = T(type=T.PRODUCER)
+        cmd.producer.topic = topic
+        cmd.producer.producer_id = 1
+        cmd.producer.request_id = 1
+        cmd.producer.initial_subscription_name = "dlq-sub"
+        raw.send(encode_command(cmd))
+        reply = raw.next()
+        assert reply.type == T.ERROR
+        assert "allowAutoSubscriptionCreation" in reply.error.message

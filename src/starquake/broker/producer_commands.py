@@ -54,6 +54,17 @@ class ProducerCommands(CnxBase):
                 request.producer_access_mode,
                 request.epoch,
             )
+            initial = request.initial_subscription_name
+            if initial and topic.is_persistent and initial not in topic.subscriptions:
+                if not self.service.config.allowAutoSubscriptionCreation:
+                    raise BrokerServiceError(
+                        f"Cannot create the initial subscription {initial!r}: automatic "
+                        "subscription creation is disabled (allowAutoSubscriptionCreation=false)",
+                        ServerError.NotAllowedError,
+                    )
+                topic.get_or_create_subscription(
+                    initial, durable=True, initial_earliest=True, start=None, start_inclusive=False
+                )
             admitted = topic.add_producer(producer)
         except BrokerServiceError as exc:
             self._error(request_id, exc)
