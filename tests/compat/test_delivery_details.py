@@ -208,3 +208,47 @@ def test_force_topic_creation_false_on_missing_topic(tmp_path: Path) -> None:
                 client.create_producer("persistent://public/default/never-created")
         finally:
             client.close()
+
+
+def test_max_unacked_messages_per_subscription(tmp_path: Path, topic: str) -> None:
+    with EmbeddedBroker(
+        tmp_path / "data", maxUnackedMessagesPerSubscription=8, maxUnackedMessagesPerConsumer=0
+    ) as broker:
+        client = _client(broker)
+        try:
+            consumers = [
+                client.subscribe(
+                    topic,
+                    "s",
+                    consumer_type=pulsar.ConsumerType.Shared,
+                    initial_position=EARLIEST,
+                    receiver_queue_size=100,
+                )
+                for _ in range(2)
+            ]
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(30):
+                producer.send(f"{i}".encode())
+            held = []
+            for consumer in consumers:
+                while True:
+                    try:
+                        held.append((consumer, consumer.receive(timeout_millis=400)))
+                    except pulsar.Timeout:
+                        break
+            assert len(held) == 8
+            for consumer, msg in held:
+                consumer.acknowledge(msg)
+            rest = 0
+            deadline = time.monotonic() + 10
+            while rest < 22 and time.monotonic() < deadline:
+                for consumer in consumers:
+                    try:
+                        msg = consumer.receive(timeout_millis=100)
+                    except pulsar.Timeout:
+                        continue
+                    consumer.acknowledge(msg)
+                    rest += 1
+            assert rest == 22
+        finally:
+            client.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pulsar
 import pytest
@@ -208,3 +209,36 @@ def test_batches_follow_their_key(client: pulsar.Client, topic: str) -> None:
             consumer.acknowledge(msg)
             total += 1
     assert total == 200
+
+
+def test_auto_split_hash_ranges_selector(tmp_path: Path, topic: str) -> None:
+    with EmbeddedBroker(
+        tmp_path / "data", subscriptionKeySharedUseConsistentHashing=False
+    ) as broker:
+        client = pulsar.Client(broker.service_url)
+        try:
+            first = _key_shared(client, topic, "c1")
+            second = _key_shared(client, topic, "c2")
+            stats = broker.call(_stats(broker, topic))
+            ranges = {
+                c["consumerName"]: c["keyHashRanges"]
+                for c in stats["subscriptions"]["ks"]["consumers"]
+            }
+            # SPEC.md: the newcomer takes the lower half of the largest range.
+            assert ranges == {"c1": ["[32768, 65535]"], "c2": ["[0, 32767]"]}
+            producer = client.create_producer(topic, batching_enabled=False)
+            keys = [f"key-{i}" for i in range(30)]
+            for key in keys:
+                producer.send(key.encode(), partition_key=key)
+            for consumer, low in ((second, True), (first, False)):
+                while True:
+                    try:
+                        msg = consumer.receive(timeout_millis=500)
+                    except pulsar.Timeout:
+                        break
+                    slot = slot_of(sticky_key_hash(msg.partition_key().encode()))
+                    assert (slot < 32768) == low
+                    keys.remove(msg.partition_key())
+            assert keys == []
+        finally:
+            client.close()

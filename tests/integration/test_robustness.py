@@ -364,3 +364,49 @@ def test_initial_subscription_refused_without_auto_creation(
         reply = raw.next()
         assert reply.type == T.ERROR
         assert "allowAutoSubscriptionCreation" in reply.error.message
+
+
+def test_ack_response_and_consumer_stats(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str
+) -> None:
+    raw = connect(broker.broker_port)
+    raw.handshake()
+    _producer(raw, topic)
+    raw.send(_send_frame(1, 0, b"one"))
+    assert raw.next().type == T.SEND_RECEIPT
+    cmd = T(type=T.SUBSCRIBE)
+    sub = cmd.subscribe
+    sub.topic = topic
+    sub.subscription = "s"
+    sub.subType = pb.CommandSubscribe.Exclusive
+    sub.consumer_id = 5
+    sub.request_id = 2
+    sub.consumer_name = "raw-consumer"
+    sub.initialPosition = pb.CommandSubscribe.Earliest
+    raw.send(encode_command(cmd))
+    assert raw.next().type == T.SUCCESS
+    flow = T(type=T.FLOW)
+    flow.flow.consumer_id = 5
+    flow.flow.messagePermits = 10
+    raw.send(encode_command(flow))
+    message = raw.next()
+    assert message.type == T.MESSAGE
+    stats = T(type=T.CONSUMER_STATS)
+    stats.consumer_stats.request_id = 3
+    stats.consumer_stats.consumer_id = 5
+    raw.send(encode_command(stats))
+    reply = raw.next()
+    assert reply.type == T.CONSUMER_STATS_RESPONSE
+    assert reply.consumer_stats_response.consumerName == "raw-consumer"
+    assert reply.consumer_stats_response.unackedMessages == 1
+    assert reply.consumer_stats_response.availablePermits == 9
+    ack = T(type=T.ACK)
+    ack.ack.consumer_id = 5
+    ack.ack.ack_type = pb.CommandAck.Individual
+    ack.ack.message_id.add().CopyFrom(message.message.message_id)
+    ack.ack.request_id = 4
+    raw.send(encode_command(ack))
+    reply = raw.next()
+    assert reply.type == T.ACK_RESPONSE
+    assert reply.ack_response.request_id == 4
+    assert not reply.ack_response.HasField("error")
