@@ -7,6 +7,7 @@ construction would dominate their cost; tests check they match protobuf's encodi
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 
 from starquake.protocol._generated import starquake_wire_pb2 as pb
@@ -20,14 +21,20 @@ _U64_MASK = (1 << 64) - 1
 MAX_PROTOCOL_VERSION = 20
 
 
-_SMALL = [bytes((i,)) for i in range(128)]
+# Varints of 0..16383 (one or two bytes) are precomputed: ids, counts and sizes on the hot path
+# are mostly that small, and building them byte by byte in Python costs more than the rest.
+_CACHED = [bytes((i,)) for i in range(128)] + [
+    bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(128, 1 << 14)
+]
+_CACHE_LIMIT = 1 << 14
+_FRAME_HEAD = struct.Struct(">II")
 
 
 def _varint(value: int) -> bytes:
-    if 0 <= value < 0x80:
-        return _SMALL[value]
-    if 0 < value < 0x4000:
-        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if 0 <= value < _CACHE_LIMIT:
+        return _CACHED[value]
+    if 0 < value < 1 << 21:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     value &= _U64_MASK
     out = bytearray()
     while value >= 0x80:
@@ -38,7 +45,7 @@ def _varint(value: int) -> bytes:
 
 
 def _len_field(tag: int, body: bytes) -> bytes:
-    return bytes((tag,)) + _varint(len(body)) + body
+    return _CACHED[tag] + _varint(len(body)) + body
 
 
 def encode_message_id(
@@ -63,18 +70,15 @@ def message_command_body(
     consumer_epoch: int | None = None,
 ) -> bytes:
     """Serialized BaseCommand{MESSAGE} (without the frame header)."""
-    inner = (
-        b"\x08"
-        + _varint(consumer_id)
-        + _len_field(0x12, encode_message_id(ledger_id, entry_id, partition))
-    )
+    mid = encode_message_id(ledger_id, entry_id, partition)
+    inner = b"\x08" + _varint(consumer_id) + b"\x12" + _varint(len(mid)) + mid
     if redelivery_count:
         inner += b"\x18" + _varint(redelivery_count)
     for word in ack_set:
         inner += b"\x20" + _varint(word)
     if consumer_epoch is not None:
         inner += b"\x28" + _varint(consumer_epoch)
-    return b"\x08\x09" + _len_field(0x4A, inner)
+    return b"\x08\x09\x4a" + _varint(len(inner)) + inner
 
 
 def message_frame_header(
@@ -91,7 +95,8 @@ def message_frame_header(
     body = message_command_body(
         consumer_id, ledger_id, entry_id, redelivery_count, partition, ack_set, consumer_epoch
     )
-    return payload_frame_header(body, entry_size)
+    size = len(body)
+    return _FRAME_HEAD.pack(size + 4 + entry_size, size) + body
 
 
 def send_receipt(
@@ -103,18 +108,23 @@ def send_receipt(
     partition: int = -1,
 ) -> bytes:
     """SEND_RECEIPT frame."""
-    inner = (
-        b"\x08"
-        + _varint(producer_id)
-        + b"\x10"
-        + _varint(sequence_id)
-        + _len_field(0x1A, encode_message_id(ledger_id, entry_id, partition))
-        + b"\x20"
-        + _varint(highest_sequence_id)
+    mid = encode_message_id(ledger_id, entry_id, partition)
+    inner = b"".join(
+        (
+            b"\x08",
+            _varint(producer_id),
+            b"\x10",
+            _varint(sequence_id),
+            b"\x1a",
+            _varint(len(mid)),
+            mid,
+            b"\x20",
+            _varint(highest_sequence_id),
+        )
     )
-    body = b"\x08\x07" + _len_field(0x3A, inner)
+    body = b"\x08\x07\x3a" + _varint(len(inner)) + inner
     size = len(body)
-    return (size + 4).to_bytes(4, "big") + size.to_bytes(4, "big") + body
+    return _FRAME_HEAD.pack(size + 4, size) + body
 
 
 def message_id_data(
