@@ -18,6 +18,8 @@ from starquake.broker.errors import (
     BrokerServiceError,
     InvalidTopicNameError,
     NotAllowedError,
+    PersistenceError,
+    ServiceNotReadyError,
     TopicNotFoundError,
 )
 from starquake.broker.nonpersistent import NonPersistentTopic
@@ -26,11 +28,13 @@ from starquake.broker.topic import PersistentTopic
 from starquake.common.topic_name import InvalidTopicNameError as BadName
 from starquake.common.topic_name import TopicDomain, TopicName
 from starquake.storage import (
+    LedgerBusyError,
     ManagedLedger,
     ManagedLedgerConfig,
     ManagedLedgerFactory,
     Position,
     SqliteMetadataStore,
+    StorageError,
 )
 
 log = logging.getLogger(__name__)
@@ -236,7 +240,12 @@ class BrokerService:
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             if self.resources.partitions(topic) > 0:
                 raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")
-        ledger = self.factory.open(name)
+        try:
+            ledger = self.factory.open(name)
+        except LedgerBusyError:
+            raise ServiceNotReadyError(f"Topic {name} is being reloaded; retry") from None
+        except StorageError as exc:
+            raise PersistenceError(f"Cannot load topic {name}: {exc}") from exc
         loaded = PersistentTopic(self, topic, ledger)
         if self.dedup_enabled_for(topic):
             dedup = loaded.dedup
