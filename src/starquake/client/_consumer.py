@@ -204,6 +204,7 @@ class ConsumerImpl(HandlerBase):
         if self._closing:
             cnx.consumers.pop(self.consumer_id, None)
             return
+        self._queue.settle()  # count what other threads took before the permits start over
         self._cnx = cnx
         self._queue.remove_where(lambda m: m._consumer is self)
         self._forget_deliveries()
@@ -259,34 +260,38 @@ class ConsumerImpl(HandlerBase):
     ) -> None:
         redelivery = command.redelivery_count
         count = meta.num_messages_in_batch
-        ack_set = list(command.ack_set)
+        ack_set = list(command.ack_set) if command.ack_set else None
         skipped = 0
-        messages: list[Message] = []
         try:
             items = unpack_batch(payload, count)
         except ValueError as exc:
             log.error("%r: dropping corrupt batch %d:%d: %s", self, ledger, entry_id, exc)
             self._increase_permits(count)
             return
+        partition, topic, publish_time = self.partition, self.topic, meta.publish_time
+        filtering = self._filter is not None or self._min_publish_time
+        make_id = MessageId._make
+        entries: list[tuple[pb.SingleMessageMetadata, bytes, MessageId]] = []
+        indexes: set[int] = set()
         for index, (single, data) in enumerate(items):
             if ack_set and not (ack_set[index >> 6] >> (index & 63)) & 1:
                 skipped += 1
                 continue
-            msg_id = MessageId._make(ledger, entry_id, self.partition, index, count, self.topic)
-            if self._skip(msg_id, meta.publish_time):
+            msg_id = make_id(ledger, entry_id, partition, index, count, topic)
+            if filtering and self._skip(msg_id, publish_time):
                 skipped += 1
                 continue
-            messages.append(Message._received(meta, single, bytes(data), msg_id, redelivery, self))
-        entry_key = (ledger, entry_id)
+            entries.append((single, bytes(data), msg_id))
+            indexes.add(index)
+        messages = Message._received_batch(meta, entries, redelivery, self) if entries else []
         if messages and self._dead_letter_check(
-            MessageId._make(ledger, entry_id, self.partition), messages, redelivery
+            MessageId._make(ledger, entry_id, partition), messages, redelivery
         ):
             skipped += len(messages) - 1
             messages = []
         if messages:
-            self._batch_pending[entry_key] = {m.message_id().batch_index() for m in messages}
-            for msg in messages:
-                self._queue.put(msg)
+            self._batch_pending[(ledger, entry_id)] = indexes
+            self._queue.put_many(messages)
         if skipped:
             self._increase_permits(skipped)
 
@@ -312,6 +317,16 @@ class ConsumerImpl(HandlerBase):
         self._increase_permits(1)
         if self._unacked is not None:
             self._unacked.add(msg.message_id(), msg.redelivery_count())
+
+    def on_dequeued_many(self, messages: list[Message]) -> None:
+        """:meth:`on_dequeued` for several messages taken in this order."""
+        if self._closed:
+            return
+        self.last_dequeued = messages[-1].message_id()
+        self._increase_permits(len(messages))
+        if self._unacked is not None:
+            for msg in messages:
+                self._unacked.add(msg.message_id(), msg.redelivery_count())
 
     def _increase_permits(self, count: int) -> None:
         if self._queue_size <= 0:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from starquake.client._config import ClientConfig
 from starquake.client._connection import ClientConnection
 from starquake.client._pool import ConnectionPool, LookupService
+from starquake.client._queue import MessageQueue
 from starquake.client.exceptions import (
     RETRYABLE,
     AlreadyClosed,
@@ -37,6 +39,8 @@ class ClientCore:
         self.consumer_ids = itertools.count()
         self.handlers: set[Any] = set()
         self.closed = False
+        # Receiver queues of new consumers (the blocking API puts a thread-safe one here).
+        self.queue_factory: Callable[[], MessageQueue] = MessageQueue
 
     @property
     def operation_timeout(self) -> float:

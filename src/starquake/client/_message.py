@@ -88,9 +88,15 @@ class MessageId:
         batch_size: int = 0,
         topic: str | None = None,
     ) -> MessageId:
-        mid = cls(partition, ledger_id, entry_id, batch_index)
+        mid = object.__new__(cls)  # the fields of __init__, set once (a hot path)
+        mid._partition = partition
+        mid._ledger_id = ledger_id
+        mid._entry_id = entry_id
+        mid._batch_index = batch_index
         mid._batch_size = batch_size
         mid._topic = topic
+        mid._first_chunk = None
+        mid._chunk_ids = ()
         return mid
 
     @classmethod
@@ -299,6 +305,41 @@ class Message:
             null_value=own.null_value,
             consumer=consumer,
         )
+
+    @classmethod
+    def _received_batch(
+        cls,
+        meta: pb.MessageMetadata,
+        entries: list[tuple[pb.SingleMessageMetadata, bytes, MessageId]],
+        redelivery: int,
+        consumer: Any,
+    ) -> list[Message]:
+        """The messages of one batch (:meth:`_received` for each, reading ``meta`` once)."""
+        publish_time = meta.publish_time
+        producer_name = meta.producer_name
+        schema_version = meta.schema_version
+        topic = consumer.topic
+        messages: list[Message] = []
+        append = messages.append
+        for single, data, msg_id in entries:
+            msg = object.__new__(cls)
+            msg._data = data
+            props = single.properties
+            msg._properties = {kv.key: kv.value for kv in props} if props else {}
+            msg._partition_key = single.partition_key
+            msg._ordering_key = single.ordering_key
+            msg._publish_timestamp = publish_time
+            msg._event_timestamp = single.event_time
+            msg._message_id = msg_id
+            msg._topic_name = topic
+            msg._redelivery_count = redelivery
+            msg._producer_name = producer_name
+            msg._schema_version = schema_version
+            msg._null_value = single.null_value
+            msg._consumer = consumer
+            msg._value_decoder = None
+            append(msg)
+        return messages
 
     def data(self) -> bytes:
         """The payload bytes."""

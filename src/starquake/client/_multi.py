@@ -76,7 +76,7 @@ class ConsumerFront:
             retry = self.dead_letter.retry_letter_topic
             if retry is not None and retry not in self._topics:
                 self._topics.append(retry)
-        self.queue = MessageQueue()
+        self.queue: MessageQueue = core.queue_factory()
         self.consumers: dict[str, ConsumerImpl] = {}
         self._partitions: dict[str, list[str]] = {}
         self._discovery: asyncio.Task[None] | None = None

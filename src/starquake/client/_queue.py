@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import threading
+import time
 from collections.abc import Callable, Iterator
 
 from starquake.client._message import Message
@@ -30,6 +33,10 @@ class MessageQueue:
 
     def put(self, msg: Message) -> None:
         self._items.append(msg)
+        self._wake()
+
+    def put_many(self, messages: list[Message]) -> None:
+        self._items.extend(messages)
         self._wake()
 
     def _wake(self) -> None:
@@ -128,12 +135,16 @@ class MessageQueue:
             self._wake()
         return taken
 
+    def settle(self) -> None:
+        """Hook: report messages taken by other threads to their consumers (see subclass)."""
+
     def remove_where(self, predicate: Callable[[Message], bool]) -> int:
         """Drop the messages matching ``predicate``; return how many were dropped."""
         kept = [m for m in self._items if not predicate(m)]
         removed = len(self._items) - len(kept)
         if removed:
-            self._items = collections.deque(kept)
+            self._items.clear()  # in place: the blocking API's takers hold on to the deque
+            self._items.extend(kept)
         return removed
 
     def close(self, error: PulsarException | None = None) -> None:
@@ -143,3 +154,156 @@ class MessageQueue:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
+
+
+class ThreadSafeQueue(MessageQueue):
+    """The receiver queue of the blocking API: filled on the loop, taken by other threads.
+
+    Every access to the items holds ``_lock``. A thread waiting for a message parks on a
+    lock of its own that :meth:`put` releases. Messages taken by :meth:`take` or
+    :meth:`take_batch` are kept in ``_taken`` until the loop calls :meth:`settle`, which hands
+    them to their consumer's ``on_dequeued`` (permits, ack timeout, reader position) in bulk.
+    The asyncio methods of :class:`MessageQueue` keep working on the loop.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._sleepers: collections.deque[threading.Lock] = collections.deque()
+        self._taken: list[Message] = []
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def __iter__(self) -> Iterator[Message]:
+        with self._lock:
+            return iter(list(self._items))
+
+    @property
+    def unsettled(self) -> int:
+        """How many taken messages wait for :meth:`settle`."""
+        return len(self._taken)
+
+    def put(self, msg: Message) -> None:
+        with self._lock:
+            self._items.append(msg)
+            if self._sleepers:
+                self._sleepers.popleft().release()
+        if self._waiters:
+            self._wake()
+
+    def put_many(self, messages: list[Message]) -> None:
+        with self._lock:
+            self._items.extend(messages)
+            if self._sleepers:
+                self._sleepers.popleft().release()
+        if self._waiters:
+            self._wake()
+
+    def get_nowait(self) -> Message | None:
+        with self._lock:
+            if self._items:
+                return self._items.popleft()
+            if self._error is not None:
+                raise self._error
+            return None
+
+    def settle(self) -> None:
+        """(Loop) Report the messages taken since the last call to their consumers."""
+        with self._lock:
+            taken, self._taken = self._taken, []
+        if not taken:
+            return
+        start = 0
+        owner = taken[0]._consumer
+        for index, msg in enumerate(taken):  # runs of one consumer's messages, in order
+            if msg._consumer is not owner:
+                owner.on_dequeued_many(taken[start:index])
+                start, owner = index, msg._consumer
+        owner.on_dequeued_many(taken[start:])
+
+    def remove_where(self, predicate: Callable[[Message], bool]) -> int:
+        self.settle()
+        with self._lock:
+            return super().remove_where(predicate)
+
+    def close(self, error: PulsarException | None = None) -> None:
+        with self._lock:
+            self._error = error or AlreadyClosed("consumer is closed")
+            while self._sleepers:
+                self._sleepers.popleft().release()
+        super().close(self._error)
+
+    def _sleep(self, sleeper: threading.Lock, deadline: float | None) -> None:
+        """Wait (lock not held) until a put releases ``sleeper`` or ``deadline`` passes."""
+        if deadline is None:
+            sleeper.acquire()
+            return
+        if not sleeper.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+            with self._lock, contextlib.suppress(ValueError):
+                self._sleepers.remove(sleeper)
+
+    def take(self, max_wait: float | None, before_wait: Callable[[], None]) -> Message:
+        """(Any thread but the loop's) The next message; waits at most ``max_wait`` seconds,
+        then raises :class:`Timeout`. ``before_wait`` runs (lock not held) once before the
+        caller waits, for instance to hand the messages taken so far back to the loop.
+        """
+        lock = self._lock
+        items = self._items
+        with lock:
+            if items:
+                msg = items.popleft()
+                self._taken.append(msg)
+                return msg
+            if self._error is not None:
+                raise self._error
+        deadline = None if max_wait is None else time.monotonic() + max_wait
+        before_wait()
+        while True:
+            with lock:
+                if items:
+                    msg = items.popleft()
+                    self._taken.append(msg)
+                    if items and self._sleepers:
+                        self._sleepers.popleft().release()  # pass the turn on
+                    return msg
+                if self._error is not None:
+                    raise self._error
+                if deadline is not None and deadline <= time.monotonic():
+                    raise Timeout("no message within the timeout")
+                sleeper = threading.Lock()
+                sleeper.acquire()
+                self._sleepers.append(sleeper)
+            self._sleep(sleeper, deadline)
+
+    def take_batch(
+        self,
+        max_messages: int,
+        max_bytes: int,
+        max_wait: float | None,
+        before_wait: Callable[[], None],
+    ) -> list[Message]:
+        """(Any thread but the loop's) The blocking :meth:`get_batch`; ``before_wait`` runs
+        first, as in :meth:`take`."""
+        lock = self._lock
+        deadline = None if max_wait is None else time.monotonic() + max_wait
+        before_wait()
+        while True:
+            with lock:
+                if (
+                    self._error is not None
+                    or self._has_batch(max_messages, max_bytes)
+                    or (deadline is not None and deadline <= time.monotonic())
+                ):
+                    taken = self._take_batch(max_messages, max_bytes)
+                    if not taken and self._error is not None:
+                        raise self._error
+                    self._taken.extend(taken)
+                    if self._items and self._sleepers:
+                        self._sleepers.popleft().release()
+                    return taken
+                sleeper = threading.Lock()
+                sleeper.acquire()
+                self._sleepers.append(sleeper)
+            self._sleep(sleeper, deadline)
