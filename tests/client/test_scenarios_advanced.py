@@ -6,6 +6,7 @@ Only the module differs between the two runs, so any failure on ours is an incom
 from __future__ import annotations
 
 import os
+import threading
 import time
 import types
 from typing import Any
@@ -337,3 +338,33 @@ def test_key_shared_sticky_ranges(
     for key, name in owner.items():
         slot = murmur3_32_masked(key.encode()) % 65536
         assert name == ("low" if slot <= 32767 else "high"), key
+
+
+def test_access_modes(mod: types.ModuleType, broker: EmbeddedBroker, topic: str) -> None:
+    """Exclusive refuses a second producer; WaitForExclusive waits for the holder to leave."""
+    c = mod.Client(
+        broker.service_url,
+        operation_timeout_seconds=10,
+        logger=mod.ConsoleLogger(mod.LoggerLevel.Error),
+    )
+    try:
+        holder = c.create_producer(topic, access_mode=mod.ProducerAccessMode.Exclusive)
+        with pytest.raises(mod.PulsarException):
+            c.create_producer(topic, access_mode=mod.ProducerAccessMode.Exclusive)
+        waited: dict[str, Any] = {}
+
+        def wait() -> None:
+            waited["p"] = c.create_producer(
+                topic, access_mode=mod.ProducerAccessMode.WaitForExclusive
+            )
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(1.0)
+        assert "p" not in waited
+        holder.close()
+        thread.join(10)
+        assert "p" in waited
+        waited["p"].send(b"leader")
+    finally:
+        c.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 import uuid
 from typing import Any
@@ -175,3 +176,27 @@ def test_exception_tree() -> None:
     assert issubclass(sq.Timeout, sq.PulsarException)
     assert sq.ConsumerBusy("x").error() == sq.Result.ConsumerBusy
     assert sq.CumulativeAcknowledgementNotAllowedError.result == 37
+
+
+def test_wait_for_exclusive_has_no_time_limit(broker: EmbeddedBroker, topic: str) -> None:
+    """SPEC: WaitForExclusive creation waits without timing out (the official Python wrapper
+    gives up after its operation timeout; ours follows the spec and Pulsar's Java client)."""
+    c = sq.Client(broker.service_url, operation_timeout_seconds=1)
+    try:
+        holder = c.create_producer(topic, access_mode=sq.ProducerAccessMode.Exclusive)
+        waited: dict[str, sq.Producer] = {}
+
+        def wait() -> None:
+            waited["p"] = c.create_producer(
+                topic, access_mode=sq.ProducerAccessMode.WaitForExclusive
+            )
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(2.5)  # well past the operation timeout
+        assert "p" not in waited
+        holder.close()
+        thread.join(10)
+        assert "p" in waited
+    finally:
+        c.close()

@@ -78,6 +78,7 @@ class ClientConnection(asyncio.Protocol):
         self._decoder = FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[T]] = {}
+        self._unbounded: set[int] = set()
         self.producers: dict[int, ProducerListener] = {}
         self.consumers: dict[int, ConsumerListener] = {}
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
@@ -179,10 +180,16 @@ class ClientConnection(asyncio.Protocol):
         try:
             if max_wait is None:
                 return await fut
-            return await asyncio.wait_for(fut, max_wait)
-        except TimeoutError:
-            raise Timeout(f"request {request_id} timed out") from None
+            try:
+                return await asyncio.wait_for(asyncio.shield(fut), max_wait)
+            except TimeoutError:
+                if request_id in self._unbounded:
+                    # WaitForExclusive: the broker said "not yet"; wait as long as it takes.
+                    return await fut
+                fut.cancel()
+                raise Timeout(f"request {request_id} timed out") from None
         finally:
+            self._unbounded.discard(request_id)
             if self._pending.get(request_id) is fut:
                 del self._pending[request_id]
 
@@ -219,7 +226,8 @@ class ClientConnection(asyncio.Protocol):
         if getter is not None:
             body = getter(cmd)
             if kind == T.PRODUCER_SUCCESS and not cmd.producer_success.producer_ready:
-                return  # WaitForExclusive: the real answer comes later
+                self._unbounded.add(body.request_id)
+                return  # WaitForExclusive: the real answer comes later, without a time limit
             self._complete(body.request_id, cmd, None)
             return
         if kind == T.ERROR:
