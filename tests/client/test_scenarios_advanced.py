@@ -368,3 +368,17 @@ def test_access_modes(mod: types.ModuleType, broker: EmbeddedBroker, topic: str)
         waited["p"].send(b"leader")
     finally:
         c.close()
+
+
+def test_reader_on_partitioned_topic(
+    mod: types.ModuleType, client: Any, broker: EmbeddedBroker, topic: str
+) -> None:
+    broker.create_partitioned_topic(topic, 3)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(9):
+        producer.send(f"m{i}".encode(), partition_key=f"key-{i}")
+    reader = client.create_reader(topic, mod.MessageId.earliest)
+    got = []
+    while reader.has_message_available():
+        got.append(reader.read_next(5000).data())
+    assert sorted(got) == [f"m{i}".encode() for i in range(9)]
