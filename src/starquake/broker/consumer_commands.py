@@ -54,6 +54,10 @@ class ConsumerCommands(CnxBase):
                 start=start,
                 start_inclusive=inclusive,
             )
+        except BrokerServiceError as exc:
+            self._error(request_id, exc)
+            return
+        try:
             consumer = Consumer(
                 subscription,
                 cast(ConsumerTransport, self),
@@ -72,12 +76,8 @@ class ConsumerCommands(CnxBase):
                     consumer.key_hash_ranges = [(r.start, r.end) for r in meta.hashRanges]
             subscription.add_consumer(consumer)
         except BrokerServiceError as exc:
-            if (
-                "subscription" in locals()
-                and not subscription.durable
-                and not subscription.consumers
-            ):
-                topic.remove_subscription(subscription.name)
+            if not subscription.durable and not subscription.consumers:
+                topic.remove_subscription(subscription.name)  # a reader that never started
             self._error(request_id, exc)
             return
         self.consumers[consumer_id] = consumer
