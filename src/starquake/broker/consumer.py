@@ -11,7 +11,7 @@ from starquake.protocol.commands import message_frame_header
 from starquake.storage import Position
 
 if TYPE_CHECKING:
-    from starquake.broker.subscription import Subscription
+    from starquake.broker.topic_api import SubscriptionApi
 
 
 class SubType(IntEnum):
@@ -71,7 +71,7 @@ class Consumer:
 
     def __init__(
         self,
-        subscription: Subscription,
+        subscription: SubscriptionApi,
         cnx: ConsumerTransport,
         consumer_id: int,
         name: str,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import cast
 
 from starquake.broker.cnx_base import CnxBase
-from starquake.broker.consumer import Consumer, ConsumerTransport, SubType
+from starquake.broker.consumer import Consumer, SubType
 from starquake.broker.errors import BrokerServiceError
-from starquake.broker.subscription import to_signed
+from starquake.broker.subscription import Subscription, to_signed
+from starquake.broker.topic import PersistentTopic
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ServerError
@@ -60,7 +60,7 @@ class ConsumerCommands(CnxBase):
         try:
             consumer = Consumer(
                 subscription,
-                cast(ConsumerTransport, self),
+                self,
                 consumer_id,
                 request.consumer_name,
                 SubType(request.subType),
@@ -220,7 +220,7 @@ class ConsumerCommands(CnxBase):
             return
         subscription = consumer.subscription
         topic = subscription.topic
-        if not topic.is_persistent:
+        if not isinstance(subscription, Subscription) or not isinstance(topic, PersistentTopic):
             self._error(
                 request.request_id,
                 BrokerServiceError(
@@ -268,9 +268,10 @@ class ConsumerCommands(CnxBase):
         topic = consumer.subscription.topic
         last, batch_index = topic.last_message_position()
         partition = topic.partition_index
+        subscription = consumer.subscription
         mark = (
-            consumer.subscription.cursor.mark_delete_position
-            if topic.is_persistent
+            subscription.cursor.mark_delete_position
+            if isinstance(subscription, Subscription)
             else Position(-1, -1)
         )
         self.write(

@@ -11,7 +11,8 @@ Messages reach consumers as id ``0:0`` (with their batch index), as Pulsar sends
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from starquake.broker.consumer import Consumer, SubType
 from starquake.broker.dedup import MessageDeduplication
@@ -31,7 +32,6 @@ from starquake.storage import Position
 if TYPE_CHECKING:
     from starquake.broker.producer import Producer
     from starquake.broker.service import BrokerService
-    from starquake.broker.subscription import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -158,16 +158,18 @@ class NonPersistentSubscription:
         self.msg_out_counter += info.num_messages
 
     # Acknowledgments and redelivery mean nothing without storage.
-    def acknowledge_individual(self, consumer: Consumer, positions: object) -> None:
+    def acknowledge_individual(self, consumer: Consumer, positions: Sequence[Position]) -> None:
         return None
 
-    def acknowledge_batch_index(self, *args: object) -> None:
+    def acknowledge_batch_index(
+        self, consumer: Consumer, position: Position, ack_set: Sequence[int], batch_size: int
+    ) -> None:
         return None
 
     def acknowledge_cumulative(self, consumer: Consumer, position: Position) -> None:
         return None
 
-    def redeliver(self, consumer: Consumer, positions: object) -> None:
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         return None
 
     def backlog(self) -> int:
@@ -241,12 +243,24 @@ class NonPersistentTopic:
             commands.send_receipt(producer.producer_id, sequence_id, -1, -1, highest_sequence_id)
         )
 
-    def get_or_create_subscription(self, name: str, **_: Any) -> Subscription:
+    def get_or_create_subscription(
+        self,
+        name: str,
+        *,
+        durable: bool,
+        initial_earliest: bool,
+        start: Position | None,
+        start_inclusive: bool,
+    ) -> NonPersistentSubscription:
+        """Subscriptions here are never durable and have no start position."""
         subscription = self.subscriptions.get(name)
         if subscription is None:
             subscription = NonPersistentSubscription(self, name)
             self.subscriptions[name] = subscription
-        return cast("Subscription", subscription)
+        return subscription
+
+    def batch_size_of(self, position: Position) -> int:
+        return 1
 
     def remove_subscription(self, name: str) -> None:
         self.subscriptions.pop(name, None)

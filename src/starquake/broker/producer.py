@@ -8,7 +8,7 @@ from starquake.protocol import commands
 from starquake.protocol.errors import ServerError
 
 if TYPE_CHECKING:
-    from starquake.broker.topic import PersistentTopic
+    from starquake.broker.topic_api import TopicApi
 
 
 class ProducerTransport(Protocol):
@@ -28,7 +28,7 @@ class Producer:
 
     def __init__(
         self,
-        topic: PersistentTopic,
+        topic: TopicApi,
         cnx: ProducerTransport,
         producer_id: int,
         name: str,

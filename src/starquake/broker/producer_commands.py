@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import cast
 
 from starquake.broker.cnx_base import CnxBase
 from starquake.broker.entry_info import info_of
 from starquake.broker.errors import BrokerServiceError, ProducerBusyError
-from starquake.broker.producer import Producer, ProducerTransport
+from starquake.broker.producer import Producer
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ChecksumMismatchError, ProtocolError, ServerError
@@ -48,7 +47,7 @@ class ProducerCommands(CnxBase):
                 name = topic.generate_producer_name()
             producer = Producer(
                 topic,
-                cast(ProducerTransport, self),
+                self,
                 producer_id,
                 name,
                 request.producer_access_mode,

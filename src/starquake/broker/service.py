@@ -10,7 +10,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.config import BrokerConfig
@@ -25,6 +25,7 @@ from starquake.broker.errors import (
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.resources import PulsarResources
 from starquake.broker.topic import PersistentTopic
+from starquake.broker.topic_api import TopicApi
 from starquake.common.topic_name import InvalidTopicNameError as BadName
 from starquake.common.topic_name import TopicDomain, TopicName
 from starquake.storage import (
@@ -226,7 +227,7 @@ class BrokerService:
         if not self.config.allowAutoTopicCreation and not self.topic_exists(topic):
             raise TopicNotFoundError(f"Topic {topic} does not exist")
 
-    def get_topic(self, topic: TopicName, *, create: bool = True) -> PersistentTopic:
+    def get_topic(self, topic: TopicName, *, create: bool = True) -> TopicApi:
         """The loaded topic, loading or (if allowed) creating it."""
         name = str(topic)
         loaded = self.topics.get(name)
@@ -272,7 +273,7 @@ class BrokerService:
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
-    def _get_non_persistent(self, topic: TopicName, create: bool) -> PersistentTopic:
+    def _get_non_persistent(self, topic: TopicName, create: bool) -> NonPersistentTopic:
         name = str(topic)
         existing = self.nonpersistent_topics.get(name)
         if existing is None:
@@ -283,8 +284,7 @@ class BrokerService:
             existing = NonPersistentTopic(self, topic)
             self.nonpersistent_topics[name] = existing
             log.info("created non-persistent topic %s", name)
-        # Connections use the members both topic kinds share.
-        return cast(PersistentTopic, existing)
+        return existing
 
     def unload_topic(self, topic: PersistentTopic) -> None:
         if self.topics.get(topic.full_name) is topic:
