@@ -136,50 +136,49 @@ def _throughput(count: int, seconds: float, size: int) -> Figures:
     }
 
 
-def produce_batched(settings: Settings) -> Figures:
-    """N messages via send_async, batching on with the client's default batch limits."""
+def _produce(
+    settings: Settings, tag: str, *, batching: bool, count: int, max_pending: int
+) -> Figures:
     client = make_client(settings)
     try:
         producer = client.create_producer(
-            new_topic(settings, "pb"),
-            batching_enabled=True,
+            new_topic(settings, tag),
+            batching_enabled=batching,
             block_if_queue_full=True,
-            max_pending_messages=settings.batched_max_pending,
+            max_pending_messages=max_pending,
         )
-        count = settings.batched_messages
         payloads = [b"x" * settings.size] * count
         seconds, cpu = _produce_async(producer, payloads, settings.callbacks, timeout=600)
         producer.close()
         figures = _throughput(count, seconds, settings.size)
         figures["client_cpu_s"] = round(cpu, 3)
         figures["callbacks"] = settings.callbacks
-        figures["max_pending_messages"] = settings.batched_max_pending
+        figures["max_pending_messages"] = max_pending
         return figures
     finally:
         client.close()
+
+
+def produce_batched(settings: Settings) -> Figures:
+    """N messages via send_async, batching on with the client's default batch limits."""
+    return _produce(
+        settings,
+        "pb",
+        batching=True,
+        count=settings.batched_messages,
+        max_pending=settings.batched_max_pending,
+    )
 
 
 def produce_unbatched(settings: Settings) -> Figures:
     """N messages via send_async, one entry per message, a large pending window."""
-    client = make_client(settings)
-    try:
-        producer = client.create_producer(
-            new_topic(settings, "pu"),
-            batching_enabled=False,
-            block_if_queue_full=True,
-            max_pending_messages=settings.unbatched_max_pending,
-        )
-        count = settings.unbatched_messages
-        payloads = [b"x" * settings.size] * count
-        seconds, cpu = _produce_async(producer, payloads, settings.callbacks, timeout=600)
-        producer.close()
-        figures = _throughput(count, seconds, settings.size)
-        figures["client_cpu_s"] = round(cpu, 3)
-        figures["callbacks"] = settings.callbacks
-        figures["max_pending_messages"] = settings.unbatched_max_pending
-        return figures
-    finally:
-        client.close()
+    return _produce(
+        settings,
+        "pu",
+        batching=False,
+        count=settings.unbatched_messages,
+        max_pending=settings.unbatched_max_pending,
+    )
 
 
 def consume_backlog(settings: Settings) -> Figures:

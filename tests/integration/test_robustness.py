@@ -74,12 +74,18 @@ def connect() -> Iterator[Callable[[int], RawConnection]]:
         raw.close()
 
 
-def _producer(raw: RawConnection, topic: str) -> None:
+def _producer_command(topic: str, initial_subscription: str | None = None) -> bytes:
     cmd = T(type=T.PRODUCER)
     cmd.producer.topic = topic
     cmd.producer.producer_id = 1
     cmd.producer.request_id = 1
-    raw.send(encode_command(cmd))
+    if initial_subscription is not None:
+        cmd.producer.initial_subscription_name = initial_subscription
+    return encode_command(cmd)
+
+
+def _producer(raw: RawConnection, topic: str) -> None:
+    raw.send(_producer_command(topic))
     reply = raw.next()
     assert reply.type == T.PRODUCER_SUCCESS, reply
 
@@ -332,12 +338,7 @@ def test_producer_creates_its_initial_subscription(
 ) -> None:
     raw = connect(broker.broker_port)
     raw.handshake()
-    cmd = T(type=T.PRODUCER)
-    cmd.producer.topic = topic
-    cmd.producer.producer_id = 1
-    cmd.producer.request_id = 1
-    cmd.producer.initial_subscription_name = "dlq-sub"
-    raw.send(encode_command(cmd))
+    raw.send(_producer_command(topic, "dlq-sub"))
     assert raw.next().type == T.PRODUCER_SUCCESS
     raw.send(_send_frame(1, 0, b"kept"))
     assert raw.next().type == T.SEND_RECEIPT
@@ -355,12 +356,7 @@ def test_initial_subscription_refused_without_auto_creation(
     with EmbeddedBroker(tmp_path / "data", allowAutoSubscriptionCreation=False) as broker:
         raw = connect(broker.broker_port)
         raw.handshake()
-        cmd = T(type=T.PRODUCER)
-        cmd.producer.topic = topic
-        cmd.producer.producer_id = 1
-        cmd.producer.request_id = 1
-        cmd.producer.initial_subscription_name = "dlq-sub"
-        raw.send(encode_command(cmd))
+        raw.send(_producer_command(topic, "dlq-sub"))
         reply = raw.next()
         assert reply.type == T.ERROR
         assert "allowAutoSubscriptionCreation" in reply.error.message
