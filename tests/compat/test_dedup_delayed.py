@@ -132,17 +132,18 @@ def test_delayed_messages_survive_restart(tmp_path: Path, topic: str) -> None:
             topic, "shared", consumer_type=pulsar.ConsumerType.Shared, initial_position=EARLIEST
         )
         producer = client.create_producer(topic, batching_enabled=False)
+        sent_at = time.monotonic()
         producer.send(b"later", deliver_after=timedelta(milliseconds=2500))
         with pytest.raises(pulsar.Timeout):
             shared.receive(timeout_millis=300)
         client.close()
-    started = time.monotonic()
     with EmbeddedBroker(tmp_path / "data", delayedDeliveryTickTimeMillis=100) as broker:
         client = _client(broker)
         try:
             shared = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared)
             msg = shared.receive(timeout_millis=8000)
             assert msg.data() == b"later"
-            assert time.monotonic() - started >= 1.0
+            # Not before its time (non-strict delivery may be one 100 ms tick early).
+            assert time.monotonic() - sent_at >= 2.3
         finally:
             client.close()
