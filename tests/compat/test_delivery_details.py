@@ -252,3 +252,32 @@ def test_max_unacked_messages_per_subscription(tmp_path: Path, topic: str) -> No
             assert rest == 22
         finally:
             client.close()
+
+
+def test_chunked_messages_on_a_shared_subscription(client: pulsar.Client, topic: str) -> None:
+    consumers = [
+        client.subscribe(
+            topic,
+            "s",
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=EARLIEST,
+            receiver_queue_size=2,
+        )
+        for _ in range(2)
+    ]
+    producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False)
+    payloads = [os.urandom(6 * 1024 * 1024) for _ in range(3)]
+    for payload in payloads:
+        producer.send_async(payload, None)
+    producer.flush()
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 3 and time.monotonic() < deadline:
+        for consumer in consumers:
+            try:
+                msg = consumer.receive(timeout_millis=200)
+            except pulsar.Timeout:
+                continue
+            got.append(msg.data())
+            consumer.acknowledge(msg)
+    assert sorted(got) == sorted(payloads)

@@ -29,6 +29,8 @@ class EntryInfo(NamedTuple):
     deliver_at: int  # ms since the epoch; 0 = deliver now
     publish_time: int
     is_chunk: bool
+    chunk_uuid: str = ""  # the chunked message a chunk belongs to ("" when not a chunk)
+    last_chunk: bool = True
 
 
 def sticky_key_of(metadata: pb.MessageMetadata) -> bytes:
@@ -48,12 +50,15 @@ def sticky_key_of(metadata: pb.MessageMetadata) -> bytes:
 
 def info_of(metadata: pb.MessageMetadata) -> EntryInfo:
     num = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+    is_chunk = metadata.HasField("chunk_id") and metadata.num_chunks_from_msg > 1
     return EntryInfo(
         num,
         sticky_key_of(metadata),
         metadata.deliver_at_time if metadata.HasField("deliver_at_time") else 0,
         metadata.publish_time,
-        metadata.HasField("chunk_id"),
+        is_chunk,
+        metadata.uuid if is_chunk else "",
+        not is_chunk or metadata.chunk_id >= metadata.num_chunks_from_msg - 1,
     )
 
 

@@ -6,6 +6,11 @@ new entries from the cursor. Their redelivery count goes up by one each time and
 MESSAGE command. New entries whose delivery time is in the future are handed to the delayed
 delivery tracker instead of a consumer.
 
+The chunks of one chunked message all go to the consumer that got its first chunk (as Pulsar's
+``SharedConsumerAssignor`` does), whatever that consumer's permits, so the client can reassemble
+it; a chunk whose message has no owner (its first chunk was acknowledged before a restart) goes
+to the next consumer, which discards the incomplete message.
+
 The replay set is bounded in effect: while it holds ``MAX_REPLAY_BEFORE_PAUSE`` positions or
 more, no new entries are read, so a subscription whose consumers stall cannot pile up memory.
 """
@@ -41,12 +46,15 @@ class SharedDispatcher(Dispatcher):
         self.to_redeliver: set[Position] = set()
         self._next = 0
         self._timer: asyncio.TimerHandle | None = None
+        self._chunk_owner: dict[str, Consumer] = {}
 
     # --- consumers and redelivery -------------------------------------------------------------
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        for uuid in [u for u, c in self._chunk_owner.items() if c is consumer]:
+            del self._chunk_owner[uuid]
         pending = consumer.take_pending()
         for position in pending:
             self.entry_done(position)
@@ -71,6 +79,7 @@ class SharedDispatcher(Dispatcher):
 
     def reset(self) -> None:
         self.to_redeliver.clear()
+        self._chunk_owner.clear()
         tracker = self.subscription.delayed_tracker
         if tracker is not None:
             tracker.clear()
@@ -177,11 +186,23 @@ class SharedDispatcher(Dispatcher):
                 break
         self._arm_timer()
 
+    def _chunk_consumer(self, info: EntryInfo) -> Consumer | None:
+        owner = self._chunk_owner.get(info.chunk_uuid)
+        if owner is None:
+            owner = self._next_consumer()
+            if owner is None:
+                return None
+            if not info.last_chunk:
+                self._chunk_owner[info.chunk_uuid] = owner
+        elif info.last_chunk:
+            del self._chunk_owner[info.chunk_uuid]
+        return owner
+
     def assign(self, batch: list[tuple[Entry, EntryInfo]], replaying: bool) -> bool:
         """Send ``batch`` to consumers; returns whether anything was sent."""
         plan: dict[int, tuple[Consumer, list[Dispatch]]] = {}
         for index, (entry, info) in enumerate(batch):
-            consumer = self._next_consumer()
+            consumer = self._chunk_consumer(info) if info.chunk_uuid else self._next_consumer()
             if consumer is None:
                 rest = [e.position for e, _ in batch[index:]]
                 if replaying:
