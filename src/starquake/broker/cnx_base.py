@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from starquake.broker.errors import BrokerServiceError
 from starquake.protocol import commands
 
 if TYPE_CHECKING:
-    import asyncio
-
     from starquake.broker.consumer import Consumer
     from starquake.broker.producer import Producer
     from starquake.broker.service import BrokerService
+    from starquake.broker.topic_api import TopicApi
+    from starquake.common.topic_name import TopicName
 
 
 class CnxBase:
@@ -32,3 +34,28 @@ class CnxBase:
 
     def _error(self, request_id: int, exc: BrokerServiceError) -> None:
         self.write(commands.error(request_id, exc.code, exc.message))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.service.background.add(task)
+        task.add_done_callback(self.service.background.discard)
+
+    def _load_then(
+        self,
+        topic_name: TopicName,
+        create: bool,
+        request_id: int,
+        then: Callable[[TopicApi], None],
+    ) -> None:
+        """Load the topic off the hot path, then run ``then`` (or answer the request's error)."""
+
+        async def load() -> None:
+            try:
+                topic = await self.service.get_topic(topic_name, create=create)
+            except BrokerServiceError as exc:
+                self._error(request_id, exc)
+                return
+            if self.transport is not None:  # the connection may have closed meanwhile
+                then(topic)
+
+        self._spawn(load())

@@ -299,11 +299,6 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
 
     # --- helpers --------------------------------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self.service.background.add(task)
-        task.add_done_callback(self.service.background.discard)
-
 
 def _request_id_of(command: T) -> int | None:
     for field, value in command.ListFields():

@@ -10,6 +10,7 @@ from starquake.broker.consumer import Consumer, SubType
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.subscription import Subscription, to_signed
 from starquake.broker.topic import PersistentTopic
+from starquake.broker.topic_api import TopicApi
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ServerError
@@ -36,7 +37,27 @@ class ConsumerCommands(CnxBase):
             return
         try:
             topic_name = self.service.parse_topic(request.topic)
-            topic = self.service.get_topic(topic_name, create=request.force_topic_creation)
+            loaded = self.service.loaded_topic(topic_name)
+        except BrokerServiceError as exc:
+            self._error(request_id, exc)
+            return
+        if loaded is None:
+            self._load_then(
+                topic_name,
+                request.force_topic_creation,
+                request_id,
+                lambda t: self._add_consumer(request, t),
+            )
+            return
+        self._add_consumer(request, loaded)
+
+    def _add_consumer(self, request: pb.CommandSubscribe, topic: TopicApi) -> None:
+        request_id = request.request_id
+        consumer_id = request.consumer_id
+        if consumer_id in self.consumers:  # the same id arrived again while the topic loaded
+            self._error(request_id, BrokerServiceError("Consumer id already in use"))
+            return
+        try:
             start: Position | None = None
             inclusive = False
             if request.HasField("start_message_id"):

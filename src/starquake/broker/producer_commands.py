@@ -8,6 +8,7 @@ from starquake.broker.cnx_base import CnxBase
 from starquake.broker.entry_info import info_of
 from starquake.broker.errors import BrokerServiceError, ProducerBusyError
 from starquake.broker.producer import Producer
+from starquake.broker.topic_api import TopicApi
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ChecksumMismatchError, ProtocolError, ServerError
@@ -41,7 +42,22 @@ class ProducerCommands(CnxBase):
             return
         try:
             topic_name = self.service.parse_topic(request.topic)
-            topic = self.service.get_topic(topic_name)
+            topic = self.service.loaded_topic(topic_name)
+        except BrokerServiceError as exc:
+            self._error(request_id, exc)
+            return
+        if topic is None:
+            self._load_then(topic_name, True, request_id, lambda t: self._add_producer(request, t))
+            return
+        self._add_producer(request, topic)
+
+    def _add_producer(self, request: pb.CommandProducer, topic: TopicApi) -> None:
+        request_id = request.request_id
+        producer_id = request.producer_id
+        if producer_id in self.producers:  # the same id arrived again while the topic loaded
+            self._error(request_id, ProducerBusyError("Producer id already in use"))
+            return
+        try:
             name = request.producer_name if request.HasField("producer_name") else ""
             if not name:
                 name = topic.generate_producer_name()

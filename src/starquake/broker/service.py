@@ -65,6 +65,7 @@ class BrokerService:
         self.committer = GroupCommitter(self.factory, self._on_committed, self._on_commit_failed)
         self.topics: dict[str, PersistentTopic] = {}
         self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
+        self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._by_ledger: dict[str, PersistentTopic] = {}
         self._cursor_dirty = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -227,8 +228,18 @@ class BrokerService:
         if not self.config.allowAutoTopicCreation and not self.topic_exists(topic):
             raise TopicNotFoundError(f"Topic {topic} does not exist")
 
-    def get_topic(self, topic: TopicName, *, create: bool = True) -> TopicApi:
-        """The loaded topic, loading or (if allowed) creating it."""
+    def loaded_topic(self, topic: TopicName) -> TopicApi | None:
+        """The topic if it is loaded (or non-persistent and known); None otherwise."""
+        name = str(topic)
+        return self.topics.get(name) or self.nonpersistent_topics.get(name)
+
+    async def get_topic(self, topic: TopicName, *, create: bool = True) -> TopicApi:
+        """The loaded topic, loading or (if allowed) creating it.
+
+        Loading scans the topic's ledger files (and repairs a torn tail after a crash) in a worker
+        thread, so a large recovery never stalls the event loop; concurrent requests for the same
+        topic share one load.
+        """
         name = str(topic)
         loaded = self.topics.get(name)
         if loaded is not None:
@@ -241,8 +252,21 @@ class BrokerService:
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             if self.resources.partitions(topic) > 0:
                 raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")
+        loading = self._loading.get(name)
+        if loading is None:
+            loading = asyncio.get_running_loop().create_task(self._load(topic))
+            self._loading[name] = loading
+            loading.add_done_callback(lambda _: self._loading.pop(name, None))
+        return await asyncio.shield(loading)
+
+    async def _load(self, topic: TopicName) -> PersistentTopic:
+        name = str(topic)
         try:
-            ledger = self.factory.open(name)
+            if self.factory.check_openable(name) is None:
+                prepared = await asyncio.to_thread(self.factory.prepare, name)
+                ledger = self.factory.open_prepared(prepared)
+            else:
+                ledger = self.factory.open(name)
         except LedgerBusyError:
             raise ServiceNotReadyError(f"Topic {name} is being reloaded; retry") from None
         except StorageError as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .commit import PendingCommit
 from .cursor import ManagedCursor
-from .factory import ManagedLedgerConfig, ManagedLedgerFactory
+from .factory import ManagedLedgerConfig, ManagedLedgerFactory, PreparedLedger
 from .ledger import ManagedLedger
 from .metadata import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
 from .position import (
@@ -42,6 +42,7 @@ __all__ = [
     "PendingCommit",
     "Position",
     "PositionRangeSet",
+    "PreparedLedger",
     "SqliteMetadataStore",
     "StorageError",
 ]

@@ -29,6 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote, unquote
 
 from .commit import IndexJob, PendingCommit, WriteBatch
@@ -39,10 +40,17 @@ from .position import LedgerBusyError, StorageError
 from .segment import encode_file_header, fsync_dir
 from .state import EntryCache, LedgerState
 
-__all__ = ["ManagedLedgerConfig", "ManagedLedgerFactory"]
+__all__ = ["ManagedLedgerConfig", "ManagedLedgerFactory", "PreparedLedger"]
 
 _LEDGER_ID_KEY = "/starquake/storage/ledger-id-reserved"
 _MAX_READ_FDS = 128
+
+
+class PreparedLedger(NamedTuple):
+    """A managed ledger whose files were scanned off the loop, ready for :meth:`open_prepared`."""
+
+    ledger: ManagedLedger
+    states: list[LedgerState]
 
 
 @dataclass
@@ -143,6 +151,46 @@ class ManagedLedgerFactory:
             fsync_dir(self.base_dir)
         ml = ManagedLedger(self, name, directory)
         ml.recover()
+        self._open[name] = ml
+        return ml
+
+    def check_openable(self, name: str) -> ManagedLedger | None:
+        """LOOP side: the open instance of ``name`` if any; raises while it cannot be reopened."""
+        if self._closed:
+            raise StorageError("factory is closed")
+        ml = self._open.get(name)
+        if ml is not None and not ml.fenced:
+            return ml
+        previous = self._closing.get(name)
+        if previous is not None and previous.busy():
+            raise LedgerBusyError(f"managed ledger {name} still has writes in flight")
+        return None
+
+    def prepare(self, name: str) -> PreparedLedger:
+        """THREAD side: create the ledger's directory, or scan and repair its files.
+
+        Touches only that directory, so it can run off the event loop while other ledgers keep
+        appending; finish with :meth:`open_prepared` on the loop.
+        """
+        directory = self._directory(name)
+        if not directory.exists():
+            directory.mkdir()
+            fsync_dir(self.base_dir)
+        ml = ManagedLedger(self, name, directory)
+        return PreparedLedger(ml, ml.scan())
+
+    def open_prepared(self, prepared: PreparedLedger) -> ManagedLedger:
+        """LOOP side: register a ledger prepared by :meth:`prepare` (or return one opened since)."""
+        name = prepared.ledger.name
+        existing = self.check_openable(name)
+        if existing is not None:
+            return existing
+        stale = self._open.pop(name, None)
+        if stale is not None:
+            stale.close()
+        self._closing.pop(name, None)
+        ml = prepared.ledger
+        ml.recover(prepared.states)
         self._open[name] = ml
         return ml
 

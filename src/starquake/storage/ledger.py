@@ -68,9 +68,16 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def recover(self) -> None:
-        """Load the ledgers and durable cursors found on disk and open a new ledger for writing."""
-        for state in recover_ledger_states(self, self._directory):
+    def scan(self) -> list[LedgerState]:
+        """Read (and repair) this ledger's files; touches nothing shared, so may run in a thread."""
+        return recover_ledger_states(self, self._directory)
+
+    def recover(self, states: list[LedgerState] | None = None) -> None:
+        """Load the ledgers and durable cursors found on disk and open a new ledger for writing.
+
+        ``states`` is the result of :meth:`scan` when the scan already ran (off the event loop).
+        """
+        for state in self.scan() if states is None else states:
             self._ids.append(state.ledger_id)
             self._states[state.ledger_id] = state
             self._factory.ensure_ledger_ids_above(state.ledger_id)
