@@ -42,6 +42,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from bench_common import align_columns, drain_distinct, percentile
+
 BENCH = Path(__file__).resolve().parent
 
 Record = dict[str, Any]
@@ -179,50 +181,15 @@ def w_consume(pulsar: ModuleType, args: argparse.Namespace) -> Record:
             initial_position=pulsar.InitialPosition.Earliest,
             receiver_queue_size=args.receiver_queue_size,
         )
-        receive = consumer.receive
-        ack = consumer.acknowledge
-        unpack = _U32.unpack_from
-        seen = bytearray(count)
-        distinct = received = 0
-        first_at = 0.0
-        cpu0 = time.process_time()
-        start = time.perf_counter()
-        while distinct < count:
-            try:
-                msg = receive(10_000)
-            except pulsar.Timeout:
-                raise TimeoutError(f"consumer stalled at {distinct}/{count}") from None
-            if received == 0:
-                first_at = time.perf_counter()
-            received += 1
-            (index,) = unpack(msg.data())
-            if not seen[index]:
-                seen[index] = 1
-                distinct += 1
-            ack(msg)
-        seconds = time.perf_counter() - start
-        cpu = time.process_time() - cpu0
-        extra = 0
-        while True:
-            try:
-                ack(receive(500))
-            except pulsar.Timeout:
-                break
-            extra += 1
+        drained = drain_distinct(consumer, count, pulsar.Timeout)
         consumer.close()
-        figures = _figures(count, seconds, cpu)
-        figures["first_message_ms"] = round((first_at - start) * 1e3, 2)
-        figures["duplicates"] = received - count
-        figures["extra_after_end"] = extra
+        figures = _figures(count, drained.seconds, drained.cpu)
+        figures["first_message_ms"] = drained.first_message_ms
+        figures["duplicates"] = drained.received - count
+        figures["extra_after_end"] = drained.extra_after_end
         return figures
     finally:
         client.close()
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile of an already sorted list."""
-    rank = max(1, round(q / 100 * len(sorted_values) + 0.5 - 1e-9))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
 def w_sync_latency(pulsar: ModuleType, args: argparse.Namespace) -> Record:
@@ -247,8 +214,8 @@ def w_sync_latency(pulsar: ModuleType, args: argparse.Namespace) -> Record:
         latencies.sort()
         return {
             "messages": len(latencies),
-            "p50_ms": round(_percentile(latencies, 50), 4),
-            "p99_ms": round(_percentile(latencies, 99), 4),
+            "p50_ms": round(percentile(latencies, 50), 4),
+            "p99_ms": round(percentile(latencies, 99), 4),
             "max_ms": round(latencies[-1], 4),
             "mean_ms": round(statistics.fmean(latencies), 4),
             "client_cpu_us_per_msg": round(cpu / len(latencies) * 1e6, 2),
@@ -504,13 +471,7 @@ def render_table(rows: list[Record]) -> str:
                 status,
             ]
         )
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
-    out = []
-    for i, line in enumerate(lines):
-        out.append("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
-        if i == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return "\n".join(out)
+    return align_columns(lines)
 
 
 def start_broker(args: argparse.Namespace) -> Any:

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_common import align_columns
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 CACHE = BENCH / ".cache"
@@ -518,13 +520,7 @@ def render_table(rows: list[Record], names: list[str]) -> str:
                 status,
             ]
         )
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
-    out = []
-    for i, line in enumerate(lines):
-        out.append("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
-        if i == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return "\n".join(out)
+    return align_columns(lines)
 
 
 def machine_info() -> Record:

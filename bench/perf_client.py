@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulsar
+from bench_common import drain_distinct, percentile
 
 _U32 = struct.Struct(">I")
 
@@ -218,55 +219,18 @@ def consume_backlog(settings: Settings) -> Figures:
         del payloads
 
         consumer = subscribe()
-        receive = consumer.receive
-        ack = consumer.acknowledge
-        unpack = _U32.unpack_from
-        seen = bytearray(count)
-        distinct = 0
-        received = 0
-        first_at = 0.0
-        cpu0 = time.process_time()
-        start = time.perf_counter()
-        while distinct < count:
-            try:
-                msg = receive(10_000)
-            except pulsar.Timeout:
-                raise TimeoutError(f"consumer stalled at {distinct}/{count}") from None
-            if received == 0:
-                first_at = time.perf_counter()
-            received += 1
-            (index,) = unpack(msg.data())
-            if not seen[index]:
-                seen[index] = 1
-                distinct += 1
-            ack(msg)
-        seconds = time.perf_counter() - start
-        cpu = time.process_time() - cpu0
-        # Anything beyond N is a redelivery or duplicate; drain it outside the timed phase.
-        extra = 0
-        while True:
-            try:
-                ack(receive(500))
-            except pulsar.Timeout:
-                break
-            extra += 1
+        drained = drain_distinct(consumer, count, pulsar.Timeout)
         consumer.close()
-        figures = _throughput(count, seconds, settings.size)
-        figures["client_cpu_s"] = round(cpu, 3)
-        figures["first_message_ms"] = round((first_at - start) * 1e3, 2)
+        figures = _throughput(count, drained.seconds, settings.size)
+        figures["client_cpu_s"] = round(drained.cpu, 3)
+        figures["first_message_ms"] = drained.first_message_ms
         figures["produce_msgs_per_s"] = round(count / produce_s, 1)
         figures["subscription_type"] = settings.subscription_type
-        figures["duplicates"] = received - count
-        figures["extra_after_end"] = extra
+        figures["duplicates"] = drained.received - count
+        figures["extra_after_end"] = drained.extra_after_end
         return figures
     finally:
         client.close()
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile of an already sorted list."""
-    rank = max(1, round(q / 100 * len(sorted_values) + 0.5 - 1e-9))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
 def sync_latency(settings: Settings) -> Figures:
@@ -288,9 +252,9 @@ def sync_latency(settings: Settings) -> Figures:
         latencies.sort()
         return {
             "messages": len(latencies),
-            "p50_ms": round(_percentile(latencies, 50), 4),
-            "p95_ms": round(_percentile(latencies, 95), 4),
-            "p99_ms": round(_percentile(latencies, 99), 4),
+            "p50_ms": round(percentile(latencies, 50), 4),
+            "p95_ms": round(percentile(latencies, 95), 4),
+            "p99_ms": round(percentile(latencies, 99), 4),
             "max_ms": round(latencies[-1], 4),
             "mean_ms": round(statistics.fmean(latencies), 4),
             "msgs_per_s": round(len(latencies) / (sum(latencies) / 1e3), 1),
