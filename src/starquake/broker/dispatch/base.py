@@ -34,6 +34,9 @@ class Dispatcher:
         self.max_unacked_per_consumer = config.maxUnackedMessagesPerConsumer
         self.max_unacked_per_subscription = config.maxUnackedMessagesPerSubscription
         self.subscription_blocked = False
+        # Unacked messages of all consumers: summed once per dispatch pass, then kept up to date
+        # by send() (no ack can arrive during a pass), so can_receive() is O(1).
+        self._unacked_total = 0
         self.batch_index_ack = config.acknowledgmentAtBatchIndexLevelEnabled
         self._scheduled = False
         self.closed = False
@@ -59,7 +62,7 @@ class Dispatcher:
             return False
         sub_limit = self.max_unacked_per_subscription
         if sub_limit > 0:
-            total = sum(c.unacked for c in self.consumers)
+            total = self._unacked_total
             if self.subscription_blocked:
                 if total > sub_limit // 2:
                     return False
@@ -101,7 +104,23 @@ class Dispatcher:
     def _run(self) -> None:
         self._scheduled = False
         if not self.closed:
+            if self.max_unacked_per_subscription > 0:
+                self._unacked_total = sum(c.unacked for c in self.consumers)
             self.dispatch()
+
+    def send(self, consumer: Consumer, items: list[Dispatch]) -> None:
+        """Dispatch ``items`` to ``consumer``, keeping the subscription's unacked total."""
+        before = consumer.unacked
+        consumer.send_entries(items)
+        self._unacked_total += consumer.unacked - before
+
+    def send_plan(self, plan: dict[int, tuple[Consumer, list[Dispatch]]]) -> bool:
+        """Send what a pass assigned: permits were charged while planning, so give them back
+        first (send_entries charges them again); returns whether anything was sent."""
+        for consumer, items in plan.values():
+            consumer.permits += sum(item[2] for item in items)
+            self.send(consumer, items)
+        return bool(plan)
 
     def dispatch(self) -> None:
         raise NotImplementedError

@@ -205,7 +205,4 @@ class KeySharedDispatcher(SharedDispatcher):
                 self._pending_hash[position] = key_hash
                 drain = self._draining.get(key_hash)
                 self._draining[key_hash] = (consumer, 1 if drain is None else drain[1] + 1)
-        for consumer, items in plan.values():
-            consumer.permits += sum(item[2] for item in items)
-            consumer.send_entries(items)
-        return bool(plan)
+        return self.send_plan(plan)

@@ -213,7 +213,4 @@ class SharedDispatcher(Dispatcher):
             consumer.permits -= info.num_messages
             slot = plan.setdefault(id(consumer), (consumer, []))
             slot[1].append(self.prepared(entry, info))
-        for consumer, items in plan.values():
-            consumer.permits += sum(item[2] for item in items)
-            consumer.send_entries(items)
-        return bool(plan)
+        return self.send_plan(plan)

@@ -84,7 +84,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
                 info = self.info(entry)
                 budget -= info.num_messages
                 batch.append(self.prepared(entry, info))
-            consumer.send_entries(batch)
+            self.send(consumer, batch)
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         # Ordering forbids redelivering single messages here: rewind and resend all unacked.
