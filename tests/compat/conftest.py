@@ -6,18 +6,15 @@ from collections.abc import Iterator
 
 import pulsar
 import pytest
+from official_client import official_client
 
 from starquake.broker.embedded import EmbeddedBroker
 
 
 @pytest.fixture
 def client(broker: EmbeddedBroker) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=_quiet_logger())
+    c = official_client(broker, pulsar.LoggerLevel.Warn)
     try:
         yield c
     finally:
         c.close()
-
-
-def _quiet_logger() -> pulsar.ConsoleLogger:
-    return pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)

@@ -8,18 +8,11 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from official_client import official_client
 
 from starquake.broker.embedded import EmbeddedBroker
 
 EARLIEST = pulsar.InitialPosition.Earliest
-
-
-def _client(broker: EmbeddedBroker) -> pulsar.Client:
-    return pulsar.Client(
-        broker.service_url,
-        operation_timeout_seconds=10,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-    )
 
 
 def _read_all(client: pulsar.Client, topic: str) -> list[bytes]:
@@ -38,7 +31,7 @@ def dedup_broker(tmp_path: Path) -> EmbeddedBroker:
 
 
 def test_dedup_across_producer_restart(dedup_broker: EmbeddedBroker, topic: str) -> None:
-    client = _client(dedup_broker)
+    client = official_client(dedup_broker)
     try:
         producer = client.create_producer(topic, producer_name="p1", batching_enabled=False)
         for i in range(5):
@@ -58,14 +51,14 @@ def test_dedup_across_producer_restart(dedup_broker: EmbeddedBroker, topic: str)
 
 def test_dedup_state_survives_restart(tmp_path: Path, topic: str) -> None:
     with EmbeddedBroker(tmp_path / "data", brokerDeduplicationEnabled=True) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         producer = client.create_producer(topic, producer_name="p", batching_enabled=True)
         for i in range(20):
             producer.send_async(f"m{i}".encode(), None)
         producer.flush()
         client.close()
     with EmbeddedBroker(tmp_path / "data", brokerDeduplicationEnabled=True) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         try:
             producer = client.create_producer(topic, producer_name="p", batching_enabled=False)
             assert producer.last_sequence_id() == 19
@@ -85,7 +78,7 @@ def test_without_dedup_resends_are_stored(client: pulsar.Client, topic: str) -> 
 
 def test_delayed_messages_wait_on_shared(tmp_path: Path, topic: str) -> None:
     with EmbeddedBroker(tmp_path / "data", delayedDeliveryTickTimeMillis=100) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         try:
             shared = client.subscribe(
                 topic,
@@ -110,7 +103,7 @@ def test_delayed_messages_wait_on_shared(tmp_path: Path, topic: str) -> None:
 
 def test_delayed_delivery_disabled(tmp_path: Path, topic: str) -> None:
     with EmbeddedBroker(tmp_path / "data", delayedDeliveryEnabled=False) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         try:
             shared = client.subscribe(
                 topic,
@@ -127,7 +120,7 @@ def test_delayed_delivery_disabled(tmp_path: Path, topic: str) -> None:
 
 def test_delayed_messages_survive_restart(tmp_path: Path, topic: str) -> None:
     with EmbeddedBroker(tmp_path / "data", delayedDeliveryTickTimeMillis=100) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         shared = client.subscribe(
             topic, "shared", consumer_type=pulsar.ConsumerType.Shared, initial_position=EARLIEST
         )
@@ -138,7 +131,7 @@ def test_delayed_messages_survive_restart(tmp_path: Path, topic: str) -> None:
             shared.receive(timeout_millis=300)
         client.close()
     with EmbeddedBroker(tmp_path / "data", delayedDeliveryTickTimeMillis=100) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         try:
             shared = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared)
             msg = shared.receive(timeout_millis=8000)

@@ -8,18 +8,11 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from official_client import official_client
 
 from starquake.broker.embedded import EmbeddedBroker
 
 EARLIEST = pulsar.InitialPosition.Earliest
-
-
-def _client(broker: EmbeddedBroker) -> pulsar.Client:
-    return pulsar.Client(
-        broker.service_url,
-        operation_timeout_seconds=10,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-    )
 
 
 def test_failover_spreads_partitions_over_consumers(
@@ -62,7 +55,7 @@ def test_failover_spreads_partitions_over_consumers(
 
 def test_max_unacked_messages_per_consumer_stops_dispatch(tmp_path: Path, topic: str) -> None:
     with EmbeddedBroker(tmp_path / "data", maxUnackedMessagesPerConsumer=10) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         try:
             consumer = client.subscribe(
                 topic, "s", consumer_type=pulsar.ConsumerType.Shared, initial_position=EARLIEST
@@ -95,7 +88,7 @@ def test_max_unacked_messages_per_consumer_stops_dispatch(tmp_path: Path, topic:
 
 def test_batch_index_ack_redelivers_only_unacked(tmp_path: Path, topic: str) -> None:
     with EmbeddedBroker(tmp_path / "data", acknowledgmentAtBatchIndexLevelEnabled=True) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         try:
             consumer = client.subscribe(
                 topic,
@@ -190,7 +183,7 @@ def test_oversize_unchunked_message_is_refused(client: pulsar.Client, topic: str
 
 def test_auto_subscription_creation_disabled(tmp_path: Path, topic: str) -> None:
     with EmbeddedBroker(tmp_path / "data", allowAutoSubscriptionCreation=False) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         try:
             with pytest.raises(pulsar.PulsarException):
                 client.subscribe(topic, "new-sub")
@@ -202,7 +195,7 @@ def test_auto_subscription_creation_disabled(tmp_path: Path, topic: str) -> None
 
 def test_force_topic_creation_false_on_missing_topic(tmp_path: Path) -> None:
     with EmbeddedBroker(tmp_path / "data", allowAutoTopicCreation=False) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         try:
             with pytest.raises(pulsar.PulsarException):
                 client.create_producer("persistent://public/default/never-created")
@@ -214,7 +207,7 @@ def test_max_unacked_messages_per_subscription(tmp_path: Path, topic: str) -> No
     with EmbeddedBroker(
         tmp_path / "data", maxUnackedMessagesPerSubscription=8, maxUnackedMessagesPerConsumer=0
     ) as broker:
-        client = _client(broker)
+        client = official_client(broker)
         try:
             consumers = [
                 client.subscribe(

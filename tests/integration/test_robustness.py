@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from official_client import official_client
 
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.protocol import commands
@@ -98,12 +99,8 @@ def _send_frame(
     return commands.send_frame_header(producer_id, sequence_id, len(entry)) + entry
 
 
-def _client(broker: EmbeddedBroker) -> pulsar.Client:
-    return pulsar.Client(broker.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-
-
 def _still_serving(broker: EmbeddedBroker, topic: str) -> None:
-    client = _client(broker)
+    client = official_client(broker)
     try:
         producer = client.create_producer(topic)
         consumer = client.subscribe(topic, "check", initial_position=EARLIEST)
@@ -169,7 +166,7 @@ def test_message_without_checksum_is_stored(
     _producer(raw, topic)
     raw.send(_send_frame(1, 0, b"no-crc", checksum=False))
     assert raw.next().type == T.SEND_RECEIPT
-    client = _client(broker)
+    client = official_client(broker)
     try:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
         assert reader.read_next(5000).data() == b"no-crc"
@@ -281,7 +278,7 @@ def test_health_endpoint(broker: EmbeddedBroker) -> None:
 
 
 def test_many_clients_interleaved(broker: EmbeddedBroker, topic: str) -> None:
-    clients = [_client(broker) for _ in range(4)]
+    clients = [official_client(broker) for _ in range(4)]
     try:
         consumer = clients[0].subscribe(topic, "all", initial_position=EARLIEST)
         producers = [c.create_producer(topic, batching_enabled=False) for c in clients]
@@ -342,7 +339,7 @@ def test_producer_creates_its_initial_subscription(
     assert raw.next().type == T.PRODUCER_SUCCESS
     raw.send(_send_frame(1, 0, b"kept"))
     assert raw.next().type == T.SEND_RECEIPT
-    client = _client(broker)
+    client = official_client(broker)
     try:
         consumer = client.subscribe(topic, "dlq-sub")
         assert consumer.receive(timeout_millis=5000).data() == b"kept"
