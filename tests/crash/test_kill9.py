@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,99 +10,24 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from broker_process import BrokerProcess, process_client, read_all
 
 TOPIC = "persistent://public/default/durable"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class BrokerProcess:
-    """``starquake standalone`` in a child process."""
-
-    def __init__(self, data_dir: Path, *defines: str) -> None:
-        self.data_dir = data_dir
-        self.defines = defines
-        self.port = _free_port()
-        self.web_port = _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "starquake.cli.main",
-            "standalone",
-            "--data-dir",
-            str(self.data_dir),
-            "--broker-port",
-            str(self.port),
-            "--web-port",
-            str(self.web_port),
-            "--bind-address",
-            "127.0.0.1",
-            "--log-level",
-            "WARNING",
-        ]
-        for define in self.defines:
-            cmd += ["-D", define]
-        self.proc = subprocess.Popen(cmd)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError("broker exited during start-up") from None
-                time.sleep(0.05)
-        raise RuntimeError("broker did not start")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(30) == 0
 
 
 @pytest.fixture
 def broker_process(tmp_path: Path) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(tmp_path / "data")
     yield proc
-    if proc.proc is not None and proc.proc.poll() is None:
-        proc.proc.kill()
-        proc.proc.wait()
+    proc.cleanup()
 
 
 def _client(url: str) -> pulsar.Client:
-    return pulsar.Client(
-        url, operation_timeout_seconds=5, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    )
+    return process_client(url)
 
 
 def _read_all(url: str) -> list[tuple[bytes, tuple[int, int]]]:
-    client = _client(url)
-    try:
-        reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
-        out = []
-        while reader.has_message_available():
-            msg = reader.read_next(5000)
-            mid = msg.message_id()
-            out.append((msg.data(), (mid.ledger_id(), mid.entry_id())))
-        return out
-    finally:
-        client.close()
+    return read_all(url, TOPIC)
 
 
 def _send_until_killed(

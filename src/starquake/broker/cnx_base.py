@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from starquake.broker.errors import BrokerServiceError
+from starquake.broker.errors import BrokerServiceError, PersistenceError
 from starquake.protocol import commands
 
 if TYPE_CHECKING:
@@ -59,3 +59,21 @@ class CnxBase:
                 then(topic)
 
         self._spawn(load())
+
+    def _persist_then(self, request_id: int, then: Callable[[], None]) -> None:
+        """Store the durable cursor changes made so far, then run ``then``.
+
+        A state change that a client is told about (a new subscription, an unsubscribe, a
+        seek) must survive a crash from the moment the client hears of it.
+        """
+
+        async def persist() -> None:
+            try:
+                await self.service.persist_cursors()
+            except Exception as exc:
+                self._error(request_id, PersistenceError(f"Cannot store the subscription: {exc}"))
+                return
+            if self.transport is not None:  # the connection may have closed meanwhile
+                then()
+
+        self._spawn(persist())

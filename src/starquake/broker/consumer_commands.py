@@ -10,7 +10,7 @@ from starquake.broker.consumer import Consumer, SubType
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.subscription import Subscription, to_signed
 from starquake.broker.topic import PersistentTopic
-from starquake.broker.topic_api import TopicApi
+from starquake.broker.topic_api import SubscriptionApi, TopicApi
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ServerError
@@ -68,6 +68,7 @@ class ConsumerCommands(CnxBase):
                 inclusive = start.ledger_id >= 0 and start.entry_id >= 0
                 if start.ledger_id < 0:
                     start = EARLIEST
+            created = request.durable and request.subscription not in topic.subscriptions
             subscription = topic.get_or_create_subscription(
                 request.subscription,
                 durable=request.durable,
@@ -77,6 +78,21 @@ class ConsumerCommands(CnxBase):
             )
         except BrokerServiceError as exc:
             self._error(request_id, exc)
+            return
+        if created and topic.is_persistent:
+            self._persist_then(
+                request_id, lambda: self._attach_consumer(request, topic, subscription)
+            )
+        else:
+            self._attach_consumer(request, topic, subscription)
+
+    def _attach_consumer(
+        self, request: pb.CommandSubscribe, topic: TopicApi, subscription: SubscriptionApi
+    ) -> None:
+        request_id = request.request_id
+        consumer_id = request.consumer_id
+        if consumer_id in self.consumers:  # the same id arrived again meanwhile
+            self._error(request_id, BrokerServiceError("Consumer id already in use"))
             return
         try:
             consumer = Consumer(
@@ -212,7 +228,9 @@ class ConsumerCommands(CnxBase):
                 self._error(request.request_id, exc)
                 return
         log.info("unsubscribed %s/%s", subscription.topic.full_name, subscription.name)
-        self.write(commands.success(request.request_id))
+        self._persist_then(
+            request.request_id, lambda: self.write(commands.success(request.request_id))
+        )
 
     def _on_close_consumer(self, command: T, _: bytes | None) -> None:
         request = command.close_consumer
@@ -275,7 +293,9 @@ class ConsumerCommands(CnxBase):
             other.cnx.disconnect_consumer(other)
         subscription.reset_cursor(position)
         log.info("seek %s/%s to %s", topic.full_name, subscription.name, position)
-        self.write(commands.success(request.request_id))
+        self._persist_then(
+            request.request_id, lambda: self.write(commands.success(request.request_id))
+        )
 
     def _on_get_last_message_id(self, command: T, _: bytes | None) -> None:
         request = command.get_last_message_id

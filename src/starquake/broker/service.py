@@ -68,6 +68,7 @@ class BrokerService:
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._by_ledger: dict[str, PersistentTopic] = {}
         self._cursor_dirty = False
+        self._cursor_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
         self.background: set[asyncio.Task[Any]] = set()
@@ -130,9 +131,22 @@ class BrokerService:
         self._cursor_dirty = True
 
     async def persist_cursors(self) -> None:
-        snapshots = self.factory.take_cursor_snapshots()
-        if snapshots:
-            await asyncio.to_thread(self.metadata.put_many, snapshots)
+        """Store every durable cursor change made so far; raises if the store fails.
+
+        Writes run one at a time, in the order their snapshots were taken, so an older state
+        never overwrites a newer one. A failed write is retried by the next call.
+        """
+        async with self._cursor_lock:
+            snapshots = self.factory.take_cursor_snapshots()
+            if not snapshots:
+                return
+            try:
+                await asyncio.to_thread(self.metadata.put_many, snapshots)
+            except BaseException:
+                self.factory.cursor_snapshots_failed(snapshots)
+                self._cursor_dirty = True
+                raise
+            self.factory.cursor_snapshots_written(snapshots)
 
     async def _persist_cursors_loop(self) -> None:
         interval = self.config.managedLedgerCursorPositionFlushSeconds
@@ -144,8 +158,7 @@ class BrokerService:
             try:
                 await self.persist_cursors()
             except Exception:
-                log.exception("persisting cursor positions failed")
-                self._cursor_dirty = True
+                log.exception("persisting cursor positions failed; retrying")
 
     async def _trim_loop(self) -> None:
         while True:

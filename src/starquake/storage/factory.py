@@ -90,6 +90,8 @@ class ManagedLedgerFactory:
         self.cache = EntryCache(self.config.cache_max_bytes)
         self.dirty_states: dict[LedgerState, None] = {}
         self.cursor_dirty: dict[str, ManagedCursor | None] = {}
+        self._cursor_retry: dict[str, bytes | None] = {}
+        self._cursor_inflight: dict[str, bytes | None] = {}
         self._index_jobs: list[IndexJob] = []
         self._open: dict[str, ManagedLedger] = {}
         self._closing: dict[str, ManagedLedger] = {}
@@ -213,8 +215,9 @@ class ManagedLedgerFactory:
             if ml is not None:
                 ml.drop()
         prefix = "/managed-ledgers/" + quote(name, safe="")
-        for key in [k for k in self.cursor_dirty if k.startswith(prefix + "/")]:
-            del self.cursor_dirty[key]
+        for pending in (self.cursor_dirty, self._cursor_retry, self._cursor_inflight):
+            for key in [k for k in pending if k.startswith(prefix + "/")]:
+                del pending[key]
         children = self.metadata.list_children(prefix)
         if children:
             self.metadata.put_many([(f"{prefix}/{c}", None) for c in children])
@@ -334,15 +337,56 @@ class ManagedLedgerFactory:
 
     def take_cursor_snapshots(self) -> list[tuple[str, bytes | None]]:
         """LOOP side: ``(metadata key, state or None = delete)`` of each durable cursor changed
-        since the last call; write them with ``metadata.put_many`` (from a worker thread)."""
-        if not self.cursor_dirty:
-            return []
-        items = [
-            (key, cursor.serialize() if cursor is not None else None)
-            for key, cursor in self.cursor_dirty.items()
-        ]
+        since the last call, plus the snapshots of failed writes; write them with
+        ``metadata.put_many`` (from a worker thread), then report the outcome with
+        :meth:`cursor_snapshots_written` or :meth:`cursor_snapshots_failed`.
+
+        Until then the taken states count as unsaved: a managed ledger reopened meanwhile
+        restores its cursors from them rather than from the (older) stored states.
+        """
+        taken = dict(self._cursor_retry)
+        self._cursor_retry = {}
+        for key, cursor in self.cursor_dirty.items():
+            taken[key] = cursor.serialize() if cursor is not None else None
         self.cursor_dirty = {}
-        return items
+        self._cursor_inflight.update(taken)
+        return list(taken.items())
+
+    def cursor_snapshots_written(self, items: list[tuple[str, bytes | None]]) -> None:
+        """LOOP side: the snapshots of :meth:`take_cursor_snapshots` are stored."""
+        inflight = self._cursor_inflight
+        for key, value in items:
+            if key in inflight and inflight[key] is value:
+                del inflight[key]
+
+    def cursor_snapshots_failed(self, items: list[tuple[str, bytes | None]]) -> None:
+        """LOOP side: storing the snapshots failed; the next take writes them again (unless a
+        newer state of the same cursor is waiting already)."""
+        inflight = self._cursor_inflight
+        for key, value in items:
+            if key in inflight and inflight[key] is value:
+                del inflight[key]
+            if key not in self.cursor_dirty:
+                self._cursor_retry[key] = value
+
+    def unsaved_cursor_state(self, key: str) -> tuple[bool, bytes | None]:
+        """``(True, state or None = deleted)`` if a newer state of a durable cursor than the
+        stored one is waiting or being written; ``(False, None)`` otherwise."""
+        if key in self.cursor_dirty:
+            cursor = self.cursor_dirty[key]
+            return True, cursor.serialize() if cursor is not None else None
+        for pending in (self._cursor_retry, self._cursor_inflight):
+            if key in pending:
+                return True, pending[key]
+        return False, None
+
+    def unsaved_cursor_keys(self, prefix: str) -> set[str]:
+        """Keys below ``prefix`` whose state is not stored yet (:meth:`unsaved_cursor_state`)."""
+        base = prefix + "/"
+        keys: set[str] = set()
+        for pending in (self.cursor_dirty, self._cursor_retry, self._cursor_inflight):
+            keys.update(k for k in pending if k.startswith(base) and "/" not in k[len(base) :])
+        return keys
 
     # ------------------------------------------------------------------ shutdown
 
@@ -368,6 +412,7 @@ class ManagedLedgerFactory:
         snapshots = self.take_cursor_snapshots()
         if snapshots:
             self.metadata.put_many(snapshots)
+            self.cursor_snapshots_written(snapshots)
         for fd in self._read_fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -13,6 +13,7 @@ reached ``max_rollover_seconds``, or it is full (entries or bytes) and its age r
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping
@@ -30,6 +31,7 @@ from .position import (
     Position,
     StorageError,
 )
+from .rangeset import PositionRangeSet
 from .recovery import recover_ledger_states
 from .segment import HEADER_SIZE, RECORD_HEADER_SIZE, parse_records
 from .state import LedgerState
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from .factory import ManagedLedgerFactory
 
 __all__ = ["ManagedLedger"]
+
+log = logging.getLogger(__name__)
 
 _READ_CHUNK = 4 * 1024 * 1024  # largest single pread when serving reads from a file
 
@@ -83,32 +87,41 @@ class ManagedLedger:
             self._factory.ensure_ledger_ids_above(state.ledger_id)
             if not state.index_done:
                 self._factory.queue_index(state)
-        metadata = self._factory.metadata
-        # snapshots not yet written (a previous instance closed moments ago) win over the store
-        unsaved = self._factory.cursor_dirty
-        base = self._cursor_prefix + "/"
-        children = set(metadata.list_children(self._cursor_prefix))
-        children.update(
-            k[len(base) :] for k in unsaved if k.startswith(base) and "/" not in k[len(base) :]
-        )
-        for child in sorted(children):
-            key = base + child
-            if key in unsaved:
-                previous = unsaved[key]
-                raw = previous.serialize() if previous is not None else None
-            else:
-                raw = metadata.get(key)
-            if raw is None:
-                continue
-            cursor_name = unquote(child)
-            md, acked, batches = decode_cursor_state(raw)
-            cursor = ManagedCursor(self, cursor_name, True, md)
-            cursor.restore(acked, batches)
-            self._cursors[cursor_name] = cursor
-            if key in unsaved:
-                unsaved[key] = cursor
+        # The ledger that receives appends exists before any cursor is restored: restoring a
+        # cursor asks where the entry after its mark-delete position lives, which may be in it.
         self._create_ledger(self._clock())
         self.refresh_last_confirmed()
+        factory = self._factory
+        base = self._cursor_prefix + "/"
+        keys = {base + child for child in factory.metadata.list_children(self._cursor_prefix)}
+        keys |= factory.unsaved_cursor_keys(self._cursor_prefix)
+        for key in sorted(keys):
+            # a state not yet written (this ledger closed moments ago) wins over the stored one
+            unsaved, raw = factory.unsaved_cursor_state(key)
+            if not unsaved:
+                raw = factory.metadata.get(key)
+            if raw is None:
+                continue
+            self._restore_cursor(unquote(key[len(base) :]), raw)
+
+    def _restore_cursor(self, name: str, raw: bytes) -> None:
+        try:
+            md, acked, batches = decode_cursor_state(raw)
+        except StorageError as exc:
+            # Losing acknowledgments is better than losing messages: read it all again.
+            md, acked, batches = self.position_before_first(), PositionRangeSet(), {}
+            log.error(
+                "cursor %s of %s has a damaged stored state (%s); it restarts at the first "
+                "stored entry, so acknowledged messages may be delivered again",
+                name,
+                self.name,
+                exc,
+            )
+        cursor = ManagedCursor(self, name, True, md)
+        cursor.restore(acked, batches)
+        self._cursors[name] = cursor
+        if cursor.key in self._factory.cursor_dirty:
+            self._factory.cursor_dirty[cursor.key] = cursor
 
     def _create_ledger(self, now: float) -> LedgerState:
         ledger_id = self._factory.allocate_ledger_id()
@@ -271,7 +284,7 @@ class ManagedLedger:
             state = self._states[lid]
             if entry_id < 0:
                 entry_id = 0
-            if entry_id < state.entries or state is self._cur:
+            if entry_id < state.entries or not state.sealed:
                 return Position(lid, entry_id)
             i += 1
         return Position(ledger_id, entry_id)
