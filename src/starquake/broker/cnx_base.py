@@ -60,8 +60,14 @@ class CnxBase:
 
         self._spawn(load())
 
-    def _persist_then(self, request_id: int, then: Callable[[], None]) -> None:
-        """Store the durable cursor changes made so far, then run ``then``.
+    def _persist_then(
+        self,
+        request_id: int,
+        then: Callable[[], None],
+        always: Callable[[], None] | None = None,
+    ) -> None:
+        """Store the durable cursor changes made so far, then run ``then`` (and ``always``,
+        whether storing succeeded or not).
 
         A state change that a client is told about (a new subscription, an unsubscribe, a
         seek) must survive a crash from the moment the client hears of it.
@@ -73,6 +79,9 @@ class CnxBase:
             except Exception as exc:
                 self._error(request_id, PersistenceError(f"Cannot store the subscription: {exc}"))
                 return
+            finally:
+                if always is not None:
+                    always()
             if self.transport is not None:  # the connection may have closed meanwhile
                 then()
 

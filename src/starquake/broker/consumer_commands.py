@@ -288,13 +288,21 @@ class ConsumerCommands(CnxBase):
             )
             return
         # As Pulsar does: disconnect the subscription's consumers (they re-subscribe and
-        # re-send their permits), move the cursor, then confirm.
+        # re-send their permits), move the cursor and store it, then confirm. Until the new
+        # position is stored the subscription is fenced: consumers coming back are told to retry.
         for other in subscription.consumers:
             other.cnx.disconnect_consumer(other)
         subscription.reset_cursor(position)
+        subscription.fenced = True
         log.info("seek %s/%s to %s", topic.full_name, subscription.name, position)
+
+        def unfence() -> None:
+            subscription.fenced = False
+
         self._persist_then(
-            request.request_id, lambda: self.write(commands.success(request.request_id))
+            request.request_id,
+            lambda: self.write(commands.success(request.request_id)),
+            always=unfence,
         )
 
     def _on_get_last_message_id(self, command: T, _: bytes | None) -> None:

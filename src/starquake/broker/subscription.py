@@ -14,7 +14,7 @@ from starquake.broker.dispatch.shared import SharedDispatcher
 from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from starquake.broker.errors import BrokerServiceError, ConsumerBusyError
 from starquake.protocol.errors import ServerError
-from starquake.storage import ManagedCursor, Position
+from starquake.storage import InvalidPositionError, ManagedCursor, Position
 
 if TYPE_CHECKING:
     from starquake.broker.topic import PersistentTopic
@@ -28,6 +28,15 @@ _U64 = 1 << 64
 def to_signed(value: int) -> int:
     """Wire ids are uint64; -1 travels as 2**64-1."""
     return value - _U64 if value >= _SIGNED else value
+
+
+def _invalid_ack(positions: Sequence[Position]) -> BrokerServiceError:
+    shown = ", ".join(str(p) for p in positions[:5])
+    more = f" and {len(positions) - 5} more" if len(positions) > 5 else ""
+    return BrokerServiceError(
+        f"Cannot acknowledge {shown}{more}: no such message in the topic",
+        ServerError.NotAllowedError,
+    )
 
 
 class Subscription:
@@ -44,6 +53,8 @@ class Subscription:
         self.dispatcher: Dispatcher | None = None
         self.redelivery_counts: dict[Position, int] = {}
         self.delayed_tracker: InMemoryDelayedDeliveryTracker | None = None
+        self.fenced = False
+        """True while a cursor reset is being stored: consumers cannot attach (they retry)."""
 
     @property
     def consumers(self) -> list[Consumer]:
@@ -53,6 +64,10 @@ class Subscription:
 
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer; the first one fixes the subscription type (and Key_Shared mode)."""
+        if self.fenced:
+            raise BrokerServiceError(
+                f"Subscription {self.name} is being reset; retry", ServerError.ServiceNotReady
+            )
         dispatcher = self.dispatcher
         sticky = consumer.key_hash_ranges is not None
         if dispatcher is not None and dispatcher.consumers:
@@ -124,15 +139,21 @@ class Subscription:
         if tracker is not None and len(tracker):
             tracker.remove(positions)
         before = self.cursor.mark_delete_position
-        self.cursor.delete(positions)
+        refused = self.cursor.delete(positions)
         self._after_ack(consumer, before)
+        if refused:
+            raise _invalid_ack(refused)
 
     def acknowledge_batch_index(
         self, consumer: Consumer, position: Position, ack_set: Sequence[int], batch_size: int
     ) -> None:
         """Partial ack of a batch entry; ``ack_set`` bits set = still unacknowledged."""
         before = self.cursor.mark_delete_position
-        if self.cursor.ack_batch_indexes(position, ack_set, batch_size):
+        try:
+            done = self.cursor.ack_batch_indexes(position, ack_set, batch_size)
+        except InvalidPositionError:
+            raise _invalid_ack([position]) from None
+        if done:
             if consumer.acked(position) and self.dispatcher is not None:
                 self.dispatcher.entry_done(position)
             self.redelivery_counts.pop(position, None)

@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .position import Entry, Position, StorageError
+from .position import Entry, InvalidPositionError, Position, StorageError
 from .rangeset import PositionRangeSet
 
 if TYPE_CHECKING:
@@ -246,14 +246,25 @@ class ManagedCursor:
         self._changed()
         return True
 
-    def delete(self, positions: Iterable[tuple[int, int]]) -> None:
-        """Individual acks; the mark-delete position moves forward when the acks reach it."""
+    def delete(self, positions: Iterable[tuple[int, int]]) -> list[Position]:
+        """Individual acks; the mark-delete position moves forward when the acks reach it.
+
+        Returns the positions refused because they name no stored entry (not written yet, or
+        past the end of their ledger): acknowledging them would skip messages not sent yet.
+        Positions in deleted ledgers were consumed already and are ignored.
+        """
         acked = self._acked
         batches = self._batches
+        ml = self._ml
         changed = False
+        refused: list[Position] = []
         for p in positions:
             md = self._md
             if p <= md:
+                continue
+            if not ml.entry_exists(p):
+                if not ml.is_trimmed(p):
+                    refused.append(Position(p[0], p[1]))
                 continue
             changed = True
             if batches:
@@ -268,6 +279,7 @@ class ManagedCursor:
             elif self._rp <= self._md:
                 self._rp = self._ml.next_position(self._md)
             self._changed()
+        return refused
 
     def ack_batch_indexes(
         self, position: tuple[int, int], ack_set: Sequence[int], batch_size: int
@@ -279,8 +291,10 @@ class ManagedCursor:
         a whole) once every index is acknowledged.
         """
         pos = Position(position[0], position[1])
-        if self.is_acked(pos):
+        if self.is_acked(pos) or self._ml.is_trimmed(pos):
             return True
+        if not self._ml.entry_exists(pos):
+            raise InvalidPositionError(f"cannot acknowledge {pos}: no such entry")
         current = self._batches.get(pos)
         if current is None:
             full, rest = divmod(batch_size, 64)

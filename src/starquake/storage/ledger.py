@@ -289,6 +289,16 @@ class ManagedLedger:
             i += 1
         return Position(ledger_id, entry_id)
 
+    def entry_exists(self, position: tuple[int, int]) -> bool:
+        """True if ``position`` names a visible (durable) entry that is still stored."""
+        ledger_id, entry_id = position
+        state = self._states.get(ledger_id)
+        return state is not None and 0 <= entry_id < state.confirmed and position <= self._lc
+
+    def is_trimmed(self, position: tuple[int, int]) -> bool:
+        """True if ``position`` lies in a ledger that was deleted (before every stored one)."""
+        return position[0] < self._ids[0]
+
     def next_position(self, position: tuple[int, int]) -> Position:
         """The position right after ``position`` (may be ``(next_ledger, 0)``)."""
         return self.normalize((position[0], position[1] + 1))

@@ -65,3 +65,7 @@ class LedgerFencedError(StorageError):
 
 class LedgerBusyError(StorageError):
     """The managed ledger still has writes in flight from a previous instance; retry later."""
+
+
+class InvalidPositionError(StorageError):
+    """A position that names no stored entry (e.g. an acknowledgment of an unwritten entry)."""
