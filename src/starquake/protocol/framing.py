@@ -186,6 +186,10 @@ class FrameDecoder:
                 command = parse(buf[pos + 8 : cmd_end])
             except Exception as exc:
                 raise MalformedFrameError(f"cannot decode command: {exc}") from exc
+            if not command.HasField("type"):
+                # An enum number this side does not know is kept as an unknown field, and an
+                # absent ``type`` would read as the enum's first value (CONNECT).
+                raise MalformedFrameError("command has no type, or one that is not known")
             frames.append(Frame(command, buf[cmd_end:frame_end] if frame_end > cmd_end else None))
             pos = frame_end
         if pos < avail:
