@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,8 +11,13 @@ import pulsar
 import pytest
 from broker_process import BrokerProcess, process_client
 
+from starquake.protocol import commands
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.framing import FrameDecoder, encode_command
+
 TOPIC = "persistent://public/default/defects"
 EARLIEST = pulsar.InitialPosition.Earliest
+T = pb.BaseCommand
 
 
 @pytest.fixture
@@ -55,4 +61,65 @@ def test_ack_of_an_unwritten_position_skips_nothing(broker: BrokerProcess) -> No
     client = process_client(broker.url)
     consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Shared)
     assert _drain(consumer) == []
+    client.close()
+
+
+def test_a_second_broker_on_the_same_data_directory_fails_at_once(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    second = BrokerProcess(broker.data_dir)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="exited during start-up"):
+        second.start()
+    assert time.monotonic() - started < 10
+    assert "is in use by another broker" in second.log()
+    assert f"pid {broker.proc.pid if broker.proc else 0}" in second.log()
+    # the first broker is unharmed
+    client = process_client(broker.url)
+    client.create_producer(TOPIC).send(b"still-here")
+    client.close()
+
+
+def test_a_topic_with_a_300_character_name_survives_a_restart(broker: BrokerProcess) -> None:
+    topic = "persistent://public/default/" + "n" * 272
+    assert len(topic) == 300
+    client = process_client(broker.url)
+    consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
+    client.create_producer(topic).send(b"long")
+    assert consumer.receive(timeout_millis=5000).data() == b"long"
+    client.close()
+    broker.kill()
+    broker.start()
+    client = process_client(broker.url)
+    consumer = client.subscribe(topic, "sub")
+    assert consumer.receive(timeout_millis=5000).data() == b"long"
+    client.close()
+
+
+def test_a_topic_that_cannot_load_gets_a_clear_error_at_once(broker: BrokerProcess) -> None:
+    # A plain file where the topic's directory belongs: loading fails with an OSError.
+    name = "persistent%3A%2F%2Fpublic%2Fdefault%2Fblocked"
+    (broker.data_dir / "ledgers" / name).write_bytes(b"not a directory")
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as sock:
+        decoder = FrameDecoder()
+        sock.sendall(commands.connect("defects-test"))
+        subscribe = T(type=T.SUBSCRIBE)
+        subscribe.subscribe.topic = "persistent://public/default/blocked"
+        subscribe.subscribe.subscription = "sub"
+        subscribe.subscribe.subType = pb.CommandSubscribe.Exclusive
+        subscribe.subscribe.consumer_id = 1
+        subscribe.subscribe.request_id = 7
+        sock.sendall(encode_command(subscribe))
+        replies: list[pb.BaseCommand] = []
+        while not any(r.type == T.ERROR for r in replies):
+            data = sock.recv(65536)  # times out (fails) after 5 s without an answer
+            assert data, "the broker closed the connection instead of answering"
+            replies.extend(frame.command for frame in decoder.feed(data))
+    error = next(r.error for r in replies if r.type == T.ERROR)
+    assert error.request_id == 7
+    assert error.error == pb.PersistenceError
+    assert "Cannot load topic persistent://public/default/blocked" in error.message
+    assert "Not a directory" in broker.log()
+    client = process_client(broker.url)
+    client.create_producer(TOPIC).send(b"others are served")
     client.close()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker.errors import BrokerServiceError, PersistenceError
 from starquake.protocol import commands
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
@@ -54,6 +57,12 @@ class CnxBase:
                 topic = await self.service.get_topic(topic_name, create=create)
             except BrokerServiceError as exc:
                 self._error(request_id, exc)
+                return
+            except Exception as exc:  # never leave a request unanswered
+                log.exception("loading topic %s failed", topic_name)
+                self._error(
+                    request_id, BrokerServiceError(f"Cannot load topic {topic_name}: {exc!r}")
+                )
                 return
             if self.transport is not None:  # the connection may have closed meanwhile
                 then(topic)

@@ -10,8 +10,13 @@ from starquake.broker.config import BrokerConfig
 from starquake.broker.connection import ServerCnx
 from starquake.broker.service import BrokerService
 from starquake.broker.web import WebServer
+from starquake.storage import StorageError
 
 log = logging.getLogger(__name__)
+
+
+class BrokerStartError(Exception):
+    """The broker cannot start (e.g. its data directory is in use by another broker)."""
 
 
 class BrokerServer:
@@ -37,15 +42,23 @@ class BrokerServer:
     async def start(self) -> None:
         started = time.monotonic()
         config = self.config
-        service = BrokerService(config)
+        try:
+            service = BrokerService(config)
+        except StorageError as exc:
+            raise BrokerStartError(str(exc)) from exc
         self.service = service
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: ServerCnx(service),
-            config.bindAddress,
-            config.brokerServicePort,
-            start_serving=False,
-        )
+        try:
+            self._server = await loop.create_server(
+                lambda: ServerCnx(service),
+                config.bindAddress,
+                config.brokerServicePort,
+                start_serving=False,
+            )
+        except BaseException:
+            service.abort()
+            self.service = None
+            raise
         self.broker_port = int(self._server.sockets[0].getsockname()[1])
         self.web.route("GET", "/admin/v2/brokers/health", _health)
         self.web_port = await self.web.start(config.bindAddress, config.webServicePort)

@@ -29,6 +29,7 @@ from starquake.broker.topic_api import TopicApi
 from starquake.common.topic_name import InvalidTopicNameError as BadName
 from starquake.common.topic_name import TopicDomain, TopicName
 from starquake.storage import (
+    DataDirectoryLock,
     LedgerBusyError,
     ManagedLedger,
     ManagedLedgerConfig,
@@ -36,6 +37,7 @@ from starquake.storage import (
     Position,
     SqliteMetadataStore,
     StorageError,
+    make_dirs,
 )
 
 log = logging.getLogger(__name__)
@@ -58,8 +60,13 @@ class BrokerService:
         self.config = config
         self.instance_id = uuid.uuid4().hex[:6]
         data = Path(config.dataDir)
-        (data / "ledgers").mkdir(parents=True, exist_ok=True)
-        self.metadata = SqliteMetadataStore(data / "metadata.db")
+        self.data_lock = DataDirectoryLock(data)
+        try:
+            make_dirs(data / "ledgers")
+            self.metadata = SqliteMetadataStore(data / "metadata.db")
+        except BaseException:
+            self.data_lock.release()
+            raise
         self.resources = PulsarResources(self.metadata, config.clusterName)
         self.factory = ManagedLedgerFactory(data / "ledgers", self.metadata, storage_config(config))
         self.committer = GroupCommitter(self.factory, self._on_committed, self._on_commit_failed)
@@ -110,6 +117,13 @@ class BrokerService:
         await asyncio.to_thread(self.factory.close)
         self.committer.close()
         self.metadata.close()
+        self.data_lock.release()
+
+    def abort(self) -> None:
+        """Release the data directory of a service that never started."""
+        self.committer.close()
+        self.metadata.close()
+        self.data_lock.release()
 
     # --- group commit callbacks ---------------------------------------------------------------
 
@@ -283,13 +297,24 @@ class BrokerService:
         except LedgerBusyError:
             raise ServiceNotReadyError(f"Topic {name} is being reloaded; retry") from None
         except StorageError as exc:
+            log.error("cannot load topic %s: %s", name, exc)
             raise PersistenceError(f"Cannot load topic {name}: {exc}") from exc
-        loaded = PersistentTopic(self, topic, ledger)
-        if self.dedup_enabled_for(topic):
-            dedup = loaded.dedup
-            dedup.enabled = True
-            replayed = dedup.recover(self.metadata.get(dedup.metadata_key(name)), ledger)
-            log.info("deduplication state of %s recovered (%d entries replayed)", name, replayed)
+        except Exception as exc:
+            log.exception("loading topic %s failed", name)
+            raise PersistenceError(f"Cannot load topic {name}: {exc!r}") from exc
+        try:
+            loaded = PersistentTopic(self, topic, ledger)
+            if self.dedup_enabled_for(topic):
+                dedup = loaded.dedup
+                dedup.enabled = True
+                replayed = dedup.recover(self.metadata.get(dedup.metadata_key(name)), ledger)
+                log.info(
+                    "deduplication state of %s recovered (%d entries replayed)", name, replayed
+                )
+        except Exception as exc:
+            log.exception("loading topic %s failed", name)
+            ledger.close()
+            raise PersistenceError(f"Cannot load topic {name}: {exc!r}") from exc
         self.topics[name] = loaded
         self._by_ledger[ledger.name] = loaded
         log.info("loaded topic %s", name)

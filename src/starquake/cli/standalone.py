@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from starquake.broker.config import ConfigError, load_config, parse_overrides
-from starquake.broker.server import BrokerServer
+from starquake.broker.server import BrokerServer, BrokerStartError
 
 
 def run_standalone(args: argparse.Namespace) -> int:
@@ -44,7 +44,7 @@ def run_standalone(args: argparse.Namespace) -> int:
         runner = uvloop.run
     try:
         runner(_serve(BrokerServer(config)))
-    except OSError as exc:
+    except (OSError, BrokerStartError) as exc:
         print(f"starquake: cannot start the broker: {exc}", file=sys.stderr)
         return 1
     return 0

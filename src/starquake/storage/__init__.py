@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .commit import PendingCommit
 from .cursor import ManagedCursor
+from .dirlock import DataDirectoryLock, DataDirectoryLockedError, make_dirs
 from .factory import ManagedLedgerConfig, ManagedLedgerFactory, PreparedLedger
 from .ledger import ManagedLedger
 from .metadata import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
@@ -29,6 +30,8 @@ from .rangeset import PositionRangeSet
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "DataDirectoryLock",
+    "DataDirectoryLockedError",
     "Entry",
     "InitialPosition",
     "InvalidPositionError",
@@ -47,4 +50,5 @@ __all__ = [
     "PreparedLedger",
     "SqliteMetadataStore",
     "StorageError",
+    "make_dirs",
 ]

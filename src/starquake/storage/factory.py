@@ -22,6 +22,7 @@ collected for :meth:`take_cursor_snapshots`. Both are called on the loop.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import time
@@ -43,6 +44,33 @@ from .state import EntryCache, LedgerState
 __all__ = ["ManagedLedgerConfig", "ManagedLedgerFactory", "PreparedLedger"]
 
 _LEDGER_ID_KEY = "/starquake/storage/ledger-id-reserved"
+_MAX_DIRECTORY_NAME = 200  # bytes; file systems allow 255
+_HASHED_MARK = "%~"  # never produced by percent-encoding, which always follows % with hex digits
+_NAME_FILE = "name"
+
+
+def _name_hash(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:32]
+
+
+def directory_name(name: str) -> str:
+    """The directory of managed ledger ``name``: its percent-encoded name or, when that is too
+    long for a file name, a prefix of it plus a hash (the full name is then kept in a file)."""
+    encoded = quote(name, safe="")
+    if len(encoded) <= _MAX_DIRECTORY_NAME:
+        return encoded
+    return encoded[:120].rstrip("%0123456789ABCDEF") + _HASHED_MARK + _name_hash(name)
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 _MAX_READ_FDS = 128
 
 
@@ -126,7 +154,20 @@ class ManagedLedgerFactory:
     def _directory(self, name: str) -> Path:
         if not name or name in (".", ".."):
             raise StorageError(f"invalid managed ledger name {name!r}")
-        return self.base_dir / quote(name, safe="")
+        return self.base_dir / directory_name(name)
+
+    def _make_directory(self, name: str) -> Path:
+        """The ledger's directory, created (durably, with its full name beside a hashed one)."""
+        directory = self._directory(name)
+        if not directory.exists():
+            try:
+                directory.mkdir()
+                if directory.name.endswith(_HASHED_MARK + _name_hash(name)):
+                    _write_durably(directory / _NAME_FILE, name.encode())
+                fsync_dir(self.base_dir)
+            except OSError as exc:
+                raise StorageError(f"cannot create the directory of {name}: {exc}") from exc
+        return directory
 
     def open(self, name: str) -> ManagedLedger:
         """Open (creating or recovering) the managed ledger ``name``.
@@ -147,11 +188,7 @@ class ManagedLedgerFactory:
             if previous.busy():
                 raise LedgerBusyError(f"managed ledger {name} still has writes in flight")
             del self._closing[name]
-        directory = self._directory(name)
-        if not directory.exists():
-            directory.mkdir()
-            fsync_dir(self.base_dir)
-        ml = ManagedLedger(self, name, directory)
+        ml = ManagedLedger(self, name, self._make_directory(name))
         ml.recover()
         self._open[name] = ml
         return ml
@@ -174,11 +211,7 @@ class ManagedLedgerFactory:
         Touches only that directory, so it can run off the event loop while other ledgers keep
         appending; finish with :meth:`open_prepared` on the loop.
         """
-        directory = self._directory(name)
-        if not directory.exists():
-            directory.mkdir()
-            fsync_dir(self.base_dir)
-        ml = ManagedLedger(self, name, directory)
+        ml = ManagedLedger(self, name, self._make_directory(name))
         return PreparedLedger(ml, ml.scan())
 
     def open_prepared(self, prepared: PreparedLedger) -> ManagedLedger:
@@ -206,7 +239,19 @@ class ManagedLedgerFactory:
             entries = os.listdir(self.base_dir)
         except FileNotFoundError:
             return []
-        return sorted(unquote(e) for e in entries if (self.base_dir / e).is_dir())
+        names = []
+        for entry in entries:
+            path = self.base_dir / entry
+            if not path.is_dir():
+                continue
+            if _HASHED_MARK in entry:
+                try:
+                    names.append((path / _NAME_FILE).read_bytes().decode())
+                except (OSError, UnicodeDecodeError):
+                    continue
+            else:
+                names.append(unquote(entry))
+        return sorted(names)
 
     def delete(self, name: str) -> None:
         """Delete a managed ledger: its data files and its durable cursors' state."""
