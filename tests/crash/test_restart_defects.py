@@ -123,3 +123,35 @@ def test_a_topic_that_cannot_load_gets_a_clear_error_at_once(broker: BrokerProce
     client = process_client(broker.url)
     client.create_producer(TOPIC).send(b"others are served")
     client.close()
+
+
+def test_dedup_remembers_producers_after_trim_and_kill9(tmp_path: Path) -> None:
+    broker = BrokerProcess(
+        tmp_path / "data",
+        "brokerDeduplicationEnabled=true",
+        "managedLedgerMaxEntriesPerLedger=5",
+        "managedLedgerMinLedgerRolloverTimeMinutes=0",
+        "managedLedgerTrimIntervalSeconds=0.2",
+    )
+    broker.start()
+    try:
+        client = process_client(broker.url)
+        consumer = client.subscribe(TOPIC, "sub", initial_position=EARLIEST)
+        producer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
+        for i in range(50):
+            producer.send(f"m{i}".encode(), sequence_id=i)
+        assert len(_drain(consumer)) == 50  # all acknowledged: trimming may delete the ledgers
+        time.sleep(1.8)
+        broker.kill()
+        client.close()
+        broker.start()
+        client = process_client(broker.url)
+        producer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
+        assert producer.last_sequence_id() == 49
+        consumer = client.subscribe(TOPIC, "sub")
+        for i in range(45, 53):  # a retry of the last five, then three new ones
+            producer.send(f"m{i}".encode(), sequence_id=i)
+        assert _drain(consumer) == [b"m50", b"m51", b"m52"]
+        client.close()
+    finally:
+        broker.cleanup()

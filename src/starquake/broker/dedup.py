@@ -79,6 +79,7 @@ class MessageDeduplication:
         self._connected: dict[str, int] = {}
         self._position: Position | None = None
         self._since_snapshot = 0
+        self._stored_position: Position | None = None
         self._enabled = enabled
         self._ready = False
 
@@ -107,6 +108,7 @@ class MessageDeduplication:
         self._persisted.clear()
         self._position = None
         self._since_snapshot = 0
+        self._stored_position = None
 
     # ------------------------------------------------------------------ publish path
 
@@ -265,11 +267,37 @@ class MessageDeduplication:
         """At least ``snapshot_interval_entries`` entries were persisted since the last snapshot."""
         return self.ready and self._since_snapshot >= self.snapshot_interval_entries
 
+    def trim_hold(self) -> Position | None:
+        """The last position the managed ledger may trim up to (None: no limit).
+
+        Recovery replays the log after the stored snapshot's position, so nothing after it may
+        be deleted: while enabled, the stored snapshot holds trimming back as Pulsar's
+        deduplication cursor does (with no stored snapshot yet, nothing is trimmed).
+        """
+        if not self._enabled:
+            return None
+        if self._stored_position is None:
+            return Position(-1, -1)
+        return self._stored_position
+
+    def snapshot_stored(self, position: Position | None) -> None:
+        """A snapshot taken at ``position`` (see :meth:`take_snapshot`) is durable."""
+        if position is not None and (
+            self._stored_position is None or position > self._stored_position
+        ):
+            self._stored_position = position
+
+    @property
+    def snapshot_position(self) -> Position | None:
+        """The position the next :meth:`take_snapshot` accounts up to."""
+        return self._position
+
     def take_snapshot(self) -> tuple[str, bytes]:
         """Serialize the persisted state; returns ``(metadata key, value)`` for the broker to store.
 
         The snapshot accounts for every entry up to the last position passed to
-        :meth:`on_persisted` (or reached by :meth:`recover`).
+        :meth:`on_persisted` (or reached by :meth:`recover`), :attr:`snapshot_position`; tell
+        :meth:`snapshot_stored` once it is durable.
         """
         position = self._position
         doc = {
@@ -322,6 +350,7 @@ class MessageDeduplication:
             for name, seq in producers:
                 self._persisted[name] = seq
                 self._pushed[name] = seq
+            self._stored_position = position
         end = ledger.last_confirmed
         start = ledger.next_position(position) if position is not None else ledger.first_position()
         replayed = 0

@@ -8,7 +8,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,8 @@ class BrokerService:
         self._by_ledger: dict[str, PersistentTopic] = {}
         self._cursor_dirty = False
         self._cursor_lock = asyncio.Lock()
+        self._metadata_pending: dict[str, tuple[bytes, list[Callable[[], None]]]] = {}
+        self._metadata_writer: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
         self.background: set[asyncio.Task[Any]] = set()
@@ -195,11 +197,12 @@ class BrokerService:
         deleted = 0
         for topic in list(self.topics.values()):
             try:
-                deleted += topic.ledger.trim()
+                deleted += topic.ledger.trim(hold=topic.trim_hold())
             except Exception:
                 log.exception("trimming %s failed", topic.full_name)
         if deleted:
             log.info("trimmed %d ledger(s)", deleted)
+            self.committer.kick()  # the commit thread deletes the files
         return deleted
 
     # --- names and lookups --------------------------------------------------------------------
@@ -327,13 +330,41 @@ class BrokerService:
             return self.config.brokerDeduplicationEnabled
         return bool(value)
 
-    def store_metadata_later(self, key: str, value: bytes) -> None:
-        """Write a metadata key from a worker thread (the store fsyncs)."""
-        task = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(self.metadata.put, key, value)
-        )
-        self.background.add(task)
-        task.add_done_callback(self.background.discard)
+    def store_metadata_later(
+        self, key: str, value: bytes, on_stored: Callable[[], None] | None = None
+    ) -> None:
+        """Write a metadata key from a worker thread (the store fsyncs), then call ``on_stored``.
+
+        Writes happen one batch at a time and a newer value of a key replaces one not yet
+        written, so an older value never overwrites a newer one.
+        """
+        previous = self._metadata_pending.get(key)
+        callbacks = previous[1] if previous is not None else []
+        if on_stored is not None:
+            callbacks.append(on_stored)
+        self._metadata_pending[key] = (value, callbacks)
+        if self._metadata_writer is None or self._metadata_writer.done():
+            task = asyncio.get_running_loop().create_task(self._write_metadata())
+            self._metadata_writer = task
+            self.background.add(task)
+            task.add_done_callback(self.background.discard)
+
+    async def _write_metadata(self) -> None:
+        while self._metadata_pending:
+            batch, self._metadata_pending = self._metadata_pending, {}
+            try:
+                await asyncio.to_thread(
+                    self.metadata.put_many, [(k, v) for k, (v, _) in batch.items()]
+                )
+            except Exception:
+                log.exception("storing %d metadata key(s) failed; retrying", len(batch))
+                for key, pending in batch.items():
+                    self._metadata_pending.setdefault(key, pending)
+                await asyncio.sleep(1.0)
+                continue
+            for _, callbacks in batch.values():
+                for callback in callbacks:
+                    callback()
 
     def _get_non_persistent(self, topic: TopicName, create: bool) -> NonPersistentTopic:
         name = str(topic)

@@ -179,7 +179,15 @@ class PersistentTopic:
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
         if dedup is not None and dedup.snapshot_due():
-            self.service.store_metadata_later(*dedup.take_snapshot())
+            taken_at = dedup.snapshot_position
+            key, value = dedup.take_snapshot()
+            self.service.store_metadata_later(
+                key, value, on_stored=lambda: dedup.snapshot_stored(taken_at)
+            )
+
+    def trim_hold(self) -> Position | None:
+        """How far the managed ledger may be trimmed beyond what subscriptions allow."""
+        return self.dedup.trim_hold()
 
     def on_commit_failed(self, exc: BaseException) -> None:
         """The storage lost its ability to persist: fail every pending send and unload."""

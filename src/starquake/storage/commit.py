@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +32,9 @@ if TYPE_CHECKING:
     from .factory import ManagedLedgerFactory
     from .ledger import ManagedLedger
 
-__all__ = ["IndexJob", "PendingCommit", "WriteBatch"]
+__all__ = ["DeleteJob", "IndexJob", "PendingCommit", "WriteBatch"]
+
+log = logging.getLogger(__name__)
 
 
 class WriteBatch:
@@ -99,6 +103,26 @@ class IndexJob:
             )
 
 
+class DeleteJob:
+    """Ledger files to remove (trimmed ledgers), then the directory fsync that makes it stick."""
+
+    __slots__ = ("directory", "paths")
+
+    def __init__(self, directory: Path, paths: list[Path]) -> None:
+        self.directory = directory
+        self.paths = paths
+
+    def run(self) -> None:
+        """Unlink the files and fsync their directory (thread side); errors are logged."""
+        try:
+            for path in self.paths:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            fsync_dir(self.directory)
+        except OSError as exc:
+            log.error("cannot delete trimmed ledger files in %s: %s", self.directory, exc)
+
+
 class _Stage(enum.Enum):
     TAKEN = "taken"
     EXECUTED = "executed"
@@ -115,11 +139,13 @@ class PendingCommit:
         batches: list[WriteBatch],
         new_dirs: list[Path],
         index_jobs: list[IndexJob],
+        delete_jobs: list[DeleteJob] | None = None,
     ) -> None:
         self._factory = factory
         self._batches = batches
         self._new_dirs = new_dirs
         self._index_jobs = index_jobs
+        self._delete_jobs = delete_jobs or []
         self._stage = _Stage.TAKEN
 
     @property
@@ -152,6 +178,8 @@ class PendingCommit:
             fsync_dir(directory)
         for job in self._index_jobs:
             job.run()
+        for delete in self._delete_jobs:
+            delete.run()
         self._stage = _Stage.EXECUTED
 
     def finish(self) -> list[tuple[ManagedLedger, Position]]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote, unquote
 
-from .commit import IndexJob, PendingCommit, WriteBatch
+from .commit import DeleteJob, IndexJob, PendingCommit, WriteBatch
 from .cursor import ManagedCursor
 from .ledger import ManagedLedger
 from .metadata import MetadataStore
@@ -121,6 +121,7 @@ class ManagedLedgerFactory:
         self._cursor_retry: dict[str, bytes | None] = {}
         self._cursor_inflight: dict[str, bytes | None] = {}
         self._index_jobs: list[IndexJob] = []
+        self._delete_jobs: list[DeleteJob] = []
         self._open: dict[str, ManagedLedger] = {}
         self._closing: dict[str, ManagedLedger] = {}
         self._read_fds: OrderedDict[LedgerState, int] = OrderedDict()
@@ -283,7 +284,7 @@ class ManagedLedgerFactory:
     def take_pending(self) -> PendingCommit | None:
         """LOOP side: hand over every append not yet in a commit (None if there is nothing)."""
         dirty = self.dirty_states
-        if not dirty and not self._index_jobs:
+        if not dirty and not self._index_jobs and not self._delete_jobs:
             return None
         batches: list[WriteBatch] = []
         new_dirs: list[Path] = []
@@ -325,9 +326,14 @@ class ManagedLedgerFactory:
         dirty.clear()
         jobs = [j for j in self._index_jobs if not j.state.dropped]
         self._index_jobs = []
-        if not batches and not jobs:
+        deletes, self._delete_jobs = self._delete_jobs, []
+        if not batches and not jobs and not deletes:
             return None
-        return PendingCommit(self, batches, new_dirs, jobs)
+        return PendingCommit(self, batches, new_dirs, jobs, deletes)
+
+    def queue_deletion(self, directory: Path, paths: list[Path]) -> None:
+        """Have the next commit delete ``paths`` and fsync ``directory`` (off the event loop)."""
+        self._delete_jobs.append(DeleteJob(directory, paths))
 
     def queue_index(self, state: LedgerState) -> None:
         """Have the next commit write the index file of a sealed, fully written ledger."""

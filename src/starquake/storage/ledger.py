@@ -12,7 +12,6 @@ reached ``max_rollover_seconds``, or it is full (entries or bytes) and its age r
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from bisect import bisect_left, bisect_right
@@ -545,18 +544,24 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------ trimming and stats
 
-    def trim(self, keep: Callable[[LedgerInfo], bool] | None = None) -> int:
+    def trim(
+        self,
+        keep: Callable[[LedgerInfo], bool] | None = None,
+        hold: tuple[int, int] | None = None,
+    ) -> int:
         """Delete sealed ledgers consumed by every durable cursor; returns how many were deleted.
 
         A ledger goes when all its entries lie at or before every durable cursor's mark-delete
-        position (with no durable cursor, every sealed ledger goes). The current ledger is never
-        deleted. ``keep`` (e.g. a retention policy) can veto a ledger, which stops the trim there.
+        position and at or before ``hold`` (with neither, every sealed ledger goes). The current
+        ledger is never deleted. ``keep`` (e.g. a retention policy) can veto a ledger, which
+        stops the trim there.
         """
-        if not self._cursors:
-            horizon = None
-        else:
-            horizon = min(c.mark_delete_position for c in self._cursors.values())
+        marks = [c.mark_delete_position for c in self._cursors.values()]
+        if hold is not None:
+            marks.append(Position(hold[0], hold[1]))
+        horizon = min(marks) if marks else None
         deleted = 0
+        doomed: list[Path] = []
         while self._ids:
             state = self._states[self._ids[0]]
             if state is self._cur or not state.sealed or state.inflight or state.pending:
@@ -570,13 +575,14 @@ class ManagedLedger:
             state.dropped = True
             self._factory.forget_state(state)
             self._factory.maybe_release(state)
-            for suffix in (".log", ".idx"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self._directory / f"{state.ledger_id}{suffix}")
+            doomed += [
+                self._directory / f"{state.ledger_id}{suffix}" for suffix in (".log", ".idx")
+            ]
             del self._states[state.ledger_id]
             self._ids.pop(0)
             deleted += 1
         if deleted:
+            self._factory.queue_deletion(self._directory, doomed)
             self.refresh_last_confirmed()
         return deleted
 
