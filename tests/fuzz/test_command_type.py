@@ -7,6 +7,7 @@ unset, and an unset ``type`` reads as the enum's first value, CONNECT.
 from __future__ import annotations
 
 import socket
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,8 +16,14 @@ import pytest
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.checksum import crc32c
 from starquake.protocol.errors import MalformedFrameError
-from starquake.protocol.framing import FrameDecoder, encode_raw_command
+from starquake.protocol.framing import (
+    FrameDecoder,
+    encode_command,
+    encode_raw_command,
+    parse_entry,
+)
 
 T = pb.BaseCommand
 
@@ -102,3 +109,86 @@ def test_unknown_type_after_connect_closes(broker: EmbeddedBroker, body: bytes) 
 
 def test_sane_connect_still_works(broker: EmbeddedBroker) -> None:
     assert _reply_or_close(broker.broker_port, b"") == [T.CONNECTED]
+
+
+def _after_handshake(port: int, data: bytes) -> tuple[bool, list[pb.BaseCommand]]:
+    """Send ``data`` then a PING on a connected socket: (closed by the broker, replies)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(commands.connect("raw", protocol_version=20))
+        decoder = FrameDecoder()
+        replies: list[pb.BaseCommand] = []
+        sock.sendall(data + commands.ping())
+        while not any(c.type == T.PONG for c in replies):
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                return True, replies[1:]
+            replies.extend(f.command for f in decoder.feed(chunk))
+        assert replies[0].type == T.CONNECTED
+        return False, replies[1:-1]
+
+
+def test_type_without_its_subcommand_closes(broker: EmbeddedBroker) -> None:
+    closed, replies = _after_handshake(broker.broker_port, encode_command(T(type=T.PRODUCER)))
+    assert closed
+    assert replies == []
+
+
+def test_subcommand_missing_required_fields_closes(broker: EmbeddedBroker) -> None:
+    cmd = T(type=T.SUBSCRIBE)
+    cmd.subscribe.consumer_id = 1
+    cmd.subscribe.request_id = 1
+    body = cmd.SerializePartialToString()
+    closed, replies = _after_handshake(broker.broker_port, encode_raw_command(body))
+    assert closed
+    assert replies == []
+
+
+def test_unsupported_command_without_request_id_closes(broker: EmbeddedBroker) -> None:
+    closed, _ = _after_handshake(broker.broker_port, encode_command(T(type=T.NEW_TXN)))
+    assert closed
+
+
+def test_unsupported_command_with_request_id_gets_error(broker: EmbeddedBroker) -> None:
+    cmd = T(type=T.SUCCESS)
+    cmd.success.request_id = 9
+    closed, replies = _after_handshake(broker.broker_port, encode_command(cmd))
+    assert not closed
+    assert [(r.type, r.error.request_id) for r in replies] == [(T.ERROR, 9)]
+
+
+def _incomplete_entry(sequence_id: int, payload: bytes) -> bytes:
+    """An entry, with a correct checksum, whose metadata has no producer name or publish time."""
+    meta = pb.MessageMetadata(sequence_id=sequence_id).SerializePartialToString()
+    body = struct.pack(">I", len(meta)) + meta + payload
+    return struct.pack(">HI", 0x0E01, crc32c(body)) + body
+
+
+def test_send_with_incomplete_metadata_is_refused(broker: EmbeddedBroker) -> None:
+    producer = T(type=T.PRODUCER)
+    producer.producer.topic = "persistent://public/default/incomplete-metadata"
+    producer.producer.producer_id = 1
+    producer.producer.request_id = 1
+    entry = _incomplete_entry(0, b"payload")
+    with socket.create_connection(("127.0.0.1", broker.broker_port), timeout=5) as sock:
+        sock.sendall(commands.connect("raw", protocol_version=20) + encode_command(producer))
+        decoder = FrameDecoder()
+        replies: list[pb.BaseCommand] = []
+        while len(replies) < 2:
+            replies.extend(f.command for f in decoder.feed(sock.recv(65536)))
+        assert [r.type for r in replies] == [T.CONNECTED, T.PRODUCER_SUCCESS]
+        sock.sendall(commands.send_frame_header(1, 0, len(entry)) + entry + commands.ping())
+        while len(replies) < 4:
+            replies.extend(f.command for f in decoder.feed(sock.recv(65536)))
+    assert [r.type for r in replies[2:]] == [T.SEND_ERROR, T.PONG]
+    assert "required" in replies[2].send_error.message
+
+
+def test_parse_entry_requires_metadata_fields_only_when_verifying() -> None:
+    entry = _incomplete_entry(3, b"x")
+    with pytest.raises(MalformedFrameError):
+        parse_entry(entry)
+    assert parse_entry(entry, verify_checksum=False).metadata.sequence_id == 3
+    assert parse_entry(entry, require_fields=False).metadata.sequence_id == 3

@@ -86,8 +86,17 @@ def encode_payload_command(command: pb.BaseCommand, entry: bytes) -> bytes:
     return payload_frame_header(body, len(entry)) + entry
 
 
-def parse_entry(entry: bytes | memoryview, *, verify_checksum: bool = True) -> ParsedEntry:
+def parse_entry(
+    entry: bytes | memoryview,
+    *,
+    verify_checksum: bool = True,
+    require_fields: bool | None = None,
+) -> ParsedEntry:
     """Split an entry into metadata and payload, verifying the CRC32C when one is present.
+
+    ``require_fields`` (by default: as ``verify_checksum``) also demands the metadata's required
+    fields (producer name, sequence id, publish time): Pulsar clients cannot decode a message
+    without them, so a broker that stored one would block its subscriptions.
 
     Raises :class:`MalformedFrameError` for structural problems and
     :class:`ChecksumMismatchError` when the checksum does not match.
@@ -117,6 +126,10 @@ def parse_entry(entry: bytes | memoryview, *, verify_checksum: bool = True) -> P
         if meta_end > end:
             raise MalformedFrameError("message metadata runs past the end of the frame")
         metadata = pb.MessageMetadata.FromString(view[meta_start:meta_end])  # type: ignore[arg-type]
+        if (verify_checksum if require_fields is None else require_fields) and (
+            not metadata.IsInitialized()
+        ):
+            raise MalformedFrameError("message metadata lacks required fields")
     except (ChecksumMismatchError, MalformedFrameError):
         raise
     except Exception as exc:  # protobuf DecodeError, struct.error
