@@ -4,8 +4,22 @@ Commands are handled in arrival order, synchronously where possible, so SENDs af
 see the producer. A malformed frame closes this connection only; a request that fails gets an
 ERROR (or SEND_ERROR, or a failed lookup response) with the matching ServerError code.
 
+A frame is valid only with a known ``type`` whose sub-command is present with all its required
+fields; anything else closes the connection, as does a command no handler serves and no error
+reply can name (it carries no request id).
+
 Read back-pressure: when the bytes of sends waiting for their receipt pass
 ``maxPendingSendBytesPerConnection``, reading pauses until receipts catch up.
+
+Write back-pressure: when the transport's write buffer passes its high-water mark
+(``WRITE_BUFFER_HIGH``) the connection is *write-paused* until the buffer drains below
+``WRITE_BUFFER_LOW``. Meanwhile it stops reading (a peer that does not read our replies cannot
+make us queue more of them) and holds back the permits of its consumers, FLOWs included, so
+dispatchers send them nothing; the permits are handed back on resume.
+
+Closing flushes what is queued; a peer that does not read it within ``CLOSE_GRACE_SECONDS`` is
+cut off (abort), as is one that does not answer a keep-alive PING: a dead peer's full TCP window
+must not keep the connection, its consumers and their unacknowledged messages alive.
 """
 
 from __future__ import annotations
@@ -39,6 +53,18 @@ log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
 SERVER_VERSION = f"Pulsar Server starquake-{__version__}"
+WRITE_BUFFER_HIGH = 1024 * 1024
+WRITE_BUFFER_LOW = 256 * 1024
+CLOSE_GRACE_SECONDS = 5.0
+
+# BaseCommand numbers each sub-command field like its type.
+_SUBCOMMAND_FIELD: dict[int, str] = {
+    field.number: field.name
+    for field in T.DESCRIPTOR.fields
+    if field.message_type is not None and field.number in T.Type.values()
+}
+# Commands without fields, accepted without their (empty) sub-command.
+_EMPTY_OK = frozenset({T.PING, T.PONG})
 
 
 class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
@@ -62,6 +88,10 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         self._ping_outstanding = False
         self._out: list[bytes] = []
         self._flush_scheduled = False
+        self._closing = False
+        self._write_paused = False
+        self._read_paused_for_writes = False
+        self._held_permits: dict[int, tuple[Consumer, int]] = {}
         self._handlers: dict[int, Callable[[T, bytes | None], None]] = {
             T.CONNECT: self._on_connect,
             T.PING: self._on_ping,
@@ -72,7 +102,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             T.SEND: self._on_send,
             T.CLOSE_PRODUCER: self._on_close_producer,
             T.SUBSCRIBE: self._on_subscribe,
-            T.FLOW: self._on_flow,
+            T.FLOW: self._on_flow_unless_paused,
             T.ACK: self._on_ack,
             T.REDELIVER_UNACKNOWLEDGED_MESSAGES: self._on_redeliver,
             T.UNSUBSCRIBE: self._on_unsubscribe,
@@ -92,6 +122,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.service.connections.add(self)
+        self.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
         interval = self.service.config.keepAliveIntervalSeconds
         if interval > 0:
             self._keepalive = asyncio.get_running_loop().call_later(interval, self._check_keepalive)
@@ -104,6 +135,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             self._remove_producer(producer)
         for consumer in list(self.consumers.values()):
             self._remove_consumer(consumer)
+        self._held_permits.clear()
         self.transport = None
 
     def data_received(self, data: bytes) -> None:
@@ -119,7 +151,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             self.close()
             return
         for command, entry in frames:
-            if self.transport is None:
+            if self.transport is None or self._closing:
                 return
             if not self.connected and command.type != T.CONNECT:
                 log.warning(
@@ -131,6 +163,11 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             if handler is None:
                 self._unsupported(command)
                 continue
+            problem = _invalid(command)
+            if problem is not None:
+                log.warning("closing connection from %s: %s", self.remote_address, problem)
+                self.close()
+                return
             try:
                 handler(command, entry)
             except Exception:
@@ -142,7 +179,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
 
     def write(self, frame: bytes) -> None:
         """Queue a frame; everything queued in one loop iteration goes out in one write."""
-        if self.transport is None:
+        if self.transport is None or self._closing:
             return
         self._out.append(frame)
         if not self._flush_scheduled:
@@ -150,7 +187,8 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._flush)
 
     def write_frames(self, frames: list[bytes]) -> None:
-        if self.transport is None:
+        """Queue several frames (see :meth:`write`)."""
+        if self.transport is None or self._closing:
             return
         self._out.extend(frames)
         if not self._flush_scheduled:
@@ -164,20 +202,72 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             self.transport.writelines(out)
 
     def close(self) -> None:
+        """Flush what is queued and close; abort if the peer has not taken it after a grace."""
+        transport = self.transport
+        if transport is None or self._closing:
+            return
+        self._flush()
+        self._closing = True
+        transport.close()
+        if transport.get_write_buffer_size() > 0:
+            asyncio.get_running_loop().call_later(CLOSE_GRACE_SECONDS, self.abort)
+
+    def abort(self) -> None:
+        """Drop the connection now, discarding unsent data."""
+        self._closing = True
         if self.transport is not None:
-            self._flush()
-            self.transport.close()
+            self.transport.abort()
+
+    @property
+    def is_write_paused(self) -> bool:
+        """The write buffer is above its high-water mark: send this connection nothing more."""
+        return self._write_paused
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        transport = self.transport
+        if transport is not None and not self._reading_paused and not self._closing:
+            self._read_paused_for_writes = True
+            transport.pause_reading()
+        for consumer_id, consumer in self.consumers.items():
+            if consumer.permits > 0:
+                _, held = self._held_permits.get(consumer_id, (consumer, 0))
+                self._held_permits[consumer_id] = (consumer, held + consumer.permits)
+                consumer.permits = 0
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        transport = self.transport
+        if self._read_paused_for_writes:
+            self._read_paused_for_writes = False
+            if transport is not None and not self._reading_paused and not self._closing:
+                transport.resume_reading()
+        held, self._held_permits = self._held_permits, {}
+        for consumer_id, (consumer, permits) in held.items():
+            dispatcher = consumer.subscription.dispatcher
+            if self.consumers.get(consumer_id) is consumer and dispatcher is not None:
+                dispatcher.consumer_flow(consumer, permits)
+
+    def _on_flow_unless_paused(self, command: T, entry: bytes | None) -> None:
+        if self._write_paused:
+            flow = command.flow
+            consumer = self.consumers.get(flow.consumer_id)
+            if consumer is not None:
+                _, held = self._held_permits.get(flow.consumer_id, (consumer, 0))
+                self._held_permits[flow.consumer_id] = (consumer, held + flow.messagePermits)
+            return
+        self._on_flow(command, entry)
 
     def _check_keepalive(self) -> None:
         interval = self.service.config.keepAliveIntervalSeconds
-        if self.transport is None:
+        if self.transport is None or self._closing:
             return
         if time.monotonic() - self._last_received >= interval:
             if self._ping_outstanding:
                 log.info(
                     "closing idle connection from %s (no keep-alive reply)", self.remote_address
                 )
-                self.close()
+                self.abort()
                 return
             self._ping_outstanding = True
             self.write(commands.ping())
@@ -186,11 +276,14 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
     def _unsupported(self, command: T) -> None:
         name = T.Type.Name(command.type)
         request_id = _request_id_of(command)
+        if request_id is None:
+            log.warning("closing connection from %s: unsupported %s", self.remote_address, name)
+            self.close()
+            return
         log.info("unsupported command %s from %s", name, self.remote_address)
-        if request_id is not None:
-            self.write(
-                commands.error(request_id, ServerError.NotAllowedError, f"{name} is not supported")
-            )
+        self.write(
+            commands.error(request_id, ServerError.NotAllowedError, f"{name} is not supported")
+        )
 
     # --- handshake ------------------------------------------------------------------------------
 
@@ -298,6 +391,19 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         )
 
     # --- helpers --------------------------------------------------------------------------------
+
+
+def _invalid(command: T) -> str | None:
+    """Why a command of a handled type cannot be handled, or None if it can."""
+    field = _SUBCOMMAND_FIELD.get(command.type)
+    if field is None:
+        return None
+    name = T.Type.Name(command.type)
+    if not command.HasField(field):  # type: ignore[arg-type]
+        return None if command.type in _EMPTY_OK else f"{name} without its {field} part"
+    if not getattr(command, field).IsInitialized():
+        return f"{name} lacks required fields"
+    return None
 
 
 def _request_id_of(command: T) -> int | None:
