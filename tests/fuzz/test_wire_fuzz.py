@@ -261,7 +261,7 @@ def test_valid_framing_around_garbage(
 # --- well-framed commands with random values --------------------------------------------------
 
 
-@settings(FUZZ, max_examples=80)
+@settings(FUZZ, max_examples=150)
 @given(frames=st.lists(random_command(), min_size=1, max_size=6))
 def test_random_commands_after_connect(
     broker: EmbeddedBroker, baseline: int, check: None, frames: list[bytes]
@@ -283,7 +283,7 @@ def test_commands_before_connect_close(
 # --- producers: SEND with bad checksums and metadata ------------------------------------------
 
 
-@settings(FUZZ, max_examples=40)
+@settings(FUZZ, max_examples=80)
 @given(
     topic=st.sampled_from(FUZZ_TOPICS[:3]),
     entry=entries(),
@@ -331,6 +331,61 @@ def test_send_with_fuzzed_entry(
         assert reply.send_error.sequence_id == sequence_id
     else:
         assert reply.send_receipt.sequence_id == sequence_id
+
+
+@settings(FUZZ, max_examples=30)
+@given(
+    topic=st.sampled_from(FUZZ_TOPICS[:3]),
+    sub_type=st.sampled_from(list(pb.CommandSubscribe.SubType.values())),
+    permits=st.integers(1, 500),
+    ack_every=st.integers(1, 4),
+    redeliver=st.booleans(),
+)
+def test_consuming_what_fuzzing_stored(
+    broker: EmbeddedBroker,
+    baseline: int,
+    check: None,
+    topic: str,
+    sub_type: int,
+    permits: int,
+    ack_every: int,
+    redeliver: bool,
+) -> None:
+    """Entries stored by the SEND fuzzing above (odd metadata included) dispatch and ack."""
+    peer = RawPeer(broker.broker_port, handshake=True)
+    try:
+        cmd = T(type=T.SUBSCRIBE)
+        sub = cmd.subscribe
+        sub.topic = topic
+        sub.subscription = f"reader-{sub_type}"
+        sub.subType = sub_type  # type: ignore[assignment]
+        sub.consumer_id = 1
+        sub.request_id = 1
+        sub.initialPosition = pb.CommandSubscribe.Earliest
+        flow = T(type=T.FLOW)
+        flow.flow.consumer_id = 1
+        flow.flow.messagePermits = permits
+        peer.send(encode_command(cmd) + encode_command(flow))
+        peer.read_until(lambda: any(c.type == T.SUCCESS for c in peer.received))
+        outcome = peer.probe()
+        assert not outcome.closed
+        messages = [c.message for c in outcome.commands if c.type == T.MESSAGE]
+        ack = T(type=T.ACK)
+        ack.ack.consumer_id = 1
+        ack.ack.ack_type = pb.CommandAck.Individual
+        for message in messages[::ack_every]:
+            ack.ack.message_id.add().CopyFrom(message.message_id)
+        frames = encode_command(ack) if messages else b""
+        if redeliver:
+            again = T(type=T.REDELIVER_UNACKNOWLEDGED_MESSAGES)
+            again.redeliver_unacknowledged_messages.consumer_id = 1
+            frames += encode_command(again)
+        peer.received.clear()
+        peer.send(frames)
+        assert not peer.probe().closed
+    finally:
+        peer.close()
+    _wait_for_connections(broker, baseline)
 
 
 # --- out of order -----------------------------------------------------------------------------
