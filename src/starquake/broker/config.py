@@ -31,6 +31,8 @@ class BrokerConfig:
     dataDir: str = "./data"
     bindAddress: str = "0.0.0.0"
     advertisedAddress: str = ""
+    advertisedListeners: str = ""
+    """Named listeners, ``name:pulsar://host:port,...``; a lookup may ask for one by name."""
     brokerServicePort: int = 6650
     webServicePort: int = 8080
     clusterName: str = "standalone"

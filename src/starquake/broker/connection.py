@@ -335,7 +335,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         request = command.lookup_topic
         try:
             topic = self.service.parse_topic(request.topic)
-            self.service.check_lookup(topic)
+            url = self.service.check_lookup(topic, request.advertised_listener_name)
         except BrokerServiceError as exc:
             self.write(
                 commands.lookup_response(
@@ -343,7 +343,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
                 )
             )
             return
-        self.write(commands.lookup_response(request.request_id, self.service.service_url))
+        self.write(commands.lookup_response(request.request_id, url))
 
     def _on_get_topics_of_namespace(self, command: T, _: bytes | None) -> None:
         request = command.get_topics_of_namespace

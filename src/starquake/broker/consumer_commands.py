@@ -290,10 +290,10 @@ class ConsumerCommands(CnxBase):
         # As Pulsar does: disconnect the subscription's consumers (they re-subscribe and
         # re-send their permits), move the cursor and store it, then confirm. Until the new
         # position is stored the subscription is fenced: consumers coming back are told to retry.
+        subscription.fenced = True
         for other in subscription.consumers:
             other.cnx.disconnect_consumer(other)
         subscription.reset_cursor(position)
-        subscription.fenced = True
         log.info("seek %s/%s to %s", topic.full_name, subscription.name, position)
 
         def unfence() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 from starquake.broker.cnx_base import CnxBase
 from starquake.broker.entry_info import info_of
@@ -25,6 +26,9 @@ class ProducerCommands(CnxBase):
     _pending_send_bytes: int
     _pending_sends: int
     _reading_paused: bool
+    # Sizes of the entries awaiting a receipt, per producer id, oldest first (receipts of one
+    # producer go out in order): each receipt gives its entry's bytes back.
+    _pending_sizes: dict[int, deque[int]] | None = None
 
     def close(self) -> None:
         raise NotImplementedError
@@ -164,6 +168,16 @@ class ProducerCommands(CnxBase):
             highest = send.highest_sequence_id
         else:
             highest = sequence_id + max(send.num_messages, 1) - 1
+        # counted before publishing: a duplicate's receipt may be sent from within publish
+        sizes = self._pending_sizes
+        if sizes is None:
+            sizes = self._pending_sizes = {}
+        queue = sizes.get(send.producer_id)
+        if queue is None:
+            queue = sizes[send.producer_id] = deque()
+        queue.append(len(entry))
+        self._pending_sends += 1
+        self._pending_send_bytes += len(entry)
         try:
             metadata = parsed.metadata
             last_chunk = not metadata.HasField("chunk_id") or (
@@ -173,10 +187,9 @@ class ProducerCommands(CnxBase):
                 producer, sequence_id, highest, info_of(metadata), entry, last_chunk=last_chunk
             )
         except BrokerServiceError as exc:
+            self.receipt_sent(send.producer_id, newest=True)
             self.write(commands.send_error(send.producer_id, sequence_id, exc.code, exc.message))
             return
-        self._pending_sends += 1
-        self._pending_send_bytes += len(entry)
         if (
             not self._reading_paused
             and self._pending_send_bytes > self.service.config.maxPendingSendBytesPerConnection
@@ -185,10 +198,17 @@ class ProducerCommands(CnxBase):
             self._reading_paused = True
             self.transport.pause_reading()
 
-    def receipt_sent(self, producer_id: int) -> None:
-        self._pending_sends -= 1
-        if self._pending_sends <= 0:
-            self._pending_sends = 0
+    def receipt_sent(self, producer_id: int, *, newest: bool = False) -> None:
+        """A send of ``producer_id`` is answered (receipt or error): give its bytes back, and
+        resume reading once the pending bytes fell to half of the limit."""
+        self._pending_sends = max(self._pending_sends - 1, 0)
+        sizes = self._pending_sizes
+        queue = sizes.get(producer_id) if sizes is not None else None
+        if queue:
+            self._pending_send_bytes -= queue.pop() if newest else queue.popleft()
+            if not queue and sizes is not None:
+                del sizes[producer_id]
+        if self._pending_sends == 0:
             self._pending_send_bytes = 0
         if (
             self._reading_paused

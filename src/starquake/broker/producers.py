@@ -76,25 +76,22 @@ class ProducerRegistry:
             self._fenced_names.discard(producer.name)
             self._add_exclusive(producer)
             return True
-        if self.exclusive is not None:
-            if mode == WAIT_FOR_EXCLUSIVE:
+        # As Pulsar answers: an Exclusive producer that cannot have the topic is fenced, a
+        # Shared one is busy.
+        holder = self.exclusive.name if self.exclusive is not None else None
+        if holder is None and self.waiting:
+            holder = self.waiting[0].producer.name
+        if mode == WAIT_FOR_EXCLUSIVE:
+            if self.exclusive is not None or self.producers:
                 return False
-            raise ProducerBusyError(
-                f"Topic has an exclusive producer ({self.exclusive.name}); {producer.name} "
-                "cannot be added"
-            )
+        elif holder is not None:
+            error = ProducerFencedError if mode == EXCLUSIVE else ProducerBusyError
+            raise error(f"Topic has an existing exclusive producer: {holder}")
+        elif mode == EXCLUSIVE and self.producers:
+            raise ProducerFencedError("Topic has existing shared producers")
         if mode in (EXCLUSIVE, WAIT_FOR_EXCLUSIVE):
-            if self.producers or (mode == EXCLUSIVE and self.waiting):
-                if mode == WAIT_FOR_EXCLUSIVE:
-                    return False
-                raise ProducerBusyError(
-                    f"Topic has {len(self.producers)} connected producer(s); an Exclusive "
-                    "producer cannot be added"
-                )
             self._add_exclusive(producer)
             return True
-        if self.waiting:
-            raise ProducerBusyError("Topic has producers waiting for exclusive access")
         self.producers[id(producer)] = producer
         return True
 

@@ -253,10 +253,33 @@ class BrokerService:
             return topic.partition_index < self.resources.partitions(base)
         return self.resources.partitions(topic) > 0
 
-    def check_lookup(self, topic: TopicName) -> None:
+    def check_lookup(self, topic: TopicName, listener_name: str = "") -> str:
+        """The broker URL that serves ``topic`` for a client of ``listener_name`` (or raise).
+
+        As Pulsar does, a lookup naming a listener the broker does not advertise fails.
+        """
+        url = self.service_url
+        if listener_name:
+            listeners = self.advertised_listeners()
+            if listener_name not in listeners:
+                raise BrokerServiceError(
+                    f"The broker does not have a listener named {listener_name!r} "
+                    f"(advertisedListeners: {self.config.advertisedListeners or 'none'})"
+                )
+            url = listeners[listener_name] or url
         self.check_namespace(topic)
         if not self.config.allowAutoTopicCreation and not self.topic_exists(topic):
             raise TopicNotFoundError(f"Topic {topic} does not exist")
+        return url
+
+    def advertised_listeners(self) -> dict[str, str]:
+        """``advertisedListeners`` as {name: pulsar URL (empty: this broker's service URL)}."""
+        listeners: dict[str, str] = {}
+        for item in self.config.advertisedListeners.split(","):
+            name, _, url = item.strip().partition(":")
+            if name:
+                listeners[name] = url if url.startswith("pulsar://") else ""
+        return listeners
 
     def loaded_topic(self, topic: TopicName) -> TopicApi | None:
         """The topic if it is loaded (or non-persistent and known); None otherwise."""

@@ -122,7 +122,9 @@ class Subscription:
     def remove_consumer(self, consumer: Consumer) -> None:
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
-        if not self.durable and not self.consumers:
+        if not self.durable and not self.consumers and not self.fenced:
+            # a reader's subscription goes with its consumer, except while a seek moves it:
+            # the reader comes back to the moved cursor
             self.topic.remove_subscription(self.name)
 
     # --- acknowledgments ----------------------------------------------------------------------

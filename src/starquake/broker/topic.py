@@ -223,6 +223,9 @@ class PersistentTopic:
             self.subscriptions[name] = subscription
             self.service.cursor_changed()
             return subscription
+        existing = self.subscriptions.get(name)
+        if existing is not None and not existing.durable:
+            return existing  # kept across a seek: the reader resumes where the seek put it
         if start is None:
             start = EARLIEST if initial_earliest else Position(LATEST_ID, LATEST_ID)
         if start.ledger_id >= LATEST_ID:
