@@ -106,16 +106,20 @@ def test_damaged_last_ledger_recovers_prefix(
             raw = bytearray(path.read_bytes())
             raw[offset] ^= xor
             path.write_bytes(bytes(raw))
-        # records of the last ledger that lie entirely before the damaged byte survive
         keep = [i for i, p in enumerate(positions) if p.ledger_id != last_ledger]
         end = HEADER
         for i, p in enumerate(positions):
             if p.ledger_id != last_ledger:
                 continue
-            end += RECORD_HEADER + len(datas[i])
-            if offset < HEADER or end > offset:
-                break
-            keep.append(i)
+            start, end = end, end + RECORD_HEADER + len(datas[i])
+            if mode == "truncate":
+                # records that lie entirely before the cut survive
+                if end > offset:
+                    break
+                keep.append(i)
+            elif offset < start or offset >= end:
+                # a flipped byte costs exactly the record it hit (none if it hit the header)
+                keep.append(i)
         expected = [Entry(positions[i], datas[i]) for i in keep]
 
         ml = env.start().open(NAME)

@@ -26,6 +26,8 @@ class ProducerCommands(CnxBase):
     _pending_send_bytes: int
     _pending_sends: int
     _reading_paused: bool
+    _write_paused: bool
+    _read_paused_for_writes: bool
     # Sizes of the entries awaiting a receipt, per producer id, oldest first (receipts of one
     # producer go out in order): each receipt gives its entry's bytes back.
     _pending_sizes: dict[int, deque[int]] | None = None
@@ -217,7 +219,11 @@ class ProducerCommands(CnxBase):
             and self.transport is not None
         ):
             self._reading_paused = False
-            self.transport.resume_reading()
+            if self._write_paused:
+                # the client cannot take our writes either: reading resumes with writing
+                self._read_paused_for_writes = True
+            else:
+                self.transport.resume_reading()
 
     def _on_close_producer(self, command: T, _: bytes | None) -> None:
         request = command.close_producer

@@ -168,8 +168,7 @@ class BrokerService:
         interval = self.config.managedLedgerCursorPositionFlushSeconds
         while True:
             await asyncio.sleep(interval)
-            if not self._cursor_dirty:
-                continue
+            # storage may change cursors too (e.g. skipping a damaged entry): always look
             self._cursor_dirty = False
             try:
                 await self.persist_cursors()

@@ -102,6 +102,11 @@ class ManagedLedger:
             if raw is None:
                 continue
             self._restore_cursor(unquote(key[len(base) :]), raw)
+        found = [
+            Position(lid, eid) for lid in self._ids for eid in sorted(self._states[lid].damaged)
+        ]
+        if found:
+            self._skip_damaged(found)
 
     def _restore_cursor(self, name: str, raw: bytes) -> None:
         try:
@@ -279,10 +284,13 @@ class ManagedLedger:
         while i < n:
             lid = ids[i]
             if lid != ledger_id:
-                return Position(lid, 0)
+                entry_id = 0
             state = self._states[lid]
             if entry_id < 0:
                 entry_id = 0
+            damaged = state.damaged
+            while damaged and entry_id in damaged:
+                entry_id += 1
             if entry_id < state.entries or not state.sealed:
                 return Position(lid, entry_id)
             i += 1
@@ -423,12 +431,37 @@ class ManagedLedger:
                 buf = os.pread(fd, length, start_offset)
             except OSError as exc:
                 raise StorageError(f"cannot read ledger {lid} of {self.name}: {exc}") from exc
-            for k, data in enumerate(parse_records(buf, j - eid, lid, eid)):
-                out.append(Entry(Position(lid, eid + k), data))
+            starts = [offsets[k] - start_offset for k in range(eid, j)]
+            for k, data in enumerate(parse_records(buf, starts, length)):
+                if data is None:
+                    self._damaged(state, eid + k)
+                elif not state.damaged or eid + k not in state.damaged:
+                    out.append(Entry(Position(lid, eid + k), data))
             eid = j
             if stop_after:
                 return 0
         return budget
+
+    def _damaged(self, state: LedgerState, entry_id: int) -> None:
+        """A read found the record of ``entry_id`` damaged: skip it from now on."""
+        if entry_id in state.damaged:
+            return
+        state.damaged.add(entry_id)
+        log.error(
+            "ledger %s/%d.log: entry %d of %s is damaged (checksum mismatch); it is skipped "
+            "and counts as acknowledged",
+            self._directory,
+            state.ledger_id,
+            entry_id,
+            self.name,
+        )
+        self._skip_damaged([Position(state.ledger_id, entry_id)])
+
+    def _skip_damaged(self, positions: list[Position]) -> None:
+        # As Pulsar does when it skips non-recoverable data: the lost entries are acknowledged
+        # on every durable cursor, so backlogs and trimming are not stuck behind them.
+        for cursor in list(self._cursors.values()):
+            cursor.delete(positions)
 
     def read_entry(self, position: tuple[int, int]) -> Entry | None:
         """The visible entry at exactly ``position``, or None."""

@@ -1,25 +1,56 @@
 """Startup recovery of a managed ledger's directory.
 
 Every ``<ledgerId>.log`` found becomes a sealed ledger. A ledger with a valid index file is loaded
-from the index; any other one is scanned record by record and truncated (then fsynced) at the first
-partial or corrupt record. Files left with no entries are removed, as are stray temporary and
-orphaned index files.
+from the index; any other one is scanned record by record. A damaged record followed by valid ones
+keeps its entry id and is marked damaged (reads skip it); a torn tail is cut off, and the cut bytes
+are kept in ``quarantine/``. A file with no whole record is removed when it holds no more than a
+file header (a ledger created but never written), and otherwise moved to ``quarantine/``: valid
+data is never deleted. Stray temporary and orphaned index files are removed. Everything but the
+ordinary torn tail of a crash is logged as an error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .segment import read_index, scan_ledger_file, truncate_file
+from .segment import (
+    HEADER_SIZE,
+    ScanResult,
+    quarantine,
+    read_index,
+    scan_ledger_file,
+    truncate_file,
+)
 from .state import LedgerState
 
 if TYPE_CHECKING:
     from .ledger import ManagedLedger
 
 __all__ = ["recover_ledger_states"]
+
+log = logging.getLogger(__name__)
+
+
+def _report(directory: Path, ledger_id: int, scan: ScanResult) -> None:
+    if not scan.header_ok and scan.offsets:
+        log.error(
+            "ledger %s/%d.log has a damaged file header; its %d records are kept",
+            directory,
+            ledger_id,
+            len(scan.offsets),
+        )
+    for entry_id in scan.damaged:
+        log.error(
+            "ledger %s/%d.log: entry %d is damaged (checksum mismatch) and will be skipped; "
+            "the entries after it are intact",
+            directory,
+            ledger_id,
+            entry_id,
+        )
 
 
 def recover_ledger_states(owner: ManagedLedger, directory: Path) -> list[LedgerState]:
@@ -53,19 +84,37 @@ def recover_ledger_states(owner: ManagedLedger, directory: Path) -> list[LedgerS
         else:
             scan = scan_ledger_file(path, ledger_id)
             offsets, valid_end = scan.offsets, scan.valid_end
+            _report(directory, ledger_id, scan)
             if not offsets:
-                valid_end = 0
-            if valid_end < size:
-                if valid_end == 0:
-                    os.unlink(path)
+                if size > HEADER_SIZE:
+                    moved = quarantine(directory, f"{ledger_id}.log", source=path)
+                    log.error(
+                        "ledger file %s holds no readable record (%d bytes); moved to %s",
+                        path,
+                        size,
+                        moved,
+                    )
                 else:
-                    truncate_file(path, valid_end)
+                    os.unlink(path)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(directory / f"{ledger_id}.idx")
+                continue
+            if valid_end < size:
+                with open(path, "rb") as f:
+                    f.seek(valid_end)
+                    tail = f.read()
+                moved = quarantine(directory, f"{ledger_id}.log.tail-{valid_end}", data=tail)
+                truncate_file(path, valid_end)
+                log.warning(
+                    "ledger %s: cut a torn tail of %d bytes after entry %d (kept in %s)",
+                    path,
+                    size - valid_end,
+                    len(offsets) - 1,
+                    moved,
+                )
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / f"{ledger_id}.idx")
-        if not offsets:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            continue
+            state.damaged.update(scan.damaged)
         state.offsets = offsets
         state.entries = state.confirmed = len(offsets)
         state.end = state.confirmed_end = state.pending_offset = valid_end

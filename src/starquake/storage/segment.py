@@ -13,8 +13,10 @@ Data file ``<ledgerId>.log`` (all integers little-endian)::
       8  data        `length` bytes, opaque
 
 The CRC covers the length so that a zero-filled tail never parses as valid empty records. Recovery
-walks the records and stops at the first one that is partial or whose CRC does not match; everything
-from there on is truncated.
+walks the records. At a record that is partial or whose CRC does not match it looks for the next
+valid record: if there is one, the bad record is *damaged* (it keeps its entry id, reads skip it)
+and the walk goes on from there; if there is none, the bad bytes are a torn tail, cut off (and kept
+in the ledger directory's ``quarantine/`` folder).
 
 Index file ``<ledgerId>.idx``, written (tmp + fsync + rename + fsync dir) for sealed ledgers only so
 that startup does not scan them::
@@ -32,8 +34,10 @@ that startup does not scan them::
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
+import time
 import zlib
 from array import array
 from collections.abc import Sequence
@@ -51,6 +55,7 @@ __all__ = [
     "fsync_dir",
     "parse_records",
     "pwrite_all",
+    "quarantine",
     "read_index",
     "scan_ledger_file",
     "sync_fd",
@@ -67,7 +72,6 @@ _U32 = struct.Struct("<I")
 _INDEX_HEADER = struct.Struct("<4sHHQQQd")
 HEADER_SIZE = _FILE_HEADER.size
 RECORD_HEADER_SIZE = _RECORD.size
-_SCAN_CHUNK = 4 * 1024 * 1024
 
 sync_fd = getattr(os, "fdatasync", os.fsync)
 """Flush a file's data (and the metadata needed to read it back) to stable storage."""
@@ -90,23 +94,28 @@ def encode_records(datas: Sequence[bytes], parts: list[bytes]) -> None:
         append(data)
 
 
-def parse_records(buf: bytes, count: int, ledger_id: int, first_entry: int) -> list[bytes]:
-    """Split ``count`` consecutive records out of ``buf``, checking each CRC."""
-    out: list[bytes] = []
+def parse_records(buf: bytes, starts: Sequence[int], end: int) -> list[bytes | None]:
+    """Split the records at offsets ``starts`` (relative to ``buf``; the last one ends at
+    ``end``) out of ``buf``, checking each one's length and CRC.
+
+    A damaged record is returned as None (the caller decides what that means); the others are
+    found at their own offsets whatever the damaged one's length field says.
+    """
+    out: list[bytes | None] = []
     view = memoryview(buf)
-    pos = 0
     unpack = _RECORD.unpack_from
     crc32 = zlib.crc32
-    for i in range(count):
-        if pos + RECORD_HEADER_SIZE > len(buf):
-            raise StorageError(f"short read in ledger {ledger_id} at entry {first_entry + i}")
+    last = len(starts) - 1
+    for i, pos in enumerate(starts):
+        stop = starts[i + 1] if i < last else end
+        if stop > len(buf) or stop - pos < RECORD_HEADER_SIZE:
+            raise StorageError("short read of a ledger file")
         n, crc = unpack(buf, pos)
         start = pos + RECORD_HEADER_SIZE
-        data = bytes(view[start : start + n])
-        if len(data) != n or crc32(data, crc32(view[pos : pos + 4])) != crc:
-            raise StorageError(f"corrupt record in ledger {ledger_id} at entry {first_entry + i}")
-        out.append(data)
-        pos = start + n
+        if start + n != stop or crc32(view[start:stop], crc32(view[pos : pos + 4])) != crc:
+            out.append(None)
+        else:
+            out.append(bytes(view[start:stop]))
     return out
 
 
@@ -141,61 +150,118 @@ def truncate_file(path: Path, size: int) -> None:
 
 
 class ScanResult(NamedTuple):
-    """Outcome of scanning a ledger file: record offsets and where the valid data ends."""
+    """Outcome of scanning a ledger file.
+
+    ``offsets``: file offset of each record (damaged ones included); ``damaged``: entry ids of
+    records that failed their CRC but were followed by valid records; ``valid_end``: where the
+    last whole record ends (what follows is a torn tail); ``header_ok``: the file header is right.
+    """
 
     offsets: array[int]
     valid_end: int
     file_size: int
+    damaged: list[int]
+    header_ok: bool
+
+
+def _record_ok(mm: mmap.mmap | bytes, pos: int, size: int) -> int:
+    """End offset of a valid record at ``pos``, or -1."""
+    if pos + RECORD_HEADER_SIZE > size:
+        return -1
+    n, crc = _RECORD.unpack_from(mm, pos)
+    end = pos + RECORD_HEADER_SIZE + n
+    if end > size:
+        return -1
+    with memoryview(mm) as view:
+        ok = zlib.crc32(view[pos + RECORD_HEADER_SIZE : end], zlib.crc32(view[pos : pos + 4]))
+    return end if ok == crc else -1
+
+
+def _resync(mm: mmap.mmap | bytes, bad: int, size: int) -> int:
+    """Offset of the first trustworthy record after a bad one at ``bad``, or -1 (a torn tail).
+
+    A record is trusted when it is valid and is either the last in the file or followed by
+    another valid record (a random match of both CRCs is practically impossible). The bad
+    record's own length is tried first: with a flipped data byte it is still right.
+    """
+
+    def trusted(pos: int) -> bool:
+        end = _record_ok(mm, pos, size)
+        return end == size or (end > 0 and _record_ok(mm, end, size) > 0)
+
+    if bad + RECORD_HEADER_SIZE <= size:
+        n: int = _U32.unpack_from(mm, bad)[0]
+        guess = bad + RECORD_HEADER_SIZE + n
+        if guess < size and trusted(guess):
+            return guess
+    for pos in range(bad + 1, size - RECORD_HEADER_SIZE + 1):
+        (n,) = _U32.unpack_from(mm, pos)
+        if pos + RECORD_HEADER_SIZE + n <= size and trusted(pos):
+            return pos
+    return -1
 
 
 def scan_ledger_file(path: Path, ledger_id: int) -> ScanResult:
-    """Walk the records of a ledger file, stopping at the first partial or corrupt one.
+    """Walk the records of a ledger file (see the module docstring for damaged records).
 
-    ``valid_end`` is 0 if even the file header is missing or wrong (the file holds no entries).
+    A damaged file header does not hide the records after it: they are scanned all the same.
     """
     offsets: array[int] = array("q")
+    damaged: list[int] = []
     with open(path, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
-        header = f.read(HEADER_SIZE)
-        if len(header) < HEADER_SIZE:
-            return ScanResult(offsets, 0, size)
-        magic, version, flags, lid = _FILE_HEADER.unpack(header)
-        if magic != _MAGIC or version != _VERSION or flags != 0 or lid != ledger_id:
-            return ScanResult(offsets, 0, size)
-        buf = bytearray()
-        base = HEADER_SIZE  # file offset of buf[0]
-        i = 0
-        eof = False
-        unpack = _RECORD.unpack_from
-        crc32 = zlib.crc32
-        while True:
-            avail = len(buf) - i
-            need = RECORD_HEADER_SIZE
-            if avail >= RECORD_HEADER_SIZE:
-                n, crc = unpack(buf, i)
-                if base + i + RECORD_HEADER_SIZE + n > size:
-                    break
-                need = RECORD_HEADER_SIZE + n
-                if avail >= need:
-                    start = i + RECORD_HEADER_SIZE
-                    with memoryview(buf) as view:
-                        ok = crc32(view[start : start + n], crc32(view[i : i + 4])) == crc
-                    if not ok:
+        if size <= HEADER_SIZE:
+            header = f.read(HEADER_SIZE)
+            return ScanResult(offsets, 0, size, damaged, _header_ok(header, ledger_id))
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            header_ok = _header_ok(mm[:HEADER_SIZE], ledger_id)
+            pos = HEADER_SIZE
+            while pos < size:
+                end = _record_ok(mm, pos, size)
+                if end < 0:
+                    nxt = _resync(mm, pos, size)
+                    if nxt < 0:
                         break
-                    offsets.append(base + i)
-                    i += need
+                    damaged.append(len(offsets))
+                    offsets.append(pos)
+                    pos = nxt
                     continue
-            if eof:
-                break
-            chunk = f.read(max(_SCAN_CHUNK, need - avail))
-            if not chunk:
-                eof = True
-                continue
-            del buf[:i]
-            base += i
-            i = 0
-            buf += chunk
-        return ScanResult(offsets, base + i, size)
+                offsets.append(pos)
+                pos = end
+            return ScanResult(offsets, pos, size, damaged, header_ok)
+
+
+def _header_ok(header: bytes, ledger_id: int) -> bool:
+    if len(header) < HEADER_SIZE:
+        return False
+    fields: tuple[bytes, int, int, int] = _FILE_HEADER.unpack(header)
+    return fields == (_MAGIC, _VERSION, 0, ledger_id)
+
+
+def quarantine(
+    directory: Path, name: str, data: bytes | None = None, source: Path | None = None
+) -> Path:
+    """Keep damaged bytes in ``directory/quarantine/`` instead of deleting them.
+
+    Either writes ``data`` to a new file or moves ``source`` there; returns the new path.
+    """
+    folder = directory / "quarantine"
+    if not folder.exists():
+        folder.mkdir()
+        fsync_dir(directory)
+    target = folder / f"{name}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
+    if source is not None:
+        os.replace(source, target)
+    else:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            pwrite_all(fd, data or b"", 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fsync_dir(folder)
+    fsync_dir(directory)
+    return target
 
 
 def write_index(

@@ -33,6 +33,7 @@ class LedgerState:
         "confirmed",
         "confirmed_end",
         "created_at",
+        "damaged",
         "directory",
         "dropped",
         "end",
@@ -75,6 +76,8 @@ class LedgerState:
         self.inflight = 0
         self.dropped = False
         self.index_done = False
+        self.damaged: set[int] = set()
+        """Entry ids whose record failed its checksum: reads and cursors skip them."""
         self.cache: list[bytes | None] = []
         self.cache_base = 0
         self.cache_skip = 0
