@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from starquake.broker.config import BrokerConfig, load_config
 from starquake.broker.server import BrokerServer
 from starquake.broker.service import BrokerService
+from starquake.storage import StorageFaults
 
 R = TypeVar("R")
 
@@ -27,7 +28,11 @@ R = TypeVar("R")
 class EmbeddedBroker:
     """A broker running in a background thread; ports default to 0 (any free port)."""
 
-    def __init__(self, data_dir: str | Path, **overrides: Any) -> None:
+    def __init__(
+        self, data_dir: str | Path, *, faults: StorageFaults | None = None, **overrides: Any
+    ) -> None:
+        """``overrides`` are broker settings by their broker.conf names; ``faults`` injects
+        storage faults (for tests of failure handling)."""
         settings: dict[str, Any] = {
             "dataDir": str(data_dir),
             "bindAddress": "127.0.0.1",
@@ -39,6 +44,7 @@ class EmbeddedBroker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: BrokerServer | None = None
+        self._faults = faults
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -50,7 +56,7 @@ class EmbeddedBroker:
             loop = asyncio.new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
-            server = BrokerServer(self.config)
+            server = BrokerServer(self.config, self._faults)
             self._server = server
             try:
                 loop.run_until_complete(server.start())

@@ -10,7 +10,7 @@ from starquake.broker.config import BrokerConfig
 from starquake.broker.connection import ServerCnx
 from starquake.broker.service import BrokerService
 from starquake.broker.web import WebServer
-from starquake.storage import StorageError
+from starquake.storage import StorageError, StorageFaults
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,9 @@ class BrokerStartError(Exception):
 class BrokerServer:
     """Binds the binary-protocol port and the web port around a :class:`BrokerService`."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, faults: StorageFaults | None = None) -> None:
         self.config = config
+        self._faults = faults
         self.service: BrokerService | None = None
         self._server: asyncio.Server | None = None
         self.web = WebServer()
@@ -43,7 +44,7 @@ class BrokerServer:
         started = time.monotonic()
         config = self.config
         try:
-            service = BrokerService(config)
+            service = BrokerService(config, self._faults)
         except StorageError as exc:
             raise BrokerStartError(str(exc)) from exc
         self.service = service

@@ -37,6 +37,7 @@ from starquake.storage import (
     Position,
     SqliteMetadataStore,
     StorageError,
+    StorageFaults,
     make_dirs,
 )
 
@@ -50,25 +51,29 @@ def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
         min_rollover_seconds=config.managedLedgerMinLedgerRolloverTimeMinutes * 60,
         max_rollover_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
         cache_max_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
+        journal_sync=config.journalSyncData,
     )
 
 
 class BrokerService:
     """Everything a connection needs to serve requests: topics, metadata, storage."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, faults: StorageFaults | None = None) -> None:
+        """``faults`` injects storage faults (tests only)."""
         self.config = config
         self.instance_id = uuid.uuid4().hex[:6]
         data = Path(config.dataDir)
         self.data_lock = DataDirectoryLock(data)
         try:
             make_dirs(data / "ledgers")
-            self.metadata = SqliteMetadataStore(data / "metadata.db")
+            self.metadata = SqliteMetadataStore(data / "metadata.db", faults)
         except BaseException:
             self.data_lock.release()
             raise
         self.resources = PulsarResources(self.metadata, config.clusterName)
-        self.factory = ManagedLedgerFactory(data / "ledgers", self.metadata, storage_config(config))
+        self.factory = ManagedLedgerFactory(
+            data / "ledgers", self.metadata, storage_config(config), faults=faults
+        )
         self.committer = GroupCommitter(self.factory, self._on_committed, self._on_commit_failed)
         self.topics: dict[str, PersistentTopic] = {}
         self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
@@ -315,7 +320,8 @@ class BrokerService:
         name = str(topic)
         try:
             if self.factory.check_openable(name) is None:
-                prepared = await asyncio.to_thread(self.factory.prepare, name)
+                cuts = self.factory.take_cuts_for(name)
+                prepared = await asyncio.to_thread(self.factory.prepare, name, cuts)
                 ledger = self.factory.open_prepared(prepared)
             else:
                 ledger = self.factory.open(name)

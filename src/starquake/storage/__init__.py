@@ -11,6 +11,7 @@ from .commit import PendingCommit
 from .cursor import ManagedCursor
 from .dirlock import DataDirectoryLock, DataDirectoryLockedError, make_dirs
 from .factory import ManagedLedgerConfig, ManagedLedgerFactory, PreparedLedger
+from .faults import InjectedFaults, StorageFaults
 from .ledger import ManagedLedger
 from .metadata import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
 from .position import (
@@ -34,6 +35,7 @@ __all__ = [
     "DataDirectoryLockedError",
     "Entry",
     "InitialPosition",
+    "InjectedFaults",
     "InvalidPositionError",
     "LedgerBusyError",
     "LedgerFencedError",
@@ -50,5 +52,6 @@ __all__ = [
     "PreparedLedger",
     "SqliteMetadataStore",
     "StorageError",
+    "StorageFaults",
     "make_dirs",
 ]

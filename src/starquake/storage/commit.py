@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .faults import StorageFaults
 from .position import Position, StorageError
 from .segment import encode_records, fsync_dir, pwrite_all, sync_fd, write_index
 from .state import LedgerState
@@ -73,13 +75,19 @@ class WriteBatch:
         self.end = end
         self.sealing = sealing
 
-    def write(self) -> None:
+    def write(self, faults: StorageFaults | None = None) -> None:
         """Write the framed records at their offset (thread side)."""
         parts: list[bytes] = []
         if self.header is not None:
             parts.append(self.header)
         encode_records(self.datas, parts)
-        pwrite_all(self.fd, b"".join(parts), self.offset)
+        data = b"".join(parts)
+        if faults is not None:
+            allowed = faults.before_write(self.state.path, self.offset, data)
+            if len(allowed) < len(data):
+                pwrite_all(self.fd, allowed, self.offset)
+                raise OSError(errno.EIO, "write torn (injected)", str(self.state.path))
+        pwrite_all(self.fd, data, self.offset)
 
 
 class IndexJob:
@@ -169,11 +177,15 @@ class PendingCommit:
         self._stage = _Stage.FAILED  # until proven otherwise
         sealing = [b for b in self._batches if b.sealing]
         others = [b for b in self._batches if not b.sealing]
+        faults = self._factory.faults
         for group in (sealing, others):
             for batch in group:
-                batch.write()
+                batch.write(faults)
             for batch in group:
-                sync_fd(batch.fd)
+                if faults is not None and self._factory.journal_sync:
+                    faults.before_sync(batch.state.path)
+                if self._factory.journal_sync:
+                    sync_fd(batch.fd)
         for directory in self._new_dirs:
             fsync_dir(directory)
         for job in self._index_jobs:
@@ -218,5 +230,7 @@ class PendingCommit:
             state.inflight -= 1
             state.owner.fence(exc)
             fenced[state.owner] = None
+            # whatever reached the file after the last acknowledged entry is not data
+            self._factory.cut_on_reopen(state.path, state.confirmed_end)
             self._factory.maybe_release(state)
         return list(fenced)

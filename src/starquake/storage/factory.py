@@ -35,6 +35,7 @@ from urllib.parse import quote, unquote
 
 from .commit import DeleteJob, IndexJob, PendingCommit, WriteBatch
 from .cursor import ManagedCursor
+from .faults import StorageFaults
 from .ledger import ManagedLedger
 from .metadata import MetadataStore
 from .position import LedgerBusyError, StorageError
@@ -97,6 +98,10 @@ class ManagedLedgerConfig:
     """Tail-read cache shared by all ledgers of a factory (recent entries; oldest evicted)."""
     ledger_id_reserve: int = 1000
     """Ledger ids reserved per metadata write."""
+    journal_sync: bool = True
+    """``journalSyncData``: fsync appends before they are acknowledged. Off, a receipt only
+    means the entry reached the operating system: it survives the broker's crash (kill -9) but
+    not the machine's."""
 
 
 class ManagedLedgerFactory:
@@ -108,13 +113,17 @@ class ManagedLedgerFactory:
         metadata: MetadataStore,
         config: ManagedLedgerConfig | None = None,
         clock: Callable[[], float] = time.time,
+        faults: StorageFaults | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
+        self.faults = faults
+        """Fault-injection hooks for tests (None in production)."""
         self.metadata = metadata
         self.config = config if config is not None else ManagedLedgerConfig()
         if self.config.ledger_id_reserve < 1:
             raise ValueError("ledger_id_reserve must be at least 1")
         self.clock = clock
+        self.journal_sync = self.config.journal_sync
         self.cache = EntryCache(self.config.cache_max_bytes)
         self.dirty_states: dict[LedgerState, None] = {}
         self.cursor_dirty: dict[str, ManagedCursor | None] = {}
@@ -122,6 +131,7 @@ class ManagedLedgerFactory:
         self._cursor_inflight: dict[str, bytes | None] = {}
         self._index_jobs: list[IndexJob] = []
         self._delete_jobs: list[DeleteJob] = []
+        self._cuts: dict[Path, int] = {}
         self._open: dict[str, ManagedLedger] = {}
         self._closing: dict[str, ManagedLedger] = {}
         self._read_fds: OrderedDict[LedgerState, int] = OrderedDict()
@@ -189,8 +199,9 @@ class ManagedLedgerFactory:
             if previous.busy():
                 raise LedgerBusyError(f"managed ledger {name} still has writes in flight")
             del self._closing[name]
-        ml = ManagedLedger(self, name, self._make_directory(name))
-        ml.recover()
+        directory = self._make_directory(name)
+        ml = ManagedLedger(self, name, directory)
+        ml.recover(ml.scan(self.take_cuts(directory)))
         self._open[name] = ml
         return ml
 
@@ -206,14 +217,16 @@ class ManagedLedgerFactory:
             raise LedgerBusyError(f"managed ledger {name} still has writes in flight")
         return None
 
-    def prepare(self, name: str) -> PreparedLedger:
+    def prepare(self, name: str, cuts: dict[Path, int] | None = None) -> PreparedLedger:
         """THREAD side: create the ledger's directory, or scan and repair its files.
 
         Touches only that directory, so it can run off the event loop while other ledgers keep
-        appending; finish with :meth:`open_prepared` on the loop.
+        appending; finish with :meth:`open_prepared` on the loop. ``cuts`` are what
+        :meth:`take_cuts_for` returned on the loop.
         """
-        ml = ManagedLedger(self, name, self._make_directory(name))
-        return PreparedLedger(ml, ml.scan())
+        directory = self._make_directory(name)
+        ml = ManagedLedger(self, name, directory)
+        return PreparedLedger(ml, ml.scan(cuts))
 
     def open_prepared(self, prepared: PreparedLedger) -> ManagedLedger:
         """LOOP side: register a ledger prepared by :meth:`prepare` (or return one opened since)."""
@@ -330,6 +343,20 @@ class ManagedLedgerFactory:
         if not batches and not jobs and not deletes:
             return None
         return PendingCommit(self, batches, new_dirs, jobs, deletes)
+
+    def cut_on_reopen(self, path: Path, size: int) -> None:
+        """LOOP side: a failed commit may have left bytes past ``size`` in ``path``; the next
+        recovery of its managed ledger cuts them off (into quarantine) before scanning."""
+        previous = self._cuts.get(path)
+        self._cuts[path] = size if previous is None else min(previous, size)
+
+    def take_cuts(self, directory: Path) -> dict[Path, int]:
+        """LOOP side: the pending cuts of files in ``directory`` (see :meth:`cut_on_reopen`)."""
+        return {p: self._cuts.pop(p) for p in [p for p in self._cuts if p.parent == directory]}
+
+    def take_cuts_for(self, name: str) -> dict[Path, int]:
+        """LOOP side: the pending cuts of managed ledger ``name``, to pass to :meth:`prepare`."""
+        return self.take_cuts(self._directory(name))
 
     def queue_deletion(self, directory: Path, paths: list[Path]) -> None:
         """Have the next commit delete ``paths`` and fsync ``directory`` (off the event loop)."""

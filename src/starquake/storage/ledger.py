@@ -71,9 +71,12 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def scan(self) -> list[LedgerState]:
-        """Read (and repair) this ledger's files; touches nothing shared, so may run in a thread."""
-        return recover_ledger_states(self, self._directory)
+    def scan(self, cuts: dict[Path, int] | None = None) -> list[LedgerState]:
+        """Read (and repair) this ledger's files; touches nothing shared, so may run in a thread.
+
+        ``cuts`` gives files to cut first (bytes a failed commit left past the last entry).
+        """
+        return recover_ledger_states(self, self._directory, cuts)
 
     def recover(self, states: list[LedgerState] | None = None) -> None:
         """Load the ledgers and durable cursors found on disk and open a new ledger for writing.

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from .faults import StorageFaults
+
 __all__ = ["MemoryMetadataStore", "MetadataStore", "SqliteMetadataStore"]
 
 
@@ -61,7 +63,8 @@ def _children(base: str, keys: Iterable[str]) -> list[str]:
 class SqliteMetadataStore:
     """Metadata in one SQLite file: WAL journal, ``synchronous=FULL``, thread-safe (one lock)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, faults: StorageFaults | None = None) -> None:
+        self.faults = faults
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -98,6 +101,8 @@ class SqliteMetadataStore:
                         db.execute(
                             "INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value)
                         )
+                if self.faults is not None:
+                    self.faults.before_metadata_commit(items)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise

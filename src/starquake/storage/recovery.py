@@ -35,6 +35,26 @@ __all__ = ["recover_ledger_states"]
 log = logging.getLogger(__name__)
 
 
+def _cut(path: Path, size: int) -> None:
+    try:
+        actual = os.stat(path).st_size
+    except FileNotFoundError:
+        return
+    if actual <= size:
+        return
+    with open(path, "rb") as f:
+        f.seek(size)
+        extra = f.read()
+    moved = quarantine(path.parent, f"{path.name}.unacknowledged-{size}", data=extra)
+    truncate_file(path, size)
+    log.warning(
+        "ledger %s: cut %d bytes written by a failed commit (never acknowledged; kept in %s)",
+        path,
+        actual - size,
+        moved,
+    )
+
+
 def _report(directory: Path, ledger_id: int, scan: ScanResult) -> None:
     if not scan.header_ok and scan.offsets:
         log.error(
@@ -53,8 +73,16 @@ def _report(directory: Path, ledger_id: int, scan: ScanResult) -> None:
         )
 
 
-def recover_ledger_states(owner: ManagedLedger, directory: Path) -> list[LedgerState]:
-    """Load every ledger of ``directory`` as a sealed :class:`LedgerState`, in id order."""
+def recover_ledger_states(
+    owner: ManagedLedger, directory: Path, cuts: dict[Path, int] | None = None
+) -> list[LedgerState]:
+    """Load every ledger of ``directory`` as a sealed :class:`LedgerState`, in id order.
+
+    ``cuts`` maps files to the size they had before a failed commit wrote to them: the bytes
+    after it were never acknowledged, so they are cut off (and kept in quarantine) first.
+    """
+    for path, size in (cuts or {}).items():
+        _cut(path, size)
     names = set(os.listdir(directory))
     ids: list[int] = []
     for name in names:

@@ -1,0 +1,148 @@
+"""Storage faults under a running broker and the official client (through the fault seam)."""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pulsar
+import pytest
+from official_client import official_client
+
+from starquake.broker.embedded import EmbeddedBroker
+from starquake.broker.topic import PersistentTopic
+from starquake.storage import InjectedFaults, Position
+from starquake.storage.cursor import decode_cursor_state
+
+EARLIEST = pulsar.InitialPosition.Earliest
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def _read_all(client: pulsar.Client, topic: str) -> list[tuple[bytes, tuple[int, int]]]:
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    out = []
+    while reader.has_message_available():
+        msg = reader.read_next(5000)
+        out.append((msg.data(), (msg.message_id().ledger_id(), msg.message_id().entry_id())))
+    reader.close()
+    return out
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+def test_fsync_failure_fails_sends_loses_nothing_and_recovers(
+    tmp_path: Path, topic: str, code: int
+) -> None:
+    faults = InjectedFaults()
+    with EmbeddedBroker(tmp_path / "data", faults=faults) as broker:
+        client = official_client(broker)
+        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=3000)
+        receipted = {}
+        for i in range(5):
+            mid = producer.send(f"ok{i}".encode())
+            receipted[f"ok{i}".encode()] = (mid.ledger_id(), mid.entry_id())
+        faults.fail_syncs = code
+        results: dict[bytes, object] = {}
+        done = threading.Event()
+
+        def callback(payload: bytes) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
+            def record(result: pulsar.Result, mid: pulsar.MessageId) -> None:
+                results[payload] = (
+                    (mid.ledger_id(), mid.entry_id()) if result == pulsar.Result.Ok else result
+                )
+                if len(results) == 5:
+                    done.set()
+
+            return record
+
+        for i in range(5):
+            payload = f"during{i}".encode()
+            producer.send_async(payload, callback(payload))
+        _wait_for(lambda: faults.syncs > 0)
+        time.sleep(0.5)  # the client meets the failure and retries against a failing disk
+        faults.clear()  # the fault clears: the broker takes the topic back
+        assert done.wait(15)
+        for payload, outcome in results.items():
+            if isinstance(outcome, tuple):
+                receipted[payload] = outcome
+        after = producer.send(b"after the fault")
+        receipted[b"after the fault"] = (after.ledger_id(), after.entry_id())
+        stored = _read_all(client, topic)
+        client.close()
+    # nothing receipted is lost, each once, with its id; nothing unsent appears
+    stored_ids = dict(stored)
+    for payload, mid in receipted.items():
+        assert stored_ids.get(payload) == mid
+    assert len(stored) == len(set(stored))
+    assert {p for p, _ in stored} <= {*receipted, *(f"during{i}".encode() for i in range(5))}
+
+
+def test_a_failed_cursor_write_is_retried_without_new_acks(tmp_path: Path, topic: str) -> None:
+    faults = InjectedFaults()
+    with EmbeddedBroker(tmp_path / "data", faults=faults) as broker:
+        client = official_client(broker)
+        consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
+        producer = client.create_producer(topic, batching_enabled=False)
+        ids = [producer.send(f"m{i}".encode()) for i in range(6)]
+        time.sleep(1.3)  # the new subscription is stored
+        faults.fail_metadata = errno.EIO
+        for _ in range(6):
+            consumer.acknowledge(consumer.receive(timeout_millis=5000))
+        time.sleep(1.5)  # at least one cursor flush fails
+        faults.clear()
+        key = broker.service.topics[topic].ledger.cursor_key("sub")
+
+        def stored_mark_delete() -> Position | None:
+            raw = broker.service.metadata.get(key)
+            return None if raw is None else decode_cursor_state(raw)[0]
+
+        # no new acknowledgment: the failed state itself is written again
+        last = Position(ids[-1].ledger_id(), ids[-1].entry_id())
+        _wait_for(lambda: stored_mark_delete() == last, timeout=5)
+        client.close()
+
+
+def test_producer_reading_resumes_at_half_the_pending_limit(tmp_path: Path, topic: str) -> None:
+    faults = InjectedFaults()
+    limit = 100_000
+    with EmbeddedBroker(
+        tmp_path / "data", faults=faults, maxPendingSendBytesPerConnection=limit
+    ) as broker:
+        client = official_client(broker)
+        producer = client.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True, max_pending_messages=100
+        )
+        producer.send(b"warm-up")
+        try:
+            faults.hold()  # commits stall at fsync: no receipts
+            for _ in range(6):
+                producer.send_async(b"x" * 20_000, lambda *_: None)
+            cnx = next(iter(broker.service.connections))
+            _wait_for(lambda: cnx._reading_paused)
+            assert cnx._pending_send_bytes > limit
+            loaded = broker.service.topics[topic]
+            assert isinstance(loaded, PersistentTopic)
+            pending = [p[0] for p in loaded._pending]
+            assert len(pending) == 6
+
+            async def receipts_for_first_four() -> None:
+                # what the commit does for entries that became durable: send their receipts
+                loaded.on_committed(pending[3])
+
+            broker.call(receipts_for_first_four())
+            # 2 x 20 kB still pending: at most half the limit, so reading resumes
+            assert 40_000 <= cnx._pending_send_bytes <= limit // 2
+            assert not cnx._reading_paused
+        finally:
+            faults.release()
+        producer.flush()
+        _wait_for(lambda: cnx._pending_send_bytes == 0)
+        client.close()
