@@ -31,3 +31,10 @@ def commit(factory: ManagedLedgerFactory) -> list[tuple[ManagedLedger, Position]
 
 def append_all(ml: ManagedLedger, datas: list[bytes]) -> list[Position]:
     return [ml.append(d) for d in datas]
+
+
+def persist(factory: ManagedLedgerFactory) -> None:
+    """Store the durable cursors' changes, as the broker's periodic flush does."""
+    snapshots = factory.take_cursor_snapshots()
+    factory.metadata.put_many(snapshots)
+    factory.cursor_snapshots_written(snapshots)

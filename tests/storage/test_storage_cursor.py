@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sq_storage_helpers import MakeFactory, append_all, commit
+from sq_storage_helpers import MakeFactory, append_all, commit, persist
 
 from starquake.storage import (
     EARLIEST,
@@ -208,6 +208,7 @@ def test_mark_delete_in_trimmed_ledger(make_factory: MakeFactory) -> None:
     f, ml, positions = _ledger(make_factory)
     c = ml.open_cursor("s", "earliest")
     c.mark_delete(positions[5])
+    persist(f)
     assert ml.trim() == 1
     f.close()
     f2 = make_factory(max_entries_per_ledger=4, min_rollover_seconds=0)
@@ -217,6 +218,7 @@ def test_mark_delete_in_trimmed_ledger(make_factory: MakeFactory) -> None:
     assert [e.position for e in c2.read_entries(100)] == positions[6:]
     assert c2.backlog() == 4
     c2.mark_delete(positions[-1])
+    persist(f2)
     assert ml2.trim() == 2
     # a cursor whose mark-delete now points into a deleted ledger
     assert c2.backlog() == 0 and not c2.has_more_entries()

@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
-from sq_storage_helpers import FakeClock, MakeFactory, append_all, commit
+from sq_storage_helpers import FakeClock, MakeFactory, append_all, commit, persist
 
 from starquake.storage import (
     EARLIEST,
@@ -227,13 +227,18 @@ def test_trim_respects_durable_cursors(make_factory: MakeFactory) -> None:
     positions = append_all(ml, [b"x"] * 6)
     commit(f)
     fast.mark_delete(positions[-1])
+    persist(f)
     assert ml.trim() == 0
     slow.mark_delete(positions[2])  # into the second ledger
+    assert ml.trim() == 0  # not stored yet: a crash would bring the old position back
+    persist(f)
     assert ml.trim() == 1
     slow.mark_delete(positions[3])
+    persist(f)
     assert ml.trim() == 1
     assert ml.trim(keep=lambda info: True) == 0
     slow.mark_delete(positions[5])
+    persist(f)
     assert ml.trim() == 0  # the last ledger is still the current one
     assert ml.maybe_rollover()
     assert ml.trim(keep=lambda info: False) == 1

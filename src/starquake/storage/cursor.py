@@ -85,6 +85,8 @@ class ManagedCursor:
         self.durable = durable
         self._ml = ledger
         self._md = Position(mark_delete[0], mark_delete[1])
+        self.stored_mark_delete = self._md
+        """The mark-delete position of the last stored state (what a crash falls back to)."""
         self._acked = PositionRangeSet()
         self._batches: dict[Position, list[int]] = {}
         self._rp = ledger.next_position(self._md)
@@ -112,6 +114,12 @@ class ManagedCursor:
     def mark_delete_position(self) -> Position:
         """Every entry at or before this position is acknowledged."""
         return self._md
+
+    @property
+    def trim_horizon(self) -> Position:
+        """How far this cursor lets its ledger be trimmed: entries after the stored mark-delete
+        position may still be needed after a crash, so it holds at the lower of the two."""
+        return min(self._md, self.stored_mark_delete)
 
     @property
     def read_position(self) -> Position:

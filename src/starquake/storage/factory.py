@@ -38,7 +38,7 @@ from .cursor import ManagedCursor
 from .faults import StorageFaults
 from .ledger import ManagedLedger
 from .metadata import MetadataStore
-from .position import LedgerBusyError, StorageError
+from .position import LedgerBusyError, Position, StorageError
 from .segment import encode_file_header, fsync_dir
 from .state import EntryCache, LedgerState
 
@@ -129,6 +129,8 @@ class ManagedLedgerFactory:
         self.cursor_dirty: dict[str, ManagedCursor | None] = {}
         self._cursor_retry: dict[str, bytes | None] = {}
         self._cursor_inflight: dict[str, bytes | None] = {}
+        # the mark-delete position each taken state stores, to tell its cursor once written
+        self._taken_marks: dict[str, tuple[bytes, ManagedCursor, Position]] = {}
         self._index_jobs: list[IndexJob] = []
         self._delete_jobs: list[DeleteJob] = []
         self._cuts: dict[Path, int] = {}
@@ -425,7 +427,12 @@ class ManagedLedgerFactory:
         taken = dict(self._cursor_retry)
         self._cursor_retry = {}
         for key, cursor in self.cursor_dirty.items():
-            taken[key] = cursor.serialize() if cursor is not None else None
+            if cursor is None:
+                taken[key] = None
+                self._taken_marks.pop(key, None)
+            else:
+                value = taken[key] = cursor.serialize()
+                self._taken_marks[key] = (value, cursor, cursor.mark_delete_position)
         self.cursor_dirty = {}
         self._cursor_inflight.update(taken)
         return list(taken.items())
@@ -433,9 +440,14 @@ class ManagedLedgerFactory:
     def cursor_snapshots_written(self, items: list[tuple[str, bytes | None]]) -> None:
         """LOOP side: the snapshots of :meth:`take_cursor_snapshots` are stored."""
         inflight = self._cursor_inflight
+        marks = self._taken_marks
         for key, value in items:
             if key in inflight and inflight[key] is value:
                 del inflight[key]
+            mark = marks.get(key)
+            if mark is not None and mark[0] is value:
+                del marks[key]
+                mark[1].stored_mark_delete = mark[2]
 
     def cursor_snapshots_failed(self, items: list[tuple[str, bytes | None]]) -> None:
         """LOOP side: storing the snapshots failed; the next take writes them again (unless a

@@ -588,11 +588,12 @@ class ManagedLedger:
         """Delete sealed ledgers consumed by every durable cursor; returns how many were deleted.
 
         A ledger goes when all its entries lie at or before every durable cursor's mark-delete
-        position and at or before ``hold`` (with neither, every sealed ledger goes). The current
+        position, as last stored (so that no cursor restored after a crash needs it), and at or
+        before ``hold`` (with neither, every sealed ledger goes). The current
         ledger is never deleted. ``keep`` (e.g. a retention policy) can veto a ledger, which
         stops the trim there.
         """
-        marks = [c.mark_delete_position for c in self._cursors.values()]
+        marks = [c.trim_horizon for c in self._cursors.values()]
         if hold is not None:
             marks.append(Position(hold[0], hold[1]))
         horizon = min(marks) if marks else None
