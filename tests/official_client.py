@@ -16,3 +16,15 @@ def official_client(
         operation_timeout_seconds=10,
         logger=pulsar.ConsoleLogger(level),
     )
+
+
+def drain(consumer: pulsar.Consumer, timeout_ms: int = 1500) -> list[bytes]:
+    """Receive and acknowledge until nothing arrives for ``timeout_ms``; the payloads."""
+    out = []
+    while True:
+        try:
+            msg = consumer.receive(timeout_millis=timeout_ms)
+        except pulsar.Timeout:
+            return out
+        out.append(msg.data())
+        consumer.acknowledge(msg)

@@ -8,19 +8,9 @@ import uuid
 
 import pulsar
 import pytest
+from official_client import drain
 
 from starquake.broker.embedded import EmbeddedBroker
-
-
-def _drain(consumer: pulsar.Consumer, timeout_ms: int = 500) -> list[bytes]:
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout_ms)
-        except pulsar.Timeout:
-            return out
-        out.append(msg.data())
-        consumer.acknowledge(msg)
 
 
 def test_exclusive_refuses_second_consumer(client: pulsar.Client, topic: str) -> None:
@@ -138,16 +128,16 @@ def test_seek_to_message_id_and_time(client: pulsar.Client, topic: str) -> None:
             middle = int(time.time() * 1000)
             time.sleep(0.05)
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    assert _drain(consumer) == [f"m{i}".encode() for i in range(10)]
+    assert drain(consumer, 500) == [f"m{i}".encode() for i in range(10)]
     consumer.seek(pulsar.MessageId.earliest)
     time.sleep(0.3)
-    assert _drain(consumer)[:1] == [b"m0"]
+    assert drain(consumer, 500)[:1] == [b"m0"]
     consumer.seek(middle)
     time.sleep(0.3)
-    assert _drain(consumer) == [f"m{i}".encode() for i in range(5, 10)]
+    assert drain(consumer, 500) == [f"m{i}".encode() for i in range(5, 10)]
     consumer.seek(ids[7])
     time.sleep(0.3)
-    assert _drain(consumer)[0] in (b"m7", b"m8")
+    assert drain(consumer, 500)[0] in (b"m7", b"m8")
 
 
 def test_regex_subscription_over_several_topics(client: pulsar.Client) -> None:
@@ -163,7 +153,7 @@ def test_regex_subscription_over_several_topics(client: pulsar.Client) -> None:
     )
     for i, p in enumerate(producers):
         p.send(f"from-{i}".encode())
-    got = sorted(_drain(consumer, 2000))
+    got = sorted(drain(consumer, 2000))
     assert got == sorted([b"warm-up"] * 3 + [f"from-{i}".encode() for i in range(3)])
 
 

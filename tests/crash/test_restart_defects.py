@@ -12,6 +12,7 @@ from urllib.parse import quote
 import pulsar
 import pytest
 from broker_process import BrokerProcess, process_client, read_all
+from official_client import drain
 
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
@@ -30,17 +31,6 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     proc.cleanup()
 
 
-def _drain(consumer: pulsar.Consumer, timeout_ms: int = 1500) -> list[bytes]:
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout_ms)
-        except pulsar.Timeout:
-            return out
-        out.append(msg.data())
-        consumer.acknowledge(msg)
-
-
 def test_ack_of_an_unwritten_position_skips_nothing(broker: BrokerProcess) -> None:
     client = process_client(broker.url)
     consumer = client.subscribe(
@@ -55,14 +45,14 @@ def test_ack_of_an_unwritten_position_skips_nothing(broker: BrokerProcess) -> No
     time.sleep(0.3)
     for i in range(1, 8):
         producer.send(f"m{i}".encode())
-    assert sorted(_drain(consumer)) == [f"m{i}".encode() for i in range(1, 8)]
+    assert sorted(drain(consumer)) == [f"m{i}".encode() for i in range(1, 8)]
     time.sleep(1.8)  # the acknowledgments are stored
     client.close()
     broker.stop()
     broker.start()
     client = process_client(broker.url)
     consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Shared)
-    assert _drain(consumer) == []
+    assert drain(consumer) == []
     client.close()
 
 
@@ -142,7 +132,7 @@ def test_dedup_remembers_producers_after_trim_and_kill9(tmp_path: Path) -> None:
         producer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
         for i in range(50):
             producer.send(f"m{i}".encode(), sequence_id=i)
-        assert len(_drain(consumer)) == 50  # all acknowledged: trimming may delete the ledgers
+        assert len(drain(consumer)) == 50  # all acknowledged: trimming may delete the ledgers
         time.sleep(1.8)
         broker.kill()
         client.close()
@@ -153,7 +143,7 @@ def test_dedup_remembers_producers_after_trim_and_kill9(tmp_path: Path) -> None:
         consumer = client.subscribe(TOPIC, "sub")
         for i in range(45, 53):  # a retry of the last five, then three new ones
             producer.send(f"m{i}".encode(), sequence_id=i)
-        assert _drain(consumer) == [b"m50", b"m51", b"m52"]
+        assert drain(consumer) == [b"m50", b"m51", b"m52"]
         client.close()
     finally:
         broker.cleanup()
@@ -209,7 +199,7 @@ def test_a_flipped_byte_costs_exactly_one_message(broker: BrokerProcess, stop: s
     ]
     client = process_client(broker.url)
     consumer = client.subscribe(TOPIC, "sub")
-    assert _drain(consumer) == expected
+    assert drain(consumer) == expected
     client.close()
     assert "entry 10" in broker.log() and "damaged" in broker.log()
 

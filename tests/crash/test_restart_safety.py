@@ -14,6 +14,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from broker_process import BrokerProcess, process_client, read_all
+from official_client import drain
 
 TOPIC = "persistent://public/default/restart"
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -46,17 +47,6 @@ def _restart(broker: BrokerProcess, mode: str) -> None:
     else:
         broker.kill()
     broker.start()
-
-
-def _receive_all(consumer: pulsar.Consumer, timeout_ms: int = 1500) -> list[bytes]:
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout_ms)
-        except pulsar.Timeout:
-            return out
-        out.append(msg.data())
-        consumer.acknowledge(msg)
 
 
 def test_all_acknowledged_then_restart(broker: BrokerProcess, stop_mode: str) -> None:
@@ -103,7 +93,7 @@ def test_holes_redeliver_exactly_the_unacknowledged(broker: BrokerProcess, stop_
 
     client = process_client(broker.url)
     consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Shared)
-    assert sorted(_receive_all(consumer)) == sorted(unacked)
+    assert sorted(drain(consumer)) == sorted(unacked)
     client.close()
 
 
@@ -122,7 +112,7 @@ def test_new_subscription_is_durable_when_subscribe_returns(tmp_path: Path) -> N
         time.sleep(0.5)  # a trim pass would delete data no subscription holds
         client = process_client(broker.url)
         consumer = client.subscribe(TOPIC, "sub")
-        assert _receive_all(consumer) == [f"m{i}".encode() for i in range(20)]
+        assert drain(consumer) == [f"m{i}".encode() for i in range(20)]
         client.close()
     finally:
         broker.cleanup()
@@ -147,7 +137,7 @@ def test_unsubscribe_is_durable_when_it_returns(tmp_path: Path) -> None:
         consumer = client.subscribe(TOPIC, "sub")  # a new subscription, at the latest position
         producer = client.create_producer(TOPIC, batching_enabled=False)
         producer.send(b"after")
-        assert _receive_all(consumer) == [b"after"]
+        assert drain(consumer) == [b"after"]
         client.close()
     finally:
         broker.cleanup()
