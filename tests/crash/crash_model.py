@@ -56,7 +56,7 @@ DELAY_TICK_MS = 100
 # regression test in test_crash_regressions.py):
 # - "cumulative-batch-index": with batch-index acks, a cumulative ack of a message in a batch
 #   acknowledges the whole batch (the ack set of the cumulative ack is ignored).
-KNOWN_BUGS = frozenset({"cumulative-batch-index"})
+KNOWN_BUGS: frozenset[str] = frozenset()
 
 
 class Violation(AssertionError):

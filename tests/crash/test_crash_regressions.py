@@ -45,10 +45,7 @@ def batch_index_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 # --- cumulative ack of a message inside a batch, with batch-index acks -------------------------
 
-CUMULATIVE_BATCH_INDEX = "cumulative ack with batch-index acks acknowledges the whole batch"
 
-
-@pytest.mark.xfail(strict=True, reason=CUMULATIVE_BATCH_INDEX)
 def test_cumulative_ack_inside_a_batch_keeps_the_rest_of_the_batch(
     batch_index_broker: BrokerProcess,
 ) -> None:
@@ -75,7 +72,6 @@ def test_cumulative_ack_inside_a_batch_keeps_the_rest_of_the_batch(
     client.close()
 
 
-@pytest.mark.xfail(strict=True, reason=CUMULATIVE_BATCH_INDEX)
 def test_walk_cumulative_ack_inside_a_batch_then_clean_restart(tmp_path: Path) -> None:
     # The shrinker's minimal walk (seed 3): a batch of five on topic 2, a Failover
     # subscription from the earliest, a cumulative ack of one message of the batch, a clean

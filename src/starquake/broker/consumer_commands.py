@@ -160,7 +160,19 @@ class ConsumerCommands(CnxBase):
                 if len(ack.message_id) == 1:
                     mid = ack.message_id[0]
                     position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
-                    subscription.acknowledge_cumulative(consumer, position)
+                    batch_index_ack = self.service.config.acknowledgmentAtBatchIndexLevelEnabled
+                    if batch_index_ack and len(mid.ack_set):
+                        # up to a message inside a batch: the entries before it, and of this
+                        # one the indexes the ack set no longer lists (as Pulsar's cursor does)
+                        size = mid.batch_size if mid.HasField("batch_size") else 0
+                        if size <= 0:
+                            size = subscription.topic.batch_size_of(position)
+                        subscription.acknowledge_cumulative(
+                            consumer, Position(position.ledger_id, position.entry_id - 1)
+                        )
+                        subscription.acknowledge_batch_index(consumer, position, mid.ack_set, size)
+                    else:
+                        subscription.acknowledge_cumulative(consumer, position)
             else:
                 positions = []
                 batch_index_ack = self.service.config.acknowledgmentAtBatchIndexLevelEnabled
