@@ -52,10 +52,11 @@ DELAY_TYPES = ("Shared", "Key_Shared")
 SUB_NAMES = ("s0", "s1", "s2", "s3")
 KEYS = ("k0", "k1", "k2", "k3", "k4")
 DELAY_TICK_MS = 100
-# Broker bugs a walk can be told to steer around while they are open (each has an xfail
-# regression test in test_crash_regressions.py):
+# Open broker bugs a walk steers around (by name, each with an xfail regression test in
+# test_crash_regressions.py); none open now. Names the walk understands:
 # - "cumulative-batch-index": with batch-index acks, a cumulative ack of a message in a batch
-#   acknowledges the whole batch (the ack set of the cumulative ack is ignored).
+#   acknowledged the whole batch (fixed in 584a0a9); the walk then acks such messages
+#   individually.
 KNOWN_BUGS: frozenset[str] = frozenset()
 
 
