@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -28,8 +29,15 @@ class BrokerProcess:
     what it told the operator.
     """
 
-    def __init__(self, data_dir: Path, *defines: str, log_level: str = "WARNING") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *defines: str,
+        log_level: str = "WARNING",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.env = env
         self.defines = list(defines)
         self.log_level = log_level
         self.port = free_port()
@@ -68,7 +76,10 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20) -> None:
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
+            env = None if self.env is None else {**os.environ, **self.env}
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

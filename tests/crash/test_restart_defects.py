@@ -61,8 +61,11 @@ def test_a_second_broker_on_the_same_data_directory_fails_at_once(
 ) -> None:
     second = BrokerProcess(broker.data_dir)
     started = time.monotonic()
-    with pytest.raises(RuntimeError, match="exited during start-up"):
-        second.start()
+    try:
+        with pytest.raises(RuntimeError, match="exited during start-up"):
+            second.start()
+    finally:
+        second.cleanup()
     assert time.monotonic() - started < 10
     assert "is in use by another broker" in second.log()
     assert f"pid {broker.proc.pid if broker.proc else 0}" in second.log()

@@ -5,14 +5,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 
 from starquake.broker.config import BrokerConfig
 from starquake.broker.connection import ServerCnx
 from starquake.broker.service import BrokerService
 from starquake.broker.web import WebServer
-from starquake.storage import StorageError, StorageFaults
+from starquake.storage import FileFaults, StorageError, StorageFaults
 
 log = logging.getLogger(__name__)
+
+
+def storage_faults(path: str) -> StorageFaults:
+    """Storage faults controlled by the JSON file ``path`` (a testing aid; see FileFaults)."""
+    log.warning("storage fault injection is on, controlled by %s", path)
+    return FileFaults(Path(path))
 
 
 class BrokerStartError(Exception):

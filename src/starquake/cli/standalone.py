@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from starquake.broker.config import ConfigError, load_config, parse_overrides
-from starquake.broker.server import BrokerServer, BrokerStartError
+from starquake.broker.server import BrokerServer, BrokerStartError, storage_faults
 
 
 def run_standalone(args: argparse.Namespace) -> int:
@@ -42,8 +43,10 @@ def run_standalone(args: argparse.Namespace) -> int:
         runner = asyncio.run
     else:
         runner = uvloop.run
+    faults_file = os.environ.get("STARQUAKE_STORAGE_FAULTS")
+    faults = storage_faults(faults_file) if faults_file else None
     try:
-        runner(_serve(BrokerServer(config)))
+        runner(_serve(BrokerServer(config, faults)))
     except (OSError, BrokerStartError) as exc:
         print(f"starquake: cannot start the broker: {exc}", file=sys.stderr)
         return 1

@@ -11,7 +11,7 @@ from .commit import PendingCommit
 from .cursor import ManagedCursor
 from .dirlock import DataDirectoryLock, DataDirectoryLockedError, make_dirs
 from .factory import ManagedLedgerConfig, ManagedLedgerFactory, PreparedLedger
-from .faults import InjectedFaults, StorageFaults
+from .faults import FileFaults, InjectedFaults, StorageFaults
 from .ledger import ManagedLedger
 from .metadata import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
 from .position import (
@@ -34,6 +34,7 @@ __all__ = [
     "DataDirectoryLock",
     "DataDirectoryLockedError",
     "Entry",
+    "FileFaults",
     "InitialPosition",
     "InjectedFaults",
     "InvalidPositionError",

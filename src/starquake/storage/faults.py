@@ -8,11 +8,13 @@ thread that does the I/O.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import threading
 from pathlib import Path
 
-__all__ = ["InjectedFaults", "StorageFaults"]
+__all__ = ["FileFaults", "InjectedFaults", "StorageFaults"]
 
 
 class StorageFaults:
@@ -91,3 +93,50 @@ class InjectedFaults(StorageFaults):
 
 def _os_error(code: int, path: Path) -> OSError:
     return OSError(code, f"{os.strerror(code)} (injected)", str(path))
+
+
+class FileFaults(InjectedFaults):
+    """Faults read from a JSON file, for tests that drive a broker *process*.
+
+    The file holds ``{"fail_writes": errno, "fail_syncs": errno, "fail_metadata": errno}``
+    (missing keys: 0); it is read again whenever its modification time changes, so a test
+    switches faults on and off by rewriting it. ``starquake standalone`` uses this when the
+    environment variable ``STARQUAKE_STORAGE_FAULTS`` names such a file (a testing aid).
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._stamp: int | None = None
+        self._lock = threading.Lock()
+
+    def _refresh(self) -> None:
+        try:
+            stamp = self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            stamp = None
+        with self._lock:
+            if stamp == self._stamp:
+                return
+            self._stamp = stamp
+            settings: dict[str, int] = {}
+            if stamp is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    loaded = json.loads(self.path.read_text() or "{}")
+                    if isinstance(loaded, dict):
+                        settings = {k: int(v) for k, v in loaded.items()}
+            self.fail_writes = settings.get("fail_writes", 0)
+            self.fail_syncs = settings.get("fail_syncs", 0)
+            self.fail_metadata = settings.get("fail_metadata", 0)
+
+    def before_write(self, path: Path, offset: int, data: bytes) -> bytes:
+        self._refresh()
+        return super().before_write(path, offset, data)
+
+    def before_sync(self, path: Path) -> None:
+        self._refresh()
+        super().before_sync(path)
+
+    def before_metadata_commit(self, items: list[tuple[str, bytes | None]]) -> None:
+        self._refresh()
+        super().before_metadata_commit(items)
