@@ -178,14 +178,16 @@ class PendingCommit:
         sealing = [b for b in self._batches if b.sealing]
         others = [b for b in self._batches if not b.sealing]
         faults = self._factory.faults
+        sync = self._factory.config.journal_sync
         for group in (sealing, others):
             for batch in group:
                 batch.write(faults)
+            if not sync:
+                continue
             for batch in group:
-                if faults is not None and self._factory.journal_sync:
+                if faults is not None:
                     faults.before_sync(batch.state.path)
-                if self._factory.journal_sync:
-                    sync_fd(batch.fd)
+                sync_fd(batch.fd)
         for directory in self._new_dirs:
             fsync_dir(directory)
         for job in self._index_jobs:

@@ -39,7 +39,7 @@ from .faults import StorageFaults
 from .ledger import ManagedLedger
 from .metadata import MetadataStore
 from .position import LedgerBusyError, Position, StorageError
-from .segment import encode_file_header, fsync_dir
+from .segment import encode_file_header, fsync_dir, write_file
 from .state import EntryCache, LedgerState
 
 __all__ = ["ManagedLedgerConfig", "ManagedLedgerFactory", "PreparedLedger"]
@@ -61,15 +61,6 @@ def directory_name(name: str) -> str:
     if len(encoded) <= _MAX_DIRECTORY_NAME:
         return encoded
     return encoded[:120].rstrip("%0123456789ABCDEF") + _HASHED_MARK + _name_hash(name)
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _MAX_READ_FDS = 128
@@ -123,7 +114,6 @@ class ManagedLedgerFactory:
         if self.config.ledger_id_reserve < 1:
             raise ValueError("ledger_id_reserve must be at least 1")
         self.clock = clock
-        self.journal_sync = self.config.journal_sync
         self.cache = EntryCache(self.config.cache_max_bytes)
         self.dirty_states: dict[LedgerState, None] = {}
         self.cursor_dirty: dict[str, ManagedCursor | None] = {}
@@ -176,7 +166,7 @@ class ManagedLedgerFactory:
             try:
                 directory.mkdir()
                 if directory.name.endswith(_HASHED_MARK + _name_hash(name)):
-                    _write_durably(directory / _NAME_FILE, name.encode())
+                    write_file(directory / _NAME_FILE, name.encode())
                 fsync_dir(self.base_dir)
             except OSError as exc:
                 raise StorageError(f"cannot create the directory of {name}: {exc}") from exc
@@ -469,6 +459,10 @@ class ManagedLedgerFactory:
             if key in pending:
                 return True, pending[key]
         return False, None
+
+    def is_unsaved(self, key: str) -> bool:
+        """True while a change of the durable cursor ``key`` is waiting or being written."""
+        return key in self.cursor_dirty or key in self._cursor_retry or key in self._cursor_inflight
 
     def unsaved_cursor_keys(self, prefix: str) -> set[str]:
         """Keys below ``prefix`` whose state is not stored yet (:meth:`unsaved_cursor_state`)."""

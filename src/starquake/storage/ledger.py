@@ -67,6 +67,7 @@ class ManagedLedger:
         self._fenced: BaseException | None = None
         self._closed = False
         self._cursors: dict[str, ManagedCursor] = {}
+        self._deleting: list[ManagedCursor] = []
         self._cursor_prefix = "/managed-ledgers/" + quote(name, safe="")
 
     # ------------------------------------------------------------------ lifecycle
@@ -266,7 +267,9 @@ class ManagedLedger:
             if confirmed:
                 self._lc = Position(ledger_id, confirmed - 1)
                 return self._lc
-        self._lc = Position(self._cur.ledger_id, -1)
+        # nothing confirmed: just before the first stored ledger (a sealed ledger whose entries
+        # are still being written may come before the current one)
+        self._lc = Position(self._ids[0], -1)
         return self._lc
 
     @property
@@ -438,7 +441,7 @@ class ManagedLedger:
             for k, data in enumerate(parse_records(buf, starts, length)):
                 if data is None:
                     self._damaged(state, eid + k)
-                elif not state.damaged or eid + k not in state.damaged:
+                else:
                     out.append(Entry(Position(lid, eid + k), data))
             eid = j
             if stop_after:
@@ -562,6 +565,8 @@ class ManagedLedger:
         cursor = self._cursors.pop(name, None)
         if cursor is not None:
             cursor.close()
+            # until its deletion is stored, a crash would bring it back: it still holds trimming
+            self._deleting.append(cursor)
         self._factory.cursor_dirty[self.cursor_key(name)] = None
 
     def cursor_key(self, name: str) -> str:
@@ -593,7 +598,8 @@ class ManagedLedger:
         ledger is never deleted. ``keep`` (e.g. a retention policy) can veto a ledger, which
         stops the trim there.
         """
-        marks = [c.trim_horizon for c in self._cursors.values()]
+        self._deleting = [c for c in self._deleting if self._factory.is_unsaved(c.key)]
+        marks = [c.trim_horizon for c in (*self._cursors.values(), *self._deleting)]
         if hold is not None:
             marks.append(Position(hold[0], hold[1]))
         horizon = min(marks) if marks else None

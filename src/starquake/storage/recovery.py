@@ -35,7 +35,9 @@ __all__ = ["recover_ledger_states"]
 log = logging.getLogger(__name__)
 
 
-def _cut(path: Path, size: int) -> None:
+def _cut(path: Path, size: int, name: str, why: str) -> None:
+    """Cut ``path`` to ``size`` bytes, keeping what was cut in quarantine under ``name``, and
+    log it with the reason ``why``."""
     try:
         actual = os.stat(path).st_size
     except FileNotFoundError:
@@ -45,14 +47,9 @@ def _cut(path: Path, size: int) -> None:
     with open(path, "rb") as f:
         f.seek(size)
         extra = f.read()
-    moved = quarantine(path.parent, f"{path.name}.unacknowledged-{size}", data=extra)
+    moved = quarantine(path.parent, name, data=extra)
     truncate_file(path, size)
-    log.warning(
-        "ledger %s: cut %d bytes written by a failed commit (never acknowledged; kept in %s)",
-        path,
-        actual - size,
-        moved,
-    )
+    log.warning("ledger %s: cut %d bytes, %s (kept in %s)", path, actual - size, why, moved)
 
 
 def _report(directory: Path, ledger_id: int, scan: ScanResult) -> None:
@@ -82,7 +79,8 @@ def recover_ledger_states(
     after it were never acknowledged, so they are cut off (and kept in quarantine) first.
     """
     for path, size in (cuts or {}).items():
-        _cut(path, size)
+        why = "written by a failed commit, never acknowledged"
+        _cut(path, size, f"{path.name}.unacknowledged-{size}", why)
     names = set(os.listdir(directory))
     ids: list[int] = []
     for name in names:
@@ -128,18 +126,8 @@ def recover_ledger_states(
                     os.unlink(directory / f"{ledger_id}.idx")
                 continue
             if valid_end < size:
-                with open(path, "rb") as f:
-                    f.seek(valid_end)
-                    tail = f.read()
-                moved = quarantine(directory, f"{ledger_id}.log.tail-{valid_end}", data=tail)
-                truncate_file(path, valid_end)
-                log.warning(
-                    "ledger %s: cut a torn tail of %d bytes after entry %d (kept in %s)",
-                    path,
-                    size - valid_end,
-                    len(offsets) - 1,
-                    moved,
-                )
+                why = f"a torn tail after entry {len(offsets) - 1}"
+                _cut(path, valid_end, f"{ledger_id}.log.tail-{valid_end}", why)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / f"{ledger_id}.idx")
             state.damaged.update(scan.damaged)

@@ -60,6 +60,7 @@ __all__ = [
     "scan_ledger_file",
     "sync_fd",
     "truncate_file",
+    "write_file",
     "write_index",
 ]
 
@@ -128,6 +129,19 @@ def pwrite_all(fd: int, buf: bytes, offset: int) -> None:
             raise OSError("pwrite wrote nothing")
         view = view[n:]
         offset += n
+
+
+def write_file(path: Path, data: bytes, *, exclusive: bool = False) -> None:
+    """Write ``data`` as the whole content of ``path`` and fsync it (the caller fsyncs the
+    directory when the file is new); with ``exclusive`` the file must not exist yet."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_EXCL if exclusive else os.O_TRUNC
+    fd = os.open(path, flags, 0o644)
+    try:
+        pwrite_all(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: Path) -> None:
@@ -253,12 +267,7 @@ def quarantine(
     if source is not None:
         os.replace(source, target)
     else:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            pwrite_all(fd, data or b"", 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_file(target, data or b"", exclusive=True)
     fsync_dir(folder)
     fsync_dir(directory)
     return target
@@ -282,12 +291,7 @@ def write_index(
     body += _U32.pack(zlib.crc32(body))
     final = directory / f"{ledger_id}.idx"
     tmp = directory / f"{ledger_id}.idx.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        pwrite_all(fd, body, 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_file(tmp, body)
     os.replace(tmp, final)
     fsync_dir(directory)
 
