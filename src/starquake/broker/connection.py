@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -81,7 +82,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._pending_send_bytes = 0
-        self._pending_sends = 0
+        self._pending_sizes: dict[int, deque[int]] = {}
         self._reading_paused = False
         self._last_received = time.monotonic()
         self._keepalive: asyncio.TimerHandle | None = None

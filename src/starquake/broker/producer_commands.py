@@ -24,13 +24,12 @@ class ProducerCommands(CnxBase):
     """Handlers for producer commands (mixed into ServerCnx)."""
 
     _pending_send_bytes: int
-    _pending_sends: int
+    # Sizes of the entries awaiting a receipt, per producer id, oldest first (receipts of one
+    # producer go out in order): each receipt gives its entry's bytes back.
+    _pending_sizes: dict[int, deque[int]]
     _reading_paused: bool
     _write_paused: bool
     _read_paused_for_writes: bool
-    # Sizes of the entries awaiting a receipt, per producer id, oldest first (receipts of one
-    # producer go out in order): each receipt gives its entry's bytes back.
-    _pending_sizes: dict[int, deque[int]] | None = None
 
     def close(self) -> None:
         raise NotImplementedError
@@ -171,14 +170,10 @@ class ProducerCommands(CnxBase):
         else:
             highest = sequence_id + max(send.num_messages, 1) - 1
         # counted before publishing: a duplicate's receipt may be sent from within publish
-        sizes = self._pending_sizes
-        if sizes is None:
-            sizes = self._pending_sizes = {}
-        queue = sizes.get(send.producer_id)
+        queue = self._pending_sizes.get(send.producer_id)
         if queue is None:
-            queue = sizes[send.producer_id] = deque()
+            queue = self._pending_sizes[send.producer_id] = deque()
         queue.append(len(entry))
-        self._pending_sends += 1
         self._pending_send_bytes += len(entry)
         try:
             metadata = parsed.metadata
@@ -203,15 +198,12 @@ class ProducerCommands(CnxBase):
     def receipt_sent(self, producer_id: int, *, newest: bool = False) -> None:
         """A send of ``producer_id`` is answered (receipt or error): give its bytes back, and
         resume reading once the pending bytes fell to half of the limit."""
-        self._pending_sends = max(self._pending_sends - 1, 0)
         sizes = self._pending_sizes
-        queue = sizes.get(producer_id) if sizes is not None else None
+        queue = sizes.get(producer_id)
         if queue:
             self._pending_send_bytes -= queue.pop() if newest else queue.popleft()
-            if not queue and sizes is not None:
+            if not queue:
                 del sizes[producer_id]
-        if self._pending_sends == 0:
-            self._pending_send_bytes = 0
         if (
             self._reading_paused
             and self._pending_send_bytes

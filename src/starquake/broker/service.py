@@ -79,7 +79,7 @@ class BrokerService:
         self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._by_ledger: dict[str, PersistentTopic] = {}
-        self._cursor_dirty = False
+        self._stopping = False
         self._cursor_lock = asyncio.Lock()
         self._metadata_pending: dict[str, tuple[bytes, list[Callable[[], None]]]] = {}
         self._metadata_writer: asyncio.Task[None] | None = None
@@ -115,6 +115,13 @@ class BrokerService:
             np_topic.close()
         await self.committer.drain()
         await self.persist_cursors()
+        # the periodic deduplication snapshots still being written go first, so the final
+        # ones below are never overwritten by older ones
+        self._stopping = True
+        writer = self._metadata_writer
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                await writer
         snapshots = [t.dedup.take_snapshot() for t in self.topics.values() if t.dedup.enabled]
         if snapshots:
             await asyncio.to_thread(self.metadata.put_many, snapshots)
@@ -148,9 +155,6 @@ class BrokerService:
 
     # --- cursors and trimming -----------------------------------------------------------------
 
-    def cursor_changed(self) -> None:
-        self._cursor_dirty = True
-
     async def persist_cursors(self) -> None:
         """Store every durable cursor change made so far; raises if the store fails.
 
@@ -165,7 +169,6 @@ class BrokerService:
                 await asyncio.to_thread(self.metadata.put_many, snapshots)
             except BaseException:
                 self.factory.cursor_snapshots_failed(snapshots)
-                self._cursor_dirty = True
                 raise
             self.factory.cursor_snapshots_written(snapshots)
 
@@ -173,8 +176,7 @@ class BrokerService:
         interval = self.config.managedLedgerCursorPositionFlushSeconds
         while True:
             await asyncio.sleep(interval)
-            # storage may change cursors too (e.g. skipping a damaged entry): always look
-            self._cursor_dirty = False
+            # storage changes cursors too (e.g. skipping a damaged entry): always look
             try:
                 await self.persist_cursors()
             except Exception:
@@ -385,6 +387,9 @@ class BrokerService:
                     self.metadata.put_many, [(k, v) for k, (v, _) in batch.items()]
                 )
             except Exception:
+                if self._stopping:
+                    log.exception("storing %d metadata key(s) failed at shutdown", len(batch))
+                    return
                 log.exception("storing %d metadata key(s) failed; retrying", len(batch))
                 for key, pending in batch.items():
                     self._metadata_pending.setdefault(key, pending)

@@ -187,7 +187,6 @@ class Subscription:
         self._after_ack(consumer, before)
 
     def _after_ack(self, consumer: Consumer, mark_delete_before: Position) -> None:
-        self.topic.service.cursor_changed()
         dispatcher = self.dispatcher
         if dispatcher is None:
             return
@@ -210,7 +209,6 @@ class Subscription:
         self.redelivery_counts.clear()
         if self.dispatcher is not None:
             self.dispatcher.reset()
-        self.topic.service.cursor_changed()
 
     def on_new_entries(self) -> None:
         if self.dispatcher is not None and self.dispatcher.consumers:

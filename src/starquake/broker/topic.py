@@ -221,7 +221,6 @@ class PersistentTopic:
             cursor = self.ledger.open_cursor(name, "earliest" if initial_earliest else "latest")
             subscription = Subscription(self, name, cursor, durable=True)
             self.subscriptions[name] = subscription
-            self.service.cursor_changed()
             return subscription
         existing = self.subscriptions.get(name)
         if existing is not None and not existing.durable:
@@ -255,7 +254,6 @@ class PersistentTopic:
         subscription.close()
         if subscription.durable:
             self.ledger.delete_cursor(name)
-            self.service.cursor_changed()
 
     # --- queries ------------------------------------------------------------------------------
 
