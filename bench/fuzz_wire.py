@@ -29,6 +29,9 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from broker_process import BrokerProcess
+
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.checksum import crc32c
@@ -225,12 +228,6 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Stats:
     """Counters of one run."""
 
@@ -342,39 +339,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="sq-fuzz-") as tmp:
-        port, web_port = free_port(), free_port()
-        log_path = Path(tmp) / "broker.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            "starquake.cli.main",
-            "standalone",
-            "--data-dir",
-            f"{tmp}/data",
-            "--broker-port",
-            str(port),
-            "--web-port",
-            str(web_port),
-            "--bind-address",
-            "127.0.0.1",
-            "--log-level",
-            "ERROR",
-        ]
-        for define in args.defines:
-            cmd += ["-D", define]
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        broker = BrokerProcess(Path(tmp) / "data", *args.defines, log_level="ERROR")
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        print(log_path.read_text(), file=sys.stderr)
-                        return 1
-                    time.sleep(0.05)
+            broker.start(timeout=30)
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        proc, port = broker.proc, broker.port
+        assert proc is not None
+        try:
             gen = Generator(args.seed)
             stats = Stats()
             rss_start = rss_peak = rss_kb(proc.pid)
@@ -397,15 +370,14 @@ def main(argv: list[str] | None = None) -> int:
             rss_end = rss_kb(proc.pid) if not crashes else 0
             rss_peak = max(rss_peak, rss_end)
             healthy = not crashes and healthy_round_trip(f"pulsar://127.0.0.1:{port}")
-            broker_log = log_path.read_text(errors="replace")
+            broker_log = broker.log()
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 try:
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                    broker.cleanup()
     result = {
         "frames_sent": stats.frames,
         "connections": stats.connections,
