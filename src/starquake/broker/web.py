@@ -1,7 +1,8 @@
 """The web port: a small HTTP/1.1 server for health checks (the admin API builds on it later).
 
-It reads one request per connection turn (keep-alive honoured), bounded in size, and answers
-``GET /admin/v2/brokers/health`` with ``ok``. Anything else gets a JSON 404.
+It reads one request per connection turn (keep-alive honoured), bounded in size, and serves
+routes given as an exact path or as a regular expression over the path (its named groups are
+the path parameters). Anything else gets a JSON 404.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
@@ -16,6 +18,9 @@ log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
 
 Handler = Callable[[str, str, bytes], Awaitable[tuple[int, str, bytes]]]
+# (path parameters, body) -> (status, content type, body)
+PatternHandler = Callable[[dict[str, str], bytes], Awaitable[tuple[int, str, bytes]]]
+MAX_BODY_BYTES = 1024 * 1024
 
 _REASONS = {
     200: "OK",
@@ -23,6 +28,9 @@ _REASONS = {
     400: "Bad Request",
     404: "Not Found",
     405: "Method Not Allowed",
+    412: "Precondition Failed",
+    413: "Payload Too Large",
+    500: "Internal Server Error",
 }
 
 
@@ -31,10 +39,30 @@ class WebServer:
 
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], Handler] = {}
+        self.patterns: list[tuple[str, re.Pattern[str], PatternHandler]] = []
         self._server: asyncio.Server | None = None
 
     def route(self, method: str, path: str, handler: Handler) -> None:
         self.routes[(method, path)] = handler
+
+    def route_pattern(self, method: str, pattern: str, handler: PatternHandler) -> None:
+        """Serve ``method`` on every path that ``pattern`` matches in full."""
+        self.patterns.append((method, re.compile(pattern), handler))
+
+    async def _dispatch(self, method: str, target: str, body: bytes) -> tuple[int, str, bytes]:
+        path = target.split("?", 1)[0]
+        handler = self.routes.get((method, path))
+        if handler is not None:
+            return await handler(method, target, body)
+        for verb, pattern, on_match in self.patterns:
+            match = pattern.fullmatch(path)
+            if match is not None and verb == method:
+                try:
+                    return await on_match(match.groupdict(), body)
+                except Exception:
+                    log.exception("%s %s failed", method, path)
+                    return json_reply(500, {"reason": "internal error; see the broker log"})
+        return json_reply(404, {"reason": f"No route for {method} {path}"})
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port)
@@ -69,18 +97,18 @@ class WebServer:
                     if ":" in line:
                         key, value = line.split(":", 1)
                         headers[key.strip().lower()] = value.strip()
-                length = int(headers.get("content-length", "0") or 0)
-                body = await reader.readexactly(length) if length else b""
-                path = target.split("?", 1)[0]
-                handler = self.routes.get((method, path))
-                if handler is None:
-                    status, ctype, payload = (
-                        404,
-                        "application/json",
-                        json.dumps({"reason": f"No route for {method} {path}"}).encode(),
-                    )
-                else:
-                    status, ctype, payload = await handler(method, target, body)
+                try:
+                    length = int(headers.get("content-length", "0") or 0)
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_BODY_BYTES:
+                    await self._respond(writer, 413, "text/plain", b"bad or too large body")
+                    return
+                try:
+                    body = await reader.readexactly(length) if length else b""
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                status, ctype, payload = await self._dispatch(method, target, body)
                 await self._respond(writer, status, ctype, payload)
                 if headers.get("connection", "").lower() == "close":
                     return
@@ -96,3 +124,8 @@ class WebServer:
         ).encode()
         writer.write(head + body)
         await writer.drain()
+
+
+def json_reply(status: int, value: object) -> tuple[int, str, bytes]:
+    """A JSON answer (Pulsar's admin API answers errors as ``{"reason": ...}``)."""
+    return status, "application/json", json.dumps(value).encode()

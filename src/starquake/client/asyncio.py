@@ -12,6 +12,7 @@ Everything here runs on the caller's event loop::
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 from collections.abc import Callable
@@ -53,7 +54,7 @@ from starquake.client._producer import OutgoingMessage, ProducerImpl, partition_
 from starquake.client._timeouts import RedeliveryBackoff
 from starquake.client.exceptions import InvalidConfiguration, PulsarException
 
-__all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader"]
+__all__ = ["Client", "Consumer", "OutgoingMessage", "Producer", "PulsarException", "Reader"]
 
 AnyProducer = ProducerImpl | PartitionedProducer
 
@@ -100,6 +101,12 @@ class Producer:
     async def send_outgoing(self, msg: OutgoingMessage) -> MessageId:
         """Send a prepared :class:`OutgoingMessage`."""
         return await self._impl.send(msg)
+
+    async def send_queued(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
+        """Queue a prepared message and return the future of its id, without waiting for the
+        broker (a Starquake extension for bulk writers: many sends in flight, in order). Waits
+        only for queue space when the producer has ``block_if_queue_full``."""
+        return await self._impl.send_async(msg)
 
     async def flush(self) -> None:
         """Send batched messages now and wait until all pending ones are confirmed."""
@@ -513,6 +520,18 @@ class Client:
             for consumer in front.consumers.values():
                 consumer.latest_at_start = await consumer.get_last_message_id()
         return Reader(front, schema)
+
+    async def get_topics_of_namespace(self, namespace: str) -> list[str]:
+        """The persistent topics of ``tenant/namespace``, partitions named one by one
+        (a Starquake extension; the broker command the pattern subscriptions use)."""
+        check_type(str, namespace, "namespace")
+        return await self._core.lookup.get_topics_of_namespace(namespace, 0)
+
+    @property
+    def core(self) -> ClientCore:
+        """The shared state of this client's producers and consumers (for extensions such as
+        :class:`starquake.client.bulk.BulkReader`)."""
+        return self._core
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions of ``topic``, or ``[topic]`` if it is not partitioned."""

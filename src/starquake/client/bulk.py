@@ -1,0 +1,507 @@
+"""Bulk reading of one topic partition for data pipelines: stored entries decoded into columns.
+
+A :class:`BulkReader` reads the messages of a position range ``[start, end)`` of one partition
+through a non-durable subscription (as a reader does), but hands them out as
+:class:`MessageColumns` (one list per field) instead of one ``Message`` object per message:
+the per-message work is what limits a Python reader, and columns are what a data frame needs.
+The messages come out as single rows whatever the producer did: batches are split,
+compressed payloads decompressed and chunked messages reassembled.
+
+Positions are ``(ledger_id, entry_id, batch_index)`` triples ordered as tuples, with the batch
+index of an unbatched message counted as 0. ``start`` is the first message to read and ``end``
+the first one not to read; neither needs to hold a message (``(ledger, last_entry + 1, 0)`` is
+"after everything in that ledger"), and the end is usually the position after the last
+message when the range was planned.
+
+A chunked message belongs to the range that holds its *first* chunk: the reader reads past
+``end`` until the messages it started are complete, and skips the chunks of messages that
+began before ``start``. A range read twice therefore gives the same rows in the same order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from starquake.client import _commands
+from starquake.client._connection import ClientConnection
+from starquake.client._handler import ClientCore, HandlerBase
+from starquake.client.exceptions import (
+    AlreadyClosed,
+    NotConnected,
+    PulsarException,
+    Timeout,
+)
+from starquake.common.topic_name import TopicName
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.batch import iter_batch
+from starquake.protocol.compression import decompress
+from starquake.protocol.framing import parse_entry
+
+if TYPE_CHECKING:
+    from starquake.client.asyncio import Client
+
+__all__ = ["EARLIEST", "BulkReader", "DataLossError", "EntryCount", "MessageColumns", "Position"]
+
+log = logging.getLogger("starquake.client")
+
+Position = tuple[int, int, int]
+EARLIEST: Position = (-1, -1, -1)
+_U64 = 1 << 64
+_I64_MAX = (1 << 63) - 1
+
+
+class DataLossError(PulsarException):
+    """Messages of the requested range are gone (deleted by retention, or never existed)."""
+
+
+def _signed(value: int) -> int:
+    return value - _U64 if value > _I64_MAX else value
+
+
+def _varint(value: int) -> bytes:
+    value %= _U64
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def message_id_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
+    """The serialized ``MessageIdData`` fields 1-3 (ledger, entry, partition)."""
+    head = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
+    if partition >= 0:
+        head += b"\x18" + _varint(partition)
+    return head
+
+
+def batch_suffixes(size: int) -> list[bytes]:
+    """For each index of a batch of ``size`` messages: the fields batch_index and batch_size."""
+    tail = b"\x30" + _varint(size)
+    return [b"\x20" + _varint(i) + tail for i in range(size)]
+
+
+@dataclass(slots=True)
+class MessageColumns:
+    """Decoded messages, one list per field (row ``i`` of every list is message ``i``).
+
+    ``keys`` is None for a message without a key, ``event_times`` None without an event time
+    (ms otherwise), ``properties`` holds ``(key, value)`` pairs, ``message_ids`` the serialized
+    message ids (:meth:`MessageId.deserialize` of either client reads them back).
+    """
+
+    values: list[bytes | None] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    publish_times: list[int] = field(default_factory=list)
+    event_times: list[int | None] = field(default_factory=list)
+    properties: list[list[tuple[str, str]]] = field(default_factory=list)
+    message_ids: list[bytes] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryCount:
+    """One stored entry and how many rows it holds (a chunk counts on its first chunk only)."""
+
+    ledger_id: int
+    entry_id: int
+    rows: int
+
+
+def entry_rows(meta: pb.MessageMetadata) -> int:
+    """How many rows an entry yields: its batch size, 1, or for chunks 1 on the first chunk."""
+    if meta.HasField("num_messages_in_batch"):
+        return int(meta.num_messages_in_batch)
+    if meta.num_chunks_from_msg > 1:
+        return 1 if meta.chunk_id == 0 else 0
+    return 1
+
+
+class _EntryStream(HandlerBase):
+    """A non-durable subscription handing out entries as stored, with message-count permits."""
+
+    def __init__(self, core: ClientCore, topic: str, start: Position, queue_size: int) -> None:
+        super().__init__(core, topic)
+        self.consumer_id = next(self._core.consumer_ids)
+        self.subscription = f"bulk-reader-{secrets.token_hex(6)}"
+        self._resume = (start[0], start[1])
+        self._queue_size = max(queue_size, 0)
+        self._permits = 0
+        self._entries: collections.deque[tuple[int, int, bytes]] = collections.deque()
+        self._arrived = asyncio.Event()
+        self._error: PulsarException | None = None
+
+    def __repr__(self) -> str:
+        return f"BulkReader({self.topic})"
+
+    async def start(self) -> None:
+        self._core.handlers.add(self)
+        try:
+            await self._start()
+        except BaseException:
+            self._core.handlers.discard(self)
+            self._closing = True
+            raise
+
+    async def _register(self, cnx: ClientConnection) -> None:
+        rid = self._core.next_request_id()
+        ledger, entry = self._resume
+        start = pb.MessageIdData(ledgerId=ledger % _U64, entryId=entry % _U64)
+        cmd = _commands.subscribe(
+            self.topic,
+            self.subscription,
+            int(pb.CommandSubscribe.Exclusive),
+            self.consumer_id,
+            rid,
+            consumer_name=self.subscription,
+            durable=False,
+            initial_position=int(pb.CommandSubscribe.Earliest),
+            read_compacted=False,
+            metadata={},
+            start_message_id=start,
+            key_shared_meta=None,
+            replicate_subscription_state=False,
+        )
+        cnx.consumers[self.consumer_id] = self
+        try:
+            await cnx.request(cmd, rid, self._core.operation_timeout)
+        except BaseException:
+            cnx.consumers.pop(self.consumer_id, None)
+            raise
+        if self._closing:
+            cnx.consumers.pop(self.consumer_id, None)
+            return
+        self._cnx = cnx
+        self._entries.clear()  # the broker sends them again from the resume position
+        self._permits = 0
+        if self._queue_size:  # 0: a probe that reads nothing (last message id only)
+            cnx.write_command(_commands.flow(self.consumer_id, self._queue_size))
+
+    def on_message(self, command: pb.CommandMessage, entry: bytes) -> None:
+        mid = command.message_id
+        self._entries.append((_signed(mid.ledgerId), _signed(mid.entryId), entry))
+        self._arrived.set()
+
+    def on_active_consumer_change(self, is_active: bool) -> None:
+        """Exclusive subscription of our own: always active."""
+
+    def on_reached_end_of_topic(self) -> None:
+        """A terminated topic simply has no more entries."""
+
+    def _fail(self, exc: PulsarException) -> None:
+        self._error = exc
+        self._arrived.set()
+
+    async def take(self, wait: float) -> tuple[int, int, bytes] | None:
+        """The next entry, or None if none arrives within ``wait`` seconds."""
+        while not self._entries:
+            if self._error is not None:
+                raise self._error
+            if self._closing:
+                raise AlreadyClosed("the bulk reader is closed")
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), wait)
+            except TimeoutError:
+                return None
+        item = self._entries.popleft()
+        self._resume = (item[0], item[1] + 1)
+        return item
+
+    def release(self, messages: int) -> None:
+        """The caller is done with entries holding ``messages`` messages: grant permits back."""
+        self._permits += messages
+        cnx = self._cnx
+        if self._permits >= max(1, self._queue_size // 2) and cnx is not None and cnx.is_open:
+            cnx.write_command(_commands.flow(self.consumer_id, self._permits))
+            self._permits = 0
+
+    async def get_last_message_id(self) -> pb.MessageIdData:
+        cnx = self._cnx
+        if cnx is None or not cnx.is_open:
+            raise NotConnected(f"{self.topic}: not connected")
+        rid = self._core.next_request_id()
+        resp = await cnx.request(
+            _commands.get_last_message_id(self.consumer_id, rid), rid, self._core.operation_timeout
+        )
+        return resp.get_last_message_id_response.last_message_id
+
+    async def close(self) -> None:
+        self._stop_reconnecting()
+        self._core.handlers.discard(self)
+        cnx, self._cnx = self._cnx, None
+        if cnx is not None and cnx.is_open:
+            cnx.consumers.pop(self.consumer_id, None)
+            rid = self._core.next_request_id()
+            try:
+                await cnx.request(
+                    _commands.close_consumer(self.consumer_id, rid),
+                    rid,
+                    self._core.operation_timeout,
+                )
+            except (PulsarException, OSError) as exc:
+                log.debug("%r: close: %s", self, exc)
+        self._arrived.set()
+
+
+class _Chunk:
+    __slots__ = ("first", "num_chunks", "parts", "publish_time", "single")
+
+    def __init__(self, meta: pb.MessageMetadata, first: tuple[int, int]) -> None:
+        self.first = first
+        self.num_chunks = meta.num_chunks_from_msg
+        self.parts: list[bytes] = []
+        self.publish_time = meta.publish_time
+
+
+class BulkReader:
+    """Reads ``[start, end)`` of one partition as :class:`MessageColumns` (see the module doc).
+
+    Create it with :meth:`create`; ``end=None`` reads on without an end (for counting with
+    :meth:`count_entries`). ``wait_timeout`` bounds how long one call waits for the broker.
+    """
+
+    def __init__(
+        self,
+        stream: _EntryStream,
+        topic: str,
+        start: Position,
+        end: Position | None,
+        wait_timeout: float,
+    ) -> None:
+        self._stream = stream
+        self.topic = topic
+        self.start = start
+        self.end = end
+        self._wait = wait_timeout
+        name = TopicName.parse(topic)
+        self._partition = name.partition_index if name.is_partition else -1
+        self._chunks: dict[str, _Chunk] = {}
+        self._skipped_uuids: set[str] = set()
+        self._first_seen = False
+        self._done = end is not None and end <= start
+        self.last_position: tuple[int, int] | None = None
+        self.fail_on_data_loss = True
+
+    @classmethod
+    async def create(
+        cls,
+        client: Client,
+        topic: str,
+        start: Position = EARLIEST,
+        end: Position | None = None,
+        *,
+        receiver_queue_size: int = 10000,
+        wait_timeout: float = 120.0,
+        fail_on_data_loss: bool = True,
+    ) -> BulkReader:
+        """Subscribe to ``topic`` (one partition or a non-partitioned topic) at ``start``.
+
+        With ``fail_on_data_loss=False`` a range whose first messages are gone is read from
+        the first available message on, with a warning, instead of raising
+        :class:`DataLossError`."""
+        stream = _EntryStream(client.core, topic, start, receiver_queue_size)
+        await stream.start()
+        reader = cls(stream, topic, start, end, wait_timeout)
+        reader.fail_on_data_loss = fail_on_data_loss
+        return reader
+
+    async def get_last_position(self) -> Position | None:
+        """The last message's position in the topic, or None if it holds no message."""
+        data = await self._stream.get_last_message_id()
+        ledger, entry = _signed(data.ledgerId), _signed(data.entryId)
+        if ledger < 0 or entry < 0:
+            return None
+        batch = data.batch_index if data.HasField("batch_index") else -1
+        return (ledger, entry, max(batch, 0))
+
+    async def close(self) -> None:
+        """Close the subscription."""
+        await self._stream.close()
+
+    @property
+    def done(self) -> bool:
+        """True once the whole range was read."""
+        return self._done
+
+    # --- counting (planning) ------------------------------------------------------------------
+
+    async def count_entries(self, max_rows: int, last: tuple[int, int]) -> list[EntryCount]:
+        """Entries from the current position on, until they hold ``max_rows`` rows or the
+        entry ``last`` (which must exist) was counted."""
+        counts: list[EntryCount] = []
+        rows = 0
+        while rows < max_rows and (
+            not counts or (counts[-1].ledger_id, counts[-1].entry_id) < last
+        ):
+            item = await self._stream.take(self._wait)
+            if item is None:
+                raise Timeout(f"{self.topic}: no entry arrived within {self._wait:.0f}s")
+            ledger, entry_id, entry = item
+            meta = parse_entry(entry, verify_checksum=False).metadata
+            n = entry_rows(meta)
+            self._stream.release(int(meta.num_messages_in_batch) or 1)
+            counts.append(EntryCount(ledger, entry_id, n))
+            rows += n
+        return counts
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _finished_after(self, ledger: int, entry_id: int) -> bool:
+        end = self.end
+        if end is None:
+            return False
+        here = (ledger, entry_id)
+        return here >= (end[0], end[1]) or (end[2] <= 0 and here == (end[0], end[1] - 1))
+
+    async def read(self, max_rows: int = 65536) -> MessageColumns:
+        """Up to about ``max_rows`` more rows (fewer at the end: an empty result means done).
+
+        Raises :class:`DataLossError` when the first entry is not where the range starts,
+        and :class:`Timeout` when the broker sends nothing for ``wait_timeout`` seconds.
+        """
+        cols = MessageColumns()
+        while not self._done and len(cols) < max_rows:
+            item = await self._stream.take(self._wait)
+            if item is None:
+                raise Timeout(
+                    f"{self.topic}: no message arrived within {self._wait:.0f}s "
+                    f"after position {self.last_position or self.start[:2]}"
+                )
+            ledger, entry_id, entry = item
+            self._check_start(ledger, entry_id)
+            self.last_position = (ledger, entry_id)
+            released = self._decode(ledger, entry_id, entry, cols)
+            self._stream.release(released)
+            past_end = self.end is not None and (ledger, entry_id) >= (self.end[0], self.end[1])
+            if (self._finished_after(ledger, entry_id) or past_end) and not self._pending_chunks():
+                self._done = True
+        return cols
+
+    def _pending_chunks(self) -> bool:
+        return bool(self._chunks)
+
+    def _check_start(self, ledger: int, entry_id: int) -> None:
+        if self._first_seen:
+            return
+        self._first_seen = True
+        start = self.start
+        if start[0] < 0:
+            return
+        if (ledger, entry_id) < (start[0], start[1]):
+            return  # an earlier entry (cannot happen with a broker that starts where asked)
+        if ledger == start[0] and entry_id > start[1]:
+            problem = (
+                f"{self.topic}: messages from position {start[0]}:{start[1]} are gone; "
+                f"the first available one is {ledger}:{entry_id}"
+            )
+            if self.fail_on_data_loss:
+                raise DataLossError(problem)
+            log.warning("%s (reading on from there)", problem)
+
+    def _in_range(self, position: Position) -> bool:
+        if position < self.start:
+            return False
+        return self.end is None or position < self.end
+
+    def _decode(self, ledger: int, entry_id: int, entry: bytes, cols: MessageColumns) -> int:
+        """Append the entry's rows that fall in the range; return its message count."""
+        parsed = parse_entry(entry)
+        meta = parsed.metadata
+        payload: bytes | memoryview = parsed.payload
+        if meta.num_chunks_from_msg > 1 and not meta.HasField("num_messages_in_batch"):
+            self._on_chunk(ledger, entry_id, meta, payload, cols)
+            return 1
+        count = int(meta.num_messages_in_batch) if meta.HasField("num_messages_in_batch") else 0
+        first = (ledger, entry_id, 0)
+        last = (ledger, entry_id, max(count - 1, 0))
+        if last < self.start or (self.end is not None and first >= self.end):
+            return count or 1  # no row of this entry is in the range
+        if meta.compression:
+            payload = decompress(meta.compression, payload, meta.uncompressed_size)
+        prefix = message_id_prefix(ledger, entry_id, self._partition)
+        publish_time = meta.publish_time
+        if not count:
+            _append_one(cols, meta, bytes(payload), publish_time, prefix)
+            return 1
+        lo = self.start[2] if (ledger, entry_id) == self.start[:2] else 0
+        hi = count
+        if self.end is not None and (ledger, entry_id) == self.end[:2]:
+            hi = min(count, max(self.end[2], 0))
+        suffixes = batch_suffixes(count)
+        values, keys, pubs = cols.values, cols.keys, cols.publish_times
+        events, props, ids = cols.event_times, cols.properties, cols.message_ids
+        for index, (single, data) in enumerate(iter_batch(payload, count)):
+            if index < lo or index >= hi or single.compacted_out:
+                continue
+            values.append(None if single.null_value else bytes(data))
+            keys.append(
+                single.partition_key
+                if single.HasField("partition_key") and not single.null_partition_key
+                else None
+            )
+            pubs.append(publish_time)
+            events.append(single.event_time or None)
+            props.append([(kv.key, kv.value) for kv in single.properties])
+            ids.append(prefix + suffixes[index])
+        return count
+
+    def _on_chunk(
+        self,
+        ledger: int,
+        entry_id: int,
+        meta: pb.MessageMetadata,
+        payload: bytes | memoryview,
+        cols: MessageColumns,
+    ) -> None:
+        uuid = meta.uuid
+        pending = self._chunks.get(uuid)
+        if meta.chunk_id == 0:
+            if not self._in_range((ledger, entry_id, 0)):
+                self._skipped_uuids.add(uuid)
+                return
+            pending = self._chunks[uuid] = _Chunk(meta, (ledger, entry_id))
+        elif pending is None or meta.chunk_id != len(pending.parts):
+            if pending is not None:  # out of order: the message cannot be rebuilt
+                log.warning("%s: chunked message %s is incomplete; skipped", self.topic, uuid)
+                del self._chunks[uuid]
+            return
+        pending.parts.append(bytes(payload))
+        if len(pending.parts) < pending.num_chunks:
+            return
+        del self._chunks[uuid]
+        whole = b"".join(pending.parts)
+        if meta.compression:
+            whole = decompress(meta.compression, whole, meta.uncompressed_size)
+        first = pending.first
+        prefix = message_id_prefix(ledger, entry_id, self._partition)
+        chunk_id = message_id_prefix(first[0], first[1], self._partition)
+        # the official client's chunked id: the last chunk's, with the first chunk's inside
+        suffix = b"\x3a" + _varint(len(chunk_id)) + chunk_id
+        _append_one(cols, meta, whole, pending.publish_time, prefix + suffix)
+
+
+def _append_one(
+    cols: MessageColumns, meta: pb.MessageMetadata, data: bytes, publish_time: int, mid: bytes
+) -> None:
+    cols.values.append(None if meta.null_value else data)
+    cols.keys.append(
+        meta.partition_key
+        if meta.HasField("partition_key") and not meta.null_partition_key
+        else None
+    )
+    cols.publish_times.append(publish_time)
+    cols.event_times.append(meta.event_time or None)
+    cols.properties.append([(kv.key, kv.value) for kv in meta.properties])
+    cols.message_ids.append(mid)

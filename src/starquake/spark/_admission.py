@@ -1,0 +1,140 @@
+"""Admission control: cutting a micro-batch at exactly ``maxRecordsPerTrigger`` rows.
+
+Positions do not count messages (a batched entry holds many, ledger ids are not dense), so the
+driver counts: per partition it keeps a scanning subscription that reads entries ahead of the
+next batch's start and remembers how many rows each holds (:class:`EntryCount`, from the
+entry's metadata only). A cut may fall inside a batched entry: ``(ledger, entry, k)`` means
+"the rows of that entry from index k on belong to the next batch". Counts are kept between
+triggers, so each entry is counted once while the query runs; a restarted query recounts from
+its checkpointed start.
+
+The budget is shared across partitions in proportion to what each has available (as Spark's
+Kafka source splits ``maxOffsetsPerTrigger``), the remainder going to the first partitions.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from starquake.client.asyncio import Client
+from starquake.client.bulk import BulkReader, EntryCount, Position
+
+
+@dataclass(slots=True)
+class _Scan:
+    start: Position
+    reader: BulkReader
+    counts: collections.deque[EntryCount] = field(default_factory=collections.deque)
+
+
+def _rows_in(count: EntryCount, start: Position, end: Position) -> int:
+    """Rows of ``count``'s entry inside ``[start, end)``."""
+    key = (count.ledger_id, count.entry_id)
+    lo = start[2] if key == start[:2] else 0
+    hi = count.rows
+    if key == end[:2]:
+        hi = min(hi, end[2])
+    elif key > end[:2]:
+        hi = 0
+    return max(hi - lo, 0)
+
+
+class Admission:
+    """Per-partition counts of the rows ahead of each partition's next start."""
+
+    def __init__(self, client: Client, wait: float) -> None:
+        self._client = client
+        self._wait = wait
+        self._scans: dict[str, _Scan] = {}
+
+    async def _scan(self, partition: str, start: Position) -> _Scan:
+        scan = self._scans.get(partition)
+        if scan is not None and scan.start == start:
+            return scan
+        if scan is not None:
+            await scan.reader.close()
+        reader = await BulkReader.create(
+            self._client, partition, start, receiver_queue_size=1000, wait_timeout=self._wait
+        )
+        scan = self._scans[partition] = _Scan(start, reader)
+        return scan
+
+    async def _available(
+        self, partition: str, start: Position, end: Position, last: Position, budget: int
+    ) -> int:
+        """Rows in ``[start, end)``, counted until ``budget`` of them are known."""
+        scan = await self._scan(partition, start)
+        have = sum(_rows_in(c, start, end) for c in scan.counts)
+        counted_to = (scan.counts[-1].ledger_id, scan.counts[-1].entry_id) if scan.counts else None
+        if have < budget and (counted_to is None or counted_to < last[:2]):
+            more = await scan.reader.count_entries(budget - have, (last[0], last[1]))
+            scan.counts.extend(more)
+            have += sum(_rows_in(c, start, end) for c in more)
+        return min(have, budget)
+
+    async def admit(
+        self,
+        starts: Mapping[str, Position],
+        ends: Mapping[str, Position],
+        lasts: Mapping[str, Position | None],
+        budget: int,
+    ) -> dict[str, Position]:
+        """Ends that admit at most ``budget`` rows in all (every row if fewer are there)."""
+        cut = dict(ends)
+        live = [p for p in sorted(ends) if starts[p] < ends[p] and lasts.get(p) is not None]
+        available: dict[str, int] = {}
+        for p in live:
+            last = lasts[p]
+            assert last is not None
+            available[p] = await self._available(p, starts[p], ends[p], last, budget)
+        total = sum(available.values())
+        if total <= budget:
+            take = available
+        else:
+            take = {p: budget * n // total for p, n in available.items()}
+            spare = budget - sum(take.values())
+            for p in live:
+                extra = min(spare, available[p] - take[p])
+                take[p] += extra
+                spare -= extra
+        for p in live:
+            if take[p] < available[p] or available[p] == budget:
+                cut[p] = self._cut(p, starts[p], ends[p], take[p])
+            self._advance(p, cut[p])
+        return cut
+
+    def _cut(self, partition: str, start: Position, end: Position, rows: int) -> Position:
+        """The position after the first ``rows`` rows from ``start``."""
+        counts = list(self._scans[partition].counts)
+        remaining = rows
+        for i, count in enumerate(counts):
+            here = _rows_in(count, start, end)
+            if here == 0:
+                continue
+            lo = start[2] if (count.ledger_id, count.entry_id) == start[:2] else 0
+            if remaining < here:
+                if remaining == 0:
+                    return (count.ledger_id, count.entry_id, lo)
+                return (count.ledger_id, count.entry_id, lo + remaining)
+            remaining -= here
+            if remaining == 0:
+                for following in counts[i + 1 :]:
+                    return min(end, (following.ledger_id, following.entry_id, 0))
+                return min(end, (count.ledger_id, count.entry_id + 1, 0))
+        return end
+
+    def _advance(self, partition: str, new_start: Position) -> None:
+        """The next batch starts at ``new_start``: forget the counts before it."""
+        scan = self._scans.get(partition)
+        if scan is None:
+            return
+        while scan.counts and (scan.counts[0].ledger_id, scan.counts[0].entry_id) < new_start[:2]:
+            scan.counts.popleft()
+        scan.start = new_start
+
+    async def close(self) -> None:
+        for scan in self._scans.values():
+            await scan.reader.close()
+        self._scans.clear()

@@ -1,0 +1,460 @@
+"""Options of the ``pulsar`` data source: parsed and checked when the query is planned.
+
+Every problem raises :class:`PulsarOptionError` naming the option, so a typo fails at
+``load()`` / ``save()`` / ``start()`` rather than inside an executor.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from starquake.client.bulk import EARLIEST, Position
+from starquake.client.topics import InvalidTopicNameError, normalize_topic, partition_name
+
+__all__ = ["PulsarOptionError", "ReadOptions", "StartSpec", "WriteOptions"]
+
+DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
+
+# Options Spark itself may put into a source's options.
+_SPARK_OWN = {"path", "checkpointlocation", "queryname"}
+
+_READ_KEYS = {
+    "service.url",
+    "admin.url",
+    "topic",
+    "topics",
+    "topicspattern",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtime",
+    "endingtime",
+    "failondataloss",
+    "maxrecordspertrigger",
+    "maxoffsetspertrigger",
+    "minpartitions",
+    "polltimeoutms",
+}
+_WRITE_KEYS = {"service.url", "admin.url", "topic", "writeid", "exactlyonce", "polltimeoutms"}
+
+# pulsar.client.* keys: our client's keyword arguments, or the Java client's names.
+_CLIENT_INT_KEYS = {
+    "operation_timeout_seconds": "operation_timeout_seconds",
+    "operationtimeoutseconds": "operation_timeout_seconds",
+    "connection_timeout_ms": "connection_timeout_ms",
+    "connectiontimeoutms": "connection_timeout_ms",
+    "keep_alive_interval_seconds": "keep_alive_interval_seconds",
+    "keepaliveintervalseconds": "keep_alive_interval_seconds",
+}
+_CLIENT_MS_TO_SECONDS = {"operationtimeoutms": "operation_timeout_seconds"}
+_CLIENT_STR_KEYS = {"listener_name": "listener_name", "listenername": "listener_name"}
+
+_READER_INT_KEYS = {
+    "receiver_queue_size": "receiver_queue_size",
+    "receiverqueuesize": "receiver_queue_size",
+}
+
+_PRODUCER_INT_KEYS = {
+    "send_timeout_millis": "send_timeout_millis",
+    "sendtimeoutms": "send_timeout_millis",
+    "max_pending_messages": "max_pending_messages",
+    "maxpendingmessages": "max_pending_messages",
+    "batching_max_messages": "batching_max_messages",
+    "batchingmaxmessages": "batching_max_messages",
+    "batching_max_allowed_size_in_bytes": "batching_max_allowed_size_in_bytes",
+    "batchingmaxbytes": "batching_max_allowed_size_in_bytes",
+    "batching_max_publish_delay_ms": "batching_max_publish_delay_ms",
+    "batchingmaxpublishdelaymicros": "batching_max_publish_delay_ms",
+}
+_PRODUCER_BOOL_KEYS = {
+    "batching_enabled": "batching_enabled",
+    "batchingenabled": "batching_enabled",
+    "chunking_enabled": "chunking_enabled",
+    "chunkingenabled": "chunking_enabled",
+}
+_COMPRESSION = {"none", "lz4", "zlib", "zstd", "snappy"}
+
+
+class PulsarOptionError(ValueError):
+    """An option of the ``pulsar`` data source is unknown, malformed or conflicts with another."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartSpec:
+    """Where reading starts: ``earliest``, ``latest``, a publish time, or per-partition positions.
+
+    ``positions`` maps a partition's full name to a position; ``default`` applies to partitions
+    it does not name (``earliest`` or ``latest``).
+    """
+
+    kind: str  # "earliest" | "latest" | "time" | "positions"
+    time_ms: int = 0
+    positions: Mapping[str, Position] = field(default_factory=dict)
+    default: str = "earliest"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """Checked options of a read (batch or streaming)."""
+
+    service_url: str
+    topics: tuple[str, ...]
+    pattern: str | None
+    starting: StartSpec
+    ending: StartSpec
+    fail_on_data_loss: bool
+    max_records_per_trigger: int
+    min_partitions: int
+    poll_timeout_s: float
+    client_args: Mapping[str, Any]
+    reader_args: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """Checked options of a write."""
+
+    service_url: str
+    admin_url: str
+    topic: str | None
+    write_id: str | None
+    exactly_once: bool
+    poll_timeout_s: float
+    client_args: Mapping[str, Any]
+    producer_args: Mapping[str, Any]
+
+
+def _get(options: Mapping[str, str], key: str) -> str | None:
+    value = options.get(key)
+    return None if value is None else str(value)
+
+
+def _int(key: str, text: str, *, minimum: int = 0) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise PulsarOptionError(f"option {key!r}: {text!r} is not an integer") from None
+    if value < minimum:
+        raise PulsarOptionError(f"option {key!r}: must be at least {minimum}, got {value}")
+    return value
+
+
+def _bool(key: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise PulsarOptionError(f"option {key!r}: {text!r} is not true or false")
+
+
+def _topic(key: str, text: str) -> str:
+    try:
+        return normalize_topic(text.strip())
+    except InvalidTopicNameError as exc:
+        raise PulsarOptionError(f"option {key!r}: {exc}") from None
+
+
+def _service_url(options: Mapping[str, str]) -> str:
+    url = _get(options, "service.url") or DEFAULT_SERVICE_URL
+    parts = urlsplit(url)
+    if parts.scheme not in ("pulsar", "pulsar+ssl") or not parts.hostname:
+        raise PulsarOptionError(
+            f"option 'service.url': {url!r} is not a pulsar://host:port service URL"
+        )
+    return url
+
+
+def _admin_url(options: Mapping[str, str], service_url: str) -> str:
+    url = _get(options, "admin.url")
+    if url is None:
+        host = urlsplit(service_url).hostname or "localhost"
+        return f"http://{host}:8080"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PulsarOptionError(f"option 'admin.url': {url!r} is not an http(s) URL")
+    return url.rstrip("/")
+
+
+def _passthrough(
+    options: Mapping[str, str], prefix: str, ints: Mapping[str, str], extra: Mapping[str, str]
+) -> dict[str, Any]:
+    """The ``<prefix>*`` options as keyword arguments (``extra``: further accepted names)."""
+    args: dict[str, Any] = {}
+    for key, text in options.items():
+        if not key.startswith(prefix):
+            continue
+        name = key[len(prefix) :]
+        if name in ints:
+            args[ints[name]] = _int(key, text)
+        elif name in extra:
+            args[extra[name]] = text
+        else:
+            known = sorted({*ints.values(), *extra.values()})
+            raise PulsarOptionError(f"unknown option {key!r} (known: {', '.join(known)})")
+    return args
+
+
+def _client_args(options: Mapping[str, str]) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    for key, text in options.items():
+        if not key.startswith("pulsar.client."):
+            continue
+        name = key[len("pulsar.client.") :]
+        if name in _CLIENT_MS_TO_SECONDS:
+            args[_CLIENT_MS_TO_SECONDS[name]] = max(1, math.ceil(_int(key, text) / 1000))
+        elif name in _CLIENT_INT_KEYS:
+            args[_CLIENT_INT_KEYS[name]] = _int(key, text)
+        elif name in _CLIENT_STR_KEYS:
+            args[_CLIENT_STR_KEYS[name]] = text
+        else:
+            known = sorted({*_CLIENT_INT_KEYS.values(), *_CLIENT_STR_KEYS.values()})
+            raise PulsarOptionError(f"unknown option {key!r} (known: {', '.join(known)})")
+    return args
+
+
+def _producer_args(options: Mapping[str, str]) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    for key, text in options.items():
+        if not key.startswith("pulsar.producer."):
+            continue
+        name = key[len("pulsar.producer.") :]
+        if name in _PRODUCER_INT_KEYS:
+            args[_PRODUCER_INT_KEYS[name]] = _int(key, text)
+        elif name in _PRODUCER_BOOL_KEYS:
+            args[_PRODUCER_BOOL_KEYS[name]] = _bool(key, text)
+        elif name in ("compression_type", "compressiontype"):
+            codec = text.strip().lower()
+            if codec not in _COMPRESSION:
+                raise PulsarOptionError(
+                    f"option {key!r}: {text!r} is not one of {', '.join(sorted(_COMPRESSION))}"
+                )
+            args["compression_type"] = codec
+        else:
+            known = sorted(
+                {*_PRODUCER_INT_KEYS.values(), *_PRODUCER_BOOL_KEYS.values(), "compression_type"}
+            )
+            raise PulsarOptionError(f"unknown option {key!r} (known: {', '.join(known)})")
+    return args
+
+
+def _check_known(options: Mapping[str, str], allowed: set[str], kind: str) -> None:
+    for key in options:
+        if key in allowed or key in _SPARK_OWN:
+            continue
+        if key.startswith(("pulsar.client.", "pulsar.reader.", "pulsar.producer.")):
+            continue
+        raise PulsarOptionError(f"unknown option {key!r} for a {kind} (known: {sorted(allowed)})")
+
+
+def _position(key: str, value: Any) -> Position | str:
+    """One partition's position in an offsets JSON (see :func:`parse_offsets`)."""
+    if value in (-2, "earliest"):
+        return "earliest"
+    if value in (-1, "latest"):
+        return "latest"
+    if isinstance(value, dict):
+        try:
+            return (int(value["ledger"]), int(value["entry"]), max(int(value.get("batch", 0)), 0))
+        except (KeyError, TypeError, ValueError):
+            raise PulsarOptionError(
+                f"option {key!r}: {value!r} is not {{'ledger': L, 'entry': E, 'batch': B}}"
+            ) from None
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
+        if len(value) == 3:
+            return (value[0], value[1], max(value[2], 0))
+        if len(value) >= 4 and all(0 <= v < 256 for v in value):
+            from starquake.client import MessageId
+
+            try:
+                mid = MessageId.deserialize(bytes(value))
+            except Exception:
+                raise PulsarOptionError(
+                    f"option {key!r}: {value!r} is not a serialized message id"
+                ) from None
+            return (mid.ledger_id(), mid.entry_id(), max(mid.batch_index(), 0))
+    raise PulsarOptionError(
+        f"option {key!r}: {value!r} is not a position ([ledger, entry, batch], "
+        "a serialized message id as a list of bytes, -2/'earliest' or -1/'latest')"
+    )
+
+
+def parse_offsets(key: str, text: str, default: str) -> StartSpec:
+    """``earliest``, ``latest`` or JSON: ``{"<partition topic>": position}`` or, as Kafka writes
+    it, ``{"<topic>": {"<partition index>": position}}``."""
+    lowered = text.strip().lower()
+    if lowered in ("earliest", "latest"):
+        return StartSpec(lowered, default=lowered)
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise PulsarOptionError(
+            f"option {key!r}: {text!r} is neither 'earliest', 'latest' nor JSON"
+        ) from None
+    if not isinstance(data, dict):
+        raise PulsarOptionError(f"option {key!r}: the JSON must be an object keyed by topic")
+    positions: dict[str, Position] = {}
+    defaults: dict[str, str] = {}
+    for topic_text, value in data.items():
+        topic = _topic(key, topic_text)
+        if isinstance(value, dict) and not {"ledger", "entry"} <= set(value):
+            for index_text, inner in value.items():
+                try:
+                    index = int(index_text)
+                except ValueError:
+                    raise PulsarOptionError(
+                        f"option {key!r}: partition {index_text!r} of {topic} is not a number"
+                    ) from None
+                name = partition_name(topic, index) if index >= 0 else topic
+                _put(positions, defaults, name, _position(key, inner))
+        else:
+            _put(positions, defaults, topic, _position(key, value))
+    return StartSpec("positions", positions=_with_sentinels(positions, defaults), default=default)
+
+
+def _put(
+    positions: dict[str, Position], defaults: dict[str, str], name: str, where: Position | str
+) -> None:
+    if isinstance(where, str):
+        defaults[name] = where
+    else:
+        positions[name] = where
+
+
+_LATEST_SENTINEL: Position = (-9, -9, -9)
+
+
+def _with_sentinels(
+    positions: dict[str, Position], defaults: dict[str, str]
+) -> dict[str, Position]:
+    merged = dict(positions)
+    for name, where in defaults.items():
+        merged[name] = EARLIEST if where == "earliest" else _LATEST_SENTINEL
+    return merged
+
+
+def is_latest_sentinel(position: Position) -> bool:
+    """True for a partition given as ``latest`` (-1) inside an offsets JSON."""
+    return position == _LATEST_SENTINEL
+
+
+def _pattern(text: str) -> str:
+    pattern = text.strip()
+    if "://" not in pattern:
+        pattern = (
+            f"persistent://public/default/{pattern}"
+            if "/" not in pattern
+            else f"persistent://{pattern}"
+        )
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise PulsarOptionError(f"option 'topicsPattern': bad regular expression: {exc}") from None
+    if len(pattern.partition("://")[2].split("/")) < 3:
+        raise PulsarOptionError(f"option 'topicsPattern': {text!r} names no namespace")
+    return pattern
+
+
+def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Check the options of a read; raise :class:`PulsarOptionError` naming the bad one."""
+    _check_known(options, _READ_KEYS, "streaming read" if streaming else "batch read")
+    service_url = _service_url(options)
+    given = [k for k in ("topic", "topics", "topicspattern") if _get(options, k)]
+    if len(given) != 1:
+        raise PulsarOptionError(
+            "exactly one of the options 'topic', 'topics' and 'topicsPattern' is needed"
+            + (f" (got {', '.join(given)})" if given else "")
+        )
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    if given[0] == "topic":
+        topics = (_topic("topic", _get(options, "topic") or ""),)
+    elif given[0] == "topics":
+        names = [t for t in (_get(options, "topics") or "").split(",") if t.strip()]
+        if not names:
+            raise PulsarOptionError("option 'topics': no topic named")
+        topics = tuple(dict.fromkeys(_topic("topics", t) for t in names))
+    else:
+        pattern = _pattern(_get(options, "topicspattern") or "")
+    default_start = "latest" if streaming else "earliest"
+    starting_text = _get(options, "startingoffsets")
+    starting_time = _get(options, "startingtime")
+    if starting_text is not None and starting_time is not None:
+        raise PulsarOptionError("options 'startingOffsets' and 'startingTime' exclude each other")
+    if starting_time is not None:
+        starting = StartSpec("time", time_ms=_int("startingTime", starting_time))
+    elif starting_text is not None:
+        starting = parse_offsets("startingOffsets", starting_text, default_start)
+    else:
+        starting = StartSpec(default_start, default=default_start)
+    ending_text = _get(options, "endingoffsets")
+    ending_time = _get(options, "endingtime")
+    if streaming and (ending_text is not None or ending_time is not None):
+        raise PulsarOptionError(
+            "options 'endingOffsets' and 'endingTime' are for batch reads only; a streaming "
+            "query reads on"
+        )
+    if ending_text is not None and ending_time is not None:
+        raise PulsarOptionError("options 'endingOffsets' and 'endingTime' exclude each other")
+    if ending_time is not None:
+        ending = StartSpec("time", time_ms=_int("endingTime", ending_time))
+    elif ending_text is not None:
+        ending = parse_offsets("endingOffsets", ending_text, "latest")
+        if ending.kind == "earliest":
+            raise PulsarOptionError("option 'endingOffsets': 'earliest' would read nothing")
+    else:
+        ending = StartSpec("latest", default="latest")
+    if not streaming and starting.kind == "latest":
+        raise PulsarOptionError(
+            "option 'startingOffsets': 'latest' is not allowed in a batch read (it reads nothing)"
+        )
+    limit_key = next(
+        (k for k in ("maxrecordspertrigger", "maxoffsetspertrigger") if k in options), None
+    )
+    if "maxrecordspertrigger" in options and "maxoffsetspertrigger" in options:
+        raise PulsarOptionError(
+            "options 'maxRecordsPerTrigger' and 'maxOffsetsPerTrigger' are aliases; give one"
+        )
+    max_records = 0
+    if limit_key is not None:
+        if not streaming:
+            raise PulsarOptionError(f"option {limit_key!r} is for streaming reads only")
+        max_records = _int("maxRecordsPerTrigger", str(options[limit_key]), minimum=1)
+    return ReadOptions(
+        service_url=service_url,
+        topics=topics,
+        pattern=pattern,
+        starting=starting,
+        ending=ending,
+        fail_on_data_loss=_bool("failOnDataLoss", _get(options, "failondataloss") or "true"),
+        max_records_per_trigger=max_records,
+        min_partitions=_int("minPartitions", _get(options, "minpartitions") or "0"),
+        poll_timeout_s=_int("pollTimeoutMs", _get(options, "polltimeoutms") or "120000", minimum=1)
+        / 1000,
+        client_args=_client_args(options),
+        reader_args=_passthrough(options, "pulsar.reader.", _READER_INT_KEYS, {}),
+    )
+
+
+def write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Check the options of a write; raise :class:`PulsarOptionError` naming the bad one."""
+    _check_known(options, _WRITE_KEYS, "write")
+    service_url = _service_url(options)
+    topic_text = _get(options, "topic")
+    write_id = _get(options, "writeid")
+    if write_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", write_id):
+        raise PulsarOptionError("option 'writeId': use 1 to 64 letters, digits, '_', '-' or '.'")
+    return WriteOptions(
+        service_url=service_url,
+        admin_url=_admin_url(options, service_url),
+        topic=_topic("topic", topic_text) if topic_text else None,
+        write_id=write_id,
+        exactly_once=_bool("exactlyOnce", _get(options, "exactlyonce") or "true"),
+        poll_timeout_s=_int("pollTimeoutMs", _get(options, "polltimeoutms") or "120000", minimum=1)
+        / 1000,
+        client_args=_client_args(options),
+        producer_args=_producer_args(options),
+    )

@@ -1,0 +1,226 @@
+"""Planning reads: which partitions, which positions, which ranges; and reading one range.
+
+Positions are ``(ledger, entry, batch index)`` (see :mod:`starquake.client.bulk`). A range
+``[start, end)`` of one partition becomes one Spark input partition (or several with
+``minPartitions``); offsets in checkpoints are JSON objects mapping each partition's full
+topic name to ``[ledger, entry, batch]``, the position of the next message to read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from starquake.client import MessageId
+from starquake.client.asyncio import Client
+from starquake.client.bulk import EARLIEST, BulkReader, Position
+from starquake.client.exceptions import NotConnected, PulsarException, Timeout
+from starquake.client.topics import base_topic, namespace_of
+from starquake.spark._options import ReadOptions, StartSpec, is_latest_sentinel
+from starquake.spark._rows import to_record_batch
+from starquake.spark._runtime import Session
+
+log = logging.getLogger("starquake.spark")
+
+ROWS_PER_BATCH = 65536
+
+
+class PulsarSourceError(RuntimeError):
+    """A read cannot be planned: a missing topic, an unreachable broker, a bad position."""
+
+
+class RangePartition(InputPartition):
+    """Spark input partition: messages ``[start, end)`` of one topic partition."""
+
+    def __init__(self, topic: str, start: Position, end: Position) -> None:
+        super().__init__((topic, start, end))
+        self.topic = topic
+        self.start = start
+        self.end = end
+
+
+def next_after(last: Position) -> Position:
+    """The position after the entry holding ``last`` (the end of everything up to it)."""
+    return (last[0], last[1] + 1, 0)
+
+
+def encode_offsets(positions: Mapping[str, Position]) -> dict[str, list[int]]:
+    return {name: list(positions[name]) for name in sorted(positions)}
+
+
+def decode_offsets(offsets: Mapping[str, Any] | None) -> dict[str, Position]:
+    decoded: dict[str, Position] = {}
+    for name, value in (offsets or {}).items():
+        ledger, entry, batch = (int(v) for v in value)
+        decoded[str(name)] = (ledger, entry, batch)
+    return decoded
+
+
+async def resolve_partitions(client: Client, opts: ReadOptions) -> list[str]:
+    """Every partition (or non-partitioned topic) the options name, sorted."""
+    names: list[str] = []
+    if opts.pattern is not None:
+        regex = re.compile(opts.pattern)
+        rest = opts.pattern.partition("://")[2].split("/")
+        found = await client.get_topics_of_namespace(f"{rest[0]}/{rest[1]}")
+        for name in found:
+            base = base_topic(name)
+            if regex.fullmatch(base) or regex.fullmatch(name):
+                names.append(name)
+        return sorted(set(names))
+    listed: dict[str, set[str]] = {}
+    for topic in opts.topics:
+        parts = await client.get_topic_partitions(topic)
+        if parts == [topic]:
+            namespace = namespace_of(topic)
+            if namespace not in listed:
+                listed[namespace] = set(await client.get_topics_of_namespace(namespace))
+            if topic not in listed[namespace]:
+                raise PulsarSourceError(f"Topic {topic} does not exist")
+        names.extend(parts)
+    return sorted(set(names))
+
+
+class Probes:
+    """One reading-nothing subscription per partition, asked for the last message position."""
+
+    def __init__(self, client: Client, wait: float) -> None:
+        self._client = client
+        self._wait = wait
+        self._readers: dict[str, BulkReader] = {}
+
+    async def last_position(self, partition: str) -> Position | None:
+        reader = self._readers.get(partition)
+        if reader is None:
+            reader = await BulkReader.create(
+                self._client, partition, receiver_queue_size=0, wait_timeout=self._wait
+            )
+            self._readers[partition] = reader
+        for attempt in range(50):
+            try:
+                return await reader.get_last_position()
+            except NotConnected:  # reconnecting (the topic moved or was unloaded)
+                if attempt == 49:
+                    raise
+                await asyncio.sleep(0.1)
+        raise AssertionError("unreachable")
+
+    async def last_positions(self, partitions: list[str]) -> dict[str, Position | None]:
+        found = await asyncio.gather(*(self.last_position(p) for p in partitions))
+        return dict(zip(partitions, found, strict=True))
+
+    async def close(self) -> None:
+        for reader in self._readers.values():
+            await reader.close()
+        self._readers.clear()
+
+
+async def position_at_time(client: Client, partition: str, time_ms: int) -> Position | None:
+    """Position of the first message published at or after ``time_ms``, or None."""
+    reader = await client.create_reader(partition, MessageId.earliest, receiver_queue_size=10)
+    try:
+        await reader.seek(time_ms)
+        for _ in range(100):
+            try:
+                if not await reader.has_message_available():
+                    return None
+                break
+            except NotConnected:  # the seek reconnects the reader
+                await asyncio.sleep(0.05)
+        msg = await reader.read_next(30_000)
+        mid = msg.message_id()
+        return (mid.ledger_id(), mid.entry_id(), max(mid.batch_index(), 0))
+    finally:
+        await reader.close()
+
+
+async def resolve_position(
+    client: Client, spec: StartSpec, partition: str, last: Position | None
+) -> Position:
+    """Where ``spec`` puts ``partition``, whose last message is at ``last``."""
+    latest = next_after(last) if last is not None else EARLIEST
+    kind = spec.kind
+    if kind == "positions":
+        given = spec.positions.get(partition)
+        if given is None:
+            kind = spec.default
+        elif is_latest_sentinel(given):
+            return latest
+        else:
+            return given
+    if kind == "earliest":
+        return EARLIEST
+    if kind == "latest":
+        return latest
+    if last is None:
+        return EARLIEST
+    found = await position_at_time(client, partition, spec.time_ms)
+    return found if found is not None else latest
+
+
+def split_range(topic: str, start: Position, end: Position, pieces: int) -> list[RangePartition]:
+    """``[start, end)`` as up to ``pieces`` ranges, cut at entries of the end's ledger (entry
+    ids are dense inside a ledger, so those cuts are real positions)."""
+    if pieces <= 1 or end[1] <= 0:
+        return [RangePartition(topic, start, end)]
+    first_entry = start[1] + 1 if start[0] == end[0] else 0
+    last_entry = end[1] - 1 if end[2] <= 0 else end[1]
+    span = last_entry - first_entry + 1
+    if span < 2:
+        return [RangePartition(topic, start, end)]
+    pieces = min(pieces, span)
+    cuts = [(end[0], first_entry + (span * i) // pieces, 0) for i in range(1, pieces)]
+    bounds = [start, *[c for c in cuts if start < c < end], end]
+    return [RangePartition(topic, a, b) for a, b in itertools.pairwise(bounds)]
+
+
+def plan_ranges(
+    starts: Mapping[str, Position], ends: Mapping[str, Position], min_partitions: int
+) -> list[RangePartition]:
+    """The non-empty ranges, split so there are about ``min_partitions`` of them."""
+    live = [p for p in sorted(ends) if starts.get(p, EARLIEST) < ends[p]]
+    per = -(-min_partitions // len(live)) if live and min_partitions > len(live) else 1
+    ranges: list[RangePartition] = []
+    for p in live:
+        ranges.extend(split_range(p, starts.get(p, EARLIEST), ends[p], per))
+    return ranges
+
+
+def read_range(opts: ReadOptions, part: RangePartition) -> Iterator[pa.RecordBatch]:
+    """Executor side: the rows of one range as Arrow record batches."""
+    with Session(opts.service_url, opts.client_args) as session:
+        queue = int(opts.reader_args.get("receiver_queue_size", 10000))
+        try:
+            reader = session.run(
+                BulkReader.create(
+                    session.client,
+                    part.topic,
+                    part.start,
+                    part.end,
+                    receiver_queue_size=queue,
+                    wait_timeout=opts.poll_timeout_s,
+                    fail_on_data_loss=opts.fail_on_data_loss,
+                )
+            )
+        except (PulsarException, OSError) as exc:
+            raise PulsarSourceError(f"cannot read {part.topic}: {exc}") from exc
+        try:
+            while not reader.done:
+                try:
+                    cols = session.run(reader.read(ROWS_PER_BATCH))
+                except Timeout as exc:
+                    raise PulsarSourceError(
+                        f"reading {part.topic} [{part.start}, {part.end}): {exc} "
+                        "(option pollTimeoutMs)"
+                    ) from exc
+                if len(cols):
+                    yield to_record_batch(cols, part.topic)
+        finally:
+            session.run(reader.close())
