@@ -1,0 +1,90 @@
+"""Partitioned-topic endpoints of the admin API served so far.
+
+``PUT /admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}/partitions`` with the
+partition count as its JSON body creates a partitioned topic (409 if it exists), ``POST`` on
+the same path raises the count (it can only grow), ``GET`` answers ``{"partitions": N}``
+(0 for a topic that is not partitioned), as Pulsar's admin API does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from starquake.broker.errors import BrokerServiceError
+from starquake.broker.resources import ConflictError, NotFoundError
+from starquake.broker.web import WebServer, json_reply
+from starquake.common.topic_name import InvalidTopicNameError, TopicName
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+_TOPIC = (
+    r"/admin/v2/(?P<domain>persistent|non-persistent)/(?P<tenant>[^/]+)/(?P<namespace>[^/]+)"
+    r"/(?P<topic>[^/]+)"
+)
+
+Reply = tuple[int, str, bytes]
+
+
+def _status(exc: Exception) -> int:
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, ConflictError):
+        return 409
+    return 412
+
+
+def install(web: WebServer, service: BrokerService) -> None:
+    """Add the endpoints to ``web``."""
+
+    def topic_of(params: dict[str, str]) -> TopicName:
+        return TopicName.parse(
+            f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
+        )
+
+    def count_of(body: bytes) -> int | None:
+        try:
+            value = json.loads(body or b"null")
+        except ValueError:
+            return None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    async def change(params: dict[str, str], body: bytes, *, create: bool) -> Reply:
+        try:
+            topic = topic_of(params)
+        except InvalidTopicNameError as exc:
+            return json_reply(412, {"reason": str(exc)})
+        count = count_of(body)
+        if count is None or count < 1:
+            return json_reply(400, {"reason": "the body must be the number of partitions (>= 1)"})
+        resources = service.resources
+        call = resources.create_partitioned_topic if create else resources.update_partitioned_topic
+        try:
+            await asyncio.to_thread(call, topic, count)
+        except (BrokerServiceError, ValueError) as exc:
+            return json_reply(_status(exc), {"reason": str(exc)})
+        log.info("partitioned topic %s: %d partitions", topic, count)
+        return 204, "application/json", b""
+
+    async def create(params: dict[str, str], body: bytes) -> Reply:
+        return await change(params, body, create=True)
+
+    async def update(params: dict[str, str], body: bytes) -> Reply:
+        return await change(params, body, create=False)
+
+    async def get(params: dict[str, str], _body: bytes) -> Reply:
+        try:
+            topic = topic_of(params)
+        except InvalidTopicNameError as exc:
+            return json_reply(412, {"reason": str(exc)})
+        return json_reply(200, {"partitions": service.resources.partitions(topic)})
+
+    path = _TOPIC + "/partitions"
+    web.route_pattern("PUT", path, create)
+    web.route_pattern("POST", path, update)
+    web.route_pattern("GET", path, get)
