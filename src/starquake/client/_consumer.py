@@ -128,16 +128,6 @@ class ConsumerImpl(HandlerBase):
 
     # --- connection -------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Subscribe (raises on failure)."""
-        self._core.handlers.add(self)
-        try:
-            await self._start()
-        except BaseException:
-            self._core.handlers.discard(self)
-            self._closing = True
-            raise
-
     def _write(self, cmd: pb.BaseCommand) -> bool:
         cnx = self._cnx
         if cnx is None or not cnx.is_open:

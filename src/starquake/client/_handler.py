@@ -92,6 +92,16 @@ class HandlerBase:
         await self._register(cnx)
         self._epoch += 1
 
+    async def start(self) -> None:
+        """Connect and register with the broker for the first time (raises on failure)."""
+        self._core.handlers.add(self)
+        try:
+            await self._start()
+        except BaseException:
+            self._core.handlers.discard(self)
+            self._closing = True
+            raise
+
     async def _start(self) -> None:
         """First connection: retry retryable errors until the operation timeout."""
         loop = asyncio.get_running_loop()

@@ -120,16 +120,6 @@ class ProducerImpl(HandlerBase):
 
     # --- connection -------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Connect and register with the broker (raises on failure)."""
-        self._core.handlers.add(self)
-        try:
-            await self._start()
-        except BaseException:
-            self._core.handlers.discard(self)
-            self._closing = True
-            raise
-
     async def _register(self, cnx: ClientConnection) -> None:
         rid = self._core.next_request_id()
         cmd = _commands.producer(

@@ -145,15 +145,6 @@ class _EntryStream(HandlerBase):
     def __repr__(self) -> str:
         return f"BulkReader({self.topic})"
 
-    async def start(self) -> None:
-        self._core.handlers.add(self)
-        try:
-            await self._start()
-        except BaseException:
-            self._core.handlers.discard(self)
-            self._closing = True
-            raise
-
     async def _register(self, cnx: ClientConnection) -> None:
         rid = self._core.next_request_id()
         ledger, entry = self._resume

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,41 +42,6 @@ _READ_KEYS = {
 }
 _WRITE_KEYS = {"service.url", "admin.url", "topic", "writeid", "exactlyonce", "polltimeoutms"}
 
-# pulsar.client.* keys: our client's keyword arguments, or the Java client's names.
-_CLIENT_INT_KEYS = {
-    "operation_timeout_seconds": "operation_timeout_seconds",
-    "operationtimeoutseconds": "operation_timeout_seconds",
-    "connection_timeout_ms": "connection_timeout_ms",
-    "connectiontimeoutms": "connection_timeout_ms",
-    "keep_alive_interval_seconds": "keep_alive_interval_seconds",
-    "keepaliveintervalseconds": "keep_alive_interval_seconds",
-}
-_CLIENT_MS_TO_SECONDS = {"operationtimeoutms": "operation_timeout_seconds"}
-_CLIENT_STR_KEYS = {"listener_name": "listener_name", "listenername": "listener_name"}
-
-_READER_INT_KEYS = {
-    "receiver_queue_size": "receiver_queue_size",
-    "receiverqueuesize": "receiver_queue_size",
-}
-
-_PRODUCER_INT_KEYS = {
-    "send_timeout_millis": "send_timeout_millis",
-    "sendtimeoutms": "send_timeout_millis",
-    "max_pending_messages": "max_pending_messages",
-    "maxpendingmessages": "max_pending_messages",
-    "batching_max_messages": "batching_max_messages",
-    "batchingmaxmessages": "batching_max_messages",
-    "batching_max_allowed_size_in_bytes": "batching_max_allowed_size_in_bytes",
-    "batchingmaxbytes": "batching_max_allowed_size_in_bytes",
-    "batching_max_publish_delay_ms": "batching_max_publish_delay_ms",
-    "batchingmaxpublishdelaymicros": "batching_max_publish_delay_ms",
-}
-_PRODUCER_BOOL_KEYS = {
-    "batching_enabled": "batching_enabled",
-    "batchingenabled": "batching_enabled",
-    "chunking_enabled": "chunking_enabled",
-    "chunkingenabled": "chunking_enabled",
-}
 _COMPRESSION = {"none", "lz4", "zlib", "zstd", "snappy"}
 
 
@@ -179,73 +144,88 @@ def _admin_url(options: Mapping[str, str], service_url: str) -> str:
     return url.rstrip("/")
 
 
+def _as_int(key: str, text: str) -> int:
+    return _int(key, text)
+
+
+def _thousandths(key: str, text: str) -> int:
+    """ms as seconds, or µs as ms: rounded up, at least 1."""
+    return max(1, math.ceil(_int(key, text) / 1000))
+
+
+def _as_text(_key: str, text: str) -> str:
+    return text
+
+
+def _codec(key: str, text: str) -> str:
+    codec = text.strip().lower()
+    if codec not in _COMPRESSION:
+        raise PulsarOptionError(
+            f"option {key!r}: {text!r} is not one of {', '.join(sorted(_COMPRESSION))}"
+        )
+    return codec
+
+
+Converter = Callable[[str, str], Any]
+# Pass-through settings by their lowercased names (ours, and the Java client's) ->
+# (keyword argument of our client, conversion of the option text).
+_CLIENT: dict[str, tuple[str, Converter]] = {
+    "operation_timeout_seconds": ("operation_timeout_seconds", _as_int),
+    "operationtimeoutseconds": ("operation_timeout_seconds", _as_int),
+    "operationtimeoutms": ("operation_timeout_seconds", _thousandths),
+    "connection_timeout_ms": ("connection_timeout_ms", _as_int),
+    "connectiontimeoutms": ("connection_timeout_ms", _as_int),
+    "keep_alive_interval_seconds": ("keep_alive_interval_seconds", _as_int),
+    "keepaliveintervalseconds": ("keep_alive_interval_seconds", _as_int),
+    "listener_name": ("listener_name", _as_text),
+    "listenername": ("listener_name", _as_text),
+}
+_READER: dict[str, tuple[str, Converter]] = {
+    "receiver_queue_size": ("receiver_queue_size", _as_int),
+    "receiverqueuesize": ("receiver_queue_size", _as_int),
+}
+_PRODUCER: dict[str, tuple[str, Converter]] = {
+    "send_timeout_millis": ("send_timeout_millis", _as_int),
+    "sendtimeoutms": ("send_timeout_millis", _as_int),
+    "max_pending_messages": ("max_pending_messages", _as_int),
+    "maxpendingmessages": ("max_pending_messages", _as_int),
+    "batching_max_messages": ("batching_max_messages", _as_int),
+    "batchingmaxmessages": ("batching_max_messages", _as_int),
+    "batching_max_allowed_size_in_bytes": ("batching_max_allowed_size_in_bytes", _as_int),
+    "batchingmaxbytes": ("batching_max_allowed_size_in_bytes", _as_int),
+    "batching_max_publish_delay_ms": ("batching_max_publish_delay_ms", _as_int),
+    "batchingmaxpublishdelaymicros": ("batching_max_publish_delay_ms", _thousandths),
+    "batching_enabled": ("batching_enabled", _bool),
+    "batchingenabled": ("batching_enabled", _bool),
+    "chunking_enabled": ("chunking_enabled", _bool),
+    "chunkingenabled": ("chunking_enabled", _bool),
+    "compression_type": ("compression_type", _codec),
+    "compressiontype": ("compression_type", _codec),
+}
+
+
 def _passthrough(
-    options: Mapping[str, str], prefix: str, ints: Mapping[str, str], extra: Mapping[str, str]
+    options: Mapping[str, str], prefix: str, table: Mapping[str, tuple[str, Converter]]
 ) -> dict[str, Any]:
-    """The ``<prefix>*`` options as keyword arguments (``extra``: further accepted names)."""
+    """The ``<prefix>*`` options as keyword arguments of our client."""
     args: dict[str, Any] = {}
     for key, text in options.items():
         if not key.startswith(prefix):
             continue
-        name = key[len(prefix) :]
-        if name in ints:
-            args[ints[name]] = _int(key, text)
-        elif name in extra:
-            args[extra[name]] = text
-        else:
-            known = sorted({*ints.values(), *extra.values()})
+        found = table.get(key[len(prefix) :])
+        if found is None:
+            known = sorted({name for name, _ in table.values()})
             raise PulsarOptionError(f"unknown option {key!r} (known: {', '.join(known)})")
+        name, convert = found
+        args[name] = convert(key, text)
     return args
 
 
-def _client_args(options: Mapping[str, str]) -> dict[str, Any]:
-    args: dict[str, Any] = {}
-    for key, text in options.items():
-        if not key.startswith("pulsar.client."):
-            continue
-        name = key[len("pulsar.client.") :]
-        if name in _CLIENT_MS_TO_SECONDS:
-            args[_CLIENT_MS_TO_SECONDS[name]] = max(1, math.ceil(_int(key, text) / 1000))
-        elif name in _CLIENT_INT_KEYS:
-            args[_CLIENT_INT_KEYS[name]] = _int(key, text)
-        elif name in _CLIENT_STR_KEYS:
-            args[_CLIENT_STR_KEYS[name]] = text
-        else:
-            known = sorted({*_CLIENT_INT_KEYS.values(), *_CLIENT_STR_KEYS.values()})
-            raise PulsarOptionError(f"unknown option {key!r} (known: {', '.join(known)})")
-    return args
-
-
-def _producer_args(options: Mapping[str, str]) -> dict[str, Any]:
-    args: dict[str, Any] = {}
-    for key, text in options.items():
-        if not key.startswith("pulsar.producer."):
-            continue
-        name = key[len("pulsar.producer.") :]
-        if name in _PRODUCER_INT_KEYS:
-            args[_PRODUCER_INT_KEYS[name]] = _int(key, text)
-        elif name in _PRODUCER_BOOL_KEYS:
-            args[_PRODUCER_BOOL_KEYS[name]] = _bool(key, text)
-        elif name in ("compression_type", "compressiontype"):
-            codec = text.strip().lower()
-            if codec not in _COMPRESSION:
-                raise PulsarOptionError(
-                    f"option {key!r}: {text!r} is not one of {', '.join(sorted(_COMPRESSION))}"
-                )
-            args["compression_type"] = codec
-        else:
-            known = sorted(
-                {*_PRODUCER_INT_KEYS.values(), *_PRODUCER_BOOL_KEYS.values(), "compression_type"}
-            )
-            raise PulsarOptionError(f"unknown option {key!r} (known: {', '.join(known)})")
-    return args
-
-
-def _check_known(options: Mapping[str, str], allowed: set[str], kind: str) -> None:
+def _check_known(
+    options: Mapping[str, str], allowed: set[str], prefixes: tuple[str, ...], kind: str
+) -> None:
     for key in options:
-        if key in allowed or key in _SPARK_OWN:
-            continue
-        if key.startswith(("pulsar.client.", "pulsar.reader.", "pulsar.producer.")):
+        if key in allowed or key in _SPARK_OWN or key.startswith(prefixes):
             continue
         raise PulsarOptionError(f"unknown option {key!r} for a {kind} (known: {sorted(allowed)})")
 
@@ -360,7 +340,13 @@ def _pattern(text: str) -> str:
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """Check the options of a read; raise :class:`PulsarOptionError` naming the bad one."""
-    _check_known(options, _READ_KEYS, "streaming read" if streaming else "batch read")
+    options = {str(k).lower(): v for k, v in options.items()}
+    _check_known(
+        options,
+        _READ_KEYS,
+        ("pulsar.client.", "pulsar.reader."),
+        "streaming read" if streaming else "batch read",
+    )
     service_url = _service_url(options)
     given = [k for k in ("topic", "topics", "topicspattern") if _get(options, k)]
     if len(given) != 1:
@@ -434,14 +420,15 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         min_partitions=_int("minPartitions", _get(options, "minpartitions") or "0"),
         poll_timeout_s=_int("pollTimeoutMs", _get(options, "polltimeoutms") or "120000", minimum=1)
         / 1000,
-        client_args=_client_args(options),
-        reader_args=_passthrough(options, "pulsar.reader.", _READER_INT_KEYS, {}),
+        client_args=_passthrough(options, "pulsar.client.", _CLIENT),
+        reader_args=_passthrough(options, "pulsar.reader.", _READER),
     )
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:
     """Check the options of a write; raise :class:`PulsarOptionError` naming the bad one."""
-    _check_known(options, _WRITE_KEYS, "write")
+    options = {str(k).lower(): v for k, v in options.items()}
+    _check_known(options, _WRITE_KEYS, ("pulsar.client.", "pulsar.producer."), "write")
     service_url = _service_url(options)
     topic_text = _get(options, "topic")
     write_id = _get(options, "writeid")
@@ -455,6 +442,6 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         exactly_once=_bool("exactlyOnce", _get(options, "exactlyonce") or "true"),
         poll_timeout_s=_int("pollTimeoutMs", _get(options, "polltimeoutms") or "120000", minimum=1)
         / 1000,
-        client_args=_client_args(options),
-        producer_args=_producer_args(options),
+        client_args=_passthrough(options, "pulsar.client.", _CLIENT),
+        producer_args=_passthrough(options, "pulsar.producer.", _PRODUCER),
     )

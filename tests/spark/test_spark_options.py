@@ -1,0 +1,96 @@
+"""Option parsing of the ``pulsar`` source, without Spark: every rule and its message."""
+
+from __future__ import annotations
+
+import pytest
+
+from starquake.client import MessageId
+from starquake.spark._options import PulsarOptionError, read_options, write_options
+
+T = "persistent://public/default/t"
+
+
+def test_defaults_of_a_batch_and_a_streaming_read() -> None:
+    batch = read_options({"topic": "t"}, streaming=False)
+    assert batch.topics == (T,)
+    assert (batch.starting.kind, batch.ending.kind) == ("earliest", "latest")
+    assert batch.fail_on_data_loss is True
+    assert batch.service_url == "pulsar://localhost:6650"
+    stream = read_options({"topics": "t, other,t"}, streaming=True)
+    assert stream.topics == (T, "persistent://public/default/other")
+    assert stream.starting.kind == "latest"
+
+
+def test_offsets_json_forms() -> None:
+    mid = MessageId(-1, 7, 3, 2)
+    text = (
+        '{"t-partition-0": [1, 2, 3], "t2": {"0": -2, "1": {"ledger": 4, "entry": 5}},'
+        f' "t3": {list(mid.serialize())}, "t4": -1}}'
+    )
+    spec = read_options({"topic": "t", "startingOffsets": text}, streaming=True).starting
+    assert spec.positions[T + "-partition-0"] == (1, 2, 3)
+    assert spec.positions["persistent://public/default/t2-partition-0"] == (-1, -1, -1)
+    assert spec.positions["persistent://public/default/t2-partition-1"] == (4, 5, 0)
+    assert spec.positions["persistent://public/default/t3"] == (7, 3, 2)
+    assert spec.default == "latest"
+
+
+def test_pass_through_settings_are_converted() -> None:
+    read = read_options(
+        {
+            "topic": "t",
+            "pulsar.client.operationTimeoutMs".lower(): "2500",
+            "pulsar.reader.receiverQueueSize".lower(): "77",
+        },
+        streaming=False,
+    )
+    assert read.client_args == {"operation_timeout_seconds": 3}
+    assert read.reader_args == {"receiver_queue_size": 77}
+    write = write_options(
+        {
+            "topic": "t",
+            "pulsar.producer.batchingmaxpublishdelaymicros": "2000",
+            "pulsar.producer.compressiontype": "LZ4",
+            "pulsar.producer.batchingenabled": "false",
+        }
+    )
+    assert write.producer_args == {
+        "batching_max_publish_delay_ms": 2,
+        "compression_type": "lz4",
+        "batching_enabled": False,
+    }
+    assert write.admin_url == "http://localhost:8080"
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "message"),
+    [
+        ({"topic": "t", "startingoffsets": "latest"}, False, "not allowed in a batch read"),
+        ({"topic": "t", "endingoffsets": "latest"}, True, "batch reads only"),
+        ({"topic": "t", "endingoffsets": "earliest"}, False, "would read nothing"),
+        ({"topic": "t", "startingoffsets": "earliest", "startingtime": "5"}, False, "exclude"),
+        ({"topic": "t", "maxrecordspertrigger": "1", "maxoffsetspertrigger": "1"}, True, "alias"),
+        ({"topic": "t", "startingtime": "soon"}, False, "not an integer"),
+        ({"topic": "t", "service.url": "http://x:1"}, False, "service.url"),
+        ({"topic": "t", "pulsar.producer.x": "1"}, False, "unknown option"),
+        ({"topicspattern": "tenant/only"}, False, "topicsPattern"),
+    ],
+)
+def test_bad_read_options(options: dict[str, str], streaming: bool, message: str) -> None:
+    with pytest.raises(PulsarOptionError, match=message):
+        read_options(options, streaming=streaming)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"topic": "t", "writeid": "has space"}, "writeId"),
+        ({"topic": "t", "exactlyonce": "yes"}, "exactlyOnce"),
+        ({"topic": "t", "admin.url": "ftp://x"}, "admin.url"),
+        ({"topic": "t", "pulsar.producer.compressiontype": "brotli"}, "brotli"),
+        ({"topic": "t", "startingoffsets": "earliest"}, "unknown option"),
+    ],
+)
+def test_bad_write_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(PulsarOptionError, match=message):
+        write_options(options)
