@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import secrets
+import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,7 +40,7 @@ from starquake.client.exceptions import (
 )
 from starquake.common.topic_name import TopicName
 from starquake.protocol._generated import starquake_wire_pb2 as pb
-from starquake.protocol.batch import iter_batch
+from starquake.protocol.batch import BatchFormatError, DecodeError
 from starquake.protocol.compression import decompress
 from starquake.protocol.framing import parse_entry
 
@@ -52,6 +54,9 @@ log = logging.getLogger("starquake.client")
 Position = tuple[int, int, int]
 EARLIEST: Position = (-1, -1, -1)
 _U64 = 1 << 64
+_U32 = struct.Struct(">I")
+# Shared by every row without properties (never modified).
+_NO_PROPERTIES: list[tuple[str, str]] = []
 _I64_MAX = (1 << 63) - 1
 
 
@@ -84,10 +89,11 @@ def message_id_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
     return head
 
 
-def batch_suffixes(size: int) -> list[bytes]:
+@functools.lru_cache(maxsize=64)
+def batch_suffixes(size: int) -> tuple[bytes, ...]:
     """For each index of a batch of ``size`` messages: the fields batch_index and batch_size."""
     tail = b"\x30" + _varint(size)
-    return [b"\x20" + _varint(i) + tail for i in range(size)]
+    return tuple(b"\x20" + _varint(i) + tail for i in range(size))
 
 
 @dataclass(slots=True)
@@ -433,19 +439,39 @@ class BulkReader:
         suffixes = batch_suffixes(count)
         values, keys, pubs = cols.values, cols.keys, cols.publish_times
         events, props, ids = cols.event_times, cols.properties, cols.message_ids
-        for index, (single, data) in enumerate(iter_batch(payload, count)):
-            if index < lo or index >= hi or single.compacted_out:
-                continue
-            values.append(None if single.null_value else bytes(data))
-            keys.append(
-                single.partition_key
-                if single.HasField("partition_key") and not single.null_partition_key
-                else None
+        data = bytes(payload)
+        size = len(data)
+        offset = 0
+        parse = pb.SingleMessageMetadata.FromString
+        unpack = _U32.unpack_from
+        no_props = _NO_PROPERTIES
+        try:
+            for index in range(count):
+                (meta_size,) = unpack(data, offset)
+                meta_end = offset + 4 + meta_size
+                single = parse(data[offset + 4 : meta_end])
+                offset = meta_end + single.payload_size
+                if offset > size or meta_end > size:
+                    raise ValueError("a message runs past the end of the batch")
+                if index < lo or index >= hi or single.compacted_out:
+                    continue
+                values.append(None if single.null_value else data[meta_end:offset])
+                key = single.partition_key
+                keys.append(key if key or single.HasField("partition_key") else None)
+                pubs.append(publish_time)
+                events.append(single.event_time or None)
+                kvs = single.properties
+                props.append([(kv.key, kv.value) for kv in kvs] if kvs else no_props)
+                ids.append(prefix + suffixes[index])
+        except (struct.error, DecodeError, ValueError) as exc:
+            raise BatchFormatError(
+                f"{self.topic}: entry {ledger}:{entry_id} holds a damaged batch: {exc}"
+            ) from None
+        if offset != size:
+            raise BatchFormatError(
+                f"{self.topic}: entry {ledger}:{entry_id}: {size - offset} bytes after the "
+                f"{count} messages of its batch"
             )
-            pubs.append(publish_time)
-            events.append(single.event_time or None)
-            props.append([(kv.key, kv.value) for kv in single.properties])
-            ids.append(prefix + suffixes[index])
         return count
 
     def _on_chunk(

@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 
-__all__ = ["BatchFormatError", "iter_batch", "pack_batch", "unpack_batch"]
+__all__ = ["BatchFormatError", "DecodeError", "iter_batch", "pack_batch", "unpack_batch"]
 
 _U32 = struct.Struct(">I")
 
