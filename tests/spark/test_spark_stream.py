@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import SparkBroker
 from spark_helpers import load_stream, produce
 
@@ -83,3 +84,31 @@ def test_starting_time_picks_the_first_message_published_then(
         spark, spark_broker, workdir, topic=new_topic, startingTime=str(boundary)
     )
     assert rows == [2]
+
+
+def test_predefined_subscription_follows_the_committed_offsets(
+    spark: Any, spark_broker: SparkBroker, new_topic: str, workdir: Path
+) -> None:
+    import pulsar
+
+    produce(spark_broker, new_topic, 45, batching_enabled=False)
+    options = {
+        "topic": new_topic,
+        "startingOffsets": "earliest",
+        "maxRecordsPerTrigger": "10",
+        "predefinedSubscription": "spark-progress",
+    }
+    assert _run_to_parquet(spark, spark_broker, workdir, **options) == [10, 10, 10, 10, 5]
+    # Spark commits a micro-batch when the next one starts: the subscription sits at the
+    # start of the last one, whose 5 messages are its backlog
+    client = pulsar.Client(spark_broker.url)
+    try:
+        consumer = client.subscribe(
+            new_topic, "spark-progress", consumer_type=pulsar.ConsumerType.Shared
+        )
+        got = [consumer.receive(5000).data() for _ in range(5)]
+        assert got == [f"m{i}".encode() for i in range(40, 45)]
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(300)
+    finally:
+        client.close()

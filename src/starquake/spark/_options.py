@@ -39,6 +39,7 @@ _READ_KEYS = {
     "maxoffsetspertrigger",
     "minpartitions",
     "polltimeoutms",
+    "predefinedsubscription",
 }
 _WRITE_KEYS = {"service.url", "admin.url", "topic", "writeid", "exactlyonce", "polltimeoutms"}
 
@@ -78,6 +79,7 @@ class ReadOptions:
     poll_timeout_s: float
     client_args: Mapping[str, Any]
     reader_args: Mapping[str, Any]
+    subscription: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +340,17 @@ def _pattern(text: str) -> str:
     return pattern
 
 
+def _subscription(options: Mapping[str, str], streaming: bool) -> str | None:
+    name = _get(options, "predefinedsubscription")
+    if name is None:
+        return None
+    if not streaming:
+        raise PulsarOptionError("option 'predefinedSubscription' is for streaming reads only")
+    if not re.fullmatch(r"[^\s/]{1,256}", name):
+        raise PulsarOptionError(f"option 'predefinedSubscription': {name!r} is not a name")
+    return name
+
+
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """Check the options of a read; raise :class:`PulsarOptionError` naming the bad one."""
     options = {str(k).lower(): v for k, v in options.items()}
@@ -422,6 +435,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         / 1000,
         client_args=_passthrough(options, "pulsar.client.", _CLIENT),
         reader_args=_passthrough(options, "pulsar.reader.", _READER),
+        subscription=_subscription(options, streaming),
     )
 
 

@@ -39,6 +39,7 @@ from starquake.spark._plan import (
     resolve_partitions,
     resolve_position,
 )
+from starquake.spark._progress import SubscriptionProgress
 from starquake.spark._runtime import Session
 
 log = logging.getLogger("starquake.spark")
@@ -52,6 +53,11 @@ class _Driver:
         self.session = Session(opts.service_url, opts.client_args)
         self.probes = Probes(self.session.client, opts.poll_timeout_s)
         self.admission = Admission(self.session.client, opts.poll_timeout_s)
+        self.progress = (
+            SubscriptionProgress(self.session.client, opts.subscription)
+            if opts.subscription
+            else None
+        )
 
     def run(self, what: str, coro: Any) -> Any:
         try:
@@ -60,7 +66,10 @@ class _Driver:
             raise PulsarSourceError(f"{what} failed: {exc}") from exc
 
     async def partitions(self) -> list[str]:
-        return await resolve_partitions(self.session.client, self.opts)
+        names = await resolve_partitions(self.session.client, self.opts)
+        if self.progress is not None:
+            await self.progress.attach(names)
+        return names
 
     async def latest(
         self, names: list[str]
@@ -152,7 +161,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_range(self._opts, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Spark's checkpoint holds the progress; nothing is kept on the broker."""
+        """Spark's checkpoint holds the progress; with ``predefinedSubscription`` the
+        subscription is moved there too."""
+        d = self._d
+        if d.progress is not None:
+            d.run("moving the subscription", d.progress.commit(decode_offsets(end)))
 
     def stop(self) -> None:
         if self._driver is not None:
@@ -160,5 +173,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 d.session.run(d.probes.close())
                 d.session.run(d.admission.close())
+                if d.progress is not None:
+                    d.session.run(d.progress.close())
             finally:
                 d.session.close()
