@@ -274,3 +274,21 @@ def test_chunked_messages_on_a_shared_subscription(client: pulsar.Client, topic:
             got.append(msg.data())
             consumer.acknowledge(msg)
     assert sorted(got) == sorted(payloads)
+
+
+def test_unacked_limits_do_not_hold_back_exclusive_consumers(tmp_path: Path, topic: str) -> None:
+    # Pulsar tracks unacknowledged messages for Shared and Key_Shared consumers only; readers
+    # and Exclusive consumers that never acknowledge are bounded by their permits alone
+    with EmbeddedBroker(
+        tmp_path / "data", maxUnackedMessagesPerConsumer=10, maxUnackedMessagesPerSubscription=12
+    ) as broker:
+        client = official_client(broker)
+        try:
+            consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(30):
+                producer.send(f"{i}".encode())
+            got = [consumer.receive(timeout_millis=5000).data() for _ in range(30)]
+            assert got == [f"{i}".encode() for i in range(30)]
+        finally:
+            client.close()

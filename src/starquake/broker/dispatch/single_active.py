@@ -30,6 +30,10 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         super().__init__(subscription, max_read_batch)
         self.failover = failover
         self.active = None
+        # As in Pulsar, the unacknowledged-message limits hold back Shared and Key_Shared
+        # consumers only: an Exclusive or Failover consumer (a reader) is bounded by its permits.
+        self.max_unacked_per_consumer = 0
+        self.max_unacked_per_subscription = 0
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
