@@ -19,6 +19,7 @@ from starquake.client import _commands
 from starquake.client._chunks import chunk_count, chunk_metadata
 from starquake.client._config import ProducerConfig
 from starquake.client._connection import ClientConnection
+from starquake.client._enums import BatchingType
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._message import MessageId
 from starquake.client.exceptions import (
@@ -277,22 +278,23 @@ class ProducerImpl(HandlerBase):
         return meta
 
     def _add_to_batch(self, msg: OutgoingMessage, seq: int, fut: asyncio.Future[MessageId]) -> None:
-        from starquake.client._enums import BatchingType
-
-        key = msg.key if self._config.batching_type == BatchingType.KeyBased else None
+        config = self._config
+        key = msg.key if config.batching_type == BatchingType.KeyBased else None
         batch = self._batches.get(key)
+        size = msg.size
         if (
             batch is not None
             and batch.items
-            and (batch.size + msg.size > self._config.batching_max_allowed_size_in_bytes)
+            and (batch.size + size > config.batching_max_allowed_size_in_bytes)
         ):
             self._flush_batch(key)
             batch = None
         if batch is None:
             batch = self._batches[key] = _Batch()
-        single = pb.SingleMessageMetadata(payload_size=msg.size, sequence_id=seq)
-        for k, v in msg.properties.items():
-            single.properties.add(key=k, value=v)
+        single = pb.SingleMessageMetadata(payload_size=size, sequence_id=seq)
+        if msg.properties:
+            for k, v in msg.properties.items():
+                single.properties.add(key=k, value=v)
         if msg.partition_key is not None:
             single.partition_key = msg.partition_key
         if msg.ordering_key is not None:
@@ -304,14 +306,14 @@ class ProducerImpl(HandlerBase):
         batch.items.append((single, msg.content or b"", msg))
         batch.futures.append(fut)
         batch.sequence_ids.append(seq)
-        batch.size += msg.size
+        batch.size += size
         if (
-            len(batch.items) >= self._config.batching_max_messages
-            or batch.size >= self._config.batching_max_allowed_size_in_bytes
+            len(batch.items) >= config.batching_max_messages
+            or batch.size >= config.batching_max_allowed_size_in_bytes
         ):
             self._flush_batch(key)
         elif self._batch_timer is None:
-            delay = self._config.batching_max_publish_delay_ms / 1000
+            delay = config.batching_max_publish_delay_ms / 1000
             self._batch_timer = asyncio.get_running_loop().call_later(delay, self._on_batch_timer)
 
     def _on_batch_timer(self) -> None:

@@ -6,6 +6,8 @@ of a partitioned topic is ``<name>-partition-<i>``.
 
 from __future__ import annotations
 
+import functools
+
 from starquake.common.hashes import boost_hash
 from starquake.common.topic_name import InvalidTopicNameError, TopicName
 
@@ -43,4 +45,7 @@ def namespace_of(name: str) -> str:
 def partition_for_key(key: str, num_partitions: int) -> int:
     """The partition a keyed message goes to, as the client's producers (and the official
     Python client) route it by default."""
-    return boost_hash(key) % num_partitions
+    return _key_hash(key) % num_partitions
+
+
+_key_hash = functools.lru_cache(maxsize=65536)(boost_hash)

@@ -22,7 +22,10 @@ class Session:
     def __init__(self, service_url: str, client_args: Mapping[str, Any]) -> None:
         self._service_url = service_url
         self._client_args = dict(client_args)
-        self._runner = asyncio.Runner()
+        # A plain loop, not asyncio.Runner: the Runner re-installs its SIGINT handler around
+        # every call from the main thread, which (in Python 3.11) formats the previous result
+        # into text: megabytes per call when results are column batches.
+        self._loop = asyncio.new_event_loop()
         self._client: Client | None = None
 
     @property
@@ -33,7 +36,7 @@ class Session:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` to completion on the session's loop."""
-        return self._runner.run(coro)
+        return self._loop.run_until_complete(coro)
 
     def close(self) -> None:
         """Close the client and the loop (errors while closing are not the caller's concern)."""
@@ -44,7 +47,7 @@ class Session:
             pass
         finally:
             self._client = None
-            self._runner.close()
+            self._loop.close()
 
     def __enter__(self) -> Session:
         return self

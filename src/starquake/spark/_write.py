@@ -148,15 +148,24 @@ class _Targets:
         self._checked: set[str] = set()
 
     async def producers(self, topic: str) -> list[Producer]:
+        """The producers for ``topic`` (as the row names it: normalized once per name)."""
         found = self._producers.get(topic)
         if found is not None:
             return found
+        name = normalize_topic(topic)
+        found = self._producers.get(name)
+        if found is not None:
+            self._producers[topic] = found
+            return found
+        found = await self._open_all(name)
+        self._producers[name] = self._producers[topic] = found
+        return found
+
+    async def _open_all(self, topic: str) -> list[Producer]:
         if self._opts.exactly_once and topic != self._opts.topic:
             ensure_deduplication(self._opts.admin_url, topic, self._opts.poll_timeout_s)
         names = await self._client.get_topic_partitions(topic)
-        found = [await self._open(p) for p in names]
-        self._producers[topic] = found
-        return found
+        return [await self._open(p) for p in names]
 
     async def _open(self, partition: str) -> Producer:
         args: dict[str, Any] = {
@@ -180,9 +189,12 @@ class _Targets:
                 await asyncio.sleep(0.5)
 
     async def close(self) -> None:
+        closed: set[int] = set()
         for producers in self._producers.values():
             for producer in producers:
-                await producer.close()
+                if id(producer) not in closed:
+                    closed.add(id(producer))
+                    await producer.close()
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
@@ -215,12 +227,15 @@ async def _write_rows(
                 topic = opts.topic if topics is None else topics[i]
                 if topic is None:
                     raise PulsarSinkError(f"row {row - 1}: no topic (null '__topic')")
-                producers = await targets.producers(normalize_topic(topic))
+                producers = await targets.producers(topic)
                 key = keys[i] if keys is not None else None
                 if isinstance(key, bytes):
                     key = key.decode("utf-8")
-                index = partition_for_key(key, len(producers)) if key else seq % len(producers)
-                producer = producers[index]
+                count = len(producers)
+                if count == 1:
+                    producer = producers[0]
+                else:
+                    producer = producers[partition_for_key(key, count) if key else seq % count]
                 if seq <= producer.last_sequence_id():
                     skipped += 1  # stored by an earlier attempt
                     continue
