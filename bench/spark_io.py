@@ -19,12 +19,6 @@ Starts its own broker (temp data dir, free ports on 127.0.0.1, topics auto-creat
     .venv/bin/python bench/spark_io.py --messages 200000 --runs 1   # quick try
     .venv/bin/python bench/spark_io.py --json out.json           # also write the record
 
-The broker runs with ``maxUnackedMessagesPerConsumer=0`` and
-``maxUnackedMessagesPerSubscription=0``: with the defaults, a Spark read of more than 50,000
-messages from one partition stalls (the data source never acknowledges, and the broker counts
-unacked messages on Exclusive subscriptions too). ``--default-unacked-limits`` keeps the
-defaults, to see it.
-
 ``broker CPU s`` is the broker process's user + system time over the timed phase (from
 ``/proc``), so a phase bound by the broker shows up there. Spark runs ``local[2]``.
 """
@@ -57,11 +51,6 @@ from broker_process import BrokerProcess  # noqa: E402
 READ_TARGET = 500_000
 WRITE_TARGET = 200_000
 WARMUP_MESSAGES = 20_000
-# The data source's BulkReader never acknowledges (it reads through a non-durable Exclusive
-# subscription), and the broker applies maxUnackedMessagesPerConsumer (50,000) and
-# maxUnackedMessagesPerSubscription to Exclusive subscriptions too, so a read of more than
-# 50,000 messages from one partition stalls until pollTimeoutMs. Turned off here.
-UNLIMITED_UNACKED = ["maxUnackedMessagesPerConsumer=0", "maxUnackedMessagesPerSubscription=0"]
 _INDEX = struct.Struct(">I")
 
 
@@ -335,12 +324,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="value bytes")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of every topic")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory")
-    parser.add_argument(
-        "--default-unacked-limits",
-        action="store_true",
-        help="keep the broker's unacked-message limits (Spark reads of a partition holding "
-        "more than 50,000 messages then stall; see the module doc)",
-    )
     parser.add_argument("--keep", action="store_true", help="keep the broker's data dir and log")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args(argv)
@@ -349,8 +332,6 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="spark-io-"))
     defines = ["allowAutoTopicCreationType=partitioned", f"defaultNumPartitions={args.partitions}"]
-    if not args.default_unacked_limits:
-        defines += UNLIMITED_UNACKED
     broker = BrokerProcess(tmp / "data", *defines)
     broker.start()
     log(f"broker on {broker.url} (web {broker.web_port}), data in {tmp}")

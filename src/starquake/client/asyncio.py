@@ -102,6 +102,12 @@ class Producer:
         """Send a prepared :class:`OutgoingMessage`."""
         return await self._impl.send(msg)
 
+    def send_nowait(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
+        """Queue a prepared message at once and return the future of its id; raises
+        ``ProducerQueueIsFull`` when ``max_pending_messages`` are already pending (a Starquake
+        extension for bulk writers, cheaper than :meth:`send_queued`)."""
+        return self._impl.send_nowait(msg)
+
     async def send_queued(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
         """Queue a prepared message and return the future of its id, without waiting for the
         broker (a Starquake extension for bulk writers: many sends in flight, in order). Waits

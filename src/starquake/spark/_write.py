@@ -18,6 +18,7 @@ for as long as the query may be down (see the README).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import urllib.error
 import urllib.request
@@ -44,9 +45,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from starquake.client import CompressionType
+from starquake.client import CompressionType, MessageId
 from starquake.client.asyncio import Client, OutgoingMessage, Producer
-from starquake.client.exceptions import ProducerBusy, PulsarException
+from starquake.client.exceptions import ProducerBusy, ProducerQueueIsFull, PulsarException
 from starquake.client.topics import namespace_of, normalize_topic, partition_for_key
 from starquake.spark._options import PulsarOptionError, WriteOptions, write_options
 from starquake.spark._runtime import Session
@@ -211,7 +212,7 @@ async def _write_rows(
     client: Client, opts: WriteOptions, batches: Iterator[pa.RecordBatch], name: str, base: int
 ) -> tuple[int, int]:
     targets = _Targets(client, opts, name)
-    futures = []
+    futures: collections.deque[asyncio.Future[MessageId]] = collections.deque()
     sent = skipped = 0
     row = 0
     try:
@@ -246,12 +247,18 @@ async def _write_rows(
                     sequence_id=seq,
                     event_timestamp=events[i] if events is not None else None,
                 )
-                futures.append(await producer.send_queued(msg))
+                while True:
+                    try:
+                        futures.append(producer.send_nowait(msg))
+                        break
+                    except ProducerQueueIsFull:  # wait for the oldest receipts
+                        if not futures:
+                            await asyncio.sleep(0.01)
+                        for _ in range(min(len(futures), 1000)):
+                            await futures.popleft()
                 sent += 1
-                if len(futures) >= 20000:
-                    for fut in futures:
-                        await fut
-                    futures.clear()
+                while futures and futures[0].done():
+                    futures.popleft().result()  # raises the send's error, if it failed
         for fut in futures:
             await fut
     finally:
