@@ -64,6 +64,23 @@ class OutgoingMessage:
         return self.ordering_key if self.ordering_key else self.partition_key
 
 
+def _single_metadata(msg: OutgoingMessage, seq: int, size: int) -> pb.SingleMessageMetadata:
+    """The per-message metadata of ``msg`` inside a batch."""
+    single = pb.SingleMessageMetadata(payload_size=size, sequence_id=seq)
+    if msg.properties:
+        for k, v in msg.properties.items():
+            single.properties.add(key=k, value=v)
+    if msg.partition_key is not None:
+        single.partition_key = msg.partition_key
+    if msg.ordering_key is not None:
+        single.ordering_key = msg.ordering_key
+    if msg.event_timestamp:
+        single.event_time = msg.event_timestamp
+    if msg.content is None:
+        single.null_value = True
+    return single
+
+
 @dataclass(slots=True)
 class _Op:
     sequence_id: int
@@ -291,18 +308,7 @@ class ProducerImpl(HandlerBase):
             batch = None
         if batch is None:
             batch = self._batches[key] = _Batch()
-        single = pb.SingleMessageMetadata(payload_size=size, sequence_id=seq)
-        if msg.properties:
-            for k, v in msg.properties.items():
-                single.properties.add(key=k, value=v)
-        if msg.partition_key is not None:
-            single.partition_key = msg.partition_key
-        if msg.ordering_key is not None:
-            single.ordering_key = msg.ordering_key
-        if msg.event_timestamp:
-            single.event_time = msg.event_timestamp
-        if msg.content is None:
-            single.null_value = True
+        single = _single_metadata(msg, seq, size)
         batch.items.append((single, msg.content or b"", msg))
         batch.futures.append(fut)
         batch.sequence_ids.append(seq)
@@ -332,19 +338,60 @@ class ProducerImpl(HandlerBase):
         batch = self._batches.pop(key, None)
         if batch is None or not batch.items:
             return
-        first = batch.items[0][2]
         seq = batch.sequence_ids[0]
-        meta = self._metadata(first, seq)
-        del meta.properties[:]
-        meta.ClearField("event_time")
-        meta.ClearField("null_value")
-        meta.num_messages_in_batch = len(batch.items)
+        meta = self._batch_metadata(batch.items[0][2], seq, len(batch.items))
         payload = self._compress(
             meta, pack_batch([(single, data) for single, data, _ in batch.items])
         )
         self._send_op(
             meta, payload, seq, max(batch.sequence_ids), len(batch.items), batch.futures, True
         )
+
+    def _batch_metadata(self, first: OutgoingMessage, seq: int, count: int) -> pb.MessageMetadata:
+        meta = self._metadata(first, seq)
+        del meta.properties[:]
+        meta.ClearField("event_time")
+        meta.ClearField("null_value")
+        meta.num_messages_in_batch = count
+        return meta
+
+    def send_batch(self, msgs: list[OutgoingMessage]) -> asyncio.Future[MessageId]:
+        """Send ``msgs`` now as one batch entry; the future completes with the first one's id.
+
+        The messages need explicit, increasing sequence ids. Raises
+        :class:`ProducerQueueIsFull` when they do not fit in ``max_pending_messages`` (unless
+        nothing is pending) and :class:`MessageTooBig` when the batch exceeds the broker's limit.
+        """
+        if self._closed or self._closing:
+            raise AlreadyClosed("producer is closed")
+        count = len(msgs)
+        if not count:
+            raise ValueError("send_batch needs at least one message")
+        pending = self._pending_messages
+        if pending and pending + count > self._config.max_pending_messages:
+            raise ProducerQueueIsFull("producer queue is full")
+        sequence_ids = [m.sequence_id for m in msgs]
+        if None in sequence_ids or sequence_ids != sorted(set(sequence_ids)):  # type: ignore[type-var]
+            raise ValueError("send_batch needs explicit, increasing sequence ids")
+        first_seq = msgs[0].sequence_id
+        last_seq = msgs[-1].sequence_id
+        assert first_seq is not None and last_seq is not None
+        items = []
+        total = 0
+        for msg, seq in zip(msgs, sequence_ids, strict=True):
+            size = msg.size
+            total += size
+            items.append((_single_metadata(msg, seq, size), msg.content or b""))  # type: ignore[arg-type]
+        if total > self._max_message_size:
+            raise MessageTooBig(f"a batch of {total} bytes exceeds {self._max_message_size}")
+        self.flush_batches()  # what was batched before goes first
+        fut: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
+        self._next_sequence_id = max(self._next_sequence_id, last_seq + 1)
+        self._pending_messages += count
+        meta = self._batch_metadata(msgs[0], first_seq, count)
+        payload = self._compress(meta, pack_batch(items))
+        self._send_op(meta, payload, first_seq, last_seq, count, [fut], True)
+        return fut
 
     def _send_op(
         self,

@@ -52,7 +52,11 @@ from starquake.client._multi import ConsumerFront, normalize_topic
 from starquake.client._partitioned import PartitionedProducer, open_producer
 from starquake.client._producer import OutgoingMessage, ProducerImpl, partition_topic
 from starquake.client._timeouts import RedeliveryBackoff
-from starquake.client.exceptions import InvalidConfiguration, PulsarException
+from starquake.client.exceptions import (
+    InvalidConfiguration,
+    OperationNotSupported,
+    PulsarException,
+)
 
 __all__ = ["Client", "Consumer", "OutgoingMessage", "Producer", "PulsarException", "Reader"]
 
@@ -107,6 +111,14 @@ class Producer:
         ``ProducerQueueIsFull`` when ``max_pending_messages`` are already pending (a Starquake
         extension for bulk writers, cheaper than :meth:`send_queued`)."""
         return self._impl.send_nowait(msg)
+
+    def send_batch(self, msgs: list[OutgoingMessage]) -> asyncio.Future[MessageId]:
+        """Send prepared messages with explicit, increasing sequence ids as one batch entry
+        now (a Starquake extension for bulk writers; producers of one partition only). Raises
+        ``ProducerQueueIsFull`` when they do not fit in ``max_pending_messages``."""
+        if not isinstance(self._impl, ProducerImpl):
+            raise OperationNotSupported("send_batch needs a producer of a single partition")
+        return self._impl.send_batch(msgs)
 
     async def send_queued(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
         """Queue a prepared message and return the future of its id, without waiting for the

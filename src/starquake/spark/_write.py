@@ -23,7 +23,7 @@ import logging
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,11 +208,69 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return list(array.to_pylist())
 
 
+class _Outbox:
+    """Rows waiting to go out, per producer, sent as one batch entry each (``send_batch``);
+    receipts are collected as they complete."""
+
+    def __init__(self, opts: WriteOptions) -> None:
+        args = opts.producer_args
+        self.batching = bool(args.get("batching_enabled", True)) and not args.get(
+            "chunking_enabled", False
+        )
+        self.max_rows = int(args.get("batching_max_messages", 1000))
+        self.max_bytes = int(args.get("batching_max_allowed_size_in_bytes", 128 * 1024))
+        self._rows: dict[int, tuple[Producer, list[OutgoingMessage]]] = {}
+        self._sizes: dict[int, int] = {}
+        self._futures: collections.deque[asyncio.Future[MessageId]] = collections.deque()
+
+    async def add(self, producer: Producer, msg: OutgoingMessage) -> None:
+        if not self.batching or msg.size >= self.max_bytes:
+            await self._flush(producer)
+            await self._send(lambda: producer.send_nowait(msg))
+            return
+        key = id(producer)
+        entry = self._rows.get(key)
+        if entry is None:
+            entry = self._rows[key] = (producer, [])
+            self._sizes[key] = 0
+        entry[1].append(msg)
+        self._sizes[key] += msg.size
+        if len(entry[1]) >= self.max_rows or self._sizes[key] >= self.max_bytes:
+            await self._flush(producer)
+
+    async def _flush(self, producer: Producer) -> None:
+        entry = self._rows.pop(id(producer), None)
+        self._sizes.pop(id(producer), None)
+        if entry is not None and entry[1]:
+            rows = entry[1]
+            await self._send(lambda: producer.send_batch(rows))
+
+    async def _send(self, send: Callable[[], asyncio.Future[MessageId]]) -> None:
+        futures = self._futures
+        while True:
+            try:
+                futures.append(send())
+                break
+            except ProducerQueueIsFull:  # wait for the oldest receipts
+                if not futures:
+                    await asyncio.sleep(0.01)
+                for _ in range(min(len(futures), 10)):
+                    await futures.popleft()
+        while futures and futures[0].done():
+            futures.popleft().result()  # raises the send's error, if it failed
+
+    async def finish(self) -> None:
+        for producer, _rows in list(self._rows.values()):
+            await self._flush(producer)
+        while self._futures:
+            await self._futures.popleft()
+
+
 async def _write_rows(
     client: Client, opts: WriteOptions, batches: Iterator[pa.RecordBatch], name: str, base: int
 ) -> tuple[int, int]:
     targets = _Targets(client, opts, name)
-    futures: collections.deque[asyncio.Future[MessageId]] = collections.deque()
+    outbox = _Outbox(opts)
     sent = skipped = 0
     row = 0
     try:
@@ -247,20 +305,9 @@ async def _write_rows(
                     sequence_id=seq,
                     event_timestamp=events[i] if events is not None else None,
                 )
-                while True:
-                    try:
-                        futures.append(producer.send_nowait(msg))
-                        break
-                    except ProducerQueueIsFull:  # wait for the oldest receipts
-                        if not futures:
-                            await asyncio.sleep(0.01)
-                        for _ in range(min(len(futures), 1000)):
-                            await futures.popleft()
+                await outbox.add(producer, msg)
                 sent += 1
-                while futures and futures[0].done():
-                    futures.popleft().result()  # raises the send's error, if it failed
-        for fut in futures:
-            await fut
+        await outbox.finish()
     finally:
         await targets.close()
     return sent, skipped
