@@ -30,6 +30,9 @@ from starquake.spark._runtime import Session
 log = logging.getLogger("starquake.spark")
 
 ROWS_PER_BATCH = 65536
+# A range longer than this many entries (in its end ledger, where entry ids are known to be
+# dense) is read by several tasks.
+MAX_ENTRIES_PER_SPLIT = 50_000
 
 
 class PulsarSourceError(RuntimeError):
@@ -171,8 +174,7 @@ def split_range(topic: str, start: Position, end: Position, pieces: int) -> list
     if pieces <= 1 or end[1] <= 0:
         return [RangePartition(topic, start, end)]
     first_entry = start[1] + 1 if start[0] == end[0] else 0
-    last_entry = end[1] - 1 if end[2] <= 0 else end[1]
-    span = last_entry - first_entry + 1
+    span = _end_ledger_entries(start, end)
     if span < 2:
         return [RangePartition(topic, start, end)]
     pieces = min(pieces, span)
@@ -184,13 +186,24 @@ def split_range(topic: str, start: Position, end: Position, pieces: int) -> list
 def plan_ranges(
     starts: Mapping[str, Position], ends: Mapping[str, Position], min_partitions: int
 ) -> list[RangePartition]:
-    """The non-empty ranges, split so there are about ``min_partitions`` of them."""
+    """The non-empty ranges, split so there are about ``min_partitions`` of them, and so that
+    no piece spans more than :data:`MAX_ENTRIES_PER_SPLIT` entries of its end ledger."""
     live = [p for p in sorted(ends) if starts.get(p, EARLIEST) < ends[p]]
     per = -(-min_partitions // len(live)) if live and min_partitions > len(live) else 1
     ranges: list[RangePartition] = []
     for p in live:
-        ranges.extend(split_range(p, starts.get(p, EARLIEST), ends[p], per))
+        start, end = starts.get(p, EARLIEST), ends[p]
+        span = _end_ledger_entries(start, end)
+        pieces = max(per, -(-span // MAX_ENTRIES_PER_SPLIT))
+        ranges.extend(split_range(p, start, end, pieces))
     return ranges
+
+
+def _end_ledger_entries(start: Position, end: Position) -> int:
+    """How many entries of ``[start, end)`` lie in the end's ledger (where cuts are known)."""
+    first_entry = start[1] + 1 if start[0] == end[0] else 0
+    last_entry = end[1] - 1 if end[2] <= 0 else end[1]
+    return max(last_entry - first_entry + 1, 0)
 
 
 def read_range(opts: ReadOptions, part: RangePartition) -> Iterator[pa.RecordBatch]:
