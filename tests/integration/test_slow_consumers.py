@@ -247,3 +247,39 @@ def test_dead_peer_with_full_window_is_cut_off_by_keepalive(
             assert got == {i.to_bytes(4, "big") for i in range(count)}
         finally:
             client.close()
+
+
+def test_write_pause_never_delivers_more_than_the_permits_given(
+    tmp_path: Path, topic: str, raw_consumers: list[RawConsumer]
+) -> None:
+    size, count, permits = 32 * 1024, 600, 400
+    with EmbeddedBroker(tmp_path / "data") as broker:
+        client = official_client(broker)
+        try:
+            producer = client.create_producer(
+                topic, batching_enabled=False, block_if_queue_full=True
+            )
+            for i in range(count):
+                producer.send_async(i.to_bytes(8, "big") + bytes(size - 8), None)
+            producer.flush()
+            slow = RawConsumer(broker.broker_port, topic, "slow", pb.CommandSubscribe.Exclusive)
+            raw_consumers.append(slow)
+            slow_cnx = _cnx(broker, slow.local_address)
+            assert slow_cnx is not None
+            slow.flow(permits)  # 12.5 MiB of messages for a peer that is not reading yet
+            deadline = time.monotonic() + 10
+            while not slow_cnx.is_write_paused and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert slow_cnx.is_write_paused
+            (consumer,) = slow_cnx.consumers.values()
+            assert consumer.permits == 0
+
+            # Reading resumes the writes; exactly the permits given arrive, no more.
+            assert slow.read_until(lambda: slow.messages() >= permits, timeout=30)
+            slow.sock.settimeout(0.5)
+            with pytest.raises(TimeoutError):
+                slow.read_until(lambda: slow.messages() > permits, timeout=30)
+            assert slow.messages() == permits
+            assert consumer.permits == 0
+        finally:
+            client.close()

@@ -56,6 +56,8 @@ T = pb.BaseCommand
 SERVER_VERSION = f"Pulsar Server starquake-{__version__}"
 WRITE_BUFFER_HIGH = 1024 * 1024
 WRITE_BUFFER_LOW = 256 * 1024
+# Frames queued in one loop iteration are written together, but never more than this at once.
+FLUSH_NOW_BYTES = 256 * 1024
 CLOSE_GRACE_SECONDS = 5.0
 
 # BaseCommand numbers each sub-command field like its type.
@@ -88,6 +90,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_outstanding = False
         self._out: list[bytes] = []
+        self._out_bytes = 0
         self._flush_scheduled = False
         self._closing = False
         self._write_paused = False
@@ -183,7 +186,10 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         if self.transport is None or self._closing:
             return
         self._out.append(frame)
-        if not self._flush_scheduled:
+        self._out_bytes += len(frame)
+        if self._out_bytes >= FLUSH_NOW_BYTES:
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
@@ -192,13 +198,19 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         if self.transport is None or self._closing:
             return
         self._out.extend(frames)
-        if not self._flush_scheduled:
+        self._out_bytes += sum(map(len, frames))
+        if self._out_bytes >= FLUSH_NOW_BYTES:
+            # Hand it to the transport now, so that crossing the high-water mark pauses the
+            # dispatchers before they queue more in this same loop iteration.
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
         out, self._out = self._out, []
+        self._out_bytes = 0
         if self.transport is not None and out:
             self.transport.writelines(out)
 

@@ -128,10 +128,13 @@ class Consumer:
                 self.unacked -= previous
             pending[position] = num_messages
             sent += num_messages
-        self.cnx.write_frames(frames)
+        # Charge the permits before writing: a write that crosses the connection's high-water
+        # mark holds back the consumer's remaining permits at once, and those must not
+        # include the ones these messages use.
         self.permits -= sent
         self.unacked += sent
         self.msg_out_counter += sent
+        self.cnx.write_frames(frames)
 
     def acked(self, position: Position) -> bool:
         """Forget ``position`` (acknowledged); True if it was pending here."""

@@ -152,10 +152,10 @@ class NonPersistentSubscription:
         header = commands.message_frame_header(
             consumer.consumer_id, 0, 0, len(entry), 0, consumer.partition_index
         )
-        consumer.cnx.write_frames([header, entry])
-        consumer.permits -= info.num_messages
+        consumer.permits -= info.num_messages  # before the write, which may hold permits back
         consumer.msg_out_counter += info.num_messages
         self.msg_out_counter += info.num_messages
+        consumer.cnx.write_frames([header, entry])
 
     # Acknowledgments and redelivery mean nothing without storage.
     def acknowledge_individual(self, consumer: Consumer, positions: Sequence[Position]) -> None:

@@ -93,9 +93,14 @@ class BrokerServer:
         await self.web.stop()
         service = self.service
         if service is not None:
-            for cnx in list(service.connections):
+            connections = list(service.connections)
+            for cnx in connections:
                 cnx.close()
             await service.stop()
+            # A peer that stopped reading leaves its connection waiting to flush: the broker
+            # is going away, so drop what it will never take rather than leak the socket.
+            for cnx in connections:
+                cnx.abort()
         await server.wait_closed()
         self._stopped.set()
         log.info("Starquake broker stopped")
