@@ -8,6 +8,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pulsar
 import pytest
 from conftest import SparkBroker
 from spark_helpers import load_stream, produce, read_topic
@@ -51,6 +52,41 @@ def test_batch_write_then_the_same_write_again_stores_each_row_once(
         f"{spark_broker.admin_url}/admin/v2/namespaces/public/default/deduplication"
     ) as resp:
         assert json.loads(resp.read()) is True
+
+
+@pytest.mark.parametrize("batching", ["true", "false"])
+def test_keyed_rows_go_where_the_official_client_routes_their_keys(
+    spark: Any, spark_broker: SparkBroker, new_topic: str, batching: str
+) -> None:
+    spark_broker.create_partitioned(new_topic, 3)
+    df = _rows(spark, 300).repartition(2)
+    _write(df, spark_broker, topic=new_topic, **{"pulsar.producer.batchingEnabled": batching})
+    client = pulsar.Client(spark_broker.url)
+    try:
+        # the official producer's routing of each key (its default BoostHash scheme)
+        producer = client.create_producer(new_topic)
+        routed = {}
+        for k in range(11):
+            mid = producer.send(b"probe", partition_key=f"key{k}")
+            routed[f"key{k}"] = mid.partition()
+        producer.close()
+    finally:
+        client.close()
+    messages = [m for m in read_topic(spark_broker, new_topic) if m.data() != b"probe"]
+    assert sorted(m.data() for m in messages) == sorted(f"v{i}".encode() for i in range(300))
+    for m in messages:
+        assert m.topic_name().endswith(f"-partition-{routed[m.partition_key()]}")
+        assert m.properties() == {"n": m.data()[1:].decode()}
+
+
+def test_null_message_property_fails_the_write(
+    spark: Any, spark_broker: SparkBroker, new_topic: str
+) -> None:
+    df = spark.range(3).selectExpr(
+        "cast(id as string) as value", "map('a', cast(null as string)) as __messageProperties"
+    )
+    with pytest.raises(Exception, match="property 'a' has no value"):
+        _write(df, spark_broker, topic=new_topic)
 
 
 def test_topic_column_routes_rows(spark: Any, spark_broker: SparkBroker, new_topic: str) -> None:

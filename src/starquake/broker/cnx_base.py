@@ -32,7 +32,7 @@ class CnxBase:
     def write(self, frame: bytes) -> None:
         raise NotImplementedError
 
-    def write_frames(self, frames: list[bytes]) -> None:
+    def write_frames(self, frames: list[bytes | memoryview]) -> None:
         raise NotImplementedError
 
     def _error(self, request_id: int, exc: BrokerServiceError) -> None:

@@ -57,7 +57,7 @@ SERVER_VERSION = f"Pulsar Server starquake-{__version__}"
 WRITE_BUFFER_HIGH = 1024 * 1024
 WRITE_BUFFER_LOW = 256 * 1024
 # Frames queued in one loop iteration are written together, but never more than this at once.
-FLUSH_NOW_BYTES = 256 * 1024
+FLUSH_NOW_BYTES = WRITE_BUFFER_HIGH
 CLOSE_GRACE_SECONDS = 5.0
 
 # BaseCommand numbers each sub-command field like its type.
@@ -89,7 +89,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         self._last_received = time.monotonic()
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_outstanding = False
-        self._out: list[bytes] = []
+        self._out: list[bytes | memoryview] = []
         self._out_bytes = 0
         self._flush_scheduled = False
         self._closing = False
@@ -193,7 +193,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
-    def write_frames(self, frames: list[bytes]) -> None:
+    def write_frames(self, frames: list[bytes | memoryview]) -> None:
         """Queue several frames (see :meth:`write`)."""
         if self.transport is None or self._closing:
             return

@@ -26,7 +26,7 @@ class SubType(IntEnum):
 class ConsumerTransport(Protocol):
     """What a consumer needs from its connection (ServerCnx implements it)."""
 
-    def write_frames(self, frames: list[bytes]) -> None: ...
+    def write_frames(self, frames: list[bytes | memoryview]) -> None: ...
 
     def write(self, frame: bytes) -> None: ...
 
@@ -37,7 +37,7 @@ class ConsumerTransport(Protocol):
 
 
 # (position, entry bytes, messages in the entry, redelivery count, batch ack set or None)
-Dispatch = tuple[Position, bytes, int, int, Sequence[int] | None]
+Dispatch = tuple[Position, bytes | memoryview, int, int, Sequence[int] | None]
 
 
 class Consumer:
@@ -104,7 +104,7 @@ class Consumer:
 
     def send_entries(self, entries: Sequence[Dispatch]) -> None:
         """Dispatch stored entries as MESSAGE frames in one write, charging their message counts."""
-        frames: list[bytes] = []
+        frames: list[bytes | memoryview] = []
         append = frames.append
         pending = self.pending_acks
         consumer_id = self.consumer_id

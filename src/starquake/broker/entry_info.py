@@ -80,7 +80,7 @@ class EntryInfoCache:
             del items[next(iter(items))]
         items[position] = info
 
-    def get(self, position: Position, data: bytes) -> EntryInfo:
+    def get(self, position: Position, data: bytes | memoryview) -> EntryInfo:
         info = self._items.get(position)
         if info is None:
             try:

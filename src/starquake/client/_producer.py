@@ -34,6 +34,7 @@ from starquake.client.exceptions import (
 from starquake.common.topic_name import TopicName
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.batch import pack_batch
+from starquake.protocol.batch_rows import PackedBatch
 from starquake.protocol.compression import compress
 from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import encode_entry, encode_payload_command
@@ -384,13 +385,40 @@ class ProducerImpl(HandlerBase):
             items.append((_single_metadata(msg, seq, size), msg.content or b""))  # type: ignore[arg-type]
         if total > self._max_message_size:
             raise MessageTooBig(f"a batch of {total} bytes exceeds {self._max_message_size}")
+        meta = self._batch_metadata(msgs[0], first_seq, count)
+        return self._send_whole_batch(meta, pack_batch(items), first_seq, last_seq, count)
+
+    def send_packed(self, batch: PackedBatch) -> asyncio.Future[MessageId]:
+        """Send a batch payload built from columns (:func:`pack_rows`) as one entry now; the
+        future completes with the first message's id. Raises as :meth:`send_batch` does."""
+        if self._closed or self._closing:
+            raise AlreadyClosed("producer is closed")
+        count = batch.count
+        pending = self._pending_messages
+        if pending and pending + count > self._config.max_pending_messages:
+            raise ProducerQueueIsFull("producer queue is full")
+        if batch.size > self._max_message_size:
+            raise MessageTooBig(f"a batch of {batch.size} bytes exceeds {self._max_message_size}")
+        first, last = batch.first_sequence_id, batch.last_sequence_id
+        meta = pb.MessageMetadata(
+            producer_name=self.producer_name,
+            sequence_id=first,
+            publish_time=_now_ms(),
+            num_messages_in_batch=count,
+        )
+        if batch.partition_key is not None:
+            meta.partition_key = batch.partition_key
+        return self._send_whole_batch(meta, batch.payload, first, last, count)
+
+    def _send_whole_batch(
+        self, meta: pb.MessageMetadata, payload: bytes, first: int, last: int, count: int
+    ) -> asyncio.Future[MessageId]:
         self.flush_batches()  # what was batched before goes first
         fut: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
-        self._next_sequence_id = max(self._next_sequence_id, last_seq + 1)
+        self._next_sequence_id = max(self._next_sequence_id, last + 1)
         self._pending_messages += count
-        meta = self._batch_metadata(msgs[0], first_seq, count)
-        payload = self._compress(meta, pack_batch(items))
-        self._send_op(meta, payload, first_seq, last_seq, count, [fut], True)
+        payload = self._compress(meta, payload)
+        self._send_op(meta, payload, first, last, count, [fut], True)
         return fut
 
     def _send_op(

@@ -57,6 +57,7 @@ from starquake.client.exceptions import (
     OperationNotSupported,
     PulsarException,
 )
+from starquake.protocol.batch_rows import PackedBatch
 
 __all__ = ["Client", "Consumer", "OutgoingMessage", "Producer", "PulsarException", "Reader"]
 
@@ -112,6 +113,11 @@ class Producer:
         extension for bulk writers, cheaper than :meth:`send_queued`)."""
         return self._impl.send_nowait(msg)
 
+    @property
+    def is_partitioned(self) -> bool:
+        """Whether this producer writes to a partitioned topic (a Starquake extension)."""
+        return not isinstance(self._impl, ProducerImpl)
+
     def send_batch(self, msgs: list[OutgoingMessage]) -> asyncio.Future[MessageId]:
         """Send prepared messages with explicit, increasing sequence ids as one batch entry
         now (a Starquake extension for bulk writers; producers of one partition only). Raises
@@ -119,6 +125,13 @@ class Producer:
         if not isinstance(self._impl, ProducerImpl):
             raise OperationNotSupported("send_batch needs a producer of a single partition")
         return self._impl.send_batch(msgs)
+
+    def send_packed(self, batch: PackedBatch) -> asyncio.Future[MessageId]:
+        """Send a batch payload built from columns (``starquake.protocol.batch_rows.pack_rows``)
+        as one batch entry now (a Starquake extension for bulk writers, as :meth:`send_batch`)."""
+        if not isinstance(self._impl, ProducerImpl):
+            raise OperationNotSupported("send_packed needs a producer of a single partition")
+        return self._impl.send_packed(batch)
 
     async def send_queued(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
         """Queue a prepared message and return the future of its id, without waiting for the

@@ -106,30 +106,35 @@ def _mulx(a: int, b: int) -> int:
     return (r & _M64) ^ (r >> 64)
 
 
+_BOOST_W0 = _mulx(_BOOST_Q, _BOOST_K)  # w before the first round (seed 0)
+
+
 def boost_hash(key: str) -> int:
     """Return ``boost::hash<std::string>(utf8(key)) & INT32_MAX`` for Boost >= 1.81, 64-bit.
 
     This is the partition-routing hash of the official C++ and Python clients (their default
-    ``BoostHash`` scheme), with seed 0.
+    ``BoostHash`` scheme), with seed 0. Writers route every row through it, so the
+    multiply-xor steps are written out inline.
     """
     data = key.encode("utf-8", "surrogatepass")
     q = _BOOST_Q
     k = _BOOST_K
     m = _M64
     n = len(data)
-    w = _mulx(q, k)
+    w = _BOOST_W0
     h = w ^ n
     nwords = n >> 3
     if nwords:
         for v in struct.unpack_from(f"<{nwords}Q", data):
             w = (w + q) & m
-            h ^= _mulx(v + w, k)
+            r = ((v + w) & m) * k
+            h ^= (r & m) ^ (r >> 64)
     p = nwords << 3
     rest = n - p
     if rest >= 4:
-        lo = int.from_bytes(data[p : p + 4], "little")
-        hi = int.from_bytes(data[n - 4 : n], "little")
-        v = (hi << ((rest - 4) * 8)) | lo
+        v = (int.from_bytes(data[n - 4 : n], "little") << ((rest - 4) * 8)) | int.from_bytes(
+            data[p : p + 4], "little"
+        )
     elif rest:
         x1 = (rest - 1) & 2
         x2 = rest >> 1
@@ -137,5 +142,7 @@ def boost_hash(key: str) -> int:
     else:
         v = 0
     w = (w + q) & m
-    h ^= _mulx(v + w, k)
-    return _mulx(h + w, k) & _INT32_MAX
+    r = ((v + w) & m) * k
+    h ^= (r & m) ^ (r >> 64)
+    r = ((h + w) & m) * k
+    return ((r & m) ^ (r >> 64)) & _INT32_MAX

@@ -49,6 +49,7 @@ from starquake.client import CompressionType, MessageId
 from starquake.client.asyncio import Client, OutgoingMessage, Producer
 from starquake.client.exceptions import ProducerBusy, ProducerQueueIsFull, PulsarException
 from starquake.client.topics import namespace_of, normalize_topic, partition_for_key
+from starquake.protocol.batch_rows import PackedBatch, pack_rows
 from starquake.spark._options import PulsarOptionError, WriteOptions, write_options
 from starquake.spark._runtime import Session
 
@@ -165,8 +166,14 @@ class _Targets:
     async def _open_all(self, topic: str) -> list[Producer]:
         if self._opts.exactly_once and topic != self._opts.topic:
             ensure_deduplication(self._opts.admin_url, topic, self._opts.poll_timeout_s)
-        names = await self._client.get_topic_partitions(topic)
-        return [await self._open(p) for p in names]
+        for _ in range(3):
+            names = await self._client.get_topic_partitions(topic)
+            producers = [await self._open(p) for p in names]
+            if len(producers) != 1 or not producers[0].is_partitioned:
+                return producers
+            # created as a partitioned topic between the two lookups: ask again
+            await producers[0].close()
+        raise PulsarSinkError(f"the partitions of {topic} keep changing")
 
     async def _open(self, partition: str) -> Producer:
         args: dict[str, Any] = {
@@ -198,52 +205,41 @@ class _Targets:
                     await producer.close()
 
 
-def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+def _column(
+    batch: pa.RecordBatch, name: str, as_type: pa.DataType | None = None
+) -> list[Any] | None:
     index = batch.schema.get_field_index(name)
     if index < 0:
         return None
     array = batch.column(index)
     if pa.types.is_timestamp(array.type):
         return [None if v is None else v // 1000 for v in array.cast(pa.int64()).to_pylist()]
+    if as_type is not None and array.type != as_type:
+        try:
+            array = array.cast(as_type)
+        except pa.ArrowInvalid as exc:
+            raise PulsarSinkError(f"column {name!r}: {exc}") from exc
     return list(array.to_pylist())
 
 
 class _Outbox:
-    """Rows waiting to go out, per producer, sent as one batch entry each (``send_batch``);
-    receipts are collected as they complete."""
+    """What goes out, sent as one batch entry per producer and packed batch; receipts are
+    collected as they complete."""
 
     def __init__(self, opts: WriteOptions) -> None:
         args = opts.producer_args
         self.batching = bool(args.get("batching_enabled", True)) and not args.get(
             "chunking_enabled", False
         )
-        self.max_rows = int(args.get("batching_max_messages", 1000))
+        self.max_rows = max(1, int(args.get("batching_max_messages", 1000)))
         self.max_bytes = int(args.get("batching_max_allowed_size_in_bytes", 128 * 1024))
-        self._rows: dict[int, tuple[Producer, list[OutgoingMessage]]] = {}
-        self._sizes: dict[int, int] = {}
         self._futures: collections.deque[asyncio.Future[MessageId]] = collections.deque()
 
-    async def add(self, producer: Producer, msg: OutgoingMessage) -> None:
-        if not self.batching or msg.size >= self.max_bytes:
-            await self._flush(producer)
-            await self._send(lambda: producer.send_nowait(msg))
-            return
-        key = id(producer)
-        entry = self._rows.get(key)
-        if entry is None:
-            entry = self._rows[key] = (producer, [])
-            self._sizes[key] = 0
-        entry[1].append(msg)
-        self._sizes[key] += msg.size
-        if len(entry[1]) >= self.max_rows or self._sizes[key] >= self.max_bytes:
-            await self._flush(producer)
+    async def send_message(self, producer: Producer, msg: OutgoingMessage) -> None:
+        await self._send(lambda: producer.send_nowait(msg))
 
-    async def _flush(self, producer: Producer) -> None:
-        entry = self._rows.pop(id(producer), None)
-        self._sizes.pop(id(producer), None)
-        if entry is not None and entry[1]:
-            rows = entry[1]
-            await self._send(lambda: producer.send_batch(rows))
+    async def send_packed(self, producer: Producer, batch: PackedBatch) -> None:
+        await self._send(lambda: producer.send_packed(batch))
 
     async def _send(self, send: Callable[[], asyncio.Future[MessageId]]) -> None:
         futures = self._futures
@@ -260,10 +256,134 @@ class _Outbox:
             futures.popleft().result()  # raises the send's error, if it failed
 
     async def finish(self) -> None:
-        for producer, _rows in list(self._rows.values()):
-            await self._flush(producer)
         while self._futures:
             await self._futures.popleft()
+
+
+@dataclass
+class _Rows:
+    """One Arrow batch of rows to write, as Python lists (None: the column is absent)."""
+
+    values: list[bytes | None]
+    keys: list[str | None] | None
+    event_times: list[int | None] | None
+    properties: list[list[tuple[str, str]] | None] | None
+    topics: list[str | None] | None
+
+    @classmethod
+    def of(cls, batch: pa.RecordBatch, with_topics: bool) -> _Rows:
+        return cls(
+            _column(batch, "value", pa.binary()) or [],
+            _column(batch, "__key", pa.string()),
+            _column(batch, "__eventTime"),
+            _column(batch, "__messageProperties"),
+            _column(batch, "__topic") if with_topics else None,
+        )
+
+
+class _Writer:
+    """The rows of one task: routed to producers, then sent in packed batches (or one by
+    one when batching is off), skipping rows a broker already holds."""
+
+    def __init__(self, targets: _Targets, outbox: _Outbox, opts: WriteOptions, base: int) -> None:
+        self._targets = targets
+        self._outbox = outbox
+        self._opts = opts
+        self._next_seq = base
+        self.sent = 0
+        self.skipped = 0
+
+    async def write(self, rows: _Rows) -> None:
+        first = self._next_seq
+        self._next_seq += len(rows.values)
+        groups = await self._route(rows, first)
+        for producer, indices in groups.values():
+            last = producer.last_sequence_id()
+            if last >= first:  # stored by an earlier attempt (sequence ids only grow)
+                kept = [i for i in indices if first + i > last]
+                self.skipped += len(indices) - len(kept)
+                indices = kept
+            if not indices:
+                continue
+            if self._outbox.batching:
+                await self._send_packed(producer, rows, indices, first)
+            else:
+                await self._send_each(producer, rows, indices, first)
+            self.sent += len(indices)
+
+    async def _route(self, rows: _Rows, first: int) -> dict[int, tuple[Producer, list[int]]]:
+        groups: dict[int, tuple[Producer, list[int]]] = {}
+        count = len(rows.values)
+        keys = rows.keys
+        topics = rows.topics
+        if topics is None:
+            assert self._opts.topic is not None
+            producers = await self._targets.producers(self._opts.topic)
+            if len(producers) == 1:
+                return {id(producers[0]): (producers[0], list(range(count)))}
+        for i in range(count):
+            if topics is not None:
+                topic = topics[i]
+                if topic is None:
+                    raise PulsarSinkError(f"row {first + i}: no topic (null '__topic')")
+                producers = await self._targets.producers(topic)
+            n = len(producers)
+            if n == 1:
+                producer = producers[0]
+            else:
+                key = keys[i] if keys is not None else None
+                producer = producers[partition_for_key(key, n) if key else (first + i) % n]
+            group = groups.get(id(producer))
+            if group is None:
+                group = groups[id(producer)] = (producer, [])
+            group[1].append(i)
+        return groups
+
+    async def _send_packed(
+        self, producer: Producer, rows: _Rows, indices: list[int], first: int
+    ) -> None:
+        values = rows.values
+        max_rows, max_bytes = self._outbox.max_rows, self._outbox.max_bytes
+        start = 0
+        size = 0
+        for pos, i in enumerate(indices):
+            value = values[i]
+            value_size = len(value) if value is not None else 0
+            if pos > start and (pos - start >= max_rows or size + value_size > max_bytes):
+                await self._outbox.send_packed(producer, _pack(rows, indices[start:pos], first))
+                start, size = pos, 0
+            size += value_size
+        await self._outbox.send_packed(producer, _pack(rows, indices[start:], first))
+
+    async def _send_each(
+        self, producer: Producer, rows: _Rows, indices: list[int], first: int
+    ) -> None:
+        for i in indices:
+            props = rows.properties[i] if rows.properties is not None else None
+            msg = OutgoingMessage(
+                rows.values[i],
+                properties=dict(props) if props else {},
+                partition_key=rows.keys[i] if rows.keys is not None else None,
+                sequence_id=first + i,
+                event_timestamp=rows.event_times[i] if rows.event_times is not None else None,
+            )
+            await self._outbox.send_message(producer, msg)
+
+
+def _pack(rows: _Rows, indices: list[int], first: int) -> PackedBatch:
+    def pick(column: list[Any] | None) -> list[Any] | None:
+        return None if column is None else [column[i] for i in indices]
+
+    try:
+        return pack_rows(
+            [rows.values[i] for i in indices],
+            [first + i for i in indices],
+            pick(rows.keys),
+            pick(rows.event_times),
+            pick(rows.properties),
+        )
+    except ValueError as exc:
+        raise PulsarSinkError(f"rows {first + indices[0]}..{first + indices[-1]}: {exc}") from exc
 
 
 async def _write_rows(
@@ -271,46 +391,14 @@ async def _write_rows(
 ) -> tuple[int, int]:
     targets = _Targets(client, opts, name)
     outbox = _Outbox(opts)
-    sent = skipped = 0
-    row = 0
+    writer = _Writer(targets, outbox, opts, base)
     try:
         for batch in batches:
-            values = _column(batch, "value") or []
-            keys = _column(batch, "__key")
-            events = _column(batch, "__eventTime")
-            props = _column(batch, "__messageProperties")
-            topics = None if opts.topic is not None else _column(batch, "__topic")
-            for i, value in enumerate(values):
-                seq = base + row
-                row += 1
-                topic = opts.topic if topics is None else topics[i]
-                if topic is None:
-                    raise PulsarSinkError(f"row {row - 1}: no topic (null '__topic')")
-                producers = await targets.producers(topic)
-                key = keys[i] if keys is not None else None
-                if isinstance(key, bytes):
-                    key = key.decode("utf-8")
-                count = len(producers)
-                if count == 1:
-                    producer = producers[0]
-                else:
-                    producer = producers[partition_for_key(key, count) if key else seq % count]
-                if seq <= producer.last_sequence_id():
-                    skipped += 1  # stored by an earlier attempt
-                    continue
-                msg = OutgoingMessage(
-                    value.encode() if isinstance(value, str) else value,
-                    properties=dict(props[i]) if props is not None and props[i] else {},
-                    partition_key=key,
-                    sequence_id=seq,
-                    event_timestamp=events[i] if events is not None else None,
-                )
-                await outbox.add(producer, msg)
-                sent += 1
+            await writer.write(_Rows.of(batch, opts.topic is None))
         await outbox.finish()
     finally:
         await targets.close()
-    return sent, skipped
+    return writer.sent, writer.skipped
 
 
 def _run_task(opts: WriteOptions, batches: Iterator[pa.RecordBatch], name: str, base: int) -> int:

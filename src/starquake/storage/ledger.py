@@ -438,11 +438,11 @@ class ManagedLedger:
             except OSError as exc:
                 raise StorageError(f"cannot read ledger {lid} of {self.name}: {exc}") from exc
             starts = [offsets[k] - start_offset for k in range(eid, j)]
-            for k, data in enumerate(parse_records(buf, starts, length)):
-                if data is None:
+            for k, record in enumerate(parse_records(buf, starts, length)):
+                if record is None:
                     self._damaged(state, eid + k)
                 else:
-                    out.append(Entry(Position(lid, eid + k), data))
+                    out.append(Entry(Position(lid, eid + k), record))
             eid = j
             if stop_after:
                 return 0

@@ -43,7 +43,7 @@ class Entry(NamedTuple):
     """One stored entry: its position and its opaque bytes."""
 
     position: Position
-    data: bytes
+    data: bytes | memoryview
 
 
 class LedgerInfo(NamedTuple):

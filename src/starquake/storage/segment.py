@@ -95,14 +95,15 @@ def encode_records(datas: Sequence[bytes], parts: list[bytes]) -> None:
         append(data)
 
 
-def parse_records(buf: bytes, starts: Sequence[int], end: int) -> list[bytes | None]:
+def parse_records(buf: bytes, starts: Sequence[int], end: int) -> list[memoryview | None]:
     """Split the records at offsets ``starts`` (relative to ``buf``; the last one ends at
-    ``end``) out of ``buf``, checking each one's length and CRC.
+    ``end``) out of ``buf``, checking each one's length and CRC. The records are views into
+    ``buf`` (not copies: a read hands them straight to the connection).
 
     A damaged record is returned as None (the caller decides what that means); the others are
     found at their own offsets whatever the damaged one's length field says.
     """
-    out: list[bytes | None] = []
+    out: list[memoryview | None] = []
     view = memoryview(buf)
     unpack = _RECORD.unpack_from
     crc32 = zlib.crc32
@@ -116,7 +117,7 @@ def parse_records(buf: bytes, starts: Sequence[int], end: int) -> list[bytes | N
         if start + n != stop or crc32(view[start:stop], crc32(view[pos : pos + 4])) != crc:
             out.append(None)
         else:
-            out.append(bytes(view[start:stop]))
+            out.append(view[start:stop])
     return out
 
 
