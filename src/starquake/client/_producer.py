@@ -68,18 +68,24 @@ class OutgoingMessage:
 def _single_metadata(msg: OutgoingMessage, seq: int, size: int) -> pb.SingleMessageMetadata:
     """The per-message metadata of ``msg`` inside a batch."""
     single = pb.SingleMessageMetadata(payload_size=size, sequence_id=seq)
-    if msg.properties:
-        for k, v in msg.properties.items():
-            single.properties.add(key=k, value=v)
-    if msg.partition_key is not None:
-        single.partition_key = msg.partition_key
-    if msg.ordering_key is not None:
-        single.ordering_key = msg.ordering_key
-    if msg.event_timestamp:
-        single.event_time = msg.event_timestamp
-    if msg.content is None:
-        single.null_value = True
+    _set_message_fields(single, msg)
     return single
+
+
+def _set_message_fields(
+    meta: pb.MessageMetadata | pb.SingleMessageMetadata, msg: OutgoingMessage
+) -> None:
+    """The fields a message's metadata and its metadata inside a batch have in common."""
+    for k, v in msg.properties.items():
+        meta.properties.add(key=k, value=v)
+    if msg.partition_key is not None:
+        meta.partition_key = msg.partition_key
+    if msg.ordering_key is not None:
+        meta.ordering_key = msg.ordering_key
+    if msg.event_timestamp:
+        meta.event_time = msg.event_timestamp
+    if msg.content is None:
+        meta.null_value = True
 
 
 @dataclass(slots=True)
@@ -277,22 +283,13 @@ class ProducerImpl(HandlerBase):
         meta = pb.MessageMetadata(
             producer_name=self.producer_name, sequence_id=seq, publish_time=_now_ms()
         )
-        for k, v in msg.properties.items():
-            meta.properties.add(key=k, value=v)
-        if msg.partition_key is not None:
-            meta.partition_key = msg.partition_key
-        if msg.ordering_key is not None:
-            meta.ordering_key = msg.ordering_key
-        if msg.event_timestamp:
-            meta.event_time = msg.event_timestamp
+        _set_message_fields(meta, msg)
         if msg.deliver_at is not None:
             meta.deliver_at_time = msg.deliver_at
         if msg.replication_clusters:
             meta.replicate_to.extend(msg.replication_clusters)
         if msg.disable_replication:
             meta.replicate_to.append("__local__")
-        if msg.content is None:
-            meta.null_value = True
         return meta
 
     def _add_to_batch(self, msg: OutgoingMessage, seq: int, fut: asyncio.Future[MessageId]) -> None:
