@@ -50,6 +50,12 @@ def test_types_are_converted() -> None:
         ({"noSuchKey": "1"}, "unknown configuration key"),
         ({"brokerServicePort": "http"}, "not a valid int"),
         ({"allowAutoTopicCreation": "maybe"}, "not a valid bool"),
+        ({"webServicePort": "65536"}, "webServicePort: 65536 is out of range"),
+        ({"brokerServicePort": "-1"}, "brokerServicePort: -1 is out of range"),
+        ({"managedLedgerCacheSizeMB": "-5"}, "managedLedgerCacheSizeMB: -5 is out of range"),
+        ({"defaultNumPartitions": "0"}, "must be at least 1"),
+        ({"maxMessageSize": "0"}, "maxMessageSize: 0 is out of range"),
+        ({"allowAutoTopicCreationType": "sharded"}, "not one of non-partitioned, partitioned"),
     ],
 )
 def test_bad_values_are_clear_errors(overrides: dict[str, str], message: str) -> None:

@@ -34,7 +34,10 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) ->
 def test_standalone_with_config_file_and_defines(tmp_path: Path) -> None:
     port, web = _free_port(), _free_port()
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"brokerServicePort={port}\nwebServicePort=1\nclusterName=standalone\n")
+    conf.write_text(
+        f"brokerServicePort={port}\nwebServicePort=1\nclusterName=standalone\n"
+        "zookeeperServers=localhost:2181\nbookkeeperClientTimeoutInSeconds=30\n"
+    )
     cmd = [
         sys.executable,
         "-m",
@@ -65,6 +68,12 @@ def test_standalone_with_config_file_and_defines(tmp_path: Path) -> None:
     text = err.decode()
     assert "ready on" in text
     assert "stopped" in text
+    # keys of a real Pulsar broker.conf that Starquake does not use are listed once
+    ignored = [
+        line for line in text.splitlines() if "configuration keys Starquake does not use" in line
+    ]
+    assert len(ignored) == 1
+    assert ignored[0].endswith("bookkeeperClientTimeoutInSeconds, zookeeperServers")
     assert (tmp_path / "data" / "metadata.db").exists()
 
 
@@ -104,3 +113,15 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
         )
     assert result.returncode == 1
     assert b"address already in use" in result.stderr
+
+
+def test_out_of_range_port_fails_at_start_naming_the_key(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "starquake.cli.main", "standalone", "--broker-port", "99999"],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert b"brokerServicePort: 99999 is out of range (it must be from 0 to 65535)" in result.stderr
+    assert not (tmp_path / "data").exists()

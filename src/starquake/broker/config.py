@@ -93,6 +93,19 @@ class BrokerConfig:
         for key, value in values.items():
             self.set(key, value, strict=strict)
 
+    def validate(self) -> None:
+        """Refuse values the broker cannot run with, naming the key (raises ConfigError)."""
+        for key, (low, high) in _RANGES.items():
+            value = getattr(self, key)
+            if value < low or (high is not None and value > high):
+                bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+                raise ConfigError(f"{key}: {value} is out of range (it must be {bound})")
+        for key, choices in _CHOICES.items():
+            if getattr(self, key) not in choices:
+                raise ConfigError(
+                    f"{key}: {getattr(self, key)!r} is not one of {', '.join(sorted(choices))}"
+                )
+
     @property
     def data_path(self) -> Path:
         return Path(self.dataDir)
@@ -104,6 +117,33 @@ class BrokerConfig:
         if self.bindAddress in ("0.0.0.0", "::", ""):
             return "127.0.0.1"
         return self.bindAddress
+
+
+_PORT = (0, 65535)  # 0: any free port
+_RANGES: dict[str, tuple[float, float | None]] = {
+    "brokerServicePort": _PORT,
+    "webServicePort": _PORT,
+    "maxMessageSize": (1, 2**31 - 1),
+    "keepAliveIntervalSeconds": (1, None),
+    "maxPendingSendBytesPerConnection": (0, None),
+    "defaultNumPartitions": (1, None),
+    "dispatcherMaxReadBatchSize": (1, None),
+    "subscriptionKeySharedConsistentHashingReplicaPoints": (1, None),
+    "maxUnackedMessagesPerConsumer": (0, None),
+    "maxUnackedMessagesPerSubscription": (0, None),
+    "delayedDeliveryTickTimeMillis": (1, None),
+    "nonPersistentMaxPendingBytesPerConnection": (0, None),
+    "managedLedgerMaxEntriesPerLedger": (1, None),
+    "managedLedgerMaxSizePerLedgerMbytes": (1, None),
+    "managedLedgerMinLedgerRolloverTimeMinutes": (0, None),
+    "managedLedgerMaxLedgerRolloverTimeMinutes": (0, None),
+    "managedLedgerCacheSizeMB": (0, None),
+    "managedLedgerCursorPositionFlushSeconds": (0, None),
+    "managedLedgerTrimIntervalSeconds": (0, None),
+}
+_CHOICES: dict[str, frozenset[str]] = {
+    "allowAutoTopicCreationType": frozenset({"non-partitioned", "partitioned"}),
+}
 
 
 def _convert(key: str, value: Any, kind: type) -> Any:
@@ -168,4 +208,5 @@ def load_config(
             config.set(name[len(ENV_PREFIX) :], value)
     if overrides:
         config.update(overrides)
+    config.validate()
     return config

@@ -51,6 +51,12 @@ class BrokerServer:
     async def start(self) -> None:
         started = time.monotonic()
         config = self.config
+        if config.extra:
+            log.info(
+                "ignoring %d configuration keys Starquake does not use: %s",
+                len(config.extra),
+                ", ".join(sorted(config.extra)),
+            )
         try:
             service = BrokerService(config, self._faults)
         except StorageError as exc:
