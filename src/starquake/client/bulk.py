@@ -16,6 +16,9 @@ message when the range was planned.
 A chunked message belongs to the range that holds its *first* chunk: the reader reads past
 ``end`` until the messages it started are complete, and skips the chunks of messages that
 began before ``start``. A range read twice therefore gives the same rows in the same order.
+
+Writers have the column-wise counterpart: :func:`pack_rows` builds one batch payload from
+columns, which ``Producer.send_packed`` sends as one entry.
 """
 
 from __future__ import annotations
@@ -41,13 +44,23 @@ from starquake.client.exceptions import (
 from starquake.common.topic_name import TopicName
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.batch import BatchFormatError, DecodeError
+from starquake.protocol.batch_rows import PackedBatch, pack_rows
 from starquake.protocol.compression import decompress
 from starquake.protocol.framing import parse_entry
 
 if TYPE_CHECKING:
     from starquake.client.asyncio import Client
 
-__all__ = ["EARLIEST", "BulkReader", "DataLossError", "EntryCount", "MessageColumns", "Position"]
+__all__ = [
+    "EARLIEST",
+    "BulkReader",
+    "DataLossError",
+    "EntryCount",
+    "MessageColumns",
+    "PackedBatch",
+    "Position",
+    "pack_rows",
+]
 
 log = logging.getLogger("starquake.client")
 

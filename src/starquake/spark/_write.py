@@ -47,9 +47,9 @@ from pyspark.sql.types import (
 
 from starquake.client import CompressionType, MessageId
 from starquake.client.asyncio import Client, OutgoingMessage, Producer
+from starquake.client.bulk import PackedBatch, pack_rows
 from starquake.client.exceptions import ProducerBusy, ProducerQueueIsFull, PulsarException
 from starquake.client.topics import namespace_of, normalize_topic, partition_for_key
-from starquake.protocol.batch_rows import PackedBatch, pack_rows
 from starquake.spark._options import PulsarOptionError, WriteOptions, write_options
 from starquake.spark._runtime import Session
 
