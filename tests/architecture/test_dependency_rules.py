@@ -16,7 +16,8 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "common": (set(), set()),
     "protocol": ({"common"}, {"google", "crc32c", "lz4", "zstandard", "cramjam"}),
     "storage": ({"common"}, set()),
-    "broker": ({"common", "protocol", "storage"}, {"uvloop"}),
+    # aiohttp serves the web port (broker/web.py); the admin endpoints move to admin.http
+    "broker": ({"common", "protocol", "storage"}, {"uvloop", "aiohttp"}),
     "client": ({"common", "protocol"}, set()),
     "spark": ({"client"}, {"pyspark", "pyarrow"}),
     "admin": ({"common", "protocol", "storage", "broker", "client"}, set()),

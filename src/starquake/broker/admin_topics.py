@@ -13,7 +13,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from starquake.broker.errors import BrokerServiceError
+from starquake.broker.errors import BrokerServiceError, TopicNotFoundError
 from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName
@@ -32,7 +32,7 @@ Reply = tuple[int, str, bytes]
 
 
 def _status(exc: Exception) -> int:
-    if isinstance(exc, NotFoundError):
+    if isinstance(exc, (NotFoundError, TopicNotFoundError)):
         return 404
     if isinstance(exc, ConflictError):
         return 409
@@ -80,9 +80,17 @@ def install(web: WebServer, service: BrokerService) -> None:
     async def get(params: dict[str, str], _body: bytes) -> Reply:
         try:
             topic = topic_of(params)
+            partitions = service.partitioned_metadata(topic)
+            # a client's HTTP lookup asks this way, and gets the topic auto-created as the
+            # binary lookup would
+            auto = params.get("checkAllowAutoCreation", "").lower() == "true"
+            if partitions == 0 and auto and service.wants_auto_partitioned(topic):
+                partitions = await service.create_auto_partitioned(topic)
         except InvalidTopicNameError as exc:
             return json_reply(412, {"reason": str(exc)})
-        return json_reply(200, {"partitions": service.resources.partitions(topic)})
+        except BrokerServiceError as exc:
+            return json_reply(_status(exc), {"reason": str(exc)})
+        return json_reply(200, {"partitions": partitions})
 
     path = _TOPIC + "/partitions"
     web.route_pattern("PUT", path, create)

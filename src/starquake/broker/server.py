@@ -7,7 +7,7 @@ import logging
 import time
 from pathlib import Path
 
-from starquake.broker import admin_policies, admin_topics
+from starquake.broker import admin_policies, admin_topics, http_lookup
 from starquake.broker.config import BrokerConfig
 from starquake.broker.connection import ServerCnx
 from starquake.broker.service import BrokerService
@@ -78,6 +78,7 @@ class BrokerServer:
         self.web.route("GET", "/admin/v2/brokers/health", _health)
         admin_policies.install(self.web, service)
         admin_topics.install(self.web, service)
+        http_lookup.install(self.web, service)
         self.web_port = await self.web.start(config.bindAddress, config.webServicePort)
         await asyncio.to_thread(service.start_resources, self.service_url, self.web_service_url)
         service.start(self.service_url, self.web_service_url)

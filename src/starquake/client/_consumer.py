@@ -164,6 +164,12 @@ class ConsumerImpl(HandlerBase):
         return start.to_proto(with_batch=False)
 
     async def _register(self, cnx: ClientConnection) -> None:
+        if not self._config.durable:
+            # A reader resumes after the last message it handed out: what is still queued
+            # comes again, so drop it before the resume point is fixed (a receive during the
+            # subscribe round trip would otherwise hand those messages out twice).
+            self._queue.settle()
+            self._queue.remove_where(lambda m: m._consumer is self)
         rid = self._core.next_request_id()
         cmd = _commands.subscribe(
             self.topic,

@@ -165,6 +165,10 @@ class _EntryStream(HandlerBase):
         return f"BulkReader({self.topic})"
 
     async def _register(self, cnx: ClientConnection) -> None:
+        # Entries still queued from the last connection are read again from the resume
+        # position: drop them now, before it is taken, or a read during the subscribe round
+        # trip would take them and then get them a second time.
+        self._entries.clear()
         rid = self._core.next_request_id()
         ledger, entry = self._resume
         start = pb.MessageIdData(ledgerId=ledger % _U64, entryId=entry % _U64)

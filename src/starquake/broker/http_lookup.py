@@ -1,0 +1,82 @@
+"""HTTP lookups: what a client given an ``http://`` service URL asks the web port.
+
+The official clients then ask, over HTTP:
+
+- ``GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}`` (optional ``listenerName``):
+  the broker serving the topic, as ``{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls",
+  "nativeUrl"}`` (a client reads ``brokerUrl``, or ``brokerUrlTls`` over TLS, and needs both
+  keys present);
+- ``GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions?checkAllowAutoCreation=true``
+  (served with the partitioned-topic endpoints): the partition count, creating the topic as
+  partitioned when auto-creation says so, as the binary PARTITIONED_METADATA lookup does;
+- ``GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=PERSISTENT|NON_PERSISTENT|ALL``:
+  the topic names of a namespace (partitions by their partition names), for pattern
+  subscriptions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from starquake.broker.errors import BrokerServiceError, TopicNotFoundError
+from starquake.broker.web import WebServer, json_reply
+from starquake.common.topic_name import InvalidTopicNameError, TopicName
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+Reply = tuple[int, str, bytes]
+
+_NAME = r"[^/]+"
+LOOKUP = (
+    rf"/lookup/v2/topic/(?P<domain>persistent|non-persistent)/(?P<tenant>{_NAME})"
+    rf"/(?P<namespace>{_NAME})/(?P<topic>{_NAME})"
+)
+NAMESPACE_TOPICS = rf"/admin/v2/namespaces/(?P<tenant>{_NAME})/(?P<namespace>{_NAME})/topics"
+
+
+def install(web: WebServer, service: BrokerService) -> None:
+    """Add the lookup endpoints to ``web``."""
+
+    async def lookup(params: dict[str, str], _body: bytes) -> Reply:
+        try:
+            topic = TopicName.parse(
+                f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
+            )
+        except InvalidTopicNameError as exc:
+            return json_reply(412, {"reason": str(exc)})
+        try:
+            url = service.check_lookup(topic, params.get("listenerName", ""))
+        except BrokerServiceError as exc:
+            status = 404 if isinstance(exc, TopicNotFoundError) else 412
+            return json_reply(status, {"reason": str(exc)})
+        return json_reply(
+            200,
+            {
+                "brokerUrl": url,
+                "brokerUrlTls": "",
+                "httpUrl": service.web_service_url,
+                "httpUrlTls": "",
+                "nativeUrl": url,
+            },
+        )
+
+    async def namespace_topics(params: dict[str, str], _body: bytes) -> Reply:
+        namespace = f"{params['tenant']}/{params['namespace']}"
+        if not service.resources.namespace_exists(namespace):
+            return json_reply(404, {"reason": f"Namespace {namespace} does not exist"})
+        mode = params.get("mode", "PERSISTENT").upper()
+        if mode not in ("PERSISTENT", "NON_PERSISTENT", "ALL"):
+            return json_reply(400, {"reason": f"unknown mode {mode!r}"})
+        names: list[str] = []
+        if mode in ("PERSISTENT", "ALL"):
+            names += service.list_topics(namespace, persistent=True)
+        if mode in ("NON_PERSISTENT", "ALL"):
+            names += service.list_topics(namespace, persistent=False)
+        return json_reply(200, names)
+
+    web.route_pattern("GET", LOOKUP, lookup)
+    web.route_pattern("GET", NAMESPACE_TOPICS, namespace_topics)
