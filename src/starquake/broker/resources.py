@@ -94,6 +94,17 @@ class PulsarResources:
     def tenant_exists(self, tenant: str) -> bool:
         return tenant in self._tenants
 
+    def tenant_info(self, tenant: str) -> dict[str, Any]:
+        try:
+            return dict(self._tenants[tenant])
+        except KeyError:
+            raise NotFoundError(f"Tenant {tenant} does not exist") from None
+
+    def cluster_data(self) -> dict[str, Any]:
+        """This cluster's ``{"serviceUrl", "brokerServiceUrl"}``."""
+        raw = self._store.get(f"{_CLUSTERS}/{self.cluster_name}")
+        return dict(json.loads(raw)) if raw else {}
+
     def namespaces(self, tenant: str) -> list[str]:
         return sorted(ns for ns in self._namespaces if ns.split("/", 1)[0] == tenant)
 
@@ -124,6 +135,13 @@ class PulsarResources:
             data = info or {"adminRoles": [], "allowedClusters": [self.cluster_name]}
             self._store.put(f"{_TENANTS}/{tenant}", _dump(data))
             self._tenants[tenant] = data
+
+    def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
+        with self._lock:
+            if tenant not in self._tenants:
+                raise NotFoundError(f"Tenant {tenant} does not exist")
+            self._store.put(f"{_TENANTS}/{tenant}", _dump(info))
+            self._tenants[tenant] = info
 
     def delete_tenant(self, tenant: str) -> None:
         with self._lock:
