@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 
 import pulsar
 import pytest
+from admin_http import http_call
 
 from starquake.broker.embedded import EmbeddedBroker
 
 
 def _call(broker: EmbeddedBroker, method: str, path: str, body: object = None) -> tuple[int, bytes]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"{broker.web_service_url}{path}",
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+    return http_call(broker.web_service_url, method, path, body)
 
 
 DEDUP = "/admin/v2/namespaces/public/default/deduplication"

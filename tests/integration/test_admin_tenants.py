@@ -4,12 +4,12 @@ and bad input answered with a reason while nothing changes."""
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pulsar
+from admin_http import http_call
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -19,20 +19,8 @@ V2 = "/admin/v2"
 def _call(
     broker: EmbeddedBroker, method: str, path: str, body: bytes | object | None = None
 ) -> tuple[int, Any]:
-    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"{broker.web_service_url}{path}",
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
+    status, raw = http_call(broker.web_service_url, method, path, body)
+    return status, json.loads(raw) if raw else None
 
 
 def _reason(reply: tuple[int, Any]) -> str:
