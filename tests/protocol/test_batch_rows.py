@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.batch import pack_batch, unpack_batch
-from starquake.protocol.batch_rows import pack_rows, varint
+from starquake.protocol.batch_rows import pack_rows
+from starquake.protocol.varint import varint
 
 _text = st.text(max_size=20)
 _row = st.tuples(

@@ -45,8 +45,10 @@ from starquake.common.topic_name import TopicName
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.batch import BatchFormatError, DecodeError
 from starquake.protocol.batch_rows import PackedBatch, pack_rows
+from starquake.protocol.commands import encode_message_id
 from starquake.protocol.compression import decompress
 from starquake.protocol.framing import parse_entry
+from starquake.protocol.varint import varint
 
 if TYPE_CHECKING:
     from starquake.client.asyncio import Client
@@ -81,32 +83,11 @@ def _signed(value: int) -> int:
     return value - _U64 if value > _I64_MAX else value
 
 
-def _varint(value: int) -> bytes:
-    value %= _U64
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def message_id_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
-    """The serialized ``MessageIdData`` fields 1-3 (ledger, entry, partition)."""
-    head = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
-    if partition >= 0:
-        head += b"\x18" + _varint(partition)
-    return head
-
-
 @functools.lru_cache(maxsize=64)
 def batch_suffixes(size: int) -> tuple[bytes, ...]:
     """For each index of a batch of ``size`` messages: the fields batch_index and batch_size."""
-    tail = b"\x30" + _varint(size)
-    return tuple(b"\x20" + _varint(i) + tail for i in range(size))
+    tail = b"\x30" + varint(size)
+    return tuple(b"\x20" + varint(i) + tail for i in range(size))
 
 
 @dataclass(slots=True)
@@ -444,7 +425,7 @@ class BulkReader:
             return count or 1  # no row of this entry is in the range
         if meta.compression:
             payload = decompress(meta.compression, payload, meta.uncompressed_size)
-        prefix = message_id_prefix(ledger, entry_id, self._partition)
+        prefix = encode_message_id(ledger, entry_id, self._partition)
         publish_time = meta.publish_time
         if not count:
             _append_one(cols, meta, bytes(payload), publish_time, prefix)
@@ -519,10 +500,10 @@ class BulkReader:
         if meta.compression:
             whole = decompress(meta.compression, whole, meta.uncompressed_size)
         first = pending.first
-        prefix = message_id_prefix(ledger, entry_id, self._partition)
-        chunk_id = message_id_prefix(first[0], first[1], self._partition)
+        prefix = encode_message_id(ledger, entry_id, self._partition)
+        chunk_id = encode_message_id(first[0], first[1], self._partition)
         # the official client's chunked id: the last chunk's, with the first chunk's inside
-        suffix = b"\x3a" + _varint(len(chunk_id)) + chunk_id
+        suffix = b"\x3a" + varint(len(chunk_id)) + chunk_id
         _append_one(cols, meta, whole, pending.publish_time, prefix + suffix)
 
 

@@ -13,27 +13,11 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["PackedBatch", "pack_rows", "varint"]
+from starquake.protocol.varint import SMALL_VARINT_LIMIT, SMALL_VARINTS, varint
+
+__all__ = ["PackedBatch", "pack_rows"]
 
 _U32 = struct.Struct(">I")
-_M64 = (1 << 64) - 1
-# The varints of 0..16383 (every payload size and short sequence id): one lookup each.
-_SMALL = tuple(
-    bytes([v]) if v < 0x80 else bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(1 << 14)
-)
-
-
-def varint(value: int) -> bytes:
-    """The protobuf varint of ``value`` (negative values as their 64-bit two's complement)."""
-    if 0 <= value < 16384:
-        return _SMALL[value]
-    value &= _M64
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _text(value: str) -> bytes:
@@ -72,7 +56,7 @@ def pack_rows(
     parts: list[bytes] = []
     append = parts.append
     pack_u32 = _U32.pack
-    small = _SMALL
+    small = SMALL_VARINTS
     total = 0
     previous = -1
     for i in range(count):
@@ -96,12 +80,12 @@ def pack_rows(
             key = keys[i]
             if key is not None:
                 head += b"\x12" + _text(key)
-        meta = head + b"\x18" + (small[size] if size < 16384 else varint(size))
+        meta = head + b"\x18" + (small[size] if size < SMALL_VARINT_LIMIT else varint(size))
         if event_times is not None:
             event = event_times[i]
             if event:
                 meta += b"\x28" + varint(event)
-        meta += b"\x40" + (small[seq] if 0 <= seq < 16384 else varint(seq))
+        meta += b"\x40" + (small[seq] if 0 <= seq < SMALL_VARINT_LIMIT else varint(seq))
         if value is None:
             meta += b"\x48\x01"
             value = b""

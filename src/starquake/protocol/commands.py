@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import encode_command, payload_frame_header
+from starquake.protocol.varint import SMALL_VARINTS, varint
 
 T = pb.BaseCommand
 _U64_MASK = (1 << 64) - 1
@@ -21,42 +22,22 @@ _U64_MASK = (1 << 64) - 1
 MAX_PROTOCOL_VERSION = 20
 
 
-# Varints of 0..16383 (one or two bytes) are precomputed: ids, counts and sizes on the hot path
-# are mostly that small, and building them byte by byte in Python costs more than the rest.
-_CACHED = [bytes((i,)) for i in range(128)] + [
-    bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(128, 1 << 14)
-]
-_CACHE_LIMIT = 1 << 14
 _FRAME_HEAD = struct.Struct(">II")
 
 
-def _varint(value: int) -> bytes:
-    if 0 <= value < _CACHE_LIMIT:
-        return _CACHED[value]
-    if 0 < value < 1 << 21:
-        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
-    value &= _U64_MASK
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _len_field(tag: int, body: bytes) -> bytes:
-    return _CACHED[tag] + _varint(len(body)) + body
+    return SMALL_VARINTS[tag] + varint(len(body)) + body
 
 
 def encode_message_id(
     ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1
 ) -> bytes:
     """Serialized MessageIdData (fields 1, 2 and, when set, 3 and 4)."""
-    body = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
+    body = b"\x08" + varint(ledger_id) + b"\x10" + varint(entry_id)
     if partition >= 0:
-        body += b"\x18" + _varint(partition)
+        body += b"\x18" + varint(partition)
     if batch_index >= 0:
-        body += b"\x20" + _varint(batch_index)
+        body += b"\x20" + varint(batch_index)
     return body
 
 
@@ -71,14 +52,14 @@ def message_command_body(
 ) -> bytes:
     """Serialized BaseCommand{MESSAGE} (without the frame header)."""
     mid = encode_message_id(ledger_id, entry_id, partition)
-    inner = b"\x08" + _varint(consumer_id) + b"\x12" + _varint(len(mid)) + mid
+    inner = b"\x08" + varint(consumer_id) + b"\x12" + varint(len(mid)) + mid
     if redelivery_count:
-        inner += b"\x18" + _varint(redelivery_count)
+        inner += b"\x18" + varint(redelivery_count)
     for word in ack_set:
-        inner += b"\x20" + _varint(word)
+        inner += b"\x20" + varint(word)
     if consumer_epoch is not None:
-        inner += b"\x28" + _varint(consumer_epoch)
-    return b"\x08\x09\x4a" + _varint(len(inner)) + inner
+        inner += b"\x28" + varint(consumer_epoch)
+    return b"\x08\x09\x4a" + varint(len(inner)) + inner
 
 
 def message_frame_header(
@@ -112,17 +93,17 @@ def send_receipt(
     inner = b"".join(
         (
             b"\x08",
-            _varint(producer_id),
+            varint(producer_id),
             b"\x10",
-            _varint(sequence_id),
+            varint(sequence_id),
             b"\x1a",
-            _varint(len(mid)),
+            varint(len(mid)),
             mid,
             b"\x20",
-            _varint(highest_sequence_id),
+            varint(highest_sequence_id),
         )
     )
-    body = b"\x08\x07\x3a" + _varint(len(inner)) + inner
+    body = b"\x08\x07\x3a" + varint(len(inner)) + inner
     size = len(body)
     return _FRAME_HEAD.pack(size + 4, size) + body
 

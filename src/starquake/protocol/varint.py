@@ -1,0 +1,31 @@
+"""Protobuf varints encoded by hand, for the few encoders that skip protobuf objects.
+
+Varints of 0..16383 (one or two bytes) are precomputed: ids, counts and sizes on the hot path
+are mostly that small, and building them byte by byte in Python costs more than the rest.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SMALL_VARINTS", "SMALL_VARINT_LIMIT", "varint"]
+
+_U64_MASK = (1 << 64) - 1
+
+SMALL_VARINTS: list[bytes] = [bytes((i,)) for i in range(128)] + [
+    bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(128, 1 << 14)
+]
+SMALL_VARINT_LIMIT = 1 << 14
+
+
+def varint(value: int) -> bytes:
+    """The varint of ``value`` (a negative value as its 64-bit two's complement)."""
+    if 0 <= value < SMALL_VARINT_LIMIT:
+        return SMALL_VARINTS[value]
+    if 0 < value < 1 << 21:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+    value &= _U64_MASK
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
