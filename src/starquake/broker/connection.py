@@ -186,19 +186,17 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         if self.transport is None or self._closing:
             return
         self._out.append(frame)
-        self._out_bytes += len(frame)
-        if self._out_bytes >= FLUSH_NOW_BYTES:
-            self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+        self._queued(len(frame))
 
     def write_frames(self, frames: list[bytes | memoryview]) -> None:
         """Queue several frames (see :meth:`write`)."""
         if self.transport is None or self._closing:
             return
         self._out.extend(frames)
-        self._out_bytes += sum(map(len, frames))
+        self._queued(sum(map(len, frames)))
+
+    def _queued(self, size: int) -> None:
+        self._out_bytes += size
         if self._out_bytes >= FLUSH_NOW_BYTES:
             # Hand it to the transport now, so that crossing the high-water mark pauses the
             # dispatchers before they queue more in this same loop iteration.

@@ -178,7 +178,6 @@ class _EntryStream(HandlerBase):
             cnx.consumers.pop(self.consumer_id, None)
             return
         self._cnx = cnx
-        self._entries.clear()  # the broker sends them again from the resume position
         self._permits = 0
         if self._queue_size:  # 0: a probe that reads nothing (last message id only)
             cnx.write_command(_commands.flow(self.consumer_id, self._queue_size))
