@@ -14,6 +14,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from starquake.broker.admin_replies import NO_CONTENT, Reply
 from starquake.broker.web import WebServer, json_reply
 
 if TYPE_CHECKING:
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NAMESPACE = r"/admin/v2/namespaces/(?P<tenant>[^/]+)/(?P<namespace>[^/]+)"
-
-Reply = tuple[int, str, bytes]
 
 
 def install(web: WebServer, service: BrokerService) -> None:
@@ -39,7 +38,7 @@ def install(web: WebServer, service: BrokerService) -> None:
             return json_reply(404, {"reason": "Namespace does not exist"})
         value = service.resources.namespace_policies(namespace).get("deduplicationEnabled")
         if value is None:
-            return 204, "application/json", b""
+            return NO_CONTENT
         return json_reply(200, bool(value))
 
     async def set_dedup(params: dict[str, str], body: bytes) -> Reply:
@@ -53,14 +52,14 @@ def install(web: WebServer, service: BrokerService) -> None:
         if not isinstance(value, bool):
             return json_reply(400, {"reason": "the body must be a JSON boolean: true or false"})
         await _update(service, namespace, value)
-        return 204, "application/json", b""
+        return NO_CONTENT
 
     async def delete_dedup(params: dict[str, str], _body: bytes) -> Reply:
         namespace = namespace_of(params)
         if namespace is None:
             return json_reply(404, {"reason": "Namespace does not exist"})
         await _update(service, namespace, None)
-        return 204, "application/json", b""
+        return NO_CONTENT
 
     path = _NAMESPACE + "/deduplication"
     web.route_pattern("GET", path, get_dedup)

@@ -15,13 +15,13 @@ would refuse or a precondition that does not hold 412, a body that is not the ex
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from starquake.broker.admin_replies import NO_CONTENT, BadRequest, Reply, json_body, status_of
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.web import WebServer, json_reply
@@ -31,36 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Reply = tuple[int, str, bytes]
-NO_CONTENT: Reply = (204, "application/json", b"")
 # Pulsar's rule for tenant, namespace and cluster names.
 _VALID_NAME = re.compile(r"[-=:.\w]+")
 _SEGMENT = r"[^/]+"
-
-
-class BadRequest(Exception):
-    """The request body is not what the endpoint takes (HTTP 400)."""
-
-
-def status_of(exc: Exception) -> int:
-    """The HTTP status of a failed admin operation."""
-    if isinstance(exc, NotFoundError):
-        return 404
-    if isinstance(exc, ConflictError):
-        return 409
-    if isinstance(exc, BadRequest):
-        return 400
-    return 412
-
-
-def json_body(body: bytes, default: Any = None) -> Any:
-    """The JSON value of a request body (``default`` when empty); BadRequest if malformed."""
-    if not body.strip():
-        return default
-    try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise BadRequest(f"the body is not valid JSON: {exc}") from None
 
 
 def _check_name(kind: str, name: str) -> None:

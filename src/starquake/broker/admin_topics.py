@@ -13,8 +13,8 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from starquake.broker.errors import BrokerServiceError, TopicNotFoundError
-from starquake.broker.resources import ConflictError, NotFoundError
+from starquake.broker.admin_replies import NO_CONTENT, Reply, status_of
+from starquake.broker.errors import BrokerServiceError
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName
 
@@ -27,16 +27,6 @@ _TOPIC = (
     r"/admin/v2/(?P<domain>persistent|non-persistent)/(?P<tenant>[^/]+)/(?P<namespace>[^/]+)"
     r"/(?P<topic>[^/]+)"
 )
-
-Reply = tuple[int, str, bytes]
-
-
-def _status(exc: Exception) -> int:
-    if isinstance(exc, (NotFoundError, TopicNotFoundError)):
-        return 404
-    if isinstance(exc, ConflictError):
-        return 409
-    return 412
 
 
 def install(web: WebServer, service: BrokerService) -> None:
@@ -67,9 +57,9 @@ def install(web: WebServer, service: BrokerService) -> None:
         try:
             await asyncio.to_thread(call, topic, count)
         except (BrokerServiceError, ValueError) as exc:
-            return json_reply(_status(exc), {"reason": str(exc)})
+            return json_reply(status_of(exc), {"reason": str(exc)})
         log.info("partitioned topic %s: %d partitions", topic, count)
-        return 204, "application/json", b""
+        return NO_CONTENT
 
     async def create(params: dict[str, str], body: bytes) -> Reply:
         return await change(params, body, create=True)
@@ -89,7 +79,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         except InvalidTopicNameError as exc:
             return json_reply(412, {"reason": str(exc)})
         except BrokerServiceError as exc:
-            return json_reply(_status(exc), {"reason": str(exc)})
+            return json_reply(status_of(exc), {"reason": str(exc)})
         return json_reply(200, {"partitions": partitions})
 
     path = _TOPIC + "/partitions"

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from starquake.broker.errors import BrokerServiceError, TopicNotFoundError
+from starquake.broker.admin_replies import Reply, status_of
+from starquake.broker.errors import BrokerServiceError
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Reply = tuple[int, str, bytes]
 
 _NAME = r"[^/]+"
 LOOKUP = (
@@ -51,8 +51,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         try:
             url = service.check_lookup(topic, params.get("listenerName", ""))
         except BrokerServiceError as exc:
-            status = 404 if isinstance(exc, TopicNotFoundError) else 412
-            return json_reply(status, {"reason": str(exc)})
+            return json_reply(status_of(exc), {"reason": str(exc)})
         return json_reply(
             200,
             {
