@@ -31,6 +31,16 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) ->
     raise AssertionError("broker did not start")
 
 
+def _standalone_exits(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run ``starquake standalone`` with ``args`` to its exit (it must fail to start)."""
+    return subprocess.run(
+        [sys.executable, "-m", "starquake.cli.main", "standalone", *args],
+        capture_output=True,
+        cwd=cwd,
+        timeout=30,
+    )
+
+
 def test_standalone_with_config_file_and_defines(tmp_path: Path) -> None:
     port, web = _free_port(), _free_port()
     conf = tmp_path / "broker.conf"
@@ -78,12 +88,7 @@ def test_standalone_with_config_file_and_defines(tmp_path: Path) -> None:
 
 
 def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "starquake.cli.main", "standalone", "-D", "nosuchkey=1"],
-        capture_output=True,
-        cwd=tmp_path,
-        timeout=30,
-    )
+    result = _standalone_exits(tmp_path, "-D", "nosuchkey=1")
     assert result.returncode == 2
     assert b"unknown configuration key 'nosuchkey'" in result.stderr
 
@@ -93,35 +98,23 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "starquake.cli.main",
-                "standalone",
-                "--bind-address",
-                "127.0.0.1",
-                "--broker-port",
-                str(port),
-                "--web-port",
-                "0",
-                "--data-dir",
-                str(tmp_path / "d"),
-            ],
-            capture_output=True,
-            timeout=30,
+        result = _standalone_exits(
+            tmp_path,
+            "--bind-address",
+            "127.0.0.1",
+            "--broker-port",
+            str(port),
+            "--web-port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "d"),
         )
     assert result.returncode == 1
     assert b"address already in use" in result.stderr
 
 
 def test_out_of_range_port_fails_at_start_naming_the_key(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "starquake.cli.main", "standalone", "--broker-port", "99999"],
-        capture_output=True,
-        cwd=tmp_path,
-        timeout=30,
-    )
+    result = _standalone_exits(tmp_path, "--broker-port", "99999")
     assert result.returncode == 2
     assert b"brokerServicePort: 99999 is out of range (it must be from 0 to 65535)" in result.stderr
     assert not (tmp_path / "data").exists()
