@@ -10,6 +10,7 @@ from typing import Any
 
 import pulsar
 from admin_http import http_call
+from broker_process import BrokerProcess
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -128,3 +129,26 @@ def test_tenants_and_namespaces_survive_a_restart(tmp_path: Path) -> None:
             assert producer.send(b"x").entry_id() == 0
         finally:
             client.close()
+
+
+def test_tenants_and_namespaces_survive_kill_9(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        web = f"http://127.0.0.1:{broker.web_port}"
+        assert http_call(web, "PUT", f"{V2}/tenants/acme", {})[0] == 204
+        assert http_call(web, "PUT", f"{V2}/namespaces/acme/orders")[0] == 204
+        assert http_call(web, "PUT", f"{V2}/namespaces/acme/gone")[0] == 204
+        assert http_call(web, "DELETE", f"{V2}/namespaces/acme/gone")[0] == 204
+        broker.kill()  # each answer came after the change was stored
+        broker.start()
+        assert http_call(web, "GET", f"{V2}/tenants") == (200, b'["acme", "public"]')
+        assert http_call(web, "GET", f"{V2}/namespaces/acme") == (200, b'["acme/orders"]')
+        client = pulsar.Client(broker.url)
+        try:
+            producer = client.create_producer("persistent://acme/orders/o1")
+            assert producer.send(b"x").entry_id() == 0
+        finally:
+            client.close()
+    finally:
+        broker.cleanup()
