@@ -16,7 +16,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "common": (set(), set()),
     "protocol": ({"common"}, {"google", "crc32c", "lz4", "zstandard", "cramjam"}),
     "storage": ({"common"}, set()),
-    # aiohttp serves the web port (broker/web.py); the admin endpoints move to admin.http
+    # aiohttp serves the web port (broker/web.py) and its endpoints (broker/admin/)
     "broker": ({"common", "protocol", "storage"}, {"uvloop", "aiohttp"}),
     "client": ({"common", "protocol"}, set()),
     "spark": ({"client"}, {"pyspark", "pyarrow"}),

@@ -7,7 +7,7 @@ import logging
 import time
 from pathlib import Path
 
-from starquake.broker import admin_policies, admin_tenants, admin_topics, http_lookup
+from starquake.broker import admin
 from starquake.broker.config import BrokerConfig
 from starquake.broker.connection import ServerCnx
 from starquake.broker.service import BrokerService
@@ -76,10 +76,7 @@ class BrokerServer:
             raise
         self.broker_port = int(self._server.sockets[0].getsockname()[1])
         self.web.route("GET", "/admin/v2/brokers/health", _health)
-        admin_tenants.install(self.web, service)
-        admin_policies.install(self.web, service)
-        admin_topics.install(self.web, service)
-        http_lookup.install(self.web, service)
+        admin.install(self.web, service)
         self.web_port = await self.web.start(config.bindAddress, config.webServicePort)
         await asyncio.to_thread(service.start_resources, self.service_url, self.web_service_url)
         service.start(self.service_url, self.web_service_url)

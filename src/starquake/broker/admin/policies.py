@@ -14,7 +14,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from starquake.broker.admin_replies import NO_CONTENT, Reply
+from starquake.broker.admin.replies import NO_CONTENT, Reply
 from starquake.broker.web import WebServer, json_reply
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from starquake.broker.admin_replies import Reply, status_of
+from starquake.broker.admin.replies import Reply, status_of
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName

@@ -13,7 +13,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from starquake.broker.admin_replies import NO_CONTENT, Reply, status_of
+from starquake.broker.admin.replies import NO_CONTENT, Reply, status_of
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName

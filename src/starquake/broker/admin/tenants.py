@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from starquake.broker.admin_replies import NO_CONTENT, BadRequest, Reply, json_body, status_of
+from starquake.broker.admin.replies import NO_CONTENT, BadRequest, Reply, json_body, status_of
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.web import WebServer, json_reply
