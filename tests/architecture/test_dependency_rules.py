@@ -16,12 +16,15 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "common": (set(), set()),
     "protocol": ({"common"}, {"google", "crc32c", "lz4", "zstandard", "cramjam"}),
     "storage": ({"common"}, set()),
-    # aiohttp serves the web port (broker/web.py) and its endpoints (broker/admin/)
-    "broker": ({"common", "protocol", "storage"}, {"uvloop", "aiohttp"}),
+    # aiohttp serves the web port (broker/web.py) and its endpoints (broker/admin/);
+    # prometheus_client renders /metrics (broker/admin/metrics.py)
+    "broker": ({"common", "protocol", "storage"}, {"uvloop", "aiohttp", "prometheus_client"}),
     "client": ({"common", "protocol"}, set()),
     "spark": ({"client"}, {"pyspark", "pyarrow"}),
-    "admin": ({"common", "protocol", "storage", "broker", "client"}, set()),
-    "cli": ({"common", "client", "admin", "broker"}, {"uvloop"}),
+    # the admin REST client: the standard library only, so that the command line starts fast
+    "admin": ({"common", "protocol", "client"}, set()),
+    # click parses the command line, rich draws tables, hdrh measures latencies (perf)
+    "cli": ({"common", "client", "admin", "broker"}, {"uvloop", "click", "rich", "hdrh"}),
 }
 
 # Modules that must not import asyncio or sockets (sans-IO).

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 CommittedCallback = Callable[[list[tuple[ManagedLedger, Position]]], None]
 FailedCallback = Callable[[list[ManagedLedger], BaseException], None]
+CommitObserver = Callable[[PendingCommit], None]
 
 
 class GroupCommitter:
@@ -36,6 +37,9 @@ class GroupCommitter:
         self._task: asyncio.Task[None] | None = None
         self._kicked = False
         self.commits = 0
+        self.failures = 0
+        self.observers: list[CommitObserver] = []
+        """Called on the loop with each commit that succeeded, after its receipts (metrics)."""
 
     def kick(self) -> None:
         """There is something to commit: start a commit loop if none is running."""
@@ -62,6 +66,7 @@ class GroupCommitter:
                     await future
                 except Exception as exc:
                     log.error("group commit failed: %s", exc)
+                    self.failures += 1
                     failed = pending.fail(exc)
                     self._on_failed(failed, exc)
                     inflight = self._start_next()
@@ -70,6 +75,11 @@ class GroupCommitter:
                 self.commits += 1
                 inflight = self._start_next()
                 self._on_committed(results)
+                for observe in self.observers:
+                    try:
+                        observe(pending)
+                    except Exception:
+                        log.exception("group commit observer failed")
                 if inflight is None and self._kicked:
                     inflight = self._start_next()
         finally:

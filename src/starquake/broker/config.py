@@ -59,6 +59,11 @@ class BrokerConfig:
     isDelayedDeliveryDeliverAtTimeStrict: bool = False
     brokerDeduplicationEnabled: bool = False
     nonPersistentMaxPendingBytesPerConnection: int = 8 * 1024 * 1024
+    statsUpdateFrequencyInSecs: int = 60
+    """Rates in the stats and metrics average over one to two of these intervals."""
+    ttlDurationDefaultInSeconds: int = 0
+    """Message TTL of namespaces that set none (0: messages never expire)."""
+    messageExpiryCheckIntervalInMinutes: float = 5.0
 
     # Managed ledger (storage).
     managedLedgerMaxEntriesPerLedger: int = 50000
@@ -133,6 +138,9 @@ _RANGES: dict[str, tuple[float, float | None]] = {
     "maxUnackedMessagesPerSubscription": (0, None),
     "delayedDeliveryTickTimeMillis": (1, None),
     "nonPersistentMaxPendingBytesPerConnection": (0, None),
+    "statsUpdateFrequencyInSecs": (1, None),
+    "ttlDurationDefaultInSeconds": (0, None),
+    "messageExpiryCheckIntervalInMinutes": (0.001, None),
     "managedLedgerMaxEntriesPerLedger": (1, None),
     "managedLedgerMaxSizePerLedgerMbytes": (1, None),
     "managedLedgerMinLedgerRolloverTimeMinutes": (0, None),

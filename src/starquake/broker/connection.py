@@ -81,6 +81,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         self.remote_address = ""
         self.connected = False
         self.protocol_version = 0
+        self.client_version = ""
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._pending_send_bytes = 0
@@ -305,6 +306,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             return
         connect = command.connect
         self.protocol_version = min(connect.protocol_version, commands.MAX_PROTOCOL_VERSION)
+        self.client_version = connect.client_version
         self.connected = True
         self.write(
             commands.connected(

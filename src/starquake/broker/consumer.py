@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
+from starquake.broker.rates import RateWindow
 from starquake.protocol.commands import message_frame_header
 from starquake.storage import Position
 
@@ -51,6 +52,7 @@ class Consumer:
     __slots__ = (
         "allow_out_of_order",
         "blocked",
+        "bytes_out_counter",
         "cnx",
         "connected_since",
         "consumer_id",
@@ -62,6 +64,7 @@ class Consumer:
         "pending_acks",
         "permits",
         "priority_level",
+        "rates",
         "read_compacted",
         "read_position_when_joining",
         "sub_type",
@@ -91,6 +94,8 @@ class Consumer:
         self.unacked = 0
         self.blocked = False
         self.msg_out_counter = 0
+        self.bytes_out_counter = 0
+        self.rates = RateWindow()
         self.read_compacted = False
         self.connected_since = time.time()
         self.key_hash_ranges: list[tuple[int, int]] | None = None
@@ -110,6 +115,7 @@ class Consumer:
         consumer_id = self.consumer_id
         partition = self.partition_index
         sent = 0
+        size = 0
         for position, data, num_messages, redelivery_count, ack_set in entries:
             append(
                 message_frame_header(
@@ -128,12 +134,14 @@ class Consumer:
                 self.unacked -= previous
             pending[position] = num_messages
             sent += num_messages
+            size += len(data)
         # Charge the permits before writing: a write that crosses the connection's high-water
         # mark holds back the consumer's remaining permits at once, and those must not
         # include the ones these messages use.
         self.permits -= sent
         self.unacked += sent
         self.msg_out_counter += sent
+        self.bytes_out_counter += size
         self.cnx.write_frames(frames)
 
     def acked(self, position: Position) -> bool:

@@ -14,11 +14,14 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from starquake.broker import topic_stats
 from starquake.broker.consumer import Consumer, SubType
 from starquake.broker.dedup import MessageDeduplication
 from starquake.broker.entry_info import EntryInfo, EntryInfoCache
 from starquake.broker.errors import BrokerServiceError, ConsumerBusyError, SubscriptionNotFoundError
+from starquake.broker.limits import check_consumer_limit, check_producer_limit
 from starquake.broker.producers import ProducerRegistry
+from starquake.broker.rates import RateWindow
 from starquake.broker.selectors import (
     ConsistentHashingSelector,
     ConsumerAssignError,
@@ -116,13 +119,16 @@ class NonPersistentSubscription:
         self.name = name
         self.dispatcher: NonPersistentDispatcher | None = None
         self.msg_drop_counter = 0
-        self.msg_out_counter = 0
+        self.departed_out = (0, 0)
+        """Messages and bytes dispatched to consumers that have left."""
+        self.rates = RateWindow()
 
     @property
     def consumers(self) -> list[Consumer]:
         return list(self.dispatcher.consumers) if self.dispatcher else []
 
     def add_consumer(self, consumer: Consumer) -> None:
+        check_consumer_limit(self.topic)
         dispatcher = self.dispatcher
         if dispatcher is not None and dispatcher.consumers:
             if dispatcher.sub_type != consumer.sub_type:
@@ -140,6 +146,8 @@ class NonPersistentSubscription:
     def remove_consumer(self, consumer: Consumer) -> None:
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
+        messages, size = self.departed_out
+        self.departed_out = (messages + consumer.msg_out_counter, size + consumer.bytes_out_counter)
         if not self.consumers:
             self.topic.subscriptions.pop(self.name, None)
 
@@ -154,7 +162,7 @@ class NonPersistentSubscription:
         )
         consumer.permits -= info.num_messages  # before the write, which may hold permits back
         consumer.msg_out_counter += info.num_messages
-        self.msg_out_counter += info.num_messages
+        consumer.bytes_out_counter += len(entry)
         consumer.cnx.write_frames([header, entry])
 
     # Acknowledgments and redelivery mean nothing without storage.
@@ -200,6 +208,7 @@ class NonPersistentTopic:
         self.closed = False
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
+        self.rates = RateWindow()
         self._producer_seq = 0
 
     @property
@@ -207,6 +216,7 @@ class NonPersistentTopic:
         return self.producer_registry.producers
 
     def add_producer(self, producer: Producer) -> bool:
+        check_producer_limit(self)
         return self.producer_registry.admit(producer)
 
     def remove_producer(self, producer: Producer) -> None:
@@ -236,6 +246,8 @@ class NonPersistentTopic:
             raise BrokerServiceError("Topic is being closed", ServerError.ServiceNotReady)
         self.msg_in_counter += info.num_messages
         self.bytes_in_counter += len(entry)
+        producer.msg_in_counter += info.num_messages
+        producer.bytes_in_counter += len(entry)
         limit = self.service.config.nonPersistentMaxPendingBytesPerConnection
         for subscription in list(self.subscriptions.values()):
             subscription.deliver(entry, info, limit)
@@ -277,20 +289,7 @@ class NonPersistentTopic:
         return NO_POSITION, -1
 
     def stats(self) -> dict[str, Any]:
-        return {
-            "msgInCounter": self.msg_in_counter,
-            "bytesInCounter": self.bytes_in_counter,
-            "publishers": [{"producerName": p.name} for p in self.producers.values()],
-            "subscriptions": {
-                name: {
-                    "type": sub.dispatcher.sub_type.name if sub.dispatcher else "None",
-                    "msgOutCounter": sub.msg_out_counter,
-                    "msgDropCounter": sub.msg_drop_counter,
-                    "consumers": [{"consumerName": c.name} for c in sub.consumers],
-                }
-                for name, sub in self.subscriptions.items()
-            },
-        }
+        return topic_stats.nonpersistent_stats(self)
 
     def close(self) -> None:
         self.closed = True

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Protocol
 
+from starquake.broker.rates import RateWindow
 from starquake.protocol import commands
 from starquake.protocol.errors import ServerError
 
@@ -24,7 +26,19 @@ class ProducerTransport(Protocol):
 class Producer:
     """A producer: its id on the connection, its name and the topic it writes to."""
 
-    __slots__ = ("access_mode", "closed", "cnx", "epoch", "name", "producer_id", "topic")
+    __slots__ = (
+        "access_mode",
+        "bytes_in_counter",
+        "closed",
+        "cnx",
+        "connected_since",
+        "epoch",
+        "msg_in_counter",
+        "name",
+        "producer_id",
+        "rates",
+        "topic",
+    )
 
     def __init__(
         self,
@@ -42,6 +56,10 @@ class Producer:
         self.access_mode = access_mode
         self.epoch = epoch
         self.closed = False
+        self.msg_in_counter = 0
+        self.bytes_in_counter = 0
+        self.connected_since = time.time()
+        self.rates = RateWindow()
 
     def on_receipt(self, frame: bytes) -> None:
         self.cnx.receipt_sent(self.producer_id)

@@ -76,7 +76,9 @@ class ProducerCommands(CnxBase):
             )
             initial = request.initial_subscription_name
             if initial and topic.is_persistent and initial not in topic.subscriptions:
-                if not self.service.config.allowAutoSubscriptionCreation:
+                if not self.service.auto_subscription_creation(
+                    self.service.parse_topic(topic.full_name).namespace_name
+                ):
                     raise BrokerServiceError(
                         f"Cannot create the initial subscription {initial!r}: automatic "
                         "subscription creation is disabled (allowAutoSubscriptionCreation=false)",

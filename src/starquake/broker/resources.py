@@ -117,6 +117,11 @@ class PulsarResources:
         except KeyError:
             raise NotFoundError(f"Namespace {namespace} does not exist") from None
 
+    def policy(self, namespace: str, key: str) -> Any:
+        """One policy of a namespace, as stored (None when unset or the namespace is unknown)."""
+        policies = self._namespaces.get(namespace)
+        return None if policies is None else policies.get(key)
+
     def partitions(self, topic: TopicName) -> int:
         """Number of partitions of ``topic``, or 0 when it is not a partitioned topic."""
         return self._partitioned.get(str(topic), 0)

@@ -7,11 +7,14 @@ import contextlib
 import logging
 import os
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from starquake.broker import topic_admin, topic_stats
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.config import BrokerConfig
 from starquake.broker.errors import (
@@ -101,6 +104,8 @@ class BrokerService:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._persist_cursors_loop()))
         self._tasks.append(loop.create_task(self._trim_loop()))
+        self._tasks.append(loop.create_task(self._stats_loop()))
+        self._tasks.append(loop.create_task(self._expiry_loop()))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -182,6 +187,45 @@ class BrokerService:
             except Exception:
                 log.exception("persisting cursor positions failed; retrying")
 
+    @property
+    def owner_broker(self) -> str:
+        """This broker as topic stats name their owner: ``host:webport``."""
+        return urlsplit(self.web_service_url).netloc
+
+    def all_topics(self) -> list[TopicApi]:
+        """Every loaded topic, persistent and non-persistent."""
+        return [*self.topics.values(), *self.nonpersistent_topics.values()]
+
+    async def _stats_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.statsUpdateFrequencyInSecs)
+            now = time.monotonic()
+            for topic in self.all_topics():
+                topic_stats.tick(topic, now)
+
+    async def _expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.messageExpiryCheckIntervalInMinutes * 60)
+            try:
+                if self.expire_messages():
+                    await self.persist_cursors()
+            except Exception:
+                log.exception("expiring messages failed; retrying at the next check")
+
+    def expire_messages(self) -> int:
+        """Apply the message TTLs: move durable subscriptions past expired messages."""
+        moved = 0
+        for topic in list(self.topics.values()):
+            ttl = self.resources.policy(topic.name.namespace_name, "message_ttl_in_seconds")
+            if ttl is None:
+                ttl = self.config.ttlDurationDefaultInSeconds
+            if not ttl:
+                continue
+            for subscription in list(topic.subscriptions.values()):
+                if subscription.durable and topic_admin.expire_older_than(subscription, ttl):
+                    moved += 1
+        return moved
+
     async def _trim_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.managedLedgerTrimIntervalSeconds)
@@ -233,22 +277,52 @@ class BrokerService:
 
     def wants_auto_partitioned(self, topic: TopicName) -> bool:
         """Whether a lookup of the unknown ``topic`` should create it as a partitioned topic."""
-        config = self.config
+        allowed, kind, _ = self.auto_topic_creation(topic)
         return (
-            config.allowAutoTopicCreation
-            and config.allowAutoTopicCreationType == "partitioned"
+            allowed
+            and kind == "partitioned"
             and not topic.is_partition
             and not self.topic_exists(topic)
         )
 
     async def create_auto_partitioned(self, topic: TopicName) -> int:
-        partitions = max(1, self.config.defaultNumPartitions)
+        partitions = max(1, self.auto_topic_creation(topic)[2])
         try:
             await asyncio.to_thread(self.resources.create_partitioned_topic, topic, partitions)
         except BrokerServiceError:
             if self.resources.partitions(topic) == 0:
                 raise
         return self.resources.partitions(topic)
+
+    def auto_topic_creation(self, topic: TopicName) -> tuple[bool, str, int]:
+        """(allowed, "partitioned" or "non-partitioned", partitions) for creating ``topic`` on
+        first use: the namespace's override, else the broker's settings."""
+        override = self.resources.policy(topic.namespace_name, "autoTopicCreationOverride")
+        config = self.config
+        if override is None:
+            return (
+                config.allowAutoTopicCreation,
+                config.allowAutoTopicCreationType,
+                config.defaultNumPartitions,
+            )
+        return (
+            bool(override.get("allowAutoTopicCreation")),
+            override.get("topicType", config.allowAutoTopicCreationType),
+            override.get("defaultNumPartitions", config.defaultNumPartitions),
+        )
+
+    def auto_subscription_creation(self, namespace: str) -> bool:
+        """Whether a consumer may create a subscription by subscribing (namespace override
+        first, then ``allowAutoSubscriptionCreation``)."""
+        override = self.resources.policy(namespace, "autoSubscriptionCreationOverride")
+        if override is None:
+            return self.config.allowAutoSubscriptionCreation
+        return bool(override.get("allowAutoSubscriptionCreation"))
+
+    def policy_limit(self, namespace: str, key: str) -> int:
+        """A per-topic limit of the namespace (0: none)."""
+        value = self.resources.policy(namespace, key)
+        return int(value) if value else 0
 
     def topic_exists(self, topic: TopicName) -> bool:
         name = str(topic)
@@ -274,7 +348,7 @@ class BrokerService:
                 )
             url = listeners[listener_name] or url
         self.check_namespace(topic)
-        if not self.config.allowAutoTopicCreation and not self.topic_exists(topic):
+        if not self.auto_topic_creation(topic)[0] and not self.topic_exists(topic):
             raise TopicNotFoundError(f"Topic {topic} does not exist")
         return url
 
@@ -292,7 +366,9 @@ class BrokerService:
         name = str(topic)
         return self.topics.get(name) or self.nonpersistent_topics.get(name)
 
-    async def get_topic(self, topic: TopicName, *, create: bool = True) -> TopicApi:
+    async def get_topic(
+        self, topic: TopicName, *, create: bool = True, explicit: bool = False
+    ) -> TopicApi:
         """The loaded topic, loading or (if allowed) creating it.
 
         Loading scans the topic's ledger files (and repairs a torn tail after a crash) in a worker
@@ -305,9 +381,9 @@ class BrokerService:
             return loaded
         self.check_namespace(topic)
         if topic.domain is not TopicDomain.PERSISTENT:
-            return self._get_non_persistent(topic, create)
+            return self._get_non_persistent(topic, create, explicit)
         if not self.topic_exists(topic):
-            if not create or not self.config.allowAutoTopicCreation:
+            if not create or not (explicit or self.auto_topic_creation(topic)[0]):
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             if self.resources.partitions(topic) > 0:
                 raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")
@@ -348,6 +424,10 @@ class BrokerService:
             log.exception("loading topic %s failed", name)
             ledger.close()
             raise PersistenceError(f"Cannot load topic {name}: {exc!r}") from exc
+        terminated = self.metadata.get(topic_admin.terminated_key(name))
+        if terminated is not None:
+            ledger_id, _, entry_id = terminated.decode().partition(":")
+            loaded.terminated = Position(int(ledger_id), int(entry_id))
         self.topics[name] = loaded
         self._by_ledger[ledger.name] = loaded
         log.info("loaded topic %s", name)
@@ -399,11 +479,13 @@ class BrokerService:
                 for callback in callbacks:
                     callback()
 
-    def _get_non_persistent(self, topic: TopicName, create: bool) -> NonPersistentTopic:
+    def _get_non_persistent(
+        self, topic: TopicName, create: bool, explicit: bool = False
+    ) -> NonPersistentTopic:
         name = str(topic)
         existing = self.nonpersistent_topics.get(name)
         if existing is None:
-            if not create and not self.config.allowAutoTopicCreation:
+            if not create or not (explicit or self.auto_topic_creation(topic)[0]):
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             if self.resources.partitions(topic) > 0:
                 raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")

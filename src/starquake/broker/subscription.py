@@ -13,6 +13,9 @@ from starquake.broker.dispatch.key_shared import KeySharedDispatcher
 from starquake.broker.dispatch.shared import SharedDispatcher
 from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from starquake.broker.errors import BrokerServiceError, ConsumerBusyError
+from starquake.broker.limits import check_consumer_limit
+from starquake.broker.rates import RateWindow
+from starquake.protocol import commands
 from starquake.protocol.errors import ServerError
 from starquake.storage import InvalidPositionError, ManagedCursor, Position
 
@@ -39,6 +42,15 @@ def _invalid_ack(positions: Sequence[Position]) -> BrokerServiceError:
     )
 
 
+def _understands_end_of_topic(consumer: Consumer) -> bool:
+    """The C++ client (and the Python client built on it, which announces itself as
+    ``Pulsar-CPP-...``) has no handler for REACHED_END_OF_TOPIC: it treats the command as
+    invalid and closes the connection, then reconnects. Such clients are not sent it; a
+    consumer of theirs simply gets no more messages."""
+    version = getattr(consumer.cnx, "client_version", "")
+    return not version.startswith("Pulsar-CPP")
+
+
 class Subscription:
     """A durable or non-durable subscription of a persistent topic."""
 
@@ -53,6 +65,12 @@ class Subscription:
         self.dispatcher: Dispatcher | None = None
         self.redelivery_counts: dict[Position, int] = {}
         self.delayed_tracker: InMemoryDelayedDeliveryTracker | None = None
+        self.departed_out = (0, 0)
+        """Messages and bytes dispatched to consumers that have left."""
+        self.rates = RateWindow()
+        self.expired_counter = 0
+        self._told_end: set[Consumer] = set()
+        self.last_expire_timestamp = 0
         self.fenced = False
         """True while a cursor reset is being stored: consumers cannot attach (they retry)."""
 
@@ -68,6 +86,7 @@ class Subscription:
             raise BrokerServiceError(
                 f"Subscription {self.name} is being reset; retry", ServerError.ServiceNotReady
             )
+        check_consumer_limit(self.topic)
         dispatcher = self.dispatcher
         sticky = consumer.key_hash_ranges is not None
         if dispatcher is not None and dispatcher.consumers:
@@ -122,6 +141,9 @@ class Subscription:
     def remove_consumer(self, consumer: Consumer) -> None:
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
+        messages, size = self.departed_out
+        self.departed_out = (messages + consumer.msg_out_counter, size + consumer.bytes_out_counter)
+        self._told_end.discard(consumer)
         if not self.durable and not self.consumers and not self.fenced:
             # a reader's subscription goes with its consumer, except while a seek moves it:
             # the reader comes back to the moved cursor
@@ -216,6 +238,16 @@ class Subscription:
 
     def backlog(self) -> int:
         return self.cursor.backlog()
+
+    def check_end_of_topic(self) -> None:
+        """On a terminated topic, tell each consumer once that nothing is left to read."""
+        if self.topic.terminated is None or self.cursor.has_more_entries():
+            return
+        for consumer in self.consumers:
+            if consumer not in self._told_end:
+                self._told_end.add(consumer)
+                if _understands_end_of_topic(consumer):
+                    consumer.cnx.write(commands.reached_end_of_topic(consumer.consumer_id))
 
     def close(self) -> None:
         if self.dispatcher is not None:

@@ -7,16 +7,18 @@ fsynced; then the subscriptions are told that new entries are readable.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from starquake.broker.consumer import Consumer
+from starquake.broker import topic_stats
 from starquake.broker.dedup import DedupStatus, MessageDeduplication
-from starquake.broker.dispatch.key_shared import KeySharedDispatcher
 from starquake.broker.entry_info import EntryInfo, EntryInfoCache
 from starquake.broker.errors import BrokerServiceError, PersistenceError, SubscriptionNotFoundError
+from starquake.broker.limits import check_producer_limit
 from starquake.broker.producers import ProducerRegistry
+from starquake.broker.rates import RateWindow
 from starquake.broker.subscription import Subscription
 from starquake.common.topic_name import TopicName
 from starquake.protocol import commands
@@ -59,6 +61,11 @@ class PersistentTopic:
         self.entry_infos = EntryInfoCache()
         self.dedup = MessageDeduplication(self.full_name, enabled=False)
         self.bytes_in_counter = 0
+        self.entries_added = 0
+        self._drained: list[asyncio.Future[None]] = []
+        self.terminated: Position | None = None
+        """Where the topic was terminated: it takes no more messages (None: open)."""
+        self.rates = RateWindow()
         for cursor_name, cursor in ledger.cursors.items():
             self.subscriptions[cursor_name] = Subscription(self, cursor_name, cursor, durable=True)
 
@@ -70,6 +77,11 @@ class PersistentTopic:
 
     def add_producer(self, producer: Producer) -> bool:
         """Admit ``producer`` by its access mode; False: it waits for exclusive access."""
+        if self.terminated is not None:
+            raise BrokerServiceError(
+                "Topic was already terminated", ServerError.TopicTerminatedError
+            )
+        check_producer_limit(self)
         admitted = self.producer_registry.admit(producer)
         self.dedup.producer_connected(producer.name)
         return admitted
@@ -106,6 +118,10 @@ class PersistentTopic:
         """
         if self.closed:
             raise BrokerServiceError("Topic is being closed", ServerError.ServiceNotReady)
+        if self.terminated is not None:
+            raise BrokerServiceError(
+                "Topic was already terminated", ServerError.TopicTerminatedError
+            )
         dedup = self.dedup
         if dedup.enabled:
             status = dedup.check(
@@ -148,6 +164,9 @@ class PersistentTopic:
         )
         self.msg_in_counter += info.num_messages
         self.bytes_in_counter += len(entry)
+        self.entries_added += 1
+        producer.msg_in_counter += info.num_messages
+        producer.bytes_in_counter += len(entry)
         self.service.committer.kick()
 
     def on_committed(self, last: Position) -> None:
@@ -178,12 +197,35 @@ class PersistentTopic:
             )
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
+        if not pending and self._drained:
+            self._release_drained()
         if dedup is not None and dedup.snapshot_due():
             taken_at = dedup.snapshot_position
             key, value = dedup.take_snapshot()
             self.service.store_metadata_later(
                 key, value, on_stored=lambda: dedup.snapshot_stored(taken_at)
             )
+
+    async def receipts_sent(self) -> None:
+        """Return once every entry appended so far is durable and its receipt sent."""
+        if not self._pending:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._drained.append(waiter)
+        await waiter
+
+    def _release_drained(self) -> None:
+        for waiter in self._drained:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drained.clear()
+
+    def notify_terminated(self) -> None:
+        """The topic was terminated: let each subscription tell its consumers, once they have
+        read everything, that they reached the end."""
+        for subscription in self.subscriptions.values():
+            if subscription.dispatcher is not None:
+                subscription.dispatcher.schedule()
 
     def trim_hold(self) -> Position | None:
         """How far the managed ledger may be trimmed beyond what subscriptions allow."""
@@ -197,6 +239,7 @@ class PersistentTopic:
             if self.dedup.enabled and not duplicate:
                 self.dedup.on_failed(producer.name, sequence_id, highest)
             producer.on_send_error(sequence_id, ServerError.PersistenceError, message)
+        self._release_drained()
         self.service.unload_topic(self)
 
     # --- subscriptions ------------------------------------------------------------------------
@@ -214,7 +257,7 @@ class PersistentTopic:
             subscription = self.subscriptions.get(name)
             if subscription is not None:
                 return subscription
-            if not self.service.config.allowAutoSubscriptionCreation:
+            if not self.service.auto_subscription_creation(self.name.namespace_name):
                 raise SubscriptionNotFoundError(
                     f"Subscription {name} does not exist and automatic creation is disabled"
                 )
@@ -266,47 +309,7 @@ class PersistentTopic:
 
     def stats(self) -> dict[str, Any]:
         """Topic stats with Pulsar's field names (the admin API serves them as JSON)."""
-        subscriptions: dict[str, Any] = {}
-        for name, sub in self.subscriptions.items():
-            dispatcher = sub.dispatcher
-            ranges: dict[Consumer, list[tuple[int, int]]] = {}
-            if isinstance(dispatcher, KeySharedDispatcher):
-                ranges = dispatcher.key_hash_ranges()
-            consumers = []
-            for consumer in sub.consumers:
-                entry: dict[str, Any] = {
-                    "consumerName": consumer.name,
-                    "availablePermits": consumer.permits,
-                    "unackedMessages": consumer.unacked,
-                    "blockedConsumerOnUnackedMsgs": consumer.blocked,
-                    "msgOutCounter": consumer.msg_out_counter,
-                    "address": consumer.cnx.remote_address,
-                    "metadata": dict(consumer.metadata),
-                }
-                if isinstance(dispatcher, KeySharedDispatcher):
-                    entry["keyHashRanges"] = [f"[{a}, {b}]" for a, b in ranges.get(consumer, [])]
-                    joined = dispatcher.recently_joined.get(consumer)
-                    if joined is not None:
-                        entry["readPositionWhenJoining"] = f"{joined.ledger_id}:{joined.entry_id}"
-                consumers.append(entry)
-            subscriptions[name] = {
-                "type": sub.sub_type.name if sub.sub_type is not None else "None",
-                "msgBacklog": sub.backlog(),
-                "unackedMessages": sum(c.unacked for c in sub.consumers),
-                "isDurable": sub.durable,
-                "consumers": consumers,
-                "msgDelayed": len(sub.delayed_tracker) if sub.delayed_tracker else 0,
-            }
-        return {
-            "msgInCounter": self.msg_in_counter,
-            "bytesInCounter": self.bytes_in_counter,
-            "storageSize": self.ledger.total_size,
-            "publishers": [
-                {"producerName": p.name, "producerId": p.producer_id, "accessMode": p.access_mode}
-                for p in self.producers.values()
-            ],
-            "subscriptions": subscriptions,
-        }
+        return topic_stats.persistent_stats(self)
 
     def last_message_position(self) -> tuple[Position, int]:
         """Last durable entry and its last batch index (-1 when not batched or no entry)."""

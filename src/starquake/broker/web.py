@@ -18,9 +18,11 @@ from aiohttp import web
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[str, str, bytes], Awaitable[tuple[int, str, bytes]]]
-# (path parameters, body) -> (status, content type, body)
-PatternHandler = Callable[[dict[str, str], bytes], Awaitable[tuple[int, str, bytes]]]
+# (status, content type, body), optionally followed by extra response headers
+Reply = tuple[int, str, bytes] | tuple[int, str, bytes, dict[str, str]]
+Handler = Callable[[str, str, bytes], Awaitable[Reply]]
+# (path parameters, body) -> reply
+PatternHandler = Callable[[dict[str, str], bytes], Awaitable[Reply]]
 MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -39,7 +41,7 @@ class WebServer:
         """Serve ``method`` on every path that ``pattern`` matches in full."""
         self.patterns.append((method, re.compile(pattern), handler))
 
-    async def _dispatch(self, method: str, target: str, body: bytes) -> tuple[int, str, bytes]:
+    async def _dispatch(self, method: str, target: str, body: bytes) -> Reply:
         path, _, query = target.partition("?")
         handler = self.routes.get((method, path))
         if handler is not None:
@@ -74,30 +76,39 @@ class WebServer:
             await runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.Response:
+        reply: Reply
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            status, ctype, payload = json_reply(
-                413, {"reason": f"request body over {MAX_BODY_BYTES} bytes"}
-            )
+            reply = json_reply(413, {"reason": f"request body over {MAX_BODY_BYTES} bytes"})
         else:
             target = request.path  # percent-decoded, as topic names are matched
             if request.query_string:
                 target += "?" + request.query_string
-            status, ctype, payload = await self._dispatch(request.method, target, body)
+            reply = await self._dispatch(request.method, target, body)
+        status, ctype, payload = reply[0], reply[1], reply[2]
+        headers = reply[3] if len(reply) > 3 else None
         return web.Response(
-            status=status, body=payload, content_type=_mime(ctype), charset=_charset(ctype)
+            status=status,
+            body=payload,
+            content_type=_mime(ctype),
+            charset=_charset(ctype),
+            headers=headers,
         )
 
 
 def _mime(ctype: str) -> str:
-    return ctype.split(";", 1)[0].strip()
+    """The content type with every parameter but ``charset`` (aiohttp adds that one)."""
+    parts = [part.strip() for part in ctype.split(";")]
+    return "; ".join(p for p in parts if p and p.partition("=")[0].strip().lower() != "charset")
 
 
 def _charset(ctype: str) -> str | None:
-    _, _, params = ctype.partition(";")
-    key, _, value = params.strip().partition("=")
-    return value.strip() if key.strip().lower() == "charset" else None
+    for param in ctype.split(";")[1:]:
+        key, _, value = param.strip().partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip()
+    return None
 
 
 def json_reply(status: int, value: object) -> tuple[int, str, bytes]:

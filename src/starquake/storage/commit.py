@@ -22,6 +22,7 @@ import enum
 import errno
 import logging
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,8 +76,8 @@ class WriteBatch:
         self.end = end
         self.sealing = sealing
 
-    def write(self, faults: StorageFaults | None = None) -> None:
-        """Write the framed records at their offset (thread side)."""
+    def write(self, faults: StorageFaults | None = None) -> int:
+        """Write the framed records at their offset (thread side); the number of bytes."""
         parts: list[bytes] = []
         if self.header is not None:
             parts.append(self.header)
@@ -88,6 +89,7 @@ class WriteBatch:
                 pwrite_all(self.fd, allowed, self.offset)
                 raise OSError(errno.EIO, "write torn (injected)", str(self.state.path))
         pwrite_all(self.fd, data, self.offset)
+        return len(data)
 
 
 class IndexJob:
@@ -155,6 +157,12 @@ class PendingCommit:
         self._index_jobs = index_jobs
         self._delete_jobs = delete_jobs or []
         self._stage = _Stage.TAKEN
+        # Measurements made by execute() in the worker thread; read them on the loop once
+        # execute() has returned (the thread hand-off orders the accesses, no lock needed).
+        self.bytes_written = 0
+        """Bytes written to ledger files (records with their framing, file headers)."""
+        self.sync_seconds: list[float] = []
+        """How long each ledger file's fsync took, in seconds."""
 
     @property
     def entry_count(self) -> int:
@@ -181,13 +189,15 @@ class PendingCommit:
         sync = self._factory.config.journal_sync
         for group in (sealing, others):
             for batch in group:
-                batch.write(faults)
+                self.bytes_written += batch.write(faults)
             if not sync:
                 continue
             for batch in group:
                 if faults is not None:
                     faults.before_sync(batch.state.path)
+                started = time.perf_counter()
                 sync_fd(batch.fd)
+                self.sync_seconds.append(time.perf_counter() - started)
         for directory in self._new_dirs:
             fsync_dir(directory)
         for job in self._index_jobs:

@@ -1,20 +1,39 @@
-"""Namespace policy endpoints of the admin API served so far: deduplication.
+"""Namespace policy endpoints of the admin API, under ``/admin/v2/namespaces/{tenant}/{ns}``.
 
-``GET/POST/DELETE /admin/v2/namespaces/{tenant}/{namespace}/deduplication`` as Pulsar serves
-them: GET answers ``true``/``false``, or 204 with no body when the namespace leaves it to the
-broker's ``brokerDeduplicationEnabled``; POST takes a JSON boolean. A change applies to live
-topics at once: the namespace's loaded topics are unloaded, and their clients reconnect to a
-topic loaded under the new policy.
+Each policy is stored in the namespace's policies under Pulsar's field name and served on
+Pulsar's path: GET answers the value (204 without a body when the namespace leaves it to the
+broker's configuration), POST (PUT for the schema compatibility strategy) sets it, DELETE
+removes it. Values are checked before anything is stored (400 with a reason otherwise).
+
+- ``deduplication`` (bool): applied at once by reloading the namespace's loaded topics;
+- ``retention`` ``{"retentionTimeInMinutes", "retentionSizeInMB"}``;
+- ``messageTTL`` (seconds): unacknowledged messages older than this are expired;
+- ``autoTopicCreation`` ``{"allowAutoTopicCreation", "topicType", "defaultNumPartitions"}``
+  and ``autoSubscriptionCreation`` ``{"allowAutoSubscriptionCreation"}``: override the broker's
+  settings for lookups, producers and consumers from the next request on;
+- ``schemaCompatibilityStrategy`` (a strategy name);
+- ``backlogQuota`` (``POST``/``DELETE``, ``backlogQuotaType`` query parameter) and
+  ``backlogQuotaMap`` (``GET``): ``{"limitSize", "limitTime", "policy"}``;
+- ``maxProducersPerTopic``, ``maxConsumersPerTopic`` (0: no limit): checked when a producer or
+  consumer attaches.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from starquake.broker.admin.replies import NO_CONTENT, Reply
+from starquake.broker.admin.replies import (
+    NO_CONTENT,
+    BadRequest,
+    Endpoint,
+    Reply,
+    guarded,
+    json_body,
+)
+from starquake.broker.resources import NotFoundError
 from starquake.broker.web import WebServer, json_reply
 
 if TYPE_CHECKING:
@@ -24,57 +43,244 @@ log = logging.getLogger(__name__)
 
 _NAMESPACE = r"/admin/v2/namespaces/(?P<tenant>[^/]+)/(?P<namespace>[^/]+)"
 
+SCHEMA_STRATEGIES = frozenset(
+    {
+        "UNDEFINED",
+        "ALWAYS_INCOMPATIBLE",
+        "ALWAYS_COMPATIBLE",
+        "BACKWARD",
+        "FORWARD",
+        "FULL",
+        "BACKWARD_TRANSITIVE",
+        "FORWARD_TRANSITIVE",
+        "FULL_TRANSITIVE",
+    }
+)
+BACKLOG_POLICIES = frozenset(
+    {"producer_request_hold", "producer_exception", "consumer_backlog_eviction"}
+)
+BACKLOG_TYPES = frozenset({"destination_storage", "message_age"})
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _whole(value: Any, what: str, minimum: int = 0) -> int:
+    if not _is_int(value) or value < minimum:
+        raise BadRequest(f"{what} must be a whole number >= {minimum}")
+    return int(value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise BadRequest("the body must be a JSON boolean: true or false")
+    return value
+
+
+def _object(value: Any, fields: dict[str, Callable[[Any], Any]], required: set[str]) -> Any:
+    if not isinstance(value, dict):
+        raise BadRequest(f"the body must be a JSON object with {', '.join(sorted(fields))}")
+    missing = required - set(value)
+    if missing:
+        raise BadRequest(f"missing {', '.join(sorted(missing))}")
+    unknown = set(value) - set(fields)
+    if unknown:
+        raise BadRequest(f"unknown field(s) {', '.join(sorted(unknown))}")
+    return {key: fields[key](item) for key, item in value.items()}
+
+
+def _retention(value: Any) -> Any:
+    def limit(what: str) -> Callable[[Any], int]:
+        return lambda v: _whole(v, what, -1)  # -1: unlimited
+
+    return _object(
+        value,
+        {
+            "retentionTimeInMinutes": limit("retentionTimeInMinutes"),
+            "retentionSizeInMB": limit("retentionSizeInMB"),
+        },
+        {"retentionTimeInMinutes", "retentionSizeInMB"},
+    )
+
+
+def _topic_type(value: Any) -> str:
+    if value not in ("partitioned", "non-partitioned"):
+        raise BadRequest('topicType must be "partitioned" or "non-partitioned"')
+    return str(value)
+
+
+def _auto_topic_creation(value: Any) -> Any:
+    checked = _object(
+        value,
+        {
+            "allowAutoTopicCreation": _boolean,
+            "topicType": _topic_type,
+            "defaultNumPartitions": lambda v: _whole(v, "defaultNumPartitions", 1),
+        },
+        {"allowAutoTopicCreation"},
+    )
+    if checked["allowAutoTopicCreation"] and "topicType" not in checked:
+        raise BadRequest("topicType is needed when allowAutoTopicCreation is true")
+    return checked
+
+
+def _auto_subscription_creation(value: Any) -> Any:
+    return _object(
+        value, {"allowAutoSubscriptionCreation": _boolean}, {"allowAutoSubscriptionCreation"}
+    )
+
+
+def _strategy(value: Any) -> str:
+    if value not in SCHEMA_STRATEGIES:
+        raise BadRequest(
+            f"unknown strategy {value!r}; one of {', '.join(sorted(SCHEMA_STRATEGIES))}"
+        )
+    return str(value)
+
+
+def _backlog_policy(value: Any) -> str:
+    if value not in BACKLOG_POLICIES:
+        raise BadRequest(f"policy must be one of {', '.join(sorted(BACKLOG_POLICIES))}")
+    return str(value)
+
+
+def _backlog_quota(value: Any) -> Any:
+    return _object(
+        value,
+        {
+            "limit": lambda v: _whole(v, "limit", -1),
+            "limitSize": lambda v: _whole(v, "limitSize", -1),
+            "limitTime": lambda v: _whole(v, "limitTime", -1),
+            "policy": _backlog_policy,
+        },
+        {"policy"},
+    )
+
+
+# path -> (stored field, check of a new value, HTTP method that sets it)
+POLICIES: dict[str, tuple[str, Callable[[Any], Any], str]] = {
+    "retention": ("retention_policies", _retention, "POST"),
+    "messageTTL": ("message_ttl_in_seconds", lambda v: _whole(v, "messageTTL"), "POST"),
+    "autoTopicCreation": ("autoTopicCreationOverride", _auto_topic_creation, "POST"),
+    "autoSubscriptionCreation": (
+        "autoSubscriptionCreationOverride",
+        _auto_subscription_creation,
+        "POST",
+    ),
+    "schemaCompatibilityStrategy": ("schema_compatibility_strategy", _strategy, "PUT"),
+    "maxProducersPerTopic": (
+        "max_producers_per_topic",
+        lambda v: _whole(v, "maxProducersPerTopic"),
+        "POST",
+    ),
+    "maxConsumersPerTopic": (
+        "max_consumers_per_topic",
+        lambda v: _whole(v, "maxConsumersPerTopic"),
+        "POST",
+    ),
+}
+
 
 def install(web: WebServer, service: BrokerService) -> None:
     """Add the endpoints to ``web``."""
+    resources = service.resources
 
-    def namespace_of(params: dict[str, str]) -> str | None:
+    def namespace_of(params: dict[str, str]) -> str:
         name = f"{params['tenant']}/{params['namespace']}"
-        return name if service.resources.namespace_exists(name) else None
+        if not resources.namespace_exists(name):
+            raise NotFoundError(f"Namespace {name} does not exist")
+        return name
+
+    async def store(namespace: str, field: str, value: Any) -> None:
+        policies = resources.namespace_policies(namespace)
+        if value is None:
+            policies.pop(field, None)
+        else:
+            policies[field] = value
+        await asyncio.to_thread(resources.set_namespace_policies, namespace, policies)
+        log.info("namespace %s: %s set to %s", namespace, field, value)
+
+    def endpoints(field: str, check: Callable[[Any], Any]) -> tuple[Endpoint, Endpoint, Endpoint]:
+        async def get(params: dict[str, str], _body: bytes) -> Reply:
+            value = resources.policy(namespace_of(params), field)
+            return NO_CONTENT if value is None else json_reply(200, value)
+
+        async def set_(params: dict[str, str], body: bytes) -> Reply:
+            namespace = namespace_of(params)
+            await store(namespace, field, check(json_body(body)))
+            return NO_CONTENT
+
+        async def delete(params: dict[str, str], _body: bytes) -> Reply:
+            await store(namespace_of(params), field, None)
+            return NO_CONTENT
+
+        return get, set_, delete
+
+    routes: list[tuple[str, str, Endpoint]] = []
+    for path, (field, check, method) in POLICIES.items():
+        get, set_, delete = endpoints(field, check)
+        routes += [
+            ("GET", f"{_NAMESPACE}/{path}", get),
+            (method, f"{_NAMESPACE}/{path}", set_),
+            ("DELETE", f"{_NAMESPACE}/{path}", delete),
+        ]
+
+    # --- deduplication: a change reloads the namespace's topics ------------------------------
 
     async def get_dedup(params: dict[str, str], _body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        if namespace is None:
-            return json_reply(404, {"reason": "Namespace does not exist"})
-        value = service.resources.namespace_policies(namespace).get("deduplicationEnabled")
-        if value is None:
-            return NO_CONTENT
-        return json_reply(200, bool(value))
+        value = resources.policy(namespace_of(params), "deduplicationEnabled")
+        return NO_CONTENT if value is None else json_reply(200, bool(value))
+
+    async def change_dedup(namespace: str, value: bool | None) -> None:
+        await store(namespace, "deduplicationEnabled", value)
+        for topic in list(service.topics.values()):
+            if topic.name.namespace_name == namespace:
+                service.unload_topic(topic)
 
     async def set_dedup(params: dict[str, str], body: bytes) -> Reply:
         namespace = namespace_of(params)
-        if namespace is None:
-            return json_reply(404, {"reason": "Namespace does not exist"})
-        try:
-            value = json.loads(body or b"null")
-        except ValueError:
-            value = None
-        if not isinstance(value, bool):
-            return json_reply(400, {"reason": "the body must be a JSON boolean: true or false"})
-        await _update(service, namespace, value)
+        await change_dedup(namespace, _boolean(json_body(body)))
         return NO_CONTENT
 
     async def delete_dedup(params: dict[str, str], _body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        if namespace is None:
-            return json_reply(404, {"reason": "Namespace does not exist"})
-        await _update(service, namespace, None)
+        await change_dedup(namespace_of(params), None)
         return NO_CONTENT
 
-    path = _NAMESPACE + "/deduplication"
-    web.route_pattern("GET", path, get_dedup)
-    web.route_pattern("POST", path, set_dedup)
-    web.route_pattern("DELETE", path, delete_dedup)
+    # --- backlog quotas: a map by quota type ---------------------------------------------------
 
+    def quota_type(params: dict[str, str]) -> str:
+        kind = params.get("backlogQuotaType", "destination_storage")
+        if kind not in BACKLOG_TYPES:
+            raise BadRequest(f"backlogQuotaType must be one of {', '.join(sorted(BACKLOG_TYPES))}")
+        return kind
 
-async def _update(service: BrokerService, namespace: str, value: bool | None) -> None:
-    policies = service.resources.namespace_policies(namespace)
-    if value is None:
-        policies.pop("deduplicationEnabled", None)
-    else:
-        policies["deduplicationEnabled"] = value
-    await asyncio.to_thread(service.resources.set_namespace_policies, namespace, policies)
-    log.info("namespace %s: deduplicationEnabled set to %s", namespace, value)
-    for topic in list(service.topics.values()):
-        if topic.name.namespace_name == namespace:
-            service.unload_topic(topic)
+    async def get_quotas(params: dict[str, str], _body: bytes) -> Reply:
+        value = resources.policy(namespace_of(params), "backlog_quota_map")
+        return json_reply(200, value or {})
+
+    async def set_quota(params: dict[str, str], body: bytes) -> Reply:
+        namespace = namespace_of(params)
+        kind = quota_type(params)
+        quotas = dict(resources.policy(namespace, "backlog_quota_map") or {})
+        quotas[kind] = _backlog_quota(json_body(body))
+        await store(namespace, "backlog_quota_map", quotas)
+        return NO_CONTENT
+
+    async def delete_quota(params: dict[str, str], _body: bytes) -> Reply:
+        namespace = namespace_of(params)
+        quotas = dict(resources.policy(namespace, "backlog_quota_map") or {})
+        quotas.pop(quota_type(params), None)
+        await store(namespace, "backlog_quota_map", quotas or None)
+        return NO_CONTENT
+
+    routes += [
+        ("GET", f"{_NAMESPACE}/deduplication", get_dedup),
+        ("POST", f"{_NAMESPACE}/deduplication", set_dedup),
+        ("DELETE", f"{_NAMESPACE}/deduplication", delete_dedup),
+        ("GET", f"{_NAMESPACE}/backlogQuotaMap", get_quotas),
+        ("POST", f"{_NAMESPACE}/backlogQuota", set_quota),
+        ("DELETE", f"{_NAMESPACE}/backlogQuota", delete_quota),
+    ]
+    for method, pattern, handler in routes:
+        web.route_pattern(method, pattern, guarded(handler))

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starquake.broker.errors import TopicNotFoundError
+from starquake.broker.errors import (
+    BrokerServiceError,
+    SubscriptionNotFoundError,
+    TopicNotFoundError,
+)
 from starquake.broker.resources import ConflictError, NotFoundError
+from starquake.broker.web import Reply, json_reply
+from starquake.common.topic_name import InvalidTopicNameError
 
-__all__ = ["NO_CONTENT", "BadRequest", "Reply", "json_body", "status_of"]
+__all__ = ["NO_CONTENT", "BadRequest", "Endpoint", "Reply", "guarded", "json_body", "status_of"]
 
-Reply = tuple[int, str, bytes]
 NO_CONTENT: Reply = (204, "application/json", b"")
 
 
@@ -21,7 +27,7 @@ class BadRequest(Exception):
 def status_of(exc: Exception) -> int:
     """The HTTP status of a failed admin operation: 404 unknown, 409 exists, 400 bad body,
     412 for the rest (a precondition that does not hold, a name Pulsar refuses)."""
-    if isinstance(exc, (NotFoundError, TopicNotFoundError)):
+    if isinstance(exc, (NotFoundError, TopicNotFoundError, SubscriptionNotFoundError)):
         return 404
     if isinstance(exc, ConflictError):
         return 409
@@ -38,3 +44,19 @@ def json_body(body: bytes, default: Any = None) -> Any:
         return json.loads(body)
     except ValueError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
+
+
+Endpoint = Callable[[dict[str, str], bytes], Awaitable[Reply]]
+
+
+def guarded(handler: Endpoint) -> Endpoint:
+    """``handler`` with failed operations answered as Pulsar does: a status and a reason."""
+
+    async def run(params: dict[str, str], body: bytes) -> Reply:
+        try:
+            return await handler(params, body)
+        except (BrokerServiceError, BadRequest, InvalidTopicNameError) as exc:
+            status = 412 if isinstance(exc, InvalidTopicNameError) else status_of(exc)
+            return json_reply(status, {"reason": str(exc)})
+
+    return run

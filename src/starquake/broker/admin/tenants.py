@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from starquake.broker.admin.replies import NO_CONTENT, BadRequest, Reply, json_body, status_of
+from starquake.broker.admin.replies import NO_CONTENT, BadRequest, Reply, guarded, json_body
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.web import WebServer, json_reply
@@ -39,18 +39,6 @@ _SEGMENT = r"[^/]+"
 def _check_name(kind: str, name: str) -> None:
     if not _VALID_NAME.fullmatch(name):
         raise BrokerServiceError(f"{kind} name is not valid: {name!r}")
-
-
-def _guarded(
-    handler: Callable[[dict[str, str], bytes], Awaitable[Reply]],
-) -> Callable[[dict[str, str], bytes], Awaitable[Reply]]:
-    async def run(params: dict[str, str], body: bytes) -> Reply:
-        try:
-            return await handler(params, body)
-        except (BrokerServiceError, BadRequest) as exc:
-            return json_reply(status_of(exc), {"reason": str(exc)})
-
-    return run
 
 
 def install(web: WebServer, service: BrokerService) -> None:
@@ -178,4 +166,4 @@ def install(web: WebServer, service: BrokerService) -> None:
         ),
     ]
     for method, pattern, handler in routes:
-        web.route_pattern(method, pattern, _guarded(handler))
+        web.route_pattern(method, pattern, guarded(handler))

@@ -107,6 +107,8 @@ class Dispatcher:
             if self.max_unacked_per_subscription > 0:
                 self._unacked_total = sum(c.unacked for c in self.consumers)
             self.dispatch()
+            if self.subscription.topic.terminated is not None:
+                self.subscription.check_end_of_topic()
 
     def send(self, consumer: Consumer, items: list[Dispatch]) -> None:
         """Dispatch ``items`` to ``consumer``, keeping the subscription's unacked total."""

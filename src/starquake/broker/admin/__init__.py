@@ -1,0 +1,33 @@
+"""The broker's HTTP endpoints: Pulsar's ``/admin/v2`` API, HTTP lookups, metrics and the
+dashboard, all served by the broker's :class:`~starquake.broker.web.WebServer`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starquake.broker.admin import (
+    dashboard,
+    lookup,
+    metrics,
+    partitions,
+    policies,
+    subscriptions,
+    tenants,
+    topics,
+)
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+    from starquake.broker.web import WebServer
+
+
+def install(web: WebServer, service: BrokerService) -> None:
+    """Add every endpoint to ``web``."""
+    tenants.install(web, service)
+    policies.install(web, service)
+    partitions.install(web, service)
+    topics.install(web, service)
+    subscriptions.install(web, service)
+    lookup.install(web, service)
+    metrics.install(web, service)
+    dashboard.install(web, service)

@@ -1,0 +1,249 @@
+"""Subscription endpoints of the admin API, under ``/admin/v2/persistent/{t}/{ns}/{topic}``.
+
+- ``GET /subscriptions`` the names;
+- ``PUT /subscription/{sub}`` create (body: an optional message id; latest by default),
+  ``DELETE /subscription/{sub}`` delete (``force=true`` with consumers attached);
+- ``POST /subscription/{sub}/skip/{n}``, ``/skip_all`` (clear the backlog),
+  ``/expireMessages/{seconds}``, ``/resetcursor/{timestamp}`` and ``/resetcursor`` (body: a
+  message id);
+- ``GET /subscription/{sub}/position/{n}`` peeks at the n-th unacknowledged message and
+  ``GET /ledger/{ledger}/entry/{entry}`` gets one message by id: the payload as the body and
+  the metadata in ``X-Pulsar-*`` headers.
+
+On a partitioned topic, listing, creating, deleting, clearing, expiring and resetting to a
+time apply to every partition, as in Pulsar.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from starquake.broker import topic_admin
+from starquake.broker.admin.replies import (
+    NO_CONTENT,
+    BadRequest,
+    Endpoint,
+    Reply,
+    guarded,
+    json_body,
+)
+from starquake.broker.admin.topics import TOPIC, flag, topic_of
+from starquake.broker.errors import (
+    BrokerServiceError,
+    SubscriptionNotFoundError,
+    TopicNotFoundError,
+)
+from starquake.broker.subscription import Subscription
+from starquake.broker.topic import LATEST_ID, PersistentTopic
+from starquake.broker.web import WebServer, json_reply
+from starquake.protocol.framing import parse_entry
+from starquake.storage import Entry, Position
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+
+_SEGMENT = r"[^/]+"
+SUBSCRIPTION = TOPIC + rf"/subscription/(?P<subscription>{_SEGMENT})"
+
+
+def position_of(value: Any) -> Position | str:
+    """A message id body: "earliest", "latest" or a position."""
+    if not isinstance(value, dict):
+        raise BadRequest('the body must be a message id: {"ledgerId": L, "entryId": E}')
+    ledger_id, entry_id = value.get("ledgerId"), value.get("entryId")
+    if not isinstance(ledger_id, int) or not isinstance(entry_id, int):
+        raise BadRequest("ledgerId and entryId must be integers")
+    if ledger_id < 0:
+        return "earliest"
+    if ledger_id >= LATEST_ID:
+        return "latest"
+    position = Position(ledger_id, entry_id)
+    if value.get("isExcluded"):
+        position = Position(ledger_id, entry_id + 1)
+    return position
+
+
+def entry_reply(entry: Entry, partition: int) -> Reply:
+    """A stored message as Pulsar's admin API serves it: payload body, metadata headers."""
+    parsed = parse_entry(entry.data, verify_checksum=False, require_fields=False)
+    metadata = parsed.metadata
+    headers = {
+        "X-Pulsar-Message-ID": f"{entry.position.ledger_id}:{entry.position.entry_id}",
+        "X-Pulsar-publish-time": _http_time(metadata.publish_time),
+        "X-Pulsar-sequence-id": str(metadata.sequence_id),
+        "X-Pulsar-producer-name": metadata.producer_name,
+    }
+    if partition >= 0:
+        headers["X-Pulsar-partition-index"] = str(partition)
+    for prop in metadata.properties:
+        headers[f"X-Pulsar-PROPERTY-{prop.key}"] = prop.value
+    if metadata.HasField("partition_key"):
+        headers["X-Pulsar-partition-key"] = metadata.partition_key
+    if metadata.HasField("event_time") and metadata.event_time:
+        headers["X-Pulsar-event-time"] = _http_time(metadata.event_time)
+    if metadata.HasField("num_messages_in_batch"):
+        headers["X-Pulsar-num-batch-message"] = str(metadata.num_messages_in_batch)
+        headers["X-Pulsar-batch-size"] = str(len(parsed.payload))
+    if metadata.compression:
+        headers["X-Pulsar-compression"] = str(metadata.compression)
+        headers["X-Pulsar-uncompressed-size"] = str(metadata.uncompressed_size)
+    return 200, "application/octet-stream", bytes(parsed.payload), headers
+
+
+def _http_time(millis: int) -> str:
+    seconds = millis / 1000
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    return f"{whole}.{millis % 1000:03d}Z"
+
+
+def install(web: WebServer, service: BrokerService) -> None:
+    """Add the endpoints to ``web``."""
+
+    async def topics_of(params: dict[str, str], create: bool = False) -> list[PersistentTopic]:
+        """The topic, or every stored partition of a partitioned topic (``create``: a missing
+        non-partitioned topic is created if automatic topic creation allows it)."""
+        topic = topic_of(params)
+        count = service.resources.partitions(topic)
+        if count == 0:
+            return [await topic_admin.persistent_topic(service, topic, create=create)]
+        found = []
+        for i in range(count):
+            partition = topic.partition(i)
+            if service.topic_exists(partition) or service.loaded_topic(partition):
+                found.append(await topic_admin.persistent_topic(service, partition))
+        return found
+
+    async def one_topic(params: dict[str, str]) -> PersistentTopic:
+        topic = topic_of(params)
+        if service.resources.partitions(topic) > 0:
+            raise BrokerServiceError(f"{topic} is a partitioned topic: name one partition")
+        return await topic_admin.persistent_topic(service, topic)
+
+    async def each_subscription(
+        params: dict[str, str], action: Callable[[Subscription], Awaitable[Any]]
+    ) -> None:
+        name = params["subscription"]
+        topics = await topics_of(params)
+        subscriptions = [t.subscriptions.get(name) for t in topics]
+        if not any(isinstance(s, Subscription) for s in subscriptions):
+            raise SubscriptionNotFoundError(f"Subscription {name} not found")
+        for subscription in subscriptions:
+            if isinstance(subscription, Subscription):
+                await action(subscription)
+
+    async def list_subscriptions(params: dict[str, str], _body: bytes) -> Reply:
+        names: set[str] = set()
+        for topic in await topics_of(params):
+            names.update(n for n, s in topic.subscriptions.items() if s.durable)
+        return json_reply(200, sorted(names))
+
+    async def create(params: dict[str, str], body: bytes) -> Reply:
+        name = params["subscription"]
+        raw = json_body(body)
+        start: Position | str = "latest" if raw is None else position_of(raw)
+        topics = await topics_of(params, create=True)
+        if not topics:
+            raise TopicNotFoundError(f"Topic {topic_of(params)} not found")
+        for topic in topics:
+            at = start
+            if isinstance(start, Position) and len(topics) > 1:
+                at = "latest"  # a position names a message of one partition only
+            await topic_admin.create_subscription(service, topic, name, at)
+        return NO_CONTENT
+
+    async def delete(params: dict[str, str], _body: bytes) -> Reply:
+        force = flag(params, "force")
+        name = params["subscription"]
+        topics = await topics_of(params)
+        if not any(name in t.subscriptions for t in topics):
+            raise SubscriptionNotFoundError(f"Subscription {name} not found")
+        for topic in topics:
+            if name in topic.subscriptions:
+                await topic_admin.delete_subscription(service, topic, name, force=force)
+        return NO_CONTENT
+
+    async def skip(params: dict[str, str], _body: bytes) -> Reply:
+        count = _count(params["count"])
+        topic = await one_topic(params)
+        subscription = topic_admin.subscription_of(topic, params["subscription"])
+        await topic_admin.skip(service, subscription, count)
+        return NO_CONTENT
+
+    async def skip_all(params: dict[str, str], _body: bytes) -> Reply:
+        await each_subscription(params, lambda s: topic_admin.clear_backlog(service, s))
+        return NO_CONTENT
+
+    async def expire(params: dict[str, str], _body: bytes) -> Reply:
+        seconds = _count(params["seconds"])
+        await each_subscription(params, lambda s: topic_admin.expire_messages(service, s, seconds))
+        return NO_CONTENT
+
+    async def reset_to_time(params: dict[str, str], _body: bytes) -> Reply:
+        timestamp = _count(params["timestamp"])
+
+        async def reset(subscription: Subscription) -> None:
+            position = subscription.topic.find_position_by_publish_time(timestamp)
+            await topic_admin.reset_cursor(service, subscription, position)
+
+        await each_subscription(params, reset)
+        return NO_CONTENT
+
+    async def reset_to_id(params: dict[str, str], body: bytes) -> Reply:
+        target = position_of(json_body(body))
+        topic = await one_topic(params)
+        subscription = topic_admin.subscription_of(topic, params["subscription"])
+        ledger = topic.ledger
+        if target == "earliest":
+            first = ledger.first_position()
+            position = first if first is not None else ledger.next_position(ledger.last_confirmed)
+        elif target == "latest":
+            position = ledger.next_position(ledger.last_confirmed)
+        else:
+            assert isinstance(target, Position)
+            position = target
+        await topic_admin.reset_cursor(service, subscription, position)
+        return NO_CONTENT
+
+    async def peek(params: dict[str, str], _body: bytes) -> Reply:
+        n = _count(params["position"])
+        topic = await one_topic(params)
+        subscription = topic_admin.subscription_of(topic, params["subscription"])
+        entry = topic_admin.nth_unacked_entry(subscription, n)
+        return entry_reply(entry, topic.partition_index)
+
+    async def get_message(params: dict[str, str], _body: bytes) -> Reply:
+        topic = await one_topic(params)
+        position = Position(_count(params["ledger"]), _count(params["entry"]))
+        entry = topic_admin.entry_at(topic, position)
+        return entry_reply(entry, topic.partition_index)
+
+    routes: list[tuple[str, str, Endpoint]] = [
+        ("GET", TOPIC + "/subscriptions", list_subscriptions),
+        ("PUT", SUBSCRIPTION, create),
+        ("DELETE", SUBSCRIPTION, delete),
+        ("POST", SUBSCRIPTION + r"/skip/(?P<count>[^/]+)", skip),
+        ("POST", SUBSCRIPTION + "/skip_all", skip_all),
+        ("POST", SUBSCRIPTION + r"/expireMessages/(?P<seconds>[^/]+)", expire),
+        ("POST", SUBSCRIPTION + r"/resetcursor/(?P<timestamp>[^/]+)", reset_to_time),
+        ("POST", SUBSCRIPTION + "/resetcursor", reset_to_id),
+        ("GET", SUBSCRIPTION + r"/position/(?P<position>[^/]+)", peek),
+        ("GET", TOPIC + r"/ledger/(?P<ledger>[^/]+)/entry/(?P<entry>[^/]+)", get_message),
+    ]
+    for method, pattern, handler in routes:
+        web.route_pattern(method, pattern, guarded(handler))
+
+
+def _count(text: str) -> int:
+    """A non-negative integer from the path (BadRequest otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise BadRequest(f"{value} is negative")
+    return value
+
+
+__all__ = ["SUBSCRIPTION", "install"]

@@ -1,0 +1,215 @@
+"""Topic endpoints of the admin API, under ``/admin/v2/{persistent|non-persistent}/{t}/{ns}``.
+
+- ``GET {ns}`` the topics (partitions by partition name; ``includeSystemTopic`` adds the
+  system topics), ``GET {ns}/partitioned`` the partitioned topics;
+- ``PUT|DELETE {ns}/{topic}`` create or delete a non-partitioned topic (``force=true``
+  deletes one with clients attached), ``DELETE {ns}/{topic}/partitions`` a partitioned one;
+- ``GET {topic}/stats``, ``/internalStats``, ``/partitioned-stats`` (``perPartition``),
+  ``/lastMessageId``; ``POST {topic}/terminate``; ``PUT {topic}/unload``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from starquake.broker import topic_admin, topic_stats
+from starquake.broker.admin.replies import NO_CONTENT, Endpoint, Reply, guarded
+from starquake.broker.errors import TopicNotFoundError
+from starquake.broker.topic import PersistentTopic
+from starquake.broker.web import WebServer, json_reply
+from starquake.common.topic_name import TopicDomain, TopicName
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+_SEGMENT = r"[^/]+"
+NAMESPACE = (
+    rf"/admin/v2/(?P<domain>persistent|non-persistent)/(?P<tenant>{_SEGMENT})"
+    rf"/(?P<namespace>{_SEGMENT})"
+)
+TOPIC = NAMESPACE + rf"/(?P<topic>{_SEGMENT})"
+
+
+def topic_of(params: dict[str, str]) -> TopicName:
+    """The topic a path names (InvalidTopicNameError if it is not a valid name)."""
+    return TopicName.parse(
+        f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
+    )
+
+
+def flag(params: dict[str, str], name: str, default: bool = False) -> bool:
+    value = params.get(name)
+    return default if value is None else value.lower() == "true"
+
+
+def message_id(position: Any, partition: int, batch_index: int = -1) -> dict[str, int]:
+    """A message id as Pulsar's admin API writes it."""
+    out = {
+        "ledgerId": position.ledger_id,
+        "entryId": position.entry_id,
+        "partitionIndex": partition,
+    }
+    if batch_index >= 0:
+        out["batchIndex"] = batch_index
+    return out
+
+
+def _is_system(name: str) -> bool:
+    return name.rsplit("/", 1)[-1].startswith("__")
+
+
+async def partition_stats(service: BrokerService, topic: TopicName) -> dict[str, Any] | None:
+    """Stats of one stored topic (None when it was never created)."""
+    if topic.domain is TopicDomain.PERSISTENT and not (
+        service.topic_exists(topic) or service.loaded_topic(topic)
+    ):
+        return None
+    try:
+        loaded = await topic_admin.existing_topic(service, topic)
+    except TopicNotFoundError:
+        return None
+    return loaded.stats()
+
+
+def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One TopicStats summing the partitions' (rates, counters, backlogs; lists joined)."""
+    summed = (
+        "msgRateIn",
+        "msgThroughputIn",
+        "msgRateOut",
+        "msgThroughputOut",
+        "bytesInCounter",
+        "msgInCounter",
+        "bytesOutCounter",
+        "msgOutCounter",
+        "storageSize",
+        "backlogSize",
+    )
+    out: dict[str, Any] = {key: sum(p.get(key, 0) for p in parts) for key in summed}
+    rate = out["msgRateIn"]
+    out["averageMsgSize"] = out["msgThroughputIn"] / rate if rate else 0.0
+    out["publishers"] = [pub for p in parts for pub in p.get("publishers", [])]
+    subscriptions: dict[str, Any] = {}
+    for part in parts:
+        for name, sub in part.get("subscriptions", {}).items():
+            merged = subscriptions.get(name)
+            if merged is None:
+                subscriptions[name] = {**sub, "consumers": list(sub.get("consumers", []))}
+                continue
+            for key, value in sub.items():
+                if key == "consumers":
+                    merged["consumers"].extend(value)
+                elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                    merged[key] = merged.get(key, 0) + value
+    out["subscriptions"] = subscriptions
+    out["replication"] = {}
+    return out
+
+
+def install(web: WebServer, service: BrokerService) -> None:
+    """Add the endpoints to ``web``."""
+
+    async def list_topics(params: dict[str, str], _body: bytes) -> Reply:
+        namespace = f"{params['tenant']}/{params['namespace']}"
+        if not service.resources.namespace_exists(namespace):
+            raise TopicNotFoundError(f"Namespace {namespace} does not exist")
+        persistent = params["domain"] == "persistent"
+        names = service.list_topics(namespace, persistent=persistent)
+        if not flag(params, "includeSystemTopic"):
+            names = [n for n in names if not _is_system(n)]
+        return json_reply(200, names)
+
+    async def list_partitioned(params: dict[str, str], _body: bytes) -> Reply:
+        namespace = f"{params['tenant']}/{params['namespace']}"
+        if not service.resources.namespace_exists(namespace):
+            raise TopicNotFoundError(f"Namespace {namespace} does not exist")
+        prefix = f"{params['domain']}://"
+        names = [n for n in service.resources.partitioned_topics(namespace) if n.startswith(prefix)]
+        if not flag(params, "includeSystemTopic"):
+            names = [n for n in names if not _is_system(n)]
+        return json_reply(200, sorted(names))
+
+    async def create(params: dict[str, str], _body: bytes) -> Reply:
+        await topic_admin.create_topic(service, topic_of(params))
+        return NO_CONTENT
+
+    async def delete(params: dict[str, str], _body: bytes) -> Reply:
+        await topic_admin.delete_topic(service, topic_of(params), force=flag(params, "force"))
+        return NO_CONTENT
+
+    async def delete_partitioned(params: dict[str, str], _body: bytes) -> Reply:
+        await topic_admin.delete_partitioned_topic(
+            service, topic_of(params), force=flag(params, "force")
+        )
+        return NO_CONTENT
+
+    async def stats(params: dict[str, str], _body: bytes) -> Reply:
+        topic = topic_of(params)
+        if service.resources.partitions(topic) > 0:
+            raise TopicNotFoundError(
+                f"{topic} is a partitioned topic: ask for its partitioned-stats"
+            )
+        loaded = await topic_admin.existing_topic(service, topic)
+        return json_reply(200, loaded.stats())
+
+    async def internal_stats(params: dict[str, str], _body: bytes) -> Reply:
+        loaded = await topic_admin.persistent_topic(service, topic_of(params))
+        return json_reply(200, topic_stats.internal_stats(loaded))
+
+    async def partitioned_stats(params: dict[str, str], _body: bytes) -> Reply:
+        topic = topic_of(params)
+        count = service.resources.partitions(topic)
+        if count == 0:
+            raise TopicNotFoundError(f"Partitioned topic {topic} not found")
+        per_partition: dict[str, Any] = {}
+        for i in range(count):
+            partition = topic.partition(i)
+            found = await partition_stats(service, partition)
+            if found is not None:
+                per_partition[str(partition)] = found
+        out = merge_stats(list(per_partition.values()))
+        out["metadata"] = {"partitions": count}
+        if flag(params, "perPartition", default=True):
+            out["partitions"] = per_partition
+        return json_reply(200, out)
+
+    async def last_message_id(params: dict[str, str], _body: bytes) -> Reply:
+        loaded = await topic_admin.persistent_topic(service, topic_of(params))
+        last, batch_index = loaded.last_message_position()
+        return json_reply(200, message_id(last, loaded.partition_index, batch_index))
+
+    async def terminate(params: dict[str, str], _body: bytes) -> Reply:
+        topic = topic_of(params)
+        last = await topic_admin.terminate(service, topic)
+        return json_reply(200, message_id(last, topic.partition_index))
+
+    async def unload(params: dict[str, str], _body: bytes) -> Reply:
+        topic = topic_of(params)
+        count = service.resources.partitions(topic)
+        names = [topic.partition(i) for i in range(count)] if count else [topic]
+        if not count:
+            await topic_admin.existing_topic(service, topic)  # 404 for an unknown topic
+        for name in names:
+            loaded = service.loaded_topic(name)
+            if isinstance(loaded, PersistentTopic):
+                service.unload_topic(loaded)
+        return NO_CONTENT
+
+    routes: list[tuple[str, str, Endpoint]] = [
+        ("GET", NAMESPACE, list_topics),
+        ("GET", NAMESPACE + "/partitioned", list_partitioned),
+        ("PUT", TOPIC, create),
+        ("DELETE", TOPIC, delete),
+        ("DELETE", TOPIC + "/partitions", delete_partitioned),
+        ("GET", TOPIC + "/stats", stats),
+        ("GET", TOPIC + "/internalStats", internal_stats),
+        ("GET", TOPIC + "/partitioned-stats", partitioned_stats),
+        ("GET", TOPIC + "/lastMessageId", last_message_id),
+        ("POST", TOPIC + "/terminate", terminate),
+        ("PUT", TOPIC + "/unload", unload),
+    ]
+    for method, pattern, handler in routes:
+        web.route_pattern(method, pattern, guarded(handler))

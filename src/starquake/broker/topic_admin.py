@@ -1,0 +1,323 @@
+"""Administrative operations on topics and subscriptions, in plain Python over the service.
+
+The admin API's HTTP endpoints call these. Every operation that moves a durable cursor stores
+the new cursor state before it returns, so an answered request survives a crash; topic
+termination is stored the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from starquake.broker.errors import (
+    BrokerServiceError,
+    NotAllowedError,
+    SubscriptionNotFoundError,
+    TopicNotFoundError,
+)
+from starquake.broker.resources import ConflictError
+from starquake.broker.subscription import Subscription
+from starquake.broker.topic import PersistentTopic
+from starquake.common.topic_name import TopicDomain, TopicName
+from starquake.storage import Entry, Position
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+    from starquake.broker.topic_api import TopicApi
+
+log = logging.getLogger(__name__)
+
+TERMINATED_PREFIX = "/admin/terminated/"
+
+
+class PreconditionFailed(BrokerServiceError):
+    """The operation cannot be done in the topic's present state (HTTP 412)."""
+
+
+def terminated_key(name: str) -> str:
+    return TERMINATED_PREFIX + name
+
+
+# --- topics ---------------------------------------------------------------------------------
+
+
+async def existing_topic(
+    service: BrokerService, topic: TopicName, *, create: bool = False
+) -> TopicApi:
+    """The topic, loaded if it is stored; TopicNotFoundError if it does not exist (unless
+    ``create`` and automatic topic creation allow creating it)."""
+    service.check_namespace(topic)
+    if topic.domain is TopicDomain.PERSISTENT:
+        return await service.get_topic(topic, create=create)
+    loaded = service.loaded_topic(topic)
+    if loaded is None:
+        raise TopicNotFoundError(f"Topic {topic} not found")
+    return loaded
+
+
+async def persistent_topic(
+    service: BrokerService, topic: TopicName, *, create: bool = False
+) -> PersistentTopic:
+    loaded = await existing_topic(service, topic, create=create)
+    if not isinstance(loaded, PersistentTopic):
+        raise NotAllowedError(f"{topic} is not a persistent topic: it has no stored messages")
+    return loaded
+
+
+async def create_topic(service: BrokerService, topic: TopicName) -> None:
+    """Create a non-partitioned topic (ConflictError if it, or a partitioned one, exists)."""
+    service.check_namespace(topic)
+    if service.resources.partitions(topic) > 0:
+        raise ConflictError(f"{topic} already exists as a partitioned topic")
+    if service.topic_exists(topic) or service.loaded_topic(topic) is not None:
+        raise ConflictError(f"Topic {topic} already exists")
+    await service.get_topic(topic, create=True, explicit=True)
+    log.info("topic %s created", topic)
+
+
+def _in_use(topic: TopicApi) -> bool:
+    return bool(topic.producers) or any(s.consumers for s in topic.subscriptions.values())
+
+
+async def delete_topic(service: BrokerService, topic: TopicName, *, force: bool) -> None:
+    """Delete a non-partitioned topic and its data; with clients attached only when forced."""
+    service.check_namespace(topic)
+    name = str(topic)
+    if topic.domain is not TopicDomain.PERSISTENT:
+        np_topic = service.nonpersistent_topics.get(name)
+        if np_topic is None:
+            raise TopicNotFoundError(f"Topic {name} not found")
+        if _in_use(np_topic) and not force:
+            raise PreconditionFailed("Topic has active producers/subscriptions")
+        np_topic.close()
+        service.nonpersistent_topics.pop(name, None)
+        log.info("topic %s deleted", name)
+        return
+    loaded = service.topics.get(name)
+    if loaded is None and not service.topic_exists(topic):
+        raise TopicNotFoundError(f"Topic {name} not found")
+    if loaded is not None:
+        if _in_use(loaded) and not force:
+            raise PreconditionFailed("Topic has active producers/subscriptions")
+        service.unload_topic(loaded)
+    service.factory.delete(name)
+    await asyncio.to_thread(service.metadata.put_many, [(terminated_key(name), None)])
+    log.info("topic %s deleted", name)
+
+
+async def delete_partitioned_topic(
+    service: BrokerService, topic: TopicName, *, force: bool
+) -> None:
+    """Delete a partitioned topic: every partition, then its metadata."""
+    count = service.resources.partitions(topic)
+    if count == 0:
+        raise TopicNotFoundError(f"Partitioned topic {topic} not found")
+    partitions = [topic.partition(i) for i in range(count)]
+    if not force:
+        for partition in partitions:
+            loaded = service.loaded_topic(partition)
+            if loaded is not None and _in_use(loaded):
+                raise PreconditionFailed("Topic has active producers/subscriptions")
+    for partition in partitions:
+        if service.topic_exists(partition) or service.loaded_topic(partition) is not None:
+            await delete_topic(service, partition, force=True)
+    await asyncio.to_thread(service.resources.delete_partitioned_topic, topic)
+    log.info("partitioned topic %s deleted", topic)
+
+
+async def terminate(service: BrokerService, topic: TopicName) -> Position:
+    """Seal the topic: no more messages are accepted; consumers that have read everything are
+    told they reached its end. Returns the last message's position."""
+    if topic.domain is not TopicDomain.PERSISTENT:
+        raise NotAllowedError("Termination of a non-persistent topic is not allowed")
+    loaded = await persistent_topic(service, topic)
+    if loaded.terminated is not None:
+        return loaded.terminated
+    loaded.terminated = Position(-1, -1)  # refuse new messages from now on
+    await asyncio.wait_for(loaded.receipts_sent(), 30.0)
+    last = loaded.ledger.last_confirmed
+    loaded.terminated = last
+    await asyncio.to_thread(
+        service.metadata.put_many,
+        [(terminated_key(loaded.full_name), f"{last.ledger_id}:{last.entry_id}".encode())],
+    )
+    for producer in list(loaded.producers.values()):
+        producer.disconnect()
+    loaded.notify_terminated()
+    log.info("topic %s terminated at %s", loaded.full_name, last)
+    return last
+
+
+# --- subscriptions --------------------------------------------------------------------------
+
+
+def subscription_of(topic: PersistentTopic, name: str) -> Subscription:
+    subscription = topic.subscriptions.get(name)
+    if subscription is None:
+        raise SubscriptionNotFoundError(f"Subscription {name} not found")
+    return subscription
+
+
+async def create_subscription(
+    service: BrokerService, topic: PersistentTopic, name: str, start: Position | str
+) -> None:
+    """A durable subscription at ``start`` ("earliest", "latest" or a message's position)."""
+    if name in topic.subscriptions:
+        raise ConflictError(f"Subscription {name} already exists")
+    initial = start if isinstance(start, str) else "latest"
+    cursor = topic.ledger.open_cursor(name, "earliest" if initial == "earliest" else "latest")
+    subscription = Subscription(topic, name, cursor, durable=True)
+    topic.subscriptions[name] = subscription
+    if isinstance(start, Position):
+        subscription.reset_cursor(start)
+    await service.persist_cursors()
+    log.info("subscription %s created on %s at %s", name, topic.full_name, start)
+
+
+async def delete_subscription(
+    service: BrokerService, topic: PersistentTopic, name: str, *, force: bool
+) -> None:
+    subscription = subscription_of(topic, name)
+    if subscription.consumers:
+        if not force:
+            raise PreconditionFailed(f"Subscription {name} has active consumers")
+        subscription.fenced = True
+        for consumer in subscription.consumers:
+            consumer.cnx.disconnect_consumer(consumer)
+    topic.unsubscribe(name)
+    await service.persist_cursors()
+    log.info("subscription %s deleted from %s", name, topic.full_name)
+
+
+async def skip(service: BrokerService, subscription: Subscription, count: int) -> int:
+    """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
+    cursor = subscription.cursor
+    ledger = subscription.topic.ledger
+    last = ledger.last_confirmed
+    position = ledger.next_position(cursor.mark_delete_position)
+    chosen: list[Position] = []
+    while len(chosen) < count and position <= last:
+        if not cursor.is_acked(position) and ledger.entry_exists(position):
+            chosen.append(position)
+        position = ledger.next_position(position)
+    if chosen:
+        cursor.delete(chosen)
+        _after_move(subscription)
+        await service.persist_cursors()
+    return len(chosen)
+
+
+async def clear_backlog(service: BrokerService, subscription: Subscription) -> None:
+    """Acknowledge everything the subscription has not acknowledged yet."""
+    last = subscription.topic.ledger.last_confirmed
+    if last > subscription.cursor.mark_delete_position:
+        subscription.cursor.mark_delete(last)
+        _after_move(subscription)
+    await service.persist_cursors()
+
+
+async def expire_messages(service: BrokerService, subscription: Subscription, seconds: int) -> None:
+    """Acknowledge the messages published more than ``seconds`` ago, and store the cursor."""
+    expire_older_than(subscription, seconds)
+    await service.persist_cursors()
+
+
+def expire_older_than(subscription: Subscription, seconds: int) -> bool:
+    """Acknowledge the messages published more than ``seconds`` ago (the cursor is stored
+    with the next periodic flush); True if the cursor moved."""
+    topic = subscription.topic
+    cutoff_ms = int(time.time() * 1000) - seconds * 1000
+    first_kept = topic.find_position_by_publish_time(cutoff_ms)
+    before = Position(first_kept.ledger_id, first_kept.entry_id - 1)
+    last = topic.ledger.last_confirmed
+    if before > last:
+        before = last
+    cursor = subscription.cursor
+    if before > cursor.mark_delete_position:
+        expired = cursor.backlog()
+        cursor.mark_delete(before)
+        subscription.expired_counter += max(expired - cursor.backlog(), 0)
+        subscription.last_expire_timestamp = int(time.time() * 1000)
+        _after_move(subscription)
+        return True
+    return False
+
+
+async def reset_cursor(
+    service: BrokerService, subscription: Subscription, position: Position
+) -> None:
+    """Move the subscription to ``position`` (which becomes the next message delivered).
+
+    As for a consumer's seek: the subscription's consumers are disconnected (they come back
+    and read from the new position), and none can attach until the new state is stored.
+    """
+    subscription.fenced = True
+    try:
+        for consumer in subscription.consumers:
+            consumer.cnx.disconnect_consumer(consumer)
+        subscription.reset_cursor(position)
+        await service.persist_cursors()
+    finally:
+        subscription.fenced = False
+    log.info(
+        "subscription %s of %s reset to %s",
+        subscription.name,
+        subscription.topic.full_name,
+        position,
+    )
+
+
+def _after_move(subscription: Subscription) -> None:
+    """The cursor moved forward under the dispatcher: wake it (entries may be freed)."""
+    dispatcher = subscription.dispatcher
+    if dispatcher is not None:
+        dispatcher.schedule()
+
+
+def nth_unacked_entry(subscription: Subscription, n: int) -> Entry:
+    """The ``n``-th (from 1) unacknowledged entry after the mark-delete position."""
+    if n < 1:
+        raise BrokerServiceError("the message position must be 1 or more")
+    cursor = subscription.cursor
+    ledger = subscription.topic.ledger
+    last = ledger.last_confirmed
+    position = ledger.next_position(cursor.mark_delete_position)
+    seen = 0
+    while position <= last:
+        if not cursor.is_acked(position) and ledger.entry_exists(position):
+            seen += 1
+            if seen == n:
+                entry = ledger.read_entry(position)
+                if entry is not None:
+                    return entry
+        position = ledger.next_position(position)
+    raise TopicNotFoundError(f"No message at position {n} of subscription {subscription.name}")
+
+
+def entry_at(topic: PersistentTopic, position: Position) -> Entry:
+    entry = topic.ledger.read_entry(position) if topic.ledger.entry_exists(position) else None
+    if entry is None:
+        raise TopicNotFoundError(f"Message {position.ledger_id}:{position.entry_id} not found")
+    return entry
+
+
+__all__ = [
+    "PreconditionFailed",
+    "clear_backlog",
+    "create_subscription",
+    "create_topic",
+    "delete_partitioned_topic",
+    "delete_subscription",
+    "delete_topic",
+    "entry_at",
+    "existing_topic",
+    "expire_messages",
+    "nth_unacked_entry",
+    "persistent_topic",
+    "reset_cursor",
+    "skip",
+    "terminate",
+]

@@ -1,0 +1,326 @@
+"""Topic stats and internal stats as Pulsar's admin API answers them, field by field.
+
+``stats`` is Pulsar's TopicStats (rates, counters, publishers, subscriptions and their
+consumers); ``internal_stats`` is PersistentTopicInternalStats (the managed ledger's ledgers
+and cursors). Rates come from each object's :class:`~starquake.broker.rates.RateWindow`,
+which :func:`tick` advances once per ``statsUpdateFrequencyInSecs``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from starquake.broker.dispatch.key_shared import KeySharedDispatcher
+from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
+from starquake.storage import Position
+
+if TYPE_CHECKING:
+    from starquake.broker.consumer import Consumer
+    from starquake.broker.nonpersistent import NonPersistentTopic
+    from starquake.broker.producer import Producer
+    from starquake.broker.subscription import Subscription
+    from starquake.broker.topic import PersistentTopic
+    from starquake.broker.topic_api import TopicApi
+
+
+def _iso(epoch_seconds: float) -> str:
+    """A time as Pulsar's stats show it (ISO 8601, UTC, milliseconds)."""
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch_seconds))
+    return f"{whole}.{int(epoch_seconds * 1000) % 1000:03d}Z"
+
+
+def _position(position: Position) -> str:
+    return f"{position.ledger_id}:{position.entry_id}"
+
+
+def subscription_out(subscription: Any) -> tuple[int, int]:
+    """Messages and bytes a subscription has dispatched, over its past and present consumers."""
+    messages, size = subscription.departed_out
+    for consumer in subscription.consumers:
+        messages += consumer.msg_out_counter
+        size += consumer.bytes_out_counter
+    return messages, size
+
+
+def tick(topic: TopicApi, now: float) -> None:
+    """Advance the rate windows of ``topic`` and everything attached to it."""
+    window = getattr(topic, "rates", None)
+    if window is not None:
+        window.tick(now, topic.msg_in_counter, topic.bytes_in_counter)  # type: ignore[attr-defined]
+    for producer in topic.producers.values():
+        producer.rates.tick(now, producer.msg_in_counter, producer.bytes_in_counter)
+    for subscription in topic.subscriptions.values():
+        sub_window = getattr(subscription, "rates", None)
+        if sub_window is not None:
+            sub_window.tick(now, *subscription_out(subscription))
+        for consumer in subscription.consumers:
+            consumer.rates.tick(now, consumer.msg_out_counter, consumer.bytes_out_counter)
+
+
+def _publisher(producer: Producer, now: float) -> dict[str, Any]:
+    rate, throughput = producer.rates.rates(now, producer.msg_in_counter, producer.bytes_in_counter)
+    cnx = producer.cnx
+    return {
+        "accessMode": _ACCESS_MODES.get(producer.access_mode, "Shared"),
+        "msgRateIn": rate,
+        "msgThroughputIn": throughput,
+        "averageMsgSize": throughput / rate if rate else 0.0,
+        "chunkedMessageRate": 0.0,
+        "producerId": producer.producer_id,
+        "supportsPartialProducer": False,
+        "producerName": producer.name,
+        "address": getattr(cnx, "remote_address", ""),
+        "connectedSince": _iso(producer.connected_since),
+        "clientVersion": getattr(cnx, "client_version", ""),
+        "metadata": {},
+    }
+
+
+_ACCESS_MODES = {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}
+
+
+def _consumer(consumer: Consumer, now: float, ranges: list[tuple[int, int]] | None) -> Any:
+    rate, throughput = consumer.rates.rates(
+        now, consumer.msg_out_counter, consumer.bytes_out_counter
+    )
+    cnx = consumer.cnx
+    entry: dict[str, Any] = {
+        "msgRateOut": rate,
+        "msgThroughputOut": throughput,
+        "bytesOutCounter": consumer.bytes_out_counter,
+        "msgOutCounter": consumer.msg_out_counter,
+        "msgRateRedeliver": 0.0,
+        "chunkedMessageRate": 0.0,
+        "consumerName": consumer.name,
+        "availablePermits": max(consumer.permits, 0),
+        "unackedMessages": consumer.unacked,
+        "avgMessagesPerEntry": 0,
+        "blockedConsumerOnUnackedMsgs": consumer.blocked,
+        "address": cnx.remote_address,
+        "connectedSince": _iso(consumer.connected_since),
+        "clientVersion": getattr(cnx, "client_version", ""),
+        "lastAckedTimestamp": 0,
+        "lastConsumedTimestamp": 0,
+        "lastConsumedFlowTimestamp": 0,
+        "metadata": dict(consumer.metadata),
+    }
+    if ranges is not None:
+        entry["keyHashRanges"] = [f"[{start}, {end}]" for start, end in ranges]
+    return entry
+
+
+def _subscription(subscription: Subscription, now: float, entry_size: float) -> dict[str, Any]:
+    dispatcher = subscription.dispatcher
+    key_shared = isinstance(dispatcher, KeySharedDispatcher)
+    ranges = dispatcher.key_hash_ranges() if isinstance(dispatcher, KeySharedDispatcher) else {}
+    consumers = []
+    for consumer in subscription.consumers:
+        entry = _consumer(consumer, now, ranges.get(consumer, []) if key_shared else None)
+        if isinstance(dispatcher, KeySharedDispatcher):
+            joined = dispatcher.recently_joined.get(consumer)
+            if joined is not None:
+                entry["readPositionWhenJoining"] = _position(joined)
+        consumers.append(entry)
+    messages_out, bytes_out = subscription_out(subscription)
+    rate, throughput = subscription.rates.rates(now, messages_out, bytes_out)
+    backlog = subscription.backlog()
+    delayed = len(subscription.delayed_tracker) if subscription.delayed_tracker else 0
+    cursor = subscription.cursor
+    holes = len(cursor.individually_deleted_ranges())
+    active = dispatcher.active if isinstance(dispatcher, SingleActiveConsumerDispatcher) else None
+    stats: dict[str, Any] = {
+        "msgRateOut": rate,
+        "msgThroughputOut": throughput,
+        "bytesOutCounter": bytes_out,
+        "msgOutCounter": messages_out,
+        "msgRateRedeliver": 0.0,
+        "chunkedMessageRate": 0,
+        "msgBacklog": backlog,
+        "backlogSize": int(backlog * entry_size),
+        "earliestMsgPublishTimeInBacklog": 0,
+        "msgBacklogNoDelayed": backlog - delayed,
+        "blockedSubscriptionOnUnackedMsgs": False,
+        "msgDelayed": delayed,
+        "unackedMessages": sum(c.unacked for c in subscription.consumers),
+        "type": subscription.sub_type.name if subscription.sub_type is not None else "None",
+        "msgRateExpired": 0.0,
+        "totalMsgExpired": subscription.expired_counter,
+        "lastExpireTimestamp": subscription.last_expire_timestamp,
+        "lastConsumedFlowTimestamp": 0,
+        "lastConsumedTimestamp": 0,
+        "lastAckedTimestamp": 0,
+        "lastMarkDeleteAdvancedTimestamp": 0,
+        "consumers": consumers,
+        "isDurable": subscription.durable,
+        "isReplicated": False,
+        "allowOutOfOrderDelivery": False,
+        "consumersAfterMarkDeletePosition": {},
+        "nonContiguousDeletedMessagesRanges": holes,
+        "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+        "subscriptionProperties": {},
+        "filterProcessedMsgCount": 0,
+        "filterAcceptedMsgCount": 0,
+        "filterRejectedMsgCount": 0,
+        "filterRescheduledMsgCount": 0,
+    }
+    if active is not None:
+        stats["activeConsumerName"] = active.name
+    if isinstance(dispatcher, KeySharedDispatcher):
+        stats["keySharedMode"] = "STICKY" if dispatcher.sticky else "AUTO_SPLIT"
+    return stats
+
+
+def persistent_stats(topic: PersistentTopic, now: float | None = None) -> dict[str, Any]:
+    """TopicStats of a persistent topic."""
+    now = time.monotonic() if now is None else now
+    ledger = topic.ledger
+    entries = ledger.number_of_entries
+    entry_size = ledger.total_size / entries if entries else 0.0
+    subscriptions = {
+        name: _subscription(sub, now, entry_size) for name, sub in topic.subscriptions.items()
+    }
+    rate_in, throughput_in = topic.rates.rates(now, topic.msg_in_counter, topic.bytes_in_counter)
+    durable_backlogs = [s["msgBacklog"] for s in subscriptions.values() if s["isDurable"]]
+    return {
+        "msgRateIn": rate_in,
+        "msgThroughputIn": throughput_in,
+        "msgRateOut": sum(s["msgRateOut"] for s in subscriptions.values()),
+        "msgThroughputOut": sum(s["msgThroughputOut"] for s in subscriptions.values()),
+        "bytesInCounter": topic.bytes_in_counter,
+        "msgInCounter": topic.msg_in_counter,
+        "bytesOutCounter": sum(s["bytesOutCounter"] for s in subscriptions.values()),
+        "msgOutCounter": sum(s["msgOutCounter"] for s in subscriptions.values()),
+        "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
+        "msgChunkPublished": False,
+        "storageSize": ledger.total_size,
+        "backlogSize": int(max(durable_backlogs, default=0) * entry_size),
+        "publishRateLimitedTimes": 0,
+        "earliestMsgPublishTimeInBacklogs": 0,
+        "offloadedStorageSize": 0,
+        "lastOffloadLedgerId": 0,
+        "lastOffloadSuccessTimeStamp": 0,
+        "lastOffloadFailureTimeStamp": 0,
+        "waitingPublishers": len(topic.producer_registry.waiting),
+        "publishers": [_publisher(p, now) for p in topic.producers.values()],
+        "subscriptions": subscriptions,
+        "replication": {},
+        "deduplicationStatus": "Enabled" if topic.dedup.enabled else "Disabled",
+        "nonContiguousDeletedMessagesRanges": sum(
+            s["nonContiguousDeletedMessagesRanges"] for s in subscriptions.values()
+        ),
+        "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+        "delayedMessageIndexSizeInBytes": 0,
+        "compaction": {
+            "lastCompactionRemovedEventCount": 0,
+            "lastCompactionSucceedTimestamp": 0,
+            "lastCompactionFailedTimestamp": 0,
+            "lastCompactionDurationTimeInMills": 0,
+        },
+        "ownerBroker": topic.service.owner_broker,
+    }
+
+
+def nonpersistent_stats(topic: NonPersistentTopic, now: float | None = None) -> dict[str, Any]:
+    """NonPersistentTopicStats: no storage, with counts of the messages dropped."""
+    now = time.monotonic() if now is None else now
+    subscriptions: dict[str, Any] = {}
+    for name, sub in topic.subscriptions.items():
+        messages_out, bytes_out = subscription_out(sub)
+        rate, throughput = sub.rates.rates(now, messages_out, bytes_out)
+        dispatcher = sub.dispatcher
+        subscriptions[name] = {
+            "msgRateOut": rate,
+            "msgThroughputOut": throughput,
+            "bytesOutCounter": bytes_out,
+            "msgOutCounter": messages_out,
+            "msgBacklog": 0,
+            "msgDropRate": 0.0,
+            "msgDropCounter": sub.msg_drop_counter,
+            "unackedMessages": 0,
+            "type": dispatcher.sub_type.name if dispatcher is not None else "None",
+            "isDurable": False,
+            "consumers": [_consumer(c, now, None) for c in sub.consumers],
+        }
+    rate_in, throughput_in = topic.rates.rates(now, topic.msg_in_counter, topic.bytes_in_counter)
+    return {
+        "msgRateIn": rate_in,
+        "msgThroughputIn": throughput_in,
+        "msgRateOut": sum(s["msgRateOut"] for s in subscriptions.values()),
+        "msgThroughputOut": sum(s["msgThroughputOut"] for s in subscriptions.values()),
+        "bytesInCounter": topic.bytes_in_counter,
+        "msgInCounter": topic.msg_in_counter,
+        "bytesOutCounter": sum(s["bytesOutCounter"] for s in subscriptions.values()),
+        "msgOutCounter": sum(s["msgOutCounter"] for s in subscriptions.values()),
+        "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
+        "storageSize": 0,
+        "backlogSize": 0,
+        "msgDropRate": 0.0,
+        "publishers": [_publisher(p, now) for p in topic.producers.values()],
+        "subscriptions": subscriptions,
+        "replication": {},
+        "ownerBroker": topic.service.owner_broker,
+    }
+
+
+def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
+    """PersistentTopicInternalStats: the managed ledger's ledgers and cursors."""
+    ledger = topic.ledger
+    ledgers = ledger.ledgers()
+    current = ledgers[-1] if ledgers else None
+    cursors: dict[str, Any] = {}
+    for name, sub in topic.subscriptions.items():
+        cursor = sub.cursor
+        holes = cursor.individually_deleted_ranges()
+        cursors[name] = {
+            "markDeletePosition": _position(cursor.mark_delete_position),
+            "readPosition": _position(cursor.read_position),
+            "waitingReadOp": False,
+            "pendingReadOps": 0,
+            "messagesConsumedCounter": 0,
+            "cursorLedger": -1,
+            "cursorLedgerLastEntry": -1,
+            "individuallyDeletedMessages": "["
+            + ", ".join(f"({_position(a)}..{_position(b)}]" for a, b in holes)
+            + "]",
+            "lastLedgerSwitchTimestamp": "",
+            "state": "Open",
+            "active": bool(sub.consumers),
+            "numberOfEntriesSinceFirstNotAckedMessage": sub.backlog() + 1,
+            "totalNonContiguousDeletedMessagesRange": len(holes),
+            "subscriptionHavePendingRead": False,
+            "subscriptionHavePendingReplayRead": False,
+            "properties": {},
+        }
+    last = ledger.last_confirmed
+    return {
+        "entriesAddedCounter": topic.entries_added,
+        "numberOfEntries": ledger.number_of_entries,
+        "totalSize": ledger.total_size,
+        "currentLedgerEntries": current.entries if current else 0,
+        "currentLedgerSize": current.size_bytes if current else 0,
+        "lastLedgerCreatedTimestamp": _iso(current.created_at) if current else "",
+        "waitingCursorsCount": 0,
+        "pendingAddEntriesCount": 0,
+        "lastConfirmedEntry": _position(last),
+        "state": "LedgerOpened",
+        "ledgers": [
+            {
+                "ledgerId": info.ledger_id,
+                "entries": info.entries,
+                "size": info.size_bytes,
+                "offloaded": False,
+                "underReplicated": False,
+            }
+            for info in ledgers
+        ],
+        "cursors": cursors,
+        "schemaLedgers": [],
+        "compactedLedger": {
+            "ledgerId": -1,
+            "entries": -1,
+            "size": -1,
+            "offloaded": False,
+            "underReplicated": False,
+        },
+    }
