@@ -30,6 +30,9 @@ class ClientConfig:
     listener_name: str = ""
     initial_backoff_ms: int = 100
     max_backoff_ms: int = 30000
+    partitions_update_interval_seconds: float = 60
+    """How often producers and consumers of partitioned topics look for added partitions
+    (0: never), as the C++ and Java clients do."""
 
 
 @dataclass(slots=True)

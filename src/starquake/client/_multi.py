@@ -18,6 +18,7 @@ from starquake.client._dlq import DeadLetterHandler
 from starquake.client._enums import RegexSubscriptionMode
 from starquake.client._handler import ClientCore
 from starquake.client._message import Message, MessageId
+from starquake.client._partition_updates import PartitionWatcher
 from starquake.client._producer import partition_topic
 from starquake.client._queue import MessageQueue
 from starquake.client.exceptions import (
@@ -79,6 +80,7 @@ class ConsumerFront:
         self.queue: MessageQueue = core.queue_factory()
         self.consumers: dict[str, ConsumerImpl] = {}
         self._partitions: dict[str, list[str]] = {}
+        self._watchers: dict[str, PartitionWatcher] = {}
         self._discovery: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -120,12 +122,12 @@ class ConsumerFront:
             size = max(1, min(size, cap))
         return size
 
-    async def _add_topic(self, topic: str, num_partitions: int, total: int) -> None:
-        names = (
-            [partition_topic(topic, i) for i in range(num_partitions)]
-            if num_partitions
-            else [topic]
-        )
+    async def _add_topic(
+        self, topic: str, num_partitions: int, total: int, first_partition: int = 0
+    ) -> None:
+        """Subscribe to ``topic`` (its partitions from ``first_partition`` on)."""
+        indexes = range(first_partition, num_partitions) if num_partitions else range(1)
+        names = [partition_topic(topic, i) if num_partitions else topic for i in indexes]
         subs = [
             ConsumerImpl(
                 self._core,
@@ -139,9 +141,11 @@ class ConsumerFront:
                 consumer_name=self._consumer_name,
                 dead_letter=self.dead_letter,
             )
-            for i, name in enumerate(names)
+            for i, name in zip(indexes, names, strict=True)
         ]
-        self._partitions[topic] = names
+        self._partitions[topic] = self._partitions.get(topic, []) + names
+        if num_partitions and first_partition == 0:
+            self._watch(topic, num_partitions)
         for sub in subs:
             self.consumers[sub.topic] = sub
         results = await asyncio.gather(*(s.start() for s in subs), return_exceptions=True)
@@ -149,7 +153,19 @@ class ConsumerFront:
             if isinstance(result, BaseException):
                 raise result
 
+    def _watch(self, topic: str, num_partitions: int) -> None:
+        async def grown(known: int, now: int) -> None:
+            total = len(self.consumers) + now - known
+            await self._add_topic(topic, now, total, first_partition=known)
+
+        watcher = PartitionWatcher(self._core, topic, num_partitions, grown)
+        self._watchers[topic] = watcher
+        watcher.start()
+
     async def _remove_topic(self, topic: str) -> None:
+        watcher = self._watchers.pop(topic, None)
+        if watcher is not None:
+            watcher.stop()
         for name in self._partitions.pop(topic, []):
             sub = self.consumers.pop(name, None)
             if sub is not None:
@@ -327,6 +343,8 @@ class ConsumerFront:
         self._closed = True
         if self._discovery is not None:
             self._discovery.cancel()
+        for watcher in self._watchers.values():
+            watcher.stop()
         await asyncio.gather(*(c.close() for c in self.consumers.values()), return_exceptions=True)
         if self.dead_letter is not None:
             await self.dead_letter.close()

@@ -11,6 +11,7 @@ from starquake.client._config import ProducerConfig
 from starquake.client._enums import HashingScheme, PartitionsRoutingMode
 from starquake.client._handler import ClientCore
 from starquake.client._message import Message, MessageId
+from starquake.client._partition_updates import PartitionWatcher
 from starquake.client._producer import OutgoingMessage, ProducerImpl, partition_topic
 from starquake.client.exceptions import InvalidConfiguration
 from starquake.common.hashes import boost_hash, java_string_hash, murmur3_32_masked
@@ -89,26 +90,39 @@ class PartitionedProducer:
         self, core: ClientCore, topic: str, config: ProducerConfig, num_partitions: int
     ) -> None:
         self.topic = topic
-        per_partition = min(
+        self._core = core
+        self._config = config
+        self._per_partition = min(
             config.max_pending_messages,
             max(1, config.max_pending_messages_across_partitions // num_partitions),
         )
-        self.producers = []
-        for index in range(num_partitions):
-            sub_config = ProducerConfig(**{k: getattr(config, k) for k in config.__slots__})
-            sub_config.max_pending_messages = per_partition
-            self.producers.append(
-                ProducerImpl(core, partition_topic(topic, index), sub_config, index)
-            )
+        self.producers = [self._new_producer(i) for i in range(num_partitions)]
         self._router = MessageRouter(config)
+        self._watcher = PartitionWatcher(core, topic, num_partitions, self._add_partitions)
+
+    def _new_producer(self, index: int) -> ProducerImpl:
+        config = self._config
+        sub_config = ProducerConfig(**{k: getattr(config, k) for k in config.__slots__})
+        sub_config.max_pending_messages = self._per_partition
+        return ProducerImpl(self._core, partition_topic(self.topic, index), sub_config, index)
 
     async def start(self) -> None:
         """Create every partition's producer; on failure, close the ones that were created."""
-        results = await asyncio.gather(*(p.start() for p in self.producers), return_exceptions=True)
+        await self._start_all(self.producers)
+        self._watcher.start()
+
+    async def _start_all(self, producers: list[ProducerImpl]) -> None:
+        results = await asyncio.gather(*(p.start() for p in producers), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
-            await asyncio.gather(*(p.close() for p in self.producers), return_exceptions=True)
+            await asyncio.gather(*(p.close() for p in producers), return_exceptions=True)
             raise errors[0]
+
+    async def _add_partitions(self, known: int, now: int) -> None:
+        """Partitions were added: start their producers, then route messages to them too."""
+        added = [self._new_producer(i) for i in range(known, now)]
+        await self._start_all(added)
+        self.producers.extend(added)
 
     @property
     def producer_name(self) -> str:
@@ -138,6 +152,7 @@ class PartitionedProducer:
         await asyncio.gather(*(p.flush() for p in self.producers))
 
     async def close(self) -> None:
+        self._watcher.stop()
         await asyncio.gather(*(p.close() for p in self.producers))
 
     @property

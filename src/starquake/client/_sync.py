@@ -69,6 +69,7 @@ class Client:
         listener_name: str | None = None,
         tls_private_key_file_path: str | None = None,
         tls_certificate_file_path: str | None = None,
+        partitions_update_interval_seconds: int = 60,
     ) -> None:
         if not isinstance(service_url, str):
             raise ValueError("Argument service_url is expected to be of type 'str'")
@@ -78,6 +79,7 @@ class Client:
             operation_timeout_seconds=operation_timeout_seconds,
             connection_timeout_ms=connection_timeout_ms,
             listener_name=listener_name,
+            partitions_update_interval_seconds=partitions_update_interval_seconds,
         )
         self._inner._core.queue_factory = ThreadSafeQueue
         self._runner = _LoopThread()

@@ -310,6 +310,7 @@ class Client:
         connection_timeout_ms: int = 10000,
         listener_name: str | None = None,
         keep_alive_interval_seconds: int = 30,
+        partitions_update_interval_seconds: float = 60,
         **_ignored: Any,
     ) -> None:
         check_type(str, service_url, "service_url")
@@ -327,6 +328,7 @@ class Client:
                 connection_timeout_ms=connection_timeout_ms,
                 keep_alive_interval_seconds=keep_alive_interval_seconds,
                 listener_name=listener_name or "",
+                partitions_update_interval_seconds=partitions_update_interval_seconds,
             )
         )
 
