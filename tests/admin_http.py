@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from typing import Any
 
 
 def http_call(
@@ -20,3 +21,11 @@ def http_call(
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
+
+
+def admin_json(
+    broker: Any, method: str, path: str, body: bytes | object | None = None
+) -> tuple[int, Any]:
+    """(status, decoded JSON body or None) of ``method path`` on ``broker``'s web port."""
+    status, raw = http_call(broker.web_service_url, method, path, body)
+    return status, json.loads(raw) if raw else None

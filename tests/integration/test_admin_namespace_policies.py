@@ -3,7 +3,6 @@ reason when malformed, and applied to live topics."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from pathlib import Path
@@ -11,18 +10,11 @@ from typing import Any
 
 import pulsar
 import pytest
-from admin_http import http_call
+from admin_http import admin_json as _call
 
 from starquake.broker.embedded import EmbeddedBroker
 
 NS = "/admin/v2/namespaces/public/default"
-
-
-def _call(
-    broker: EmbeddedBroker, method: str, path: str, body: bytes | object | None = None
-) -> tuple[int, Any]:
-    status, raw = http_call(broker.web_service_url, method, path, body)
-    return status, json.loads(raw) if raw else None
 
 
 ROUND_TRIPS: list[tuple[str, str, Any]] = [

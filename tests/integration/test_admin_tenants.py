@@ -3,25 +3,18 @@ and bad input answered with a reason while nothing changes."""
 
 from __future__ import annotations
 
-import json
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pulsar
+from admin_http import admin_json as _call
 from admin_http import http_call
 from broker_process import BrokerProcess
 
 from starquake.broker.embedded import EmbeddedBroker
 
 V2 = "/admin/v2"
-
-
-def _call(
-    broker: EmbeddedBroker, method: str, path: str, body: bytes | object | None = None
-) -> tuple[int, Any]:
-    status, raw = http_call(broker.web_service_url, method, path, body)
-    return status, json.loads(raw) if raw else None
 
 
 def _reason(reply: tuple[int, Any]) -> str:

@@ -11,18 +11,11 @@ from typing import Any
 
 import pulsar
 import pytest
-from admin_http import http_call
+from admin_http import admin_json as _call
 
 from starquake.broker.embedded import EmbeddedBroker
 
 NS = "/admin/v2/persistent/public/default"
-
-
-def _call(
-    broker: EmbeddedBroker, method: str, path: str, body: bytes | object | None = None
-) -> tuple[int, Any]:
-    status, raw = http_call(broker.web_service_url, method, path, body)
-    return status, json.loads(raw) if raw else None
 
 
 def _reason(reply: tuple[int, Any]) -> str:

@@ -171,6 +171,25 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
     return stats
 
 
+def _traffic(
+    topic: PersistentTopic | NonPersistentTopic, subscriptions: dict[str, Any], now: float
+) -> dict[str, Any]:
+    """Rates and counters of a topic: in from its own, out summed over its subscriptions."""
+    rate_in, throughput_in = topic.rates.rates(now, topic.msg_in_counter, topic.bytes_in_counter)
+    subs = subscriptions.values()
+    return {
+        "msgRateIn": rate_in,
+        "msgThroughputIn": throughput_in,
+        "msgRateOut": sum(s["msgRateOut"] for s in subs),
+        "msgThroughputOut": sum(s["msgThroughputOut"] for s in subs),
+        "bytesInCounter": topic.bytes_in_counter,
+        "msgInCounter": topic.msg_in_counter,
+        "bytesOutCounter": sum(s["bytesOutCounter"] for s in subs),
+        "msgOutCounter": sum(s["msgOutCounter"] for s in subs),
+        "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
+    }
+
+
 def persistent_stats(topic: PersistentTopic, now: float | None = None) -> dict[str, Any]:
     """TopicStats of a persistent topic."""
     now = time.monotonic() if now is None else now
@@ -180,18 +199,9 @@ def persistent_stats(topic: PersistentTopic, now: float | None = None) -> dict[s
     subscriptions = {
         name: _subscription(sub, now, entry_size) for name, sub in topic.subscriptions.items()
     }
-    rate_in, throughput_in = topic.rates.rates(now, topic.msg_in_counter, topic.bytes_in_counter)
     durable_backlogs = [s["msgBacklog"] for s in subscriptions.values() if s["isDurable"]]
     return {
-        "msgRateIn": rate_in,
-        "msgThroughputIn": throughput_in,
-        "msgRateOut": sum(s["msgRateOut"] for s in subscriptions.values()),
-        "msgThroughputOut": sum(s["msgThroughputOut"] for s in subscriptions.values()),
-        "bytesInCounter": topic.bytes_in_counter,
-        "msgInCounter": topic.msg_in_counter,
-        "bytesOutCounter": sum(s["bytesOutCounter"] for s in subscriptions.values()),
-        "msgOutCounter": sum(s["msgOutCounter"] for s in subscriptions.values()),
-        "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
+        **_traffic(topic, subscriptions, now),
         "msgChunkPublished": False,
         "storageSize": ledger.total_size,
         "backlogSize": int(max(durable_backlogs, default=0) * entry_size),
@@ -242,17 +252,8 @@ def nonpersistent_stats(topic: NonPersistentTopic, now: float | None = None) -> 
             "isDurable": False,
             "consumers": [_consumer(c, now, None) for c in sub.consumers],
         }
-    rate_in, throughput_in = topic.rates.rates(now, topic.msg_in_counter, topic.bytes_in_counter)
     return {
-        "msgRateIn": rate_in,
-        "msgThroughputIn": throughput_in,
-        "msgRateOut": sum(s["msgRateOut"] for s in subscriptions.values()),
-        "msgThroughputOut": sum(s["msgThroughputOut"] for s in subscriptions.values()),
-        "bytesInCounter": topic.bytes_in_counter,
-        "msgInCounter": topic.msg_in_counter,
-        "bytesOutCounter": sum(s["bytesOutCounter"] for s in subscriptions.values()),
-        "msgOutCounter": sum(s["msgOutCounter"] for s in subscriptions.values()),
-        "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
+        **_traffic(topic, subscriptions, now),
         "storageSize": 0,
         "backlogSize": 0,
         "msgDropRate": 0.0,
