@@ -1,14 +1,25 @@
 """The ``starquake`` command line.
 
-``starquake standalone`` runs a broker. Other sub-commands (admin, client, perf) come later;
-the broker package is imported only inside ``standalone`` so that they start fast.
+- ``starquake standalone``: run a broker (its flags are parsed by argparse, below);
+- ``starquake admin``: the admin REST API, as ``pulsar-admin``;
+- ``starquake client``: produce and consume, as ``pulsar-client``;
+- ``starquake perf``: load tests, as ``pulsar-perf``.
+
+The broker package is imported only inside ``standalone``, and the client only by the commands
+that use it, so that ``starquake admin ...`` starts fast.
+
+Exit codes: 0 success, 1 the broker refused the request (or failed to start), 2 a usage
+error, 3 the broker cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+
+import click
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,13 +49,74 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "standalone":
-        from starquake.cli.standalone import run_standalone
+def _standalone(args: Sequence[str]) -> int:
+    """``starquake standalone ARGS``: argparse parses the flags (exit code 2 on bad ones)."""
+    parsed = _parser().parse_args(["standalone", *args])
+    from starquake.cli.standalone import run_standalone
 
-        return run_standalone(args)
-    return 2
+    return run_standalone(parsed)
+
+
+class _LazyGroup(click.Group):
+    """A group whose sub-commands (module, attribute) are imported when first used, so that
+    one command does not pay for the imports of the others."""
+
+    LAZY = {
+        "admin": ("starquake.cli.admin_commands", "admin"),
+        "client": ("starquake.cli.client_commands", "client"),
+        "perf": ("starquake.cli.perf", "perf"),
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY:
+            module, attribute = self.LAZY[cmd_name]
+            command = getattr(importlib.import_module(module), attribute)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    "starquake",
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+def cli() -> None:
+    """Starquake: a Pulsar-compatible messaging and streaming broker in Python."""
+
+
+@cli.command(
+    "standalone",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def standalone(args: tuple[str, ...]) -> None:
+    """Run a standalone broker with embedded storage.
+
+    Its options: starquake standalone --help.
+    """
+    sys.exit(_standalone(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["standalone"]:
+        return _standalone(args[1:])
+    try:
+        cli.main(args=args, prog_name="starquake")
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

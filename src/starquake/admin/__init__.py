@@ -1,0 +1,42 @@
+"""A client for a Pulsar broker's admin REST API (``/admin/v2``), over the standard library.
+
+::
+
+    from starquake.admin import PulsarAdmin
+
+    admin = PulsarAdmin("http://localhost:8080")
+    admin.tenants.create("acme", allowed_clusters=["standalone"])
+    admin.namespaces.create("acme/orders")
+    admin.topics.create_partitioned("acme/orders/events", 4)
+    stats = admin.topics.stats("acme/orders/events-partition-0")
+
+It works against any broker that serves Pulsar's admin API, Starquake's or Apache Pulsar's.
+"""
+
+from __future__ import annotations
+
+from starquake.admin.client import (
+    AdminConnectError,
+    AdminResponse,
+    PeekedMessage,
+    PulsarAdmin,
+    PulsarAdminError,
+    TopicRef,
+    parse_message_id,
+    parse_relative_seconds,
+    parse_size_mb,
+    topic_ref,
+)
+
+__all__ = [
+    "AdminConnectError",
+    "AdminResponse",
+    "PeekedMessage",
+    "PulsarAdmin",
+    "PulsarAdminError",
+    "TopicRef",
+    "parse_message_id",
+    "parse_relative_seconds",
+    "parse_size_mb",
+    "topic_ref",
+]

@@ -1,0 +1,484 @@
+"""``PulsarAdmin``: typed calls to Pulsar's admin REST API (``/admin/v2``) with urllib.
+
+Only the standard library is used, so that a command line built on it starts fast. Every call
+returns the JSON value the broker answered (``None`` for an empty body); a refused request
+raises :class:`PulsarAdminError` with the HTTP status and the broker's ``reason``, and a broker
+that cannot be reached raises :class:`AdminConnectError`.
+
+Topic arguments take Pulsar's short forms: ``my-topic`` is
+``persistent://public/default/my-topic``, ``tenant/ns/topic`` is
+``persistent://tenant/ns/topic``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from starquake.common.topic_name import TopicName, parse_namespace
+
+__all__ = [
+    "AdminConnectError",
+    "AdminResponse",
+    "PeekedMessage",
+    "PulsarAdmin",
+    "PulsarAdminError",
+    "TopicRef",
+    "parse_message_id",
+    "parse_relative_seconds",
+    "parse_size_mb",
+    "topic_ref",
+]
+
+V2 = "/admin/v2"
+# MessageId.latest and MessageId.earliest as Pulsar's admin API spells them
+LATEST = (2**63 - 1, 2**63 - 1)
+EARLIEST = (-1, -1)
+
+TopicRef = TopicName
+Names = list[str]
+
+
+def topic_ref(name: str) -> TopicName:
+    """The full topic name of ``name`` (short forms allowed); ValueError if malformed."""
+    return TopicName.parse(name)
+
+
+def _quote(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
+
+
+def _topic_path(topic: str | TopicName) -> str:
+    name = topic if isinstance(topic, TopicName) else topic_ref(topic)
+    return (
+        f"{V2}/{name.domain.value}/{_quote(name.tenant)}/{_quote(name.namespace)}"
+        f"/{_quote(name.local_name)}"
+    )
+
+
+def _namespace_path(namespace: str) -> str:
+    tenant, ns = parse_namespace(namespace)
+    return f"{_quote(tenant)}/{_quote(ns)}"
+
+
+def parse_message_id(text: str) -> tuple[int, int]:
+    """``ledgerId:entryId``, ``earliest`` or ``latest`` as ``(ledger, entry)``."""
+    lowered = text.strip().lower()
+    if lowered == "latest":
+        return LATEST
+    if lowered == "earliest":
+        return EARLIEST
+    parts = lowered.split(":")
+    if len(parts) != 2:
+        raise ValueError(f"invalid message id {text!r}: expected LEDGER:ENTRY")
+    try:
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        raise ValueError(f"invalid message id {text!r}: expected LEDGER:ENTRY") from None
+
+
+_TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+_RELATIVE_TIME = re.compile(r"(-?\d+)([smhdwy]?)")
+
+
+def parse_relative_seconds(text: str) -> int:
+    """A duration such as ``30``, ``90s``, ``10m``, ``1h``, ``2d``, ``1w`` in seconds (a bare
+    number is seconds, as in pulsar-admin)."""
+    match = _RELATIVE_TIME.fullmatch(text.strip().lower())
+    if not match:
+        raise ValueError(f"invalid time {text!r}: expected a number with s, m, h, d, w or y")
+    return int(match.group(1)) * _TIME_UNITS[match.group(2) or "s"]
+
+
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_SIZE = re.compile(r"(-?\d+)([kmgt]?)")
+
+
+def parse_size_mb(text: str) -> int:
+    """A size such as ``4096``, ``10M``, ``16G``, ``3T`` (a bare number is bytes) in MB, as
+    pulsar-admin's ``--size``; ``-1`` stays -1 (no limit)."""
+    match = _SIZE.fullmatch(text.strip().lower())
+    if not match:
+        raise ValueError(f"invalid size {text!r}: expected a number with k, M, G or T")
+    value = int(match.group(1))
+    if value < 0:
+        return -1
+    return value * _SIZE_UNITS[match.group(2)] // 1024**2
+
+
+@dataclass(frozen=True)
+class AdminResponse:
+    """One HTTP answer: status, headers (as received, in order) and the raw body."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON (``None`` when empty)."""
+        return json.loads(self.body) if self.body.strip() else None
+
+    def header(self, name: str) -> str | None:
+        """The first header called ``name`` (case-insensitive)."""
+        wanted = name.lower()
+        return next((v for k, v in self.headers if k.lower() == wanted), None)
+
+
+class PulsarAdminError(Exception):
+    """The broker refused a request: ``status`` is the HTTP status, ``reason`` Pulsar's
+    ``{"reason": ...}`` (or the body's text when it has none)."""
+
+    def __init__(self, method: str, url: str, status: int, reason: str) -> None:
+        super().__init__(f"{reason} (HTTP {status})")
+        self.method = method
+        self.url = url
+        self.status = status
+        self.reason = reason
+
+
+class AdminConnectError(Exception):
+    """The broker could not be reached (refused, unknown host, timed out, cut off)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot connect to {url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+def _reason_of(body: bytes, fallback: str) -> str:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        text = body.decode("utf-8", "replace").strip()
+        return text[:500] or fallback
+    if isinstance(value, dict) and isinstance(value.get("reason"), str):
+        return str(value["reason"])
+    return json.dumps(value)[:500] if value is not None else fallback
+
+
+def _connect_reason(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
+        exc = exc.reason
+    if isinstance(exc, socket.gaierror):
+        return exc.strerror or str(exc)
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "timed out"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if isinstance(exc, http.client.HTTPException):
+        return f"the connection failed ({type(exc).__name__})"
+    if isinstance(exc, urllib.error.URLError):
+        return str(exc.reason)
+    return str(exc) or type(exc).__name__
+
+
+@dataclass(frozen=True)
+class PeekedMessage:
+    """A message read by ``peek``: its id, properties, the other ``X-Pulsar-*`` metadata
+    headers (without the prefix) and the payload."""
+
+    message_id: str | None
+    properties: dict[str, str] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    payload: bytes = b""
+
+    @classmethod
+    def of(cls, response: AdminResponse) -> PeekedMessage:
+        properties: dict[str, str] = {}
+        metadata: dict[str, str] = {}
+        message_id: str | None = None
+        for name, value in response.headers:
+            lowered = name.lower()
+            if lowered.startswith("x-pulsar-property-"):
+                properties[name[len("X-Pulsar-PROPERTY-") :]] = value
+            elif lowered == "x-pulsar-message-id":
+                message_id = value
+            elif lowered.startswith("x-pulsar-"):
+                metadata[name[len("X-Pulsar-") :]] = value
+        return cls(message_id, properties, metadata, response.body)
+
+
+Peeked = list[PeekedMessage]
+
+
+class _Group:
+    def __init__(self, admin: PulsarAdmin) -> None:
+        self._admin = admin
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        return self._admin.request(method, path, body).json()
+
+
+class Clusters(_Group):
+    """``/admin/v2/clusters``."""
+
+    def list(self) -> Names:
+        return list(self._call("GET", f"{V2}/clusters"))
+
+    def get(self, cluster: str) -> Any:
+        return self._call("GET", f"{V2}/clusters/{_quote(cluster)}")
+
+
+class Tenants(_Group):
+    """``/admin/v2/tenants``: TenantInfo is ``{"adminRoles": [...], "allowedClusters": [...]}``."""
+
+    def list(self) -> Names:
+        return list(self._call("GET", f"{V2}/tenants"))
+
+    def get(self, tenant: str) -> Any:
+        return self._call("GET", f"{V2}/tenants/{_quote(tenant)}")
+
+    def create(
+        self,
+        tenant: str,
+        admin_roles: Names | None = None,
+        allowed_clusters: Names | None = None,
+    ) -> None:
+        """Create ``tenant``; without ``allowed_clusters`` it may use every cluster (as
+        pulsar-admin does)."""
+        clusters = allowed_clusters if allowed_clusters else self._admin.clusters.list()
+        info = {"adminRoles": list(admin_roles or []), "allowedClusters": clusters}
+        self._call("PUT", f"{V2}/tenants/{_quote(tenant)}", info)
+
+    def update(
+        self,
+        tenant: str,
+        admin_roles: Names | None = None,
+        allowed_clusters: Names | None = None,
+    ) -> None:
+        """Change the fields given; the others keep their current values."""
+        current = self.get(tenant)
+        info = dict(current) if isinstance(current, dict) else {}
+        if admin_roles is not None:
+            info["adminRoles"] = list(admin_roles)
+        if allowed_clusters is not None:
+            info["allowedClusters"] = list(allowed_clusters)
+        self._call("POST", f"{V2}/tenants/{_quote(tenant)}", info)
+
+    def delete(self, tenant: str) -> None:
+        self._call("DELETE", f"{V2}/tenants/{_quote(tenant)}")
+
+
+class Namespaces(_Group):
+    """``/admin/v2/namespaces``: namespaces are ``tenant/namespace``."""
+
+    def list(self, tenant: str) -> Names:
+        return list(self._call("GET", f"{V2}/namespaces/{_quote(tenant)}"))
+
+    def create(self, namespace: str) -> None:
+        self._call("PUT", f"{V2}/namespaces/{_namespace_path(namespace)}")
+
+    def delete(self, namespace: str) -> None:
+        self._call("DELETE", f"{V2}/namespaces/{_namespace_path(namespace)}")
+
+    def policies(self, namespace: str) -> Any:
+        return self._call("GET", f"{V2}/namespaces/{_namespace_path(namespace)}")
+
+    def _policy(self, namespace: str, policy: str) -> str:
+        return f"{V2}/namespaces/{_namespace_path(namespace)}/{policy}"
+
+    def get_retention(self, namespace: str) -> Any:
+        return self._call("GET", self._policy(namespace, "retention"))
+
+    def set_retention(self, namespace: str, time_minutes: int, size_mb: int) -> None:
+        """Keep acknowledged messages this long / up to this size (-1: no limit)."""
+        body = {"retentionTimeInMinutes": time_minutes, "retentionSizeInMB": size_mb}
+        self._call("POST", self._policy(namespace, "retention"), body)
+
+    def remove_retention(self, namespace: str) -> None:
+        self._call("DELETE", self._policy(namespace, "retention"))
+
+    def get_message_ttl(self, namespace: str) -> Any:
+        return self._call("GET", self._policy(namespace, "messageTTL"))
+
+    def set_message_ttl(self, namespace: str, seconds: int) -> None:
+        self._call("POST", self._policy(namespace, "messageTTL"), seconds)
+
+    def remove_message_ttl(self, namespace: str) -> None:
+        self._call("DELETE", self._policy(namespace, "messageTTL"))
+
+    def get_deduplication(self, namespace: str) -> Any:
+        return self._call("GET", self._policy(namespace, "deduplication"))
+
+    def set_deduplication(self, namespace: str, enabled: bool) -> None:
+        self._call("POST", self._policy(namespace, "deduplication"), enabled)
+
+    def remove_deduplication(self, namespace: str) -> None:
+        self._call("DELETE", self._policy(namespace, "deduplication"))
+
+
+class Topics(_Group):
+    """``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``."""
+
+    def list(self, namespace: str) -> Names:
+        """Every topic of ``namespace``, persistent then non-persistent (partitions of a
+        partitioned topic one by one)."""
+        path = _namespace_path(namespace)
+        names = list(self._call("GET", f"{V2}/persistent/{path}"))
+        names += list(self._call("GET", f"{V2}/non-persistent/{path}"))
+        return names
+
+    def list_partitioned(self, namespace: str) -> Names:
+        """The partitioned topics of ``namespace`` (persistent then non-persistent)."""
+        path = _namespace_path(namespace)
+        names = list(self._call("GET", f"{V2}/persistent/{path}/partitioned"))
+        names += list(self._call("GET", f"{V2}/non-persistent/{path}/partitioned"))
+        return names
+
+    def create(self, topic: str) -> None:
+        """Create a non-partitioned topic."""
+        self._call("PUT", _topic_path(topic))
+
+    def delete(self, topic: str, force: bool = False) -> None:
+        """Delete a non-partitioned topic (or one partition)."""
+        suffix = "?force=true" if force else ""
+        self._call("DELETE", _topic_path(topic) + suffix)
+
+    def create_partitioned(self, topic: str, partitions: int) -> None:
+        self._call("PUT", _topic_path(topic) + "/partitions", partitions)
+
+    def update_partitioned(self, topic: str, partitions: int) -> None:
+        self._call("POST", _topic_path(topic) + "/partitions", partitions)
+
+    def partitioned_metadata(self, topic: str) -> Any:
+        """``{"partitions": N}`` (0 for a topic that is not partitioned)."""
+        return self._call("GET", _topic_path(topic) + "/partitions")
+
+    def delete_partitioned(self, topic: str, force: bool = False) -> None:
+        suffix = "?force=true" if force else ""
+        self._call("DELETE", _topic_path(topic) + "/partitions" + suffix)
+
+    def stats(self, topic: str) -> Any:
+        """Pulsar's TopicStats (msgRateIn, msgInCounter, publishers, subscriptions, ...)."""
+        return self._call("GET", _topic_path(topic) + "/stats")
+
+    def internal_stats(self, topic: str) -> Any:
+        """Pulsar's PersistentTopicInternalStats (ledgers, cursors, ...)."""
+        return self._call("GET", _topic_path(topic) + "/internalStats")
+
+    def partitioned_stats(self, topic: str, per_partition: bool = True) -> Any:
+        query = "" if per_partition else "?perPartition=false"
+        return self._call("GET", _topic_path(topic) + "/partitioned-stats" + query)
+
+    def last_message_id(self, topic: str) -> Any:
+        return self._call("GET", _topic_path(topic) + "/lastMessageId")
+
+    def terminate(self, topic: str) -> Any:
+        """Seal the topic: no more messages may be published; answers the last message id."""
+        return self._call("POST", _topic_path(topic) + "/terminate")
+
+    def unload(self, topic: str) -> None:
+        self._call("PUT", _topic_path(topic) + "/unload")
+
+
+class Subscriptions(_Group):
+    """A topic's subscriptions: ``.../{topic}/subscriptions`` and ``.../subscription/{sub}``."""
+
+    @staticmethod
+    def _path(topic: str, subscription: str) -> str:
+        return f"{_topic_path(topic)}/subscription/{_quote(subscription)}"
+
+    def list(self, topic: str) -> Names:
+        return list(self._call("GET", _topic_path(topic) + "/subscriptions"))
+
+    def create(
+        self, topic: str, subscription: str, message_id: tuple[int, int] | None = None
+    ) -> None:
+        """Create a durable subscription at ``message_id`` (default: the end of the topic)."""
+        body = None
+        if message_id is not None and message_id != LATEST:
+            body = {"ledgerId": message_id[0], "entryId": message_id[1]}
+        self._call("PUT", self._path(topic, subscription), body)
+
+    def delete(self, topic: str, subscription: str, force: bool = False) -> None:
+        suffix = "?force=true" if force else ""
+        self._call("DELETE", self._path(topic, subscription) + suffix)
+
+    def skip(self, topic: str, subscription: str, count: int) -> None:
+        self._call("POST", f"{self._path(topic, subscription)}/skip/{count}")
+
+    def clear_backlog(self, topic: str, subscription: str) -> None:
+        self._call("POST", f"{self._path(topic, subscription)}/skip_all")
+
+    def reset_cursor_to_time(self, topic: str, subscription: str, timestamp_ms: int) -> None:
+        """Move the subscription to the first message published at or after the time."""
+        self._call("POST", f"{self._path(topic, subscription)}/resetcursor/{timestamp_ms}")
+
+    def reset_cursor_to_message_id(
+        self, topic: str, subscription: str, message_id: tuple[int, int]
+    ) -> None:
+        body = {"ledgerId": message_id[0], "entryId": message_id[1]}
+        self._call("POST", f"{self._path(topic, subscription)}/resetcursor", body)
+
+    def expire_messages(self, topic: str, subscription: str, seconds: int) -> None:
+        """Acknowledge every message older than ``seconds``."""
+        self._call("POST", f"{self._path(topic, subscription)}/expireMessages/{seconds}")
+
+    def peek(self, topic: str, subscription: str, count: int) -> Peeked:
+        """The first ``count`` messages of the subscription's backlog, left in place; fewer
+        when the backlog is shorter (a broker answers 404 past its end)."""
+        messages: list[PeekedMessage] = []
+        for position in range(1, count + 1):
+            path = f"{self._path(topic, subscription)}/position/{position}"
+            try:
+                response = self._admin.request("GET", path)
+            except PulsarAdminError as exc:
+                if exc.status == 404 and messages:
+                    break
+                raise
+            messages.append(PeekedMessage.of(response))
+        return messages
+
+
+class PulsarAdmin:
+    """The admin API of the broker at ``url`` (``http://host:port``, default
+    ``http://localhost:8080``)."""
+
+    def __init__(self, url: str = "http://localhost:8080", *, timeout: float = 30.0) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"invalid admin URL {url!r}: expected http://host:port")
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        # An admin URL names the broker itself: never send it through a proxy.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self.last_response: AdminResponse | None = None
+        self.clusters = Clusters(self)
+        self.tenants = Tenants(self)
+        self.namespaces = Namespaces(self)
+        self.topics = Topics(self)
+        self.subscriptions = Subscriptions(self)
+
+    def request(self, method: str, path: str, body: Any = None) -> AdminResponse:
+        """Send ``method path`` (a non-bytes ``body`` as JSON) and return the answer; raise
+        PulsarAdminError for a 4xx/5xx status and AdminConnectError when unreachable.
+
+        The answer is also kept as :attr:`last_response`, for callers that pass the broker's
+        body on unchanged.
+        """
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+        url = f"{self.url}{path}"
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with self._opener.open(request, timeout=self.timeout) as reply:
+                response = AdminResponse(reply.status, list(reply.headers.items()), reply.read())
+        except urllib.error.HTTPError as exc:
+            error_body = exc.read()
+            self.last_response = AdminResponse(exc.code, list(exc.headers.items()), error_body)
+            raise PulsarAdminError(
+                method, url, exc.code, _reason_of(error_body, exc.reason or "error")
+            ) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            raise AdminConnectError(self.url, _connect_reason(exc)) from None
+        self.last_response = response
+        return response

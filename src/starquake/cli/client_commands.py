@@ -1,0 +1,330 @@
+"""``starquake client``: produce and consume messages from the command line, as
+``pulsar-client``, with Starquake's own client (``starquake.client``)."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from starquake.cli.connect import DEFAULT_SERVICE_URL, check_reachable
+from starquake.cli.output import (
+    OUTPUT_CHOICES,
+    CannotConnect,
+    CommandError,
+    default_output,
+    print_json_line,
+)
+
+if TYPE_CHECKING:
+    from starquake.client import Client, ConsumerType, Message
+
+SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+POSITIONS = ("Earliest", "Latest")
+
+
+class ClientContext:
+    """The service URL and output format given to ``starquake client``."""
+
+    def __init__(self, url: str, output: str | None) -> None:
+        self.url = url
+        self.output = output
+
+    def json(self, output: str | None) -> bool:
+        return (output or self.output or default_output()) == "json"
+
+
+def check_topic(topic: str) -> str:
+    """The full name of ``topic`` (short forms allowed); a usage error if malformed."""
+    from starquake.common.topic_name import TopicName
+
+    try:
+        return str(TopicName.parse(topic))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="TOPIC") from None
+
+
+@contextmanager
+def client_errors(url: str) -> Iterator[None]:
+    """Turn the client's exceptions into exit codes (3 cannot connect, 1 refused)."""
+    from starquake.client.exceptions import PulsarException
+
+    try:
+        yield
+    except PulsarException as exc:
+        text = str(exc)
+        if "cannot connect" in text:
+            raise CannotConnect(f"cannot connect to {url}: {text}") from None
+        raise CommandError(f"{text} ({type(exc).__name__})") from None
+
+
+@contextmanager
+def open_client(url: str) -> Iterator[Client]:
+    """A blocking client of ``url``, closed at the end; exit code 3 if nothing answers."""
+    try:
+        check_reachable(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--url") from None
+    from starquake.client import Client, ConsoleLogger, LoggerLevel
+
+    with client_errors(url):
+        client = Client(url, logger=ConsoleLogger(LoggerLevel.Error))
+    try:
+        with client_errors(url):
+            yield client
+    finally:
+        client.close()
+
+
+def consumer_type_of(name: str) -> ConsumerType:
+    """The ConsumerType of a subscription type name (Exclusive, Shared, Failover, Key_Shared)."""
+    from starquake.client import ConsumerType
+
+    return {
+        "exclusive": ConsumerType.Exclusive,
+        "shared": ConsumerType.Shared,
+        "failover": ConsumerType.Failover,
+        "key_shared": ConsumerType.KeyShared,
+    }[name.lower()]
+
+
+def message_id_text(msg: Message) -> str:
+    """``ledger:entry:partition:batchIndex``, as Pulsar prints message ids."""
+    mid = msg.message_id()
+    return f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}:{mid.batch_index()}"
+
+
+def message_json(msg: Message) -> dict[str, Any]:
+    """A received message as one JSON object (payload as text when it is UTF-8)."""
+    data = msg.data()
+    try:
+        text: str | None = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    return {
+        "topic": msg.topic_name(),
+        "messageId": message_id_text(msg),
+        "key": msg.partition_key() or None,
+        "properties": msg.properties(),
+        "publishTime": msg.publish_timestamp(),
+        "eventTime": msg.event_timestamp(),
+        "redeliveryCount": msg.redelivery_count(),
+        "payload": text,
+        "payloadBase64": base64.b64encode(data).decode("ascii"),
+    }
+
+
+def _properties(values: tuple[str, ...]) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for value in values:
+        for item in value.split(","):
+            if not item.strip():
+                continue
+            key, sep, val = item.partition("=")
+            if not sep or not key.strip():
+                raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--properties")
+            properties[key.strip()] = val
+    return properties
+
+
+_OUTPUT = click.option(
+    "--output",
+    type=click.Choice(OUTPUT_CHOICES),
+    default=None,
+    help="json (one JSON object per line) or table; default: table on a terminal",
+)
+
+
+@click.group("client")
+@click.option(
+    "--url",
+    envvar="STARQUAKE_URL",
+    default=DEFAULT_SERVICE_URL,
+    show_default=True,
+    help="the broker's service URL (also $STARQUAKE_URL)",
+)
+@_OUTPUT
+@click.pass_context
+def client(ctx: click.Context, url: str, output: str | None) -> None:
+    """Produce and consume messages (as pulsar-client)."""
+    ctx.obj = ClientContext(url, output)
+
+
+@client.command("produce")
+@click.argument("topic")
+@click.option("-m", "--messages", multiple=True, help="a message to send (repeatable)")
+@click.option(
+    "-f",
+    "--files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="send this file's content as a message (repeatable)",
+)
+@click.option("-s", "--separator", default=None, help="also split each -m value at this text")
+@click.option(
+    "-n",
+    "--num-produce",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="send the messages this many times",
+)
+@click.option("-k", "--key", default=None, help="the messages' key (routing and Key_Shared)")
+@click.option(
+    "-p", "--properties", multiple=True, help="KEY=VALUE properties, comma-separated (repeatable)"
+)
+@click.option(
+    "-r",
+    "--rate",
+    type=click.FloatRange(min=0),
+    default=0,
+    help="messages per second (0: as fast as possible)",
+)
+@_OUTPUT
+@click.pass_obj
+def produce(
+    ctx: ClientContext,
+    topic: str,
+    messages: tuple[str, ...],
+    files: tuple[str, ...],
+    separator: str | None,
+    num_produce: int,
+    key: str | None,
+    properties: tuple[str, ...],
+    rate: float,
+    output: str | None,
+) -> None:
+    """Send messages to TOPIC and print how many were stored (their ids with --output json)."""
+    name = check_topic(topic)
+    payloads: list[bytes] = []
+    for message in messages:
+        parts = message.split(separator) if separator else [message]
+        payloads.extend(part.encode() for part in parts)
+    for path in files:
+        with open(path, "rb") as f:
+            payloads.append(f.read())
+    if not payloads:
+        raise click.UsageError("give at least one message (-m) or file (-f)")
+    props = _properties(properties)
+    ids: list[str] = []
+    interval = 1 / rate if rate else 0.0
+    with open_client(ctx.url) as c:
+        producer = c.create_producer(name)
+        next_at = time.monotonic()
+        for _ in range(num_produce):
+            for payload in payloads:
+                if interval:
+                    delay = next_at - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                    next_at += interval
+                mid = producer.send(payload, properties=props or None, partition_key=key)
+                ids.append(f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}")
+        producer.close()
+    if ctx.json(output):
+        print_json_line({"topic": name, "produced": len(ids), "messageIds": ids})
+    else:
+        click.echo(f"{len(ids)} messages successfully produced")
+
+
+@client.command("consume")
+@click.argument("topic")
+@click.option("-s", "--subscription-name", required=True, help="subscription name")
+@click.option(
+    "-n",
+    "--num-messages",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="messages to consume (0: until interrupted)",
+)
+@click.option(
+    "-t",
+    "--subscription-type",
+    type=click.Choice(SUBSCRIPTION_TYPES, case_sensitive=False),
+    default="Exclusive",
+    show_default=True,
+)
+@click.option(
+    "-p",
+    "--subscription-position",
+    type=click.Choice(POSITIONS, case_sensitive=False),
+    default="Latest",
+    show_default=True,
+    help="where a new subscription starts",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=0,
+    help="give up after this many seconds without a message (0: wait forever)",
+)
+@click.option("--hide-content", is_flag=True, help="do not print the messages' content")
+@_OUTPUT
+@click.pass_obj
+def consume(
+    ctx: ClientContext,
+    topic: str,
+    subscription_name: str,
+    num_messages: int,
+    subscription_type: str,
+    subscription_position: str,
+    timeout: float,
+    hide_content: bool,
+    output: str | None,
+) -> None:
+    """Receive, print and acknowledge messages of TOPIC."""
+    name = check_topic(topic)
+    as_json = ctx.json(output)
+    from starquake.client import InitialPosition
+    from starquake.client.exceptions import Timeout
+
+    consumer_type = consumer_type_of(subscription_type)
+    position = getattr(InitialPosition, subscription_position.capitalize())
+    received = 0
+    with open_client(ctx.url) as c:
+        consumer = c.subscribe(
+            name, subscription_name, consumer_type=consumer_type, initial_position=position
+        )
+        last_at = time.monotonic()
+        try:
+            while num_messages == 0 or received < num_messages:
+                try:
+                    msg = consumer.receive(timeout_millis=500)
+                except Timeout:
+                    if timeout and time.monotonic() - last_at >= timeout:
+                        consumer.close()
+                        raise CommandError(
+                            f"no message for {timeout:g} s after {received} of "
+                            f"{num_messages or 'unlimited'} messages"
+                        ) from None
+                    continue
+                last_at = time.monotonic()
+                received += 1
+                _print_message(msg, as_json, hide_content)
+                consumer.acknowledge(msg)
+        except KeyboardInterrupt:
+            pass
+        consumer.close()
+    if not as_json:
+        click.echo(f"{received} messages successfully consumed", err=True)
+
+
+def _print_message(msg: Message, as_json: bool, hide_content: bool) -> None:
+    if as_json:
+        line = message_json(msg)
+        if hide_content:
+            del line["payload"], line["payloadBase64"]
+        print_json_line(line)
+        return
+    key = msg.partition_key() or "null"
+    props = ", ".join(f"{k}={v}" for k, v in msg.properties().items())
+    text = f"key:[{key}], properties:[{props}]"
+    if not hide_content:
+        text += f", content:{msg.data().decode('utf-8', 'replace')}"
+    click.echo("----- got message -----")
+    click.echo(text)
