@@ -283,14 +283,9 @@ class ConsumerCommands(CnxBase):
             mid = request.message_id
             position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
             if position.ledger_id < 0:
-                first = topic.ledger.first_position()
-                position = (
-                    first
-                    if first is not None
-                    else topic.ledger.next_position(topic.ledger.last_confirmed)
-                )
+                position = topic.earliest_position()
             elif position.ledger_id >= (1 << 63) - 1:
-                position = topic.ledger.next_position(topic.ledger.last_confirmed)
+                position = topic.end_position()
         elif request.HasField("message_publish_time"):
             position = topic.find_position_by_publish_time(request.message_publish_time)
         else:
@@ -302,10 +297,7 @@ class ConsumerCommands(CnxBase):
         # As Pulsar does: disconnect the subscription's consumers (they re-subscribe and
         # re-send their permits), move the cursor and store it, then confirm. Until the new
         # position is stored the subscription is fenced: consumers coming back are told to retry.
-        subscription.fenced = True
-        for other in subscription.consumers:
-            other.cnx.disconnect_consumer(other)
-        subscription.reset_cursor(position)
+        subscription.begin_reset(position)
         log.info("seek %s/%s to %s", topic.full_name, subscription.name, position)
 
         def unfence() -> None:

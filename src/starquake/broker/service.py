@@ -192,7 +192,7 @@ class BrokerService:
         """This broker as topic stats name their owner: ``host:webport``."""
         return urlsplit(self.web_service_url).netloc
 
-    def all_topics(self) -> list[TopicApi]:
+    def all_topics(self) -> list[PersistentTopic | NonPersistentTopic]:
         """Every loaded topic, persistent and non-persistent."""
         return [*self.topics.values(), *self.nonpersistent_topics.values()]
 

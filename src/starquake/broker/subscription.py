@@ -225,6 +225,15 @@ class Subscription:
 
     # --- cursor moves -------------------------------------------------------------------------
 
+    def begin_reset(self, position: Position) -> None:
+        """Move the subscription to ``position`` as Pulsar does for a seek or an admin reset:
+        fence it and disconnect its consumers (they re-subscribe, and are told to retry until
+        the caller has stored the new position and cleared ``fenced``), then move the cursor."""
+        self.fenced = True
+        for consumer in self.consumers:
+            consumer.cnx.disconnect_consumer(consumer)
+        self.reset_cursor(position)
+
     def reset_cursor(self, position: Position) -> None:
         """Move the subscription to ``position``: it and everything after it become unacked."""
         self.cursor.reset(position)

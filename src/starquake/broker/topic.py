@@ -329,9 +329,16 @@ class PersistentTopic:
         found = self.ledger.find_first(
             lambda e: entry_metadata(e.data).publish_time >= timestamp_ms
         )
-        if found is None:
-            return self.ledger.next_position(self.ledger.last_confirmed)
-        return found
+        return self.end_position() if found is None else found
+
+    def end_position(self) -> Position:
+        """The position after the last entry: where the next message will be."""
+        return self.ledger.next_position(self.ledger.last_confirmed)
+
+    def earliest_position(self) -> Position:
+        """The first stored entry (the end when there is none)."""
+        first = self.ledger.first_position()
+        return self.end_position() if first is None else first
 
     # --- lifecycle ----------------------------------------------------------------------------
 

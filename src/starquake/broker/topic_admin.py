@@ -8,8 +8,10 @@ termination is stored the same way.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from starquake.broker.errors import (
@@ -121,9 +123,8 @@ async def delete_partitioned_topic(
             loaded = service.loaded_topic(partition)
             if loaded is not None and _in_use(loaded):
                 raise PreconditionFailed("Topic has active producers/subscriptions")
-    for partition in partitions:
-        if service.topic_exists(partition) or service.loaded_topic(partition) is not None:
-            await delete_topic(service, partition, force=True)
+    for partition in partitions:  # every partition of a partitioned topic exists
+        await delete_topic(service, partition, force=True)
     await asyncio.to_thread(service.resources.delete_partitioned_topic, topic)
     log.info("partitioned topic %s deleted", topic)
 
@@ -194,17 +195,9 @@ async def delete_subscription(
 
 async def skip(service: BrokerService, subscription: Subscription, count: int) -> int:
     """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
-    cursor = subscription.cursor
-    ledger = subscription.topic.ledger
-    last = ledger.last_confirmed
-    position = ledger.next_position(cursor.mark_delete_position)
-    chosen: list[Position] = []
-    while len(chosen) < count and position <= last:
-        if not cursor.is_acked(position) and ledger.entry_exists(position):
-            chosen.append(position)
-        position = ledger.next_position(position)
+    chosen = list(itertools.islice(_unacked_positions(subscription), count))
     if chosen:
-        cursor.delete(chosen)
+        subscription.cursor.delete(chosen)
         _after_move(subscription)
         await service.persist_cursors()
     return len(chosen)
@@ -254,11 +247,8 @@ async def reset_cursor(
     As for a consumer's seek: the subscription's consumers are disconnected (they come back
     and read from the new position), and none can attach until the new state is stored.
     """
-    subscription.fenced = True
     try:
-        for consumer in subscription.consumers:
-            consumer.cnx.disconnect_consumer(consumer)
-        subscription.reset_cursor(position)
+        subscription.begin_reset(position)
         await service.persist_cursors()
     finally:
         subscription.fenced = False
@@ -277,23 +267,26 @@ def _after_move(subscription: Subscription) -> None:
         dispatcher.schedule()
 
 
-def nth_unacked_entry(subscription: Subscription, n: int) -> Entry:
-    """The ``n``-th (from 1) unacknowledged entry after the mark-delete position."""
-    if n < 1:
-        raise BrokerServiceError("the message position must be 1 or more")
+def _unacked_positions(subscription: Subscription) -> Iterator[Position]:
+    """The stored entries after the mark-delete position not acknowledged yet, in order."""
     cursor = subscription.cursor
     ledger = subscription.topic.ledger
     last = ledger.last_confirmed
     position = ledger.next_position(cursor.mark_delete_position)
-    seen = 0
     while position <= last:
         if not cursor.is_acked(position) and ledger.entry_exists(position):
-            seen += 1
-            if seen == n:
-                entry = ledger.read_entry(position)
-                if entry is not None:
-                    return entry
+            yield position
         position = ledger.next_position(position)
+
+
+def nth_unacked_entry(subscription: Subscription, n: int) -> Entry:
+    """The ``n``-th (from 1) unacknowledged entry after the mark-delete position."""
+    if n < 1:
+        raise BrokerServiceError("the message position must be 1 or more")
+    position = next(itertools.islice(_unacked_positions(subscription), n - 1, None), None)
+    entry = subscription.topic.ledger.read_entry(position) if position is not None else None
+    if entry is not None:
+        return entry
     raise TopicNotFoundError(f"No message at position {n} of subscription {subscription.name}")
 
 

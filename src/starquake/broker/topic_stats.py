@@ -17,11 +17,10 @@ from starquake.storage import Position
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
-    from starquake.broker.nonpersistent import NonPersistentTopic
+    from starquake.broker.nonpersistent import NonPersistentSubscription, NonPersistentTopic
     from starquake.broker.producer import Producer
     from starquake.broker.subscription import Subscription
     from starquake.broker.topic import PersistentTopic
-    from starquake.broker.topic_api import TopicApi
 
 
 def _iso(epoch_seconds: float) -> str:
@@ -43,17 +42,14 @@ def subscription_out(subscription: Any) -> tuple[int, int]:
     return messages, size
 
 
-def tick(topic: TopicApi, now: float) -> None:
+def tick(topic: PersistentTopic | NonPersistentTopic, now: float) -> None:
     """Advance the rate windows of ``topic`` and everything attached to it."""
-    window = getattr(topic, "rates", None)
-    if window is not None:
-        window.tick(now, topic.msg_in_counter, topic.bytes_in_counter)  # type: ignore[attr-defined]
+    topic.rates.tick(now, topic.msg_in_counter, topic.bytes_in_counter)
     for producer in topic.producers.values():
         producer.rates.tick(now, producer.msg_in_counter, producer.bytes_in_counter)
-    for subscription in topic.subscriptions.values():
-        sub_window = getattr(subscription, "rates", None)
-        if sub_window is not None:
-            sub_window.tick(now, *subscription_out(subscription))
+    subscriptions: list[Subscription | NonPersistentSubscription] = [*topic.subscriptions.values()]
+    for subscription in subscriptions:
+        subscription.rates.tick(now, *subscription_out(subscription))
         for consumer in subscription.consumers:
             consumer.rates.tick(now, consumer.msg_out_counter, consumer.bytes_out_counter)
 

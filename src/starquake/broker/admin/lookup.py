@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from starquake.broker.admin.replies import Reply, status_of
+from starquake.broker.admin.replies import SEGMENT, Reply, status_of
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName
@@ -30,12 +30,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-_NAME = r"[^/]+"
 LOOKUP = (
-    rf"/lookup/v2/topic/(?P<domain>persistent|non-persistent)/(?P<tenant>{_NAME})"
-    rf"/(?P<namespace>{_NAME})/(?P<topic>{_NAME})"
+    rf"/lookup/v2/topic/(?P<domain>persistent|non-persistent)/(?P<tenant>{SEGMENT})"
+    rf"/(?P<namespace>{SEGMENT})/(?P<topic>{SEGMENT})"
 )
-NAMESPACE_TOPICS = rf"/admin/v2/namespaces/(?P<tenant>{_NAME})/(?P<namespace>{_NAME})/topics"
+NAMESPACE_TOPICS = rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})/topics"
 
 
 def install(web: WebServer, service: BrokerService) -> None:

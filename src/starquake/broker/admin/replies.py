@@ -15,7 +15,16 @@ from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.web import Reply, json_reply
 from starquake.common.topic_name import InvalidTopicNameError
 
-__all__ = ["NO_CONTENT", "BadRequest", "Endpoint", "Reply", "guarded", "json_body", "status_of"]
+__all__ = [
+    "NO_CONTENT",
+    "SEGMENT",
+    "BadRequest",
+    "Endpoint",
+    "Reply",
+    "guarded",
+    "json_body",
+    "status_of",
+]
 
 NO_CONTENT: Reply = (204, "application/json", b"")
 
@@ -45,6 +54,9 @@ def json_body(body: bytes, default: Any = None) -> Any:
     except ValueError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
 
+
+SEGMENT = r"[^/]+"
+"""One path segment of a route pattern (a tenant, namespace, topic or subscription name)."""
 
 Endpoint = Callable[[dict[str, str], bytes], Awaitable[Reply]]
 

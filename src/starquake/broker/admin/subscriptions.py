@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from starquake.broker import topic_admin
 from starquake.broker.admin.replies import (
     NO_CONTENT,
+    SEGMENT,
     BadRequest,
     Endpoint,
     Reply,
@@ -44,8 +45,7 @@ from starquake.storage import Entry, Position
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
 
-_SEGMENT = r"[^/]+"
-SUBSCRIPTION = TOPIC + rf"/subscription/(?P<subscription>{_SEGMENT})"
+SUBSCRIPTION = TOPIC + rf"/subscription/(?P<subscription>{SEGMENT})"
 
 
 def position_of(value: Any) -> Position | str:
@@ -109,10 +109,9 @@ def install(web: WebServer, service: BrokerService) -> None:
         if count == 0:
             return [await topic_admin.persistent_topic(service, topic, create=create)]
         found = []
-        for i in range(count):
+        for i in range(count):  # every partition of a partitioned topic exists
             partition = topic.partition(i)
-            if service.topic_exists(partition) or service.loaded_topic(partition):
-                found.append(await topic_admin.persistent_topic(service, partition))
+            found.append(await topic_admin.persistent_topic(service, partition))
         return found
 
     async def one_topic(params: dict[str, str]) -> PersistentTopic:
@@ -194,12 +193,10 @@ def install(web: WebServer, service: BrokerService) -> None:
         target = position_of(json_body(body))
         topic = await one_topic(params)
         subscription = topic_admin.subscription_of(topic, params["subscription"])
-        ledger = topic.ledger
         if target == "earliest":
-            first = ledger.first_position()
-            position = first if first is not None else ledger.next_position(ledger.last_confirmed)
+            position = topic.earliest_position()
         elif target == "latest":
-            position = ledger.next_position(ledger.last_confirmed)
+            position = topic.end_position()
         else:
             assert isinstance(target, Position)
             position = target

@@ -21,7 +21,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from starquake.broker.admin.replies import NO_CONTENT, BadRequest, Reply, guarded, json_body
+from starquake.broker.admin.replies import (
+    NO_CONTENT,
+    SEGMENT,
+    BadRequest,
+    Reply,
+    guarded,
+    json_body,
+)
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.web import WebServer, json_reply
@@ -33,7 +40,6 @@ log = logging.getLogger(__name__)
 
 # Pulsar's rule for tenant, namespace and cluster names.
 _VALID_NAME = re.compile(r"[-=:.\w]+")
-_SEGMENT = r"[^/]+"
 
 
 def _check_name(kind: str, name: str) -> None:
@@ -141,27 +147,27 @@ def install(web: WebServer, service: BrokerService) -> None:
     base = "/admin/v2"
     routes: list[tuple[str, str, Callable[[dict[str, str], bytes], Awaitable[Reply]]]] = [
         ("GET", f"{base}/clusters", clusters),
-        ("GET", rf"{base}/clusters/(?P<cluster>{_SEGMENT})", cluster),
-        ("GET", rf"{base}/brokers/(?P<cluster>{_SEGMENT})", brokers),
+        ("GET", rf"{base}/clusters/(?P<cluster>{SEGMENT})", cluster),
+        ("GET", rf"{base}/brokers/(?P<cluster>{SEGMENT})", brokers),
         ("GET", f"{base}/tenants", tenants),
-        ("GET", rf"{base}/tenants/(?P<tenant>{_SEGMENT})", get_tenant),
-        ("PUT", rf"{base}/tenants/(?P<tenant>{_SEGMENT})", create_tenant),
-        ("POST", rf"{base}/tenants/(?P<tenant>{_SEGMENT})", update_tenant),
-        ("DELETE", rf"{base}/tenants/(?P<tenant>{_SEGMENT})", delete_tenant),
-        ("GET", rf"{base}/namespaces/(?P<tenant>{_SEGMENT})", namespaces),
+        ("GET", rf"{base}/tenants/(?P<tenant>{SEGMENT})", get_tenant),
+        ("PUT", rf"{base}/tenants/(?P<tenant>{SEGMENT})", create_tenant),
+        ("POST", rf"{base}/tenants/(?P<tenant>{SEGMENT})", update_tenant),
+        ("DELETE", rf"{base}/tenants/(?P<tenant>{SEGMENT})", delete_tenant),
+        ("GET", rf"{base}/namespaces/(?P<tenant>{SEGMENT})", namespaces),
         (
             "GET",
-            rf"{base}/namespaces/(?P<tenant>{_SEGMENT})/(?P<namespace>{_SEGMENT})",
+            rf"{base}/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})",
             get_namespace,
         ),
         (
             "PUT",
-            rf"{base}/namespaces/(?P<tenant>{_SEGMENT})/(?P<namespace>{_SEGMENT})",
+            rf"{base}/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})",
             create_namespace,
         ),
         (
             "DELETE",
-            rf"{base}/namespaces/(?P<tenant>{_SEGMENT})/(?P<namespace>{_SEGMENT})",
+            rf"{base}/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})",
             delete_namespace,
         ),
     ]

@@ -14,23 +14,22 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker import topic_admin, topic_stats
-from starquake.broker.admin.replies import NO_CONTENT, Endpoint, Reply, guarded
+from starquake.broker.admin.replies import NO_CONTENT, SEGMENT, Endpoint, Reply, guarded
 from starquake.broker.errors import TopicNotFoundError
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.web import WebServer, json_reply
-from starquake.common.topic_name import TopicDomain, TopicName
+from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 
-_SEGMENT = r"[^/]+"
 NAMESPACE = (
-    rf"/admin/v2/(?P<domain>persistent|non-persistent)/(?P<tenant>{_SEGMENT})"
-    rf"/(?P<namespace>{_SEGMENT})"
+    rf"/admin/v2/(?P<domain>persistent|non-persistent)/(?P<tenant>{SEGMENT})"
+    rf"/(?P<namespace>{SEGMENT})"
 )
-TOPIC = NAMESPACE + rf"/(?P<topic>{_SEGMENT})"
+TOPIC = NAMESPACE + rf"/(?P<topic>{SEGMENT})"
 
 
 def topic_of(params: dict[str, str]) -> TopicName:
@@ -62,11 +61,7 @@ def _is_system(name: str) -> bool:
 
 
 async def partition_stats(service: BrokerService, topic: TopicName) -> dict[str, Any] | None:
-    """Stats of one stored topic (None when it was never created)."""
-    if topic.domain is TopicDomain.PERSISTENT and not (
-        service.topic_exists(topic) or service.loaded_topic(topic)
-    ):
-        return None
+    """Stats of one topic (None for a non-persistent partition no client has used)."""
     try:
         loaded = await topic_admin.existing_topic(service, topic)
     except TopicNotFoundError:
