@@ -12,6 +12,7 @@ from typing import Any
 import pulsar
 import pytest
 from admin_http import admin_json as _call
+from admin_http import http_call
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -333,3 +334,54 @@ def test_non_persistent_topics_list_and_stats(broker: EmbeddedBroker) -> None:
     assert status == 200
     assert stats["msgInCounter"] == 1
     assert stats["subscriptions"]["np"]["msgOutCounter"] == 1
+
+
+def test_admin_changes_survive_kill_9(tmp_path: Any) -> None:
+    """Every answered admin change was stored first: a broker process killed with SIGKILL
+    comes back with the subscriptions where the API put them (nothing consumed, part skipped,
+    everything cleared), the topic still terminated and the policies set."""
+    from broker_process import BrokerProcess
+
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    web = f"http://127.0.0.1:{broker.web_port}"
+    policies = "/admin/v2/namespaces/public/default"
+    try:
+        name = _name()
+        topic = f"persistent://public/default/{name}"
+        earliest = {"ledgerId": -1, "entryId": -1}
+        assert http_call(web, "PUT", f"{NS}/{name}/subscription/early", earliest)[0] == 204
+        assert http_call(web, "PUT", f"{NS}/{name}/subscription/cleared", earliest)[0] == 204
+        client = pulsar.Client(broker.url, operation_timeout_seconds=10)
+        try:
+            producer = client.create_producer(topic, batching_enabled=False)
+            ids = [producer.send(f"m{i}".encode()) for i in range(5)]
+        finally:
+            client.close()
+        assert http_call(web, "PUT", f"{NS}/{name}/subscription/late")[0] == 204
+        assert http_call(web, "POST", f"{NS}/{name}/subscription/early/skip/2")[0] == 204
+        assert http_call(web, "POST", f"{NS}/{name}/subscription/cleared/skip_all")[0] == 204
+        assert http_call(web, "POST", f"{NS}/{name}/terminate")[0] == 200
+        assert http_call(web, "POST", f"{policies}/messageTTL", 3600)[0] == 204
+        broker.kill()
+        broker.start()
+        status, raw = http_call(web, "GET", f"{NS}/{name}/stats")
+        assert status == 200, raw
+        subs = json.loads(raw)["subscriptions"]
+        backlogs = {sub: subs[sub]["msgBacklog"] for sub in ("early", "late", "cleared")}
+        assert backlogs == {"early": 3, "late": 0, "cleared": 0}
+        status, raw = http_call(web, "GET", f"{NS}/{name}/lastMessageId")
+        last = json.loads(raw)
+        assert (last["ledgerId"], last["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
+        assert http_call(web, "GET", f"{policies}/messageTTL") == (200, b"3600")
+        client = pulsar.Client(broker.url, operation_timeout_seconds=10)
+        try:
+            with pytest.raises(pulsar.TopicTerminated):
+                client.create_producer(topic)
+            consumer = client.subscribe(topic, "early")
+            got = [consumer.receive(timeout_millis=10000).data() for _ in range(3)]
+            assert got == [b"m2", b"m3", b"m4"]
+        finally:
+            client.close()
+    finally:
+        broker.stop()
