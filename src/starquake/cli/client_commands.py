@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -22,6 +22,8 @@ from starquake.cli.output import (
 
 if TYPE_CHECKING:
     from starquake.client import Client, ConsumerType, Message
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 POSITIONS = ("Earliest", "Latest")
@@ -62,13 +64,40 @@ def client_errors(url: str) -> Iterator[None]:
         raise CommandError(f"{text} ({type(exc).__name__})") from None
 
 
-@contextmanager
-def open_client(url: str) -> Iterator[Client]:
-    """A blocking client of ``url``, closed at the end; exit code 3 if nothing answers."""
+def subscription_options(command: F) -> F:
+    """The ``-t/--subscription-type`` and ``-p/--subscription-position`` options of the
+    consuming commands (``client consume``, ``perf consume``)."""
+    position = click.option(
+        "-p",
+        "--subscription-position",
+        type=click.Choice(POSITIONS, case_sensitive=False),
+        default="Latest",
+        show_default=True,
+        help="where a new subscription starts",
+    )
+    kind = click.option(
+        "-t",
+        "--subscription-type",
+        type=click.Choice(SUBSCRIPTION_TYPES, case_sensitive=False),
+        default="Exclusive",
+        show_default=True,
+    )
+    return kind(position(command))
+
+
+def checked_url(url: str) -> str:
+    """``url`` once a broker answers on it (exit code 3 if none does, 2 if it is malformed)."""
     try:
         check_reachable(url)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--url") from None
+    return url
+
+
+@contextmanager
+def open_client(url: str) -> Iterator[Client]:
+    """A blocking client of ``url``, closed at the end; exit code 3 if nothing answers."""
+    checked_url(url)
     from starquake.client import Client, ConsoleLogger, LoggerLevel
 
     with client_errors(url):
@@ -242,21 +271,7 @@ def produce(
     show_default=True,
     help="messages to consume (0: until interrupted)",
 )
-@click.option(
-    "-t",
-    "--subscription-type",
-    type=click.Choice(SUBSCRIPTION_TYPES, case_sensitive=False),
-    default="Exclusive",
-    show_default=True,
-)
-@click.option(
-    "-p",
-    "--subscription-position",
-    type=click.Choice(POSITIONS, case_sensitive=False),
-    default="Latest",
-    show_default=True,
-    help="where a new subscription starts",
-)
+@subscription_options
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from starquake.cli.client_commands import (
-    POSITIONS,
-    SUBSCRIPTION_TYPES,
     check_topic,
+    checked_url,
     consumer_type_of,
+    subscription_options,
 )
-from starquake.cli.connect import DEFAULT_SERVICE_URL, check_reachable
+from starquake.cli.connect import DEFAULT_SERVICE_URL
 from starquake.cli.output import CannotConnect, CommandError, print_json_line
 
 if TYPE_CHECKING:
@@ -242,12 +242,7 @@ def perf(ctx: click.Context, url: str) -> None:
 
 
 def _service_url(ctx: click.Context, service_url: str | None) -> str:
-    url = service_url or str(ctx.obj or DEFAULT_SERVICE_URL)
-    try:
-        check_reachable(url)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--url") from None
-    return url
+    return checked_url(service_url or str(ctx.obj or DEFAULT_SERVICE_URL))
 
 
 # --- produce -----------------------------------------------------------------------------------
@@ -529,21 +524,7 @@ class ConsumeSettings:
 @click.argument("topics", nargs=-1, required=True)
 @_SERVICE_URL
 @click.option("-s", "--subscription", default="sub", show_default=True, help="subscription name")
-@click.option(
-    "-t",
-    "--subscription-type",
-    type=click.Choice(SUBSCRIPTION_TYPES, case_sensitive=False),
-    default="Exclusive",
-    show_default=True,
-)
-@click.option(
-    "-p",
-    "--subscription-position",
-    type=click.Choice(POSITIONS, case_sensitive=False),
-    default="Latest",
-    show_default=True,
-    help="where a new subscription starts",
-)
+@subscription_options
 @click.option(
     "-n",
     "--num-consumers",
