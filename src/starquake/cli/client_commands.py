@@ -160,6 +160,15 @@ def _properties(values: tuple[str, ...]) -> dict[str, str]:
     return properties
 
 
+URL_OPTION = click.option(
+    "--url",
+    envvar="STARQUAKE_URL",
+    default=DEFAULT_SERVICE_URL,
+    show_default=True,
+    help="the broker's service URL (also $STARQUAKE_URL)",
+)
+"""``--url`` of the ``client`` and ``perf`` groups."""
+
 _OUTPUT = click.option(
     "--output",
     type=click.Choice(OUTPUT_CHOICES),
@@ -169,13 +178,7 @@ _OUTPUT = click.option(
 
 
 @click.group("client")
-@click.option(
-    "--url",
-    envvar="STARQUAKE_URL",
-    default=DEFAULT_SERVICE_URL,
-    show_default=True,
-    help="the broker's service URL (also $STARQUAKE_URL)",
-)
+@URL_OPTION
 @_OUTPUT
 @click.pass_context
 def client(ctx: click.Context, url: str, output: str | None) -> None:

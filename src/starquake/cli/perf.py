@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from starquake.cli.client_commands import (
+    URL_OPTION,
     check_topic,
     checked_url,
     consumer_type_of,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from starquake.client.asyncio import Consumer, Producer
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 COMPRESSIONS = ("none", "lz4", "zlib", "zstd", "snappy")
@@ -219,6 +221,29 @@ def _print_summary(title: str, summary: dict[str, Any], settings: dict[str, Any]
     Console(highlight=False).print(table)
 
 
+def _run_options(command: F) -> F:
+    """How long a run lasts and how it reports: ``-time``, ``-i`` and ``--json``."""
+    duration = click.option(
+        "-time",
+        "--test-duration",
+        type=click.FloatRange(min=0),
+        default=0,
+        help="stop after this many seconds (0: no limit)",
+    )
+    interval = click.option(
+        "-i",
+        "--stats-interval-seconds",
+        type=click.FloatRange(min=0.1),
+        default=5,
+        show_default=True,
+        help="seconds between progress lines",
+    )
+    as_json = click.option(
+        "--json", "as_json", is_flag=True, help="print the summary as one JSON object"
+    )
+    return duration(interval(as_json(command)))
+
+
 _SERVICE_URL = click.option(
     "-u",
     "--service-url",
@@ -228,13 +253,7 @@ _SERVICE_URL = click.option(
 
 
 @click.group("perf")
-@click.option(
-    "--url",
-    envvar="STARQUAKE_URL",
-    default=DEFAULT_SERVICE_URL,
-    show_default=True,
-    help="the broker's service URL (also $STARQUAKE_URL)",
-)
+@URL_OPTION
 @click.pass_context
 def perf(ctx: click.Context, url: str) -> None:
     """Measure throughput and latency (as pulsar-perf)."""
@@ -320,28 +339,13 @@ class ProduceSettings:
     help="messages to send in total (0: no limit)",
 )
 @click.option(
-    "-time",
-    "--test-duration",
-    type=click.FloatRange(min=0),
-    default=0,
-    help="stop after this many seconds (0: no limit)",
-)
-@click.option(
-    "-i",
-    "--stats-interval-seconds",
-    type=click.FloatRange(min=0.1),
-    default=5,
-    show_default=True,
-    help="seconds between progress lines",
-)
-@click.option(
     "-z",
     "--compression",
     type=click.Choice(COMPRESSIONS, case_sensitive=False),
     default="none",
     show_default=True,
 )
-@click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
+@_run_options
 @click.pass_context
 def produce(
     ctx: click.Context,
@@ -547,22 +551,7 @@ class ConsumeSettings:
     default=0,
     help="stop after this many messages in total (0: no limit)",
 )
-@click.option(
-    "-time",
-    "--test-duration",
-    type=click.FloatRange(min=0),
-    default=0,
-    help="stop after this many seconds (0: no limit)",
-)
-@click.option(
-    "-i",
-    "--stats-interval-seconds",
-    type=click.FloatRange(min=0.1),
-    default=5,
-    show_default=True,
-    help="seconds between progress lines",
-)
-@click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
+@_run_options
 @click.pass_context
 def consume(
     ctx: click.Context,
