@@ -17,9 +17,16 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "protocol": ({"common"}, {"google", "crc32c", "lz4", "zstandard", "cramjam"}),
     "storage": ({"common"}, set()),
     # aiohttp serves the web port (broker/web.py) and its endpoints (broker/admin/);
-    # prometheus_client renders /metrics (broker/admin/metrics.py)
-    "broker": ({"common", "protocol", "storage"}, {"uvloop", "aiohttp", "prometheus_client"}),
-    "client": ({"common", "protocol"}, set()),
+    # prometheus_client renders /metrics (broker/admin/metrics.py); avro parses schema
+    # definitions and checks their compatibility, google.protobuf builds protobuf-native
+    # descriptors (broker/schemas/)
+    "broker": (
+        {"common", "protocol", "storage"},
+        {"uvloop", "aiohttp", "prometheus_client", "avro", "google"},
+    ),
+    # fastavro encodes and decodes Avro and JSON records, google.protobuf protobuf-native ones
+    # (client/schema/)
+    "client": ({"common", "protocol"}, {"fastavro", "google"}),
     "spark": ({"client"}, {"pyspark", "pyarrow"}),
     # the admin REST client: the standard library only, so that the command line starts fast
     "admin": ({"common", "protocol", "client"}, set()),

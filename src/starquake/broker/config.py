@@ -65,6 +65,17 @@ class BrokerConfig:
     """Message TTL of namespaces that set none (0: messages never expire)."""
     messageExpiryCheckIntervalInMinutes: float = 5.0
 
+    # Schemas.
+    schemaCompatibilityStrategy: str = "FULL"
+    """Compatibility strategy of namespaces that set none (or set ``UNDEFINED``)."""
+    isAllowAutoUpdateSchemaEnabled: bool = True
+    """Whether a producer with a new, compatible schema registers it as a new version."""
+    isSchemaValidationEnforced: bool = False
+    """Whether producers without a schema are refused on topics that have one."""
+    schemaDeletionPolicy: str = "delete"
+    """What deleting a topic does to its schemas: ``delete`` every version (as Pulsar does) or
+    ``keep`` them for a topic of the same name created later (a Starquake setting)."""
+
     # Managed ledger (storage).
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerMaxSizePerLedgerMbytes: int = 2048

@@ -36,6 +36,9 @@ from starquake.broker.consumer_commands import ConsumerCommands
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
+from starquake.broker.schemas.registry import schema_id
+from starquake.broker.schemas.topic_schemas import add_producer_schema
+from starquake.common.schema_info import decode_schema_version, encode_schema_version
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.checksum import crc32c
@@ -45,6 +48,7 @@ from starquake.protocol.errors import (
     ServerError,
 )
 from starquake.protocol.framing import FRAME_PADDING, FrameDecoder
+from starquake.protocol.schema import fill_schema, schema_info_of
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
@@ -391,17 +395,69 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
 
     def _on_get_schema(self, command: T, _: bytes | None) -> None:
         request = command.get_schema
-        self.write(
-            commands.get_schema_response_error(
-                request.request_id, ServerError.TopicNotFound, "Schema not found"
-            )
+        request_id = request.request_id
+        version = (
+            decode_schema_version(request.schema_version)
+            if request.HasField("schema_version")
+            else None
         )
+
+        async def answer() -> None:
+            try:
+                sid = schema_id(self.service.parse_topic(request.topic))
+                stored = await asyncio.to_thread(self.service.schemas.get, sid, version)
+            except BrokerServiceError as exc:
+                self.write(commands.get_schema_response_error(request_id, exc.code, exc.message))
+                return
+            except Exception as exc:  # never leave a request unanswered
+                log.exception("GET_SCHEMA for %s failed", request.topic)
+                self.write(
+                    commands.get_schema_response_error(
+                        request_id, ServerError.UnknownError, repr(exc)
+                    )
+                )
+                return
+            if stored is None or stored.deleted:
+                self.write(
+                    commands.get_schema_response_error(
+                        request_id, ServerError.TopicNotFound, "Topic not found or no-schema"
+                    )
+                )
+                return
+            schema = pb.Schema()
+            fill_schema(schema, stored.info)
+            self.write(
+                commands.get_schema_response(
+                    request_id, schema, encode_schema_version(stored.version)
+                )
+            )
+
+        self._spawn(answer())
 
     def _on_get_or_create_schema(self, command: T, _: bytes | None) -> None:
         request = command.get_or_create_schema
-        self.write(
-            commands.get_or_create_schema_response(request.request_id, (0).to_bytes(8, "big"))
-        )
+        request_id = request.request_id
+
+        async def answer() -> None:
+            try:
+                name = self.service.parse_topic(request.topic)
+                version = await add_producer_schema(
+                    self.service, name, schema_info_of(request.schema)
+                )
+            except BrokerServiceError as exc:
+                self.write(commands.get_or_create_schema_error(request_id, exc.code, exc.message))
+                return
+            except Exception as exc:  # never leave a request unanswered
+                log.exception("GET_OR_CREATE_SCHEMA for %s failed", request.topic)
+                self.write(
+                    commands.get_or_create_schema_error(
+                        request_id, ServerError.UnknownError, repr(exc)
+                    )
+                )
+                return
+            self.write(commands.get_or_create_schema_response(request_id, version))
+
+        self._spawn(answer())
 
     # --- helpers --------------------------------------------------------------------------------
 

@@ -8,12 +8,14 @@ import time
 from starquake.broker.cnx_base import CnxBase
 from starquake.broker.consumer import Consumer, SubType
 from starquake.broker.errors import BrokerServiceError
+from starquake.broker.schemas.topic_schemas import check_consumer_schema
 from starquake.broker.subscription import Subscription, to_signed
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import SubscriptionApi, TopicApi
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ServerError
+from starquake.protocol.schema import schema_info_of
 from starquake.storage import EARLIEST, Position
 
 log = logging.getLogger(__name__)
@@ -46,10 +48,33 @@ class ConsumerCommands(CnxBase):
                 topic_name,
                 request.force_topic_creation,
                 request_id,
-                lambda t: self._add_consumer(request, t),
+                lambda t: self._consumer_schema(request, t),
             )
             return
-        self._add_consumer(request, loaded)
+        self._consumer_schema(request, loaded)
+
+    def _consumer_schema(self, request: pb.CommandSubscribe, topic: TopicApi) -> None:
+        """Check (off the loop) a consumer's schema against the topic's, then add it."""
+        info = schema_info_of(request.schema) if request.HasField("schema") else None
+        if info is None:
+            self._add_consumer(request, topic)
+            return
+
+        async def check() -> None:
+            try:
+                name = self.service.parse_topic(topic.full_name)
+                await check_consumer_schema(self.service, topic, name, info)
+            except BrokerServiceError as exc:
+                self._error(request.request_id, exc)
+                return
+            except Exception as exc:  # never leave a request unanswered
+                log.exception("schema check for a consumer on %s failed", topic.full_name)
+                self._error(request.request_id, BrokerServiceError(f"Schema error: {exc!r}"))
+                return
+            if self.transport is not None:
+                self._add_consumer(request, topic)
+
+        self._spawn(check())
 
     def _add_consumer(self, request: pb.CommandSubscribe, topic: TopicApi) -> None:
         request_id = request.request_id

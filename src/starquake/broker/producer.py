@@ -37,6 +37,7 @@ class Producer:
         "name",
         "producer_id",
         "rates",
+        "schema_version",
         "topic",
     )
 
@@ -60,6 +61,7 @@ class Producer:
         self.bytes_in_counter = 0
         self.connected_since = time.time()
         self.rates = RateWindow()
+        self.schema_version = b""
 
     def on_receipt(self, frame: bytes) -> None:
         self.cnx.receipt_sent(self.producer_id)

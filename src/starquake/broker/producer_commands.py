@@ -9,11 +9,13 @@ from starquake.broker.cnx_base import CnxBase
 from starquake.broker.entry_info import info_of
 from starquake.broker.errors import BrokerServiceError, ProducerBusyError
 from starquake.broker.producer import Producer
+from starquake.broker.schemas.topic_schemas import add_producer_schema, validation_enforced
 from starquake.broker.topic_api import TopicApi
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ChecksumMismatchError, ProtocolError, ServerError
 from starquake.protocol.framing import parse_entry
+from starquake.protocol.schema import schema_info_of
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,11 @@ class ProducerCommands(CnxBase):
         existing = self.producers.get(producer_id)
         if existing is not None:
             if existing.topic.full_name == request.topic:
-                self.write(commands.producer_success(request_id, existing.name))
+                self.write(
+                    commands.producer_success(
+                        request_id, existing.name, schema_version=existing.schema_version
+                    )
+                )
             else:
                 self._error(request_id, ProducerBusyError("Producer id already in use"))
             return
@@ -52,11 +58,39 @@ class ProducerCommands(CnxBase):
             self._error(request_id, exc)
             return
         if topic is None:
-            self._load_then(topic_name, True, request_id, lambda t: self._add_producer(request, t))
+            self._load_then(
+                topic_name, True, request_id, lambda t: self._producer_schema(request, t)
+            )
             return
-        self._add_producer(request, topic)
+        self._producer_schema(request, topic)
 
-    def _add_producer(self, request: pb.CommandProducer, topic: TopicApi) -> None:
+    def _producer_schema(self, request: pb.CommandProducer, topic: TopicApi) -> None:
+        """Find the producer's schema version (off the loop) when schemas are involved, then
+        add the producer."""
+        info = schema_info_of(request.schema) if request.HasField("schema") else None
+        name = self.service.parse_topic(topic.full_name)
+        if info is None and not validation_enforced(self.service, name.namespace_name):
+            self._add_producer(request, topic, b"")
+            return
+
+        async def check() -> None:
+            try:
+                version = await add_producer_schema(self.service, name, info)
+            except BrokerServiceError as exc:
+                self._error(request.request_id, exc)
+                return
+            except Exception as exc:  # never leave a request unanswered
+                log.exception("schema check for a producer on %s failed", topic.full_name)
+                self._error(request.request_id, BrokerServiceError(f"Schema error: {exc!r}"))
+                return
+            if self.transport is not None:
+                self._add_producer(request, topic, version)
+
+        self._spawn(check())
+
+    def _add_producer(
+        self, request: pb.CommandProducer, topic: TopicApi, schema_version: bytes
+    ) -> None:
         request_id = request.request_id
         producer_id = request.producer_id
         if producer_id in self.producers:  # the same id arrived again while the topic loaded
@@ -74,6 +108,7 @@ class ProducerCommands(CnxBase):
                 request.producer_access_mode,
                 request.epoch,
             )
+            producer.schema_version = schema_version
             initial = request.initial_subscription_name
             if initial and topic.is_persistent and initial not in topic.subscriptions:
                 if not self.service.auto_subscription_creation(
@@ -97,7 +132,11 @@ class ProducerCommands(CnxBase):
             topic.producer_registry.wait(
                 producer, lambda p, epoch: self._producer_ready(p, request_id, epoch)
             )
-            self.write(commands.producer_success(request_id, name, -1, producer_ready=False))
+            self.write(
+                commands.producer_success(
+                    request_id, name, -1, producer_ready=False, schema_version=schema_version
+                )
+            )
             return
         log.info("producer %s created on %s from %s", name, topic.full_name, self.remote_address)
         self._producer_ready(producer, request_id, topic.producer_registry.epoch)
@@ -110,6 +149,7 @@ class ProducerCommands(CnxBase):
                 producer.name,
                 producer.topic.last_sequence_id(producer.name),
                 topic_epoch=epoch if exclusive else None,
+                schema_version=producer.schema_version,
             )
         )
 

@@ -27,6 +27,7 @@ from starquake.broker.errors import (
 )
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.resources import PulsarResources
+from starquake.broker.schemas.registry import SchemaRegistry
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
 from starquake.common.topic_name import InvalidTopicNameError as BadName
@@ -74,6 +75,7 @@ class BrokerService:
             self.data_lock.release()
             raise
         self.resources = PulsarResources(self.metadata, config.clusterName)
+        self.schemas = SchemaRegistry(self.metadata)
         self.factory = ManagedLedgerFactory(
             data / "ledgers", self.metadata, storage_config(config), faults=faults
         )

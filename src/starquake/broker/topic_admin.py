@@ -21,6 +21,7 @@ from starquake.broker.errors import (
     TopicNotFoundError,
 )
 from starquake.broker.resources import ConflictError
+from starquake.broker.schemas.registry import schema_id
 from starquake.broker.subscription import Subscription
 from starquake.broker.topic import PersistentTopic
 from starquake.common.topic_name import TopicDomain, TopicName
@@ -96,6 +97,7 @@ async def delete_topic(service: BrokerService, topic: TopicName, *, force: bool)
             raise PreconditionFailed("Topic has active producers/subscriptions")
         np_topic.close()
         service.nonpersistent_topics.pop(name, None)
+        await _delete_schemas(service, topic)
         log.info("topic %s deleted", name)
         return
     loaded = service.topics.get(name)
@@ -107,7 +109,16 @@ async def delete_topic(service: BrokerService, topic: TopicName, *, force: bool)
         service.unload_topic(loaded)
     service.factory.delete(name)
     await asyncio.to_thread(service.metadata.put_many, [(terminated_key(name), None)])
+    await _delete_schemas(service, topic)
     log.info("topic %s deleted", name)
+
+
+async def _delete_schemas(service: BrokerService, topic: TopicName) -> None:
+    """Delete a deleted topic's schemas (all versions), unless ``schemaDeletionPolicy`` keeps
+    them. A partition's schemas are its partitioned topic's, deleted with that."""
+    if topic.is_partition or service.config.schemaDeletionPolicy == "keep":
+        return
+    await asyncio.to_thread(service.schemas.delete, schema_id(topic), force=True)
 
 
 async def delete_partitioned_topic(
@@ -126,6 +137,7 @@ async def delete_partitioned_topic(
     for partition in partitions:  # every partition of a partitioned topic exists
         await delete_topic(service, partition, force=True)
     await asyncio.to_thread(service.resources.delete_partitioned_topic, topic)
+    await _delete_schemas(service, topic)
     log.info("partitioned topic %s deleted", topic)
 
 

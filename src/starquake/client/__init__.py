@@ -12,12 +12,16 @@
     consumer.acknowledge(msg)
     client.close()
 
+Typed values use the schemas of :mod:`starquake.client.schema` (``pulsar.schema`` in the
+official client): ``client.create_producer(topic, schema=schema.AvroSchema(MyRecord))``.
+
 The blocking API runs an asyncio core (:mod:`starquake.client.asyncio`) on a background
 event-loop thread.
 """
 
 from __future__ import annotations
 
+from starquake.client import schema
 from starquake.client._api import (
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
@@ -170,4 +174,5 @@ __all__ = [
     "TransactionNotFound",
     "UnknownError",
     "UnsupportedVersionError",
+    "schema",
 ]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from starquake.common.schema_info import SchemaInfo
 from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.schema import fill_schema
 
 T = pb.BaseCommand
 
@@ -66,6 +68,7 @@ def producer(
     metadata: Mapping[str, str],
     topic_epoch: int | None = None,
     initial_subscription_name: str | None = None,
+    schema: SchemaInfo | None = None,
 ) -> T:
     cmd = T(type=T.PRODUCER)
     p = cmd.producer
@@ -82,6 +85,8 @@ def producer(
         p.topic_epoch = topic_epoch
     if initial_subscription_name:
         p.initial_subscription_name = initial_subscription_name
+    if schema is not None and schema.type.wire:
+        fill_schema(p.schema, schema)
     _key_values(p.metadata, metadata)
     return cmd
 
@@ -128,6 +133,7 @@ def subscribe(
     start_message_id: pb.MessageIdData | None = None,
     key_shared_meta: pb.KeySharedMeta | None = None,
     replicate_subscription_state: bool = False,
+    schema: SchemaInfo | None = None,
 ) -> T:
     cmd = T(type=T.SUBSCRIBE)
     s = cmd.subscribe
@@ -146,6 +152,8 @@ def subscribe(
         s.start_message_id.CopyFrom(start_message_id)
     if key_shared_meta is not None:
         s.keySharedMeta.CopyFrom(key_shared_meta)
+    if schema is not None and schema.type.wire:
+        fill_schema(s.schema, schema)
     _key_values(s.metadata, metadata)
     return cmd
 
@@ -218,4 +226,14 @@ def get_topics_of_namespace(namespace: str, request_id: int, mode: int) -> T:
     g.namespace = namespace
     g.request_id = request_id
     g.mode = mode  # type: ignore[assignment]
+    return cmd
+
+
+def get_schema(topic: str, request_id: int, schema_version: bytes | None) -> T:
+    cmd = T(type=T.GET_SCHEMA)
+    g = cmd.get_schema
+    g.request_id = request_id
+    g.topic = topic
+    if schema_version:
+        g.schema_version = schema_version
     return cmd

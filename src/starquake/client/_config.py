@@ -17,6 +17,7 @@ from starquake.client._enums import (
     ProducerAccessMode,
     RegexSubscriptionMode,
 )
+from starquake.common.schema_info import SchemaInfo
 
 CLIENT_VERSION = "Pulsar-Python-Starquake-0.1.0"
 
@@ -100,3 +101,13 @@ class ConsumerConfig:
     ack_grouping_max_size: int = 1000
     durable: bool = True
     schema: Any = None
+
+
+def declared_schema(schema: Any) -> SchemaInfo | None:
+    """What a producer or consumer declares for ``schema`` (None: bytes, nothing declared)."""
+    if schema is None:
+        return None
+    info = schema.schema_info()
+    if not isinstance(info, SchemaInfo):
+        raise ValueError(f"{schema!r} is not a starquake.client.schema schema")
+    return None if info.type.wire == 0 else info

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from starquake.client import _commands
 from starquake.client._acks import AckGroupingTracker, NegativeAcksTracker
 from starquake.client._chunks import ChunkAssembler, is_chunk
-from starquake.client._config import ConsumerConfig
+from starquake.client._config import ConsumerConfig, declared_schema
 from starquake.client._connection import ClientConnection
 from starquake.client._enums import ConsumerType, KeySharedMode
 from starquake.client._handler import ClientCore, HandlerBase
@@ -185,6 +185,7 @@ class ConsumerImpl(HandlerBase):
             start_message_id=self._subscribe_start(),
             key_shared_meta=self._key_shared_meta(),
             replicate_subscription_state=self._config.replicate_subscription_state_enabled,
+            schema=declared_schema(self._config.schema),
         )
         cnx.consumers[self.consumer_id] = self
         try:

@@ -19,6 +19,7 @@ from starquake.client._enums import RegexSubscriptionMode
 from starquake.client._handler import ClientCore
 from starquake.client._message import Message, MessageId
 from starquake.client._partition_updates import PartitionWatcher
+from starquake.client._pool import LookupService
 from starquake.client._producer import partition_topic
 from starquake.client._queue import MessageQueue
 from starquake.client.exceptions import (
@@ -83,6 +84,11 @@ class ConsumerFront:
         self._watchers: dict[str, PartitionWatcher] = {}
         self._discovery: asyncio.Task[None] | None = None
         self._closed = False
+
+    @property
+    def lookup(self) -> LookupService:
+        """The client's lookup service (schemas of the topics read are fetched through it)."""
+        return self._core.lookup
 
     @property
     def topic(self) -> str:

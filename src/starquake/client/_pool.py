@@ -22,7 +22,9 @@ from starquake.client.exceptions import (
     Timeout,
     from_server_error,
 )
+from starquake.common.schema_info import SchemaInfo
 from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.schema import schema_info_of
 
 log = logging.getLogger("starquake.client")
 _MAX_REDIRECTS = 20
@@ -120,6 +122,7 @@ class LookupService:
         self._pool = pool
         self._request_ids = request_ids
         self._service_url = config.service_url.rstrip("/")
+        self._schemas: dict[tuple[str, bytes], SchemaInfo | None] = {}
 
     def next_request_id(self) -> int:
         return next(self._request_ids)
@@ -192,6 +195,37 @@ class LookupService:
             return list(resp.topics)
 
         return await self._retrying(f"topics of {namespace}", attempt)
+
+    def cached_schema(self, topic: str, version: bytes) -> SchemaInfo | bool | None:
+        """The schema version ``version`` of ``topic`` if fetched before (False if not)."""
+        return self._schemas.get((topic, version), False)
+
+    async def get_schema(self, topic: str, version: bytes | None = None) -> SchemaInfo | None:
+        """Schema ``version`` of ``topic`` (the latest when None), or None when the topic has
+        no such schema. Versions never change, so they are cached."""
+        if version:
+            cached = self._schemas.get((topic, version), False)
+            if cached is not False:
+                return cached  # type: ignore[return-value]
+
+        async def attempt() -> SchemaInfo | None:
+            cnx = await self._pool.get_connection(await self.lookup(topic))
+            rid = self.next_request_id()
+            cmd = _commands.get_schema(topic, rid, version)
+            resp = (await cnx.request(cmd, rid, self._timeout)).get_schema_response
+            if resp.HasField("error_code"):
+                if resp.error_code == pb.TopicNotFound:
+                    return None
+                raise _lookup_error(resp.error_code, resp.error_message)
+            return schema_info_of(resp.schema)
+
+        info = await self._retrying(f"schema of {topic}", attempt)
+        if version and len(self._schemas) < _MAX_CACHED_SCHEMAS:
+            self._schemas[(topic, version)] = info
+        return info
+
+
+_MAX_CACHED_SCHEMAS = 10_000
 
 
 def _lookup_error(code: int, message: str) -> PulsarException:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from starquake.client import _commands
 from starquake.client._chunks import chunk_count, chunk_metadata
-from starquake.client._config import ProducerConfig
+from starquake.client._config import ProducerConfig, declared_schema
 from starquake.client._connection import ClientConnection
 from starquake.client._enums import BatchingType
 from starquake.client._handler import ClientCore, HandlerBase
@@ -139,6 +139,7 @@ class ProducerImpl(HandlerBase):
         self._timeout_timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._max_message_size = 5 * 1024 * 1024
+        self.schema_version = b""  # from PRODUCER_SUCCESS; set in every message's metadata
 
     def __repr__(self) -> str:
         return f"Producer({self.topic}, {self.producer_name or '?'})"
@@ -157,6 +158,7 @@ class ProducerImpl(HandlerBase):
             access_mode=int(self._config.access_mode),
             metadata=self._config.properties,
             initial_subscription_name=self._config.initial_subscription_name,
+            schema=declared_schema(self._config.schema),
         )
         cnx.producers[self.producer_id] = self
         try:
@@ -172,6 +174,7 @@ class ProducerImpl(HandlerBase):
             raise
         success = resp.producer_success
         self.producer_name = success.producer_name
+        self.schema_version = success.schema_version
         if (
             self._config.initial_sequence_id is None
             and success.last_sequence_id >= 0
@@ -283,6 +286,8 @@ class ProducerImpl(HandlerBase):
         meta = pb.MessageMetadata(
             producer_name=self.producer_name, sequence_id=seq, publish_time=_now_ms()
         )
+        if self.schema_version:
+            meta.schema_version = self.schema_version
         _set_message_fields(meta, msg)
         if msg.deliver_at is not None:
             meta.deliver_at_time = msg.deliver_at
@@ -403,6 +408,8 @@ class ProducerImpl(HandlerBase):
             publish_time=_now_ms(),
             num_messages_in_batch=count,
         )
+        if self.schema_version:
+            meta.schema_version = self.schema_version
         if batch.partition_key is not None:
             meta.partition_key = batch.partition_key
         return self._send_whole_batch(meta, batch.payload, first, last, count)

@@ -26,6 +26,7 @@ from starquake.client._queue import ThreadSafeQueue
 from starquake.client._sync_base import _LoopThread
 from starquake.client._sync_consumer import Consumer, Reader, _Receiver
 from starquake.client._sync_producer import Producer
+from starquake.common.schema_info import SchemaInfo
 
 log = logging.getLogger("starquake.client")
 R = TypeVar("R")
@@ -196,6 +197,11 @@ class Client:
     def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions of ``topic``, or ``[topic]`` if it is not partitioned."""
         return self._runner.run(self._inner.get_topic_partitions(topic))
+
+    def get_schema_info(self, topic: str, version: int | None = None) -> SchemaInfo | None:
+        """Schema ``version`` of ``topic`` (the latest when None) as the broker stores it, or
+        None when the topic has no schema (a Starquake extension)."""
+        return self._runner.run(self._inner.get_schema_info(topic, version))
 
     def shutdown(self) -> None:
         """Close at once, without waiting for pending operations."""

@@ -17,6 +17,7 @@ from starquake.client._api import (
     message_id_of,
 )
 from starquake.client._consumer import ConsumerImpl
+from starquake.client._decoding import ValueDecoding
 from starquake.client._enums import (
     ConsumerType,
     Result,
@@ -84,7 +85,7 @@ class _Receiver:
         self._runner = runner
         self._front = front
         self._queue = queue
-        self._decoder = schema.decode if schema is not None and hasattr(schema, "decode") else None
+        self._decoding = ValueDecoding(schema, front.lookup)
         self._ops: collections.deque[_Op] = collections.deque()
         self._mailbox = _Mailbox(runner.loop, self._process, _HAND_OVER_DELAY)
         self._settle_at = max(1, front._config.receiver_queue_size // 2)
@@ -123,9 +124,10 @@ class _Receiver:
         return self._runner.run(self._after_hand_over(coro))
 
     def _decorate(self, msg: Message) -> Message:
-        if self._decoder is not None:
-            msg._value_decoder = self._decoder
-        return msg
+        decoding = self._decoding
+        if decoding.needs_fetch(msg):  # the writer's schema, once per version
+            self._runner.run(decoding.fetch(msg))
+        return decoding.decorate(msg)
 
     def _taken(self) -> None:
         if self._queue.unsettled >= self._settle_at:

@@ -36,6 +36,7 @@ from starquake.client._api import (
 )
 from starquake.client._config import ClientConfig, ConsumerConfig, ProducerConfig
 from starquake.client._consumer import is_latest
+from starquake.client._decoding import ValueDecoding
 from starquake.client._enums import (
     BatchingType,
     CompressionType,
@@ -57,6 +58,7 @@ from starquake.client.exceptions import (
     OperationNotSupported,
     PulsarException,
 )
+from starquake.common.schema_info import SchemaInfo, encode_schema_version
 from starquake.protocol.batch_rows import PackedBatch
 
 __all__ = ["Client", "Consumer", "OutgoingMessage", "Producer", "PulsarException", "Reader"]
@@ -170,16 +172,17 @@ class Consumer:
     def __init__(self, front: ConsumerFront, schema: Any) -> None:
         self._front = front
         self._schema = schema
+        self._decoding = ValueDecoding(schema, front.lookup)
 
-    def _decorate(self, msg: Message) -> Message:
-        if self._schema is not None and hasattr(self._schema, "decode"):
-            msg._value_decoder = self._schema.decode
-        return msg
+    async def _decorate(self, msg: Message) -> Message:
+        if self._decoding.needs_fetch(msg):
+            await self._decoding.fetch(msg)
+        return self._decoding.decorate(msg)
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """Wait for the next message (raises Timeout after ``timeout_millis`` if given)."""
         timeout = None if timeout_millis is None else timeout_millis / 1000
-        return self._decorate(await self._front.receive(timeout))
+        return await self._decorate(await self._front.receive(timeout))
 
     async def batch_receive(self) -> list[Message]:
         """Messages received together, within the subscription's ``batch_receive_policy``
@@ -189,7 +192,7 @@ class Consumer:
         messages = await self._front.batch_receive(
             policy.max_num_message, policy.max_num_bytes, policy.timeout_ms
         )
-        return [self._decorate(m) for m in messages]
+        return [await self._decorate(m) for m in messages]
 
     async def reconsume_later(
         self,
@@ -264,14 +267,15 @@ class Reader:
     def __init__(self, front: ConsumerFront, schema: Any) -> None:
         self._front = front
         self._schema = schema
+        self._decoding = ValueDecoding(schema, front.lookup)
 
     async def read_next(self, timeout_millis: int | None = None) -> Message:
         """Wait for the next message (raises Timeout after ``timeout_millis`` if given)."""
         timeout = None if timeout_millis is None else timeout_millis / 1000
         msg = await self._front.receive(timeout)
-        if self._schema is not None and hasattr(self._schema, "decode"):
-            msg._value_decoder = self._schema.decode
-        return msg
+        if self._decoding.needs_fetch(msg):
+            await self._decoding.fetch(msg)
+        return self._decoding.decorate(msg)
 
     async def has_message_available(self) -> bool:
         """True if a message after the last one read is available."""
@@ -574,6 +578,14 @@ class Client:
         if count == 0:
             return [name]
         return [partition_topic(name, i) for i in range(count)]
+
+    async def get_schema_info(self, topic: str, version: int | None = None) -> SchemaInfo | None:
+        """Schema ``version`` of ``topic`` (the latest when None) as the broker stores it, or
+        None when the topic has no schema (a Starquake extension)."""
+        check_type(str, topic, "topic")
+        check_type_or_none(int, version, "version")
+        raw = None if version is None else encode_schema_version(version)
+        return await self._core.lookup.get_schema(normalize_topic(topic), raw)
 
     async def close(self) -> None:
         """Close every producer, consumer and reader, then the connections."""

@@ -166,12 +166,15 @@ def producer_success(
     *,
     topic_epoch: int | None = None,
     producer_ready: bool = True,
+    schema_version: bytes = b"",
 ) -> bytes:
     cmd = T(type=T.PRODUCER_SUCCESS)
     p = cmd.producer_success
     p.request_id = request_id
     p.producer_name = producer_name
     p.last_sequence_id = last_sequence_id
+    if schema_version:
+        p.schema_version = schema_version
     if topic_epoch is not None:
         p.topic_epoch = topic_epoch
     p.producer_ready = producer_ready
@@ -326,6 +329,24 @@ def consumer_stats_error(request_id: int, code: ServerError, message: str) -> by
 def get_schema_response_error(request_id: int, code: ServerError, message: str) -> bytes:
     cmd = T(type=T.GET_SCHEMA_RESPONSE)
     r = cmd.get_schema_response
+    r.request_id = request_id
+    r.error_code = int(code)  # type: ignore[assignment]
+    r.error_message = message
+    return encode_command(cmd)
+
+
+def get_schema_response(request_id: int, schema: pb.Schema, schema_version: bytes) -> bytes:
+    cmd = T(type=T.GET_SCHEMA_RESPONSE)
+    r = cmd.get_schema_response
+    r.request_id = request_id
+    r.schema.CopyFrom(schema)
+    r.schema_version = schema_version
+    return encode_command(cmd)
+
+
+def get_or_create_schema_error(request_id: int, code: ServerError, message: str) -> bytes:
+    cmd = T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE)
+    r = cmd.get_or_create_schema_response
     r.request_id = request_id
     r.error_code = int(code)  # type: ignore[assignment]
     r.error_message = message

@@ -11,6 +11,7 @@ from starquake.broker.admin import (
     metrics,
     partitions,
     policies,
+    schemas,
     subscriptions,
     tenants,
     topics,
@@ -28,6 +29,7 @@ def install(web: WebServer, service: BrokerService) -> None:
     partitions.install(web, service)
     topics.install(web, service)
     subscriptions.install(web, service)
+    schemas.install(web, service)
     lookup.install(web, service)
     metrics.install(web, service)
     dashboard.install(web, service)

@@ -11,7 +11,8 @@ removes it. Values are checked before anything is stored (400 with a reason othe
 - ``autoTopicCreation`` ``{"allowAutoTopicCreation", "topicType", "defaultNumPartitions"}``
   and ``autoSubscriptionCreation`` ``{"allowAutoSubscriptionCreation"}``: override the broker's
   settings for lookups, producers and consumers from the next request on;
-- ``schemaCompatibilityStrategy`` (a strategy name);
+- ``schemaCompatibilityStrategy`` (a strategy name), ``isAllowAutoUpdateSchema`` (bool) and
+  ``schemaValidationEnforced`` (bool): how producers' and consumers' schemas are checked;
 - ``backlogQuota`` (``POST``/``DELETE``, ``backlogQuotaType`` query parameter) and
   ``backlogQuotaMap`` (``GET``): ``{"limitSize", "limitTime", "policy"}``;
 - ``maxProducersPerTopic``, ``maxConsumersPerTopic`` (0: no limit): checked when a producer or
@@ -169,6 +170,8 @@ POLICIES: dict[str, tuple[str, Callable[[Any], Any], str]] = {
         "POST",
     ),
     "schemaCompatibilityStrategy": ("schema_compatibility_strategy", _strategy, "PUT"),
+    "isAllowAutoUpdateSchema": ("is_allow_auto_update_schema", _boolean, "POST"),
+    "schemaValidationEnforced": ("schema_validation_enforced", _boolean, "POST"),
     "maxProducersPerTopic": (
         "max_producers_per_topic",
         lambda v: _whole(v, "maxProducersPerTopic"),

@@ -1,0 +1,1 @@
+"""Schema validation and compatibility checking for the broker's schema registry."""

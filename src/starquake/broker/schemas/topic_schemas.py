@@ -1,0 +1,130 @@
+"""What a topic's producers and consumers may do with schemas, as Pulsar's broker decides it.
+
+- A producer with a schema gets that schema's version: an existing version with the same
+  definition, or a new one when the namespace allows automatic updates
+  (``isAllowAutoUpdateSchema``, broker default ``isAllowAutoUpdateSchemaEnabled``) and the schema
+  passes the compatibility check of the namespace's strategy. A producer without a schema (bytes)
+  gets no version, and is refused on a topic that has a schema when the namespace enforces schema
+  validation (``schemaValidationEnforced``, broker default ``isSchemaValidationEnforced``).
+- A consumer with a schema on an idle topic (no schema, no producers, no consumers with a
+  schema-checked type, no stored data) registers its schema; otherwise it must be compatible
+  with the topic's schemas as a reader. A consumer without a schema reads bytes and is not
+  checked.
+
+The registry's work (reading and writing the metadata store, parsing definitions) runs in a
+worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from starquake.broker.schemas.compatibility import IncompatibleSchemaError
+from starquake.broker.schemas.registry import schema_id
+from starquake.common.schema_info import SchemaInfo, encode_schema_version
+from starquake.common.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+    from starquake.broker.topic_api import TopicApi
+
+__all__ = [
+    "add_producer_schema",
+    "check_consumer_schema",
+    "compatibility_strategy",
+]
+
+NO_SCHEMA = b""
+
+
+def compatibility_strategy(service: BrokerService, namespace: str) -> str:
+    """The namespace's strategy, or the broker's ``schemaCompatibilityStrategy``."""
+    value = service.resources.policy(namespace, "schema_compatibility_strategy")
+    if not value or value == "UNDEFINED":
+        return service.config.schemaCompatibilityStrategy
+    return str(value)
+
+
+def _flag(service: BrokerService, namespace: str, key: str, default: bool) -> bool:
+    value = service.resources.policy(namespace, key)
+    return default if value is None else bool(value)
+
+
+def allow_auto_update(service: BrokerService, namespace: str) -> bool:
+    return _flag(
+        service,
+        namespace,
+        "is_allow_auto_update_schema",
+        service.config.isAllowAutoUpdateSchemaEnabled,
+    )
+
+
+def validation_enforced(service: BrokerService, namespace: str) -> bool:
+    return _flag(
+        service, namespace, "schema_validation_enforced", service.config.isSchemaValidationEnforced
+    )
+
+
+async def add_producer_schema(
+    service: BrokerService, topic: TopicName, info: SchemaInfo | None
+) -> bytes:
+    """The schema version for a producer (empty bytes for a producer without a schema).
+
+    Raises a BrokerServiceError (IncompatibleSchema) when the producer is not allowed.
+    """
+    registry = service.schemas
+    sid = schema_id(topic)
+    namespace = topic.namespace_name
+    if info is None:
+        if validation_enforced(service, namespace) and await asyncio.to_thread(
+            registry.has_schema, sid
+        ):
+            raise IncompatibleSchemaError(
+                "Producers cannot connect or send message without a schema to topics with a "
+                "schema if SchemaValidationEnforced is enabled"
+            )
+        return NO_SCHEMA
+    version = await asyncio.to_thread(
+        registry.add_schema,
+        sid,
+        info,
+        compatibility_strategy(service, namespace),
+        allow_new=allow_auto_update(service, namespace),
+    )
+    return encode_schema_version(version)
+
+
+def _is_idle(topic: TopicApi) -> bool:
+    if topic.producers:
+        return False
+    if any(sub.consumers for sub in topic.subscriptions.values()):
+        return False
+    ledger = getattr(topic, "ledger", None)
+    return ledger is None or int(ledger.total_size) == 0
+
+
+async def check_consumer_schema(
+    service: BrokerService, topic: TopicApi, name: TopicName, info: SchemaInfo | None
+) -> None:
+    """Raise a BrokerServiceError (IncompatibleSchema) unless a consumer with ``info`` may
+    attach; on an idle topic without a schema, ``info`` becomes its first version."""
+    if info is None:
+        return
+    registry = service.schemas
+    sid = schema_id(name)
+    strategy = compatibility_strategy(service, name.namespace_name)
+    if not await asyncio.to_thread(registry.has_schema, sid) and _is_idle(topic):
+        await asyncio.to_thread(
+            registry.add_schema,
+            sid,
+            info,
+            strategy,
+            allow_new=allow_auto_update(service, name.namespace_name),
+        )
+        return
+    if strategy == "ALWAYS_COMPATIBLE":
+        return
+    if await asyncio.to_thread(registry.version_of, sid, info) is not None:
+        return
+    await asyncio.to_thread(registry.check_consumer, sid, info, strategy)

@@ -1,0 +1,57 @@
+"""How a consumer or reader decodes message values with its schema.
+
+A message carries the version of the schema it was written with. When the reader's schema
+needs the writer's to decode (Avro: fields added or removed between versions), the writer's
+schema is fetched from the broker once per topic and version, then cached.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from starquake.client._config import declared_schema
+from starquake.client._message import Message
+from starquake.client._pool import LookupService
+
+__all__ = ["ValueDecoding"]
+
+
+class ValueDecoding:
+    """Sets each received message's value decoder for one consumer's or reader's schema."""
+
+    def __init__(self, schema: Any, lookup: LookupService) -> None:
+        self._lookup = lookup
+        self._schema = schema
+        self._decode = schema.decode if schema is not None and hasattr(schema, "decode") else None
+        self._needs_writer = bool(getattr(schema, "needs_writer_schema", False))
+        own = declared_schema(schema) if self._needs_writer else None
+        self._own_data = own.data if own is not None else None
+
+    def needs_fetch(self, msg: Message) -> bool:
+        """Whether the writer's schema of ``msg`` must be fetched before :meth:`decorate`."""
+        version = msg._schema_version
+        return (
+            self._needs_writer
+            and bool(version)
+            and self._lookup.cached_schema(msg.topic_name(), version) is False
+        )
+
+    async def fetch(self, msg: Message) -> None:
+        """(Loop) Fetch and cache the writer's schema of ``msg``."""
+        await self._lookup.get_schema(msg.topic_name(), msg._schema_version)
+
+    def decorate(self, msg: Message) -> Message:
+        """Give ``msg`` the decoder of its value; returns ``msg``."""
+        if self._decode is None:
+            return msg
+        version = msg._schema_version
+        if self._needs_writer and version:
+            writer = self._lookup.cached_schema(msg.topic_name(), version)
+            if writer and writer.data != self._own_data:  # type: ignore[union-attr]
+                msg._value_decoder = functools.partial(
+                    self._schema.decode_with_writer, writer=writer
+                )
+                return msg
+        msg._value_decoder = self._decode
+        return msg
