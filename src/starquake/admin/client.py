@@ -437,6 +437,43 @@ class Subscriptions(_Group):
         return messages
 
 
+class Schemas(_Group):
+    """``/admin/v2/schemas/{tenant}/{namespace}/{topic}``: a topic's schema versions.
+
+    A schema payload is Pulsar's ``{"type": "AVRO", "schema": "<definition>", "properties":
+    {}}``; answers are ``{"version", "type", "timestamp", "data", "properties"}``.
+    """
+
+    @staticmethod
+    def _path(topic: str) -> str:
+        name = TopicName.parse(topic).partitioned_topic_name
+        parts = (name.tenant, name.namespace, name.local_name)
+        return f"{V2}/schemas/" + "/".join(_quote(p) for p in parts)
+
+    def get(self, topic: str, version: int | None = None) -> Any:
+        """The latest schema of ``topic``, or version ``version``."""
+        suffix = "" if version is None else f"/{int(version)}"
+        return self._call("GET", f"{self._path(topic)}/schema{suffix}")
+
+    def versions(self, topic: str) -> Any:
+        """Every version since the last deletion, oldest first."""
+        return self._call("GET", f"{self._path(topic)}/versions")["getSchemaResponses"]
+
+    def upload(self, topic: str, payload: dict[str, Any]) -> int:
+        """Register ``payload`` (if compatible); returns its version."""
+        reply = self._call("POST", f"{self._path(topic)}/schema", payload)
+        return int(reply["version"]["version"])
+
+    def delete(self, topic: str, force: bool = False) -> None:
+        """Delete the topic's schema (``force``: every version, for good)."""
+        suffix = "?force=true" if force else ""
+        self._call("DELETE", f"{self._path(topic)}/schema{suffix}")
+
+    def compatibility(self, topic: str, payload: dict[str, Any]) -> Any:
+        """Whether ``payload`` could be registered: ``{"isCompatibility", ...}``."""
+        return self._call("POST", f"{self._path(topic)}/compatibility", payload)
+
+
 class PulsarAdmin:
     """The admin API of the broker at ``url`` (``http://host:port``, default
     ``http://localhost:8080``)."""
@@ -455,6 +492,7 @@ class PulsarAdmin:
         self.namespaces = Namespaces(self)
         self.topics = Topics(self)
         self.subscriptions = Subscriptions(self)
+        self.schemas = Schemas(self)
 
     def request(self, method: str, path: str, body: Any = None) -> AdminResponse:
         """Send ``method path`` (a non-bytes ``body`` as JSON) and return the answer; raise

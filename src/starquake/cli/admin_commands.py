@@ -649,3 +649,7 @@ def _print_peeked(message: PeekedMessage) -> None:
         hexes = " ".join(f"{b:02x}" for b in chunk)
         chars = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
         click.echo(f"{offset:08x}  {hexes:<47}  |{chars}|")
+
+
+# The schemas group lives in its own module; importing it adds it to ``admin``.
+from starquake.cli import admin_schemas  # noqa: E402, F401
