@@ -264,3 +264,24 @@ def test_protobuf_native_across_clients(broker: EmbeddedBroker, topic: str) -> N
     finally:
         sq.close()
         official.close()
+
+
+def test_invalid_definition_on_the_wire_is_refused(broker: EmbeddedBroker, topic: str) -> None:
+    """A producer declaring a definition that is not Avro gets IncompatibleSchema with the
+    reason; nothing is registered and the broker goes on serving."""
+    schema = starquake.client.schema
+
+    class BrokenAvro(schema.BytesSchema):
+        def schema_info(self) -> schema.SchemaInfo:
+            return schema.SchemaInfo(schema.SchemaType.AVRO, b'{"type": "record"', {}, "AVRO")
+
+    client = make_client(starquake.client, broker)
+    try:
+        with pytest.raises(starquake.client.IncompatibleSchema, match="AVRO"):
+            client.create_producer(topic, schema=BrokenAvro())
+        assert client.get_schema_info(topic) is None
+        producer = client.create_producer(topic, schema=schema.StringSchema())
+        producer.send("still serving")
+        assert client.get_schema_info(topic) is not None
+    finally:
+        client.close()

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starquake.broker.errors import BrokerServiceError, PersistenceError
 from starquake.protocol import commands
 
 log = logging.getLogger(__name__)
+
+_R = TypeVar("_R")
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
@@ -42,6 +44,34 @@ class CnxBase:
         task = asyncio.get_running_loop().create_task(coro)
         self.service.background.add(task)
         task.add_done_callback(self.service.background.discard)
+
+    def _await_then(
+        self,
+        request_id: int,
+        work: Coroutine[Any, Any, _R],
+        then: Callable[[_R], None],
+        what: str,
+        reply_error: Callable[[int, BrokerServiceError], None] | None = None,
+    ) -> None:
+        """Run ``work`` off the hot path, then ``then`` with its result while the connection
+        is open; a failure answers the request instead (with ``reply_error``, by default an
+        ERROR command), and an unexpected one is also logged."""
+        answer = reply_error or self._error
+
+        async def run() -> None:
+            try:
+                result = await work
+            except BrokerServiceError as exc:
+                answer(request_id, exc)
+                return
+            except Exception as exc:  # never leave a request unanswered
+                log.exception("%s failed", what)
+                answer(request_id, BrokerServiceError(f"{what} failed: {exc!r}"))
+                return
+            if self.transport is not None:  # the connection may have closed meanwhile
+                then(result)
+
+        self._spawn(run())
 
     def _load_then(
         self,

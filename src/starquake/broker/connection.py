@@ -36,7 +36,7 @@ from starquake.broker.consumer_commands import ConsumerCommands
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
-from starquake.broker.schemas.registry import schema_id
+from starquake.broker.schemas.registry import StoredSchema, schema_id
 from starquake.broker.schemas.topic_schemas import add_producer_schema
 from starquake.common.schema_info import decode_schema_version, encode_schema_version
 from starquake.protocol import commands
@@ -395,69 +395,59 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
 
     def _on_get_schema(self, command: T, _: bytes | None) -> None:
         request = command.get_schema
-        request_id = request.request_id
         version = (
             decode_schema_version(request.schema_version)
             if request.HasField("schema_version")
             else None
         )
 
-        async def answer() -> None:
-            try:
-                sid = schema_id(self.service.parse_topic(request.topic))
-                stored = await asyncio.to_thread(self.service.schemas.get, sid, version)
-            except BrokerServiceError as exc:
-                self.write(commands.get_schema_response_error(request_id, exc.code, exc.message))
-                return
-            except Exception as exc:  # never leave a request unanswered
-                log.exception("GET_SCHEMA for %s failed", request.topic)
-                self.write(
-                    commands.get_schema_response_error(
-                        request_id, ServerError.UnknownError, repr(exc)
-                    )
-                )
-                return
+        async def find() -> StoredSchema | None:
+            sid = schema_id(self.service.parse_topic(request.topic))
+            return await asyncio.to_thread(self.service.schemas.get, sid, version)
+
+        def answer(stored: StoredSchema | None) -> None:
             if stored is None or stored.deleted:
                 self.write(
                     commands.get_schema_response_error(
-                        request_id, ServerError.TopicNotFound, "Topic not found or no-schema"
+                        request.request_id,
+                        ServerError.TopicNotFound,
+                        "Topic not found or no-schema",
                     )
                 )
                 return
             schema = pb.Schema()
             fill_schema(schema, stored.info)
-            self.write(
-                commands.get_schema_response(
-                    request_id, schema, encode_schema_version(stored.version)
-                )
-            )
+            version_bytes = encode_schema_version(stored.version)
+            self.write(commands.get_schema_response(request.request_id, schema, version_bytes))
 
-        self._spawn(answer())
+        self._await_then(
+            request.request_id,
+            find(),
+            answer,
+            f"GET_SCHEMA of {request.topic}",
+            lambda rid, exc: self.write(
+                commands.get_schema_response_error(rid, exc.code, exc.message)
+            ),
+        )
 
     def _on_get_or_create_schema(self, command: T, _: bytes | None) -> None:
         request = command.get_or_create_schema
-        request_id = request.request_id
 
-        async def answer() -> None:
-            try:
-                name = self.service.parse_topic(request.topic)
-                version = await add_producer_schema(
-                    self.service, name, schema_info_of(request.schema)
-                )
-            except BrokerServiceError as exc:
-                self.write(commands.get_or_create_schema_error(request_id, exc.code, exc.message))
-                return
-            except Exception as exc:  # never leave a request unanswered
-                log.exception("GET_OR_CREATE_SCHEMA for %s failed", request.topic)
-                self.write(
-                    commands.get_or_create_schema_error(
-                        request_id, ServerError.UnknownError, repr(exc)
-                    )
-                )
-                return
-            self.write(commands.get_or_create_schema_response(request_id, version))
+        async def register() -> bytes:
+            name = self.service.parse_topic(request.topic)
+            return await add_producer_schema(self.service, name, schema_info_of(request.schema))
 
-        self._spawn(answer())
+        self._await_then(
+            request.request_id,
+            register(),
+            lambda version: self.write(
+                commands.get_or_create_schema_response(request.request_id, version)
+            ),
+            f"GET_OR_CREATE_SCHEMA of {request.topic}",
+            lambda rid, exc: self.write(
+                commands.get_or_create_schema_error(rid, exc.code, exc.message)
+            ),
+        )
 
     # --- helpers --------------------------------------------------------------------------------
 

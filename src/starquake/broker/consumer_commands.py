@@ -60,21 +60,14 @@ class ConsumerCommands(CnxBase):
             self._add_consumer(request, topic)
             return
 
-        async def check() -> None:
-            try:
-                name = self.service.parse_topic(topic.full_name)
-                await check_consumer_schema(self.service, topic, name, info)
-            except BrokerServiceError as exc:
-                self._error(request.request_id, exc)
-                return
-            except Exception as exc:  # never leave a request unanswered
-                log.exception("schema check for a consumer on %s failed", topic.full_name)
-                self._error(request.request_id, BrokerServiceError(f"Schema error: {exc!r}"))
-                return
-            if self.transport is not None:
-                self._add_consumer(request, topic)
-
-        self._spawn(check())
+        self._await_then(
+            request.request_id,
+            check_consumer_schema(
+                self.service, topic, self.service.parse_topic(topic.full_name), info
+            ),
+            lambda _: self._add_consumer(request, topic),
+            f"schema check of a consumer on {topic.full_name}",
+        )
 
     def _add_consumer(self, request: pb.CommandSubscribe, topic: TopicApi) -> None:
         request_id = request.request_id

@@ -73,20 +73,12 @@ class ProducerCommands(CnxBase):
             self._add_producer(request, topic, b"")
             return
 
-        async def check() -> None:
-            try:
-                version = await add_producer_schema(self.service, name, info)
-            except BrokerServiceError as exc:
-                self._error(request.request_id, exc)
-                return
-            except Exception as exc:  # never leave a request unanswered
-                log.exception("schema check for a producer on %s failed", topic.full_name)
-                self._error(request.request_id, BrokerServiceError(f"Schema error: {exc!r}"))
-                return
-            if self.transport is not None:
-                self._add_producer(request, topic, version)
-
-        self._spawn(check())
+        self._await_then(
+            request.request_id,
+            add_producer_schema(self.service, name, info),
+            lambda version: self._add_producer(request, topic, version),
+            f"schema check of a producer on {topic.full_name}",
+        )
 
     def _add_producer(
         self, request: pb.CommandProducer, topic: TopicApi, schema_version: bytes
