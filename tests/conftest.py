@@ -1,4 +1,5 @@
-"""Shared fixtures: a real broker on free ports, and the official client against it."""
+"""Shared fixtures: a real broker on free ports, and the official client against it; the
+hypothesis profile of every property test."""
 
 from __future__ import annotations
 
@@ -7,8 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from starquake.broker.embedded import EmbeddedBroker
+
+# Property tests check behaviour, not speed: on a shared, busy machine input generation and
+# examples may be slow, which must not fail a run.
+settings.register_profile("starquake", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("starquake")
 
 
 @pytest.fixture

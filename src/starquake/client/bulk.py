@@ -97,6 +97,9 @@ class MessageColumns:
     ``keys`` is None for a message without a key, ``event_times`` None without an event time
     (ms otherwise), ``properties`` holds ``(key, value)`` pairs, ``message_ids`` the serialized
     message ids (:meth:`MessageId.deserialize` of either client reads them back).
+    ``schema_versions`` holds each message's schema version as sent (8 bytes, or empty when
+    the message names none), and only when the reader was created ``with_schema_versions``
+    (it stays empty otherwise).
     """
 
     values: list[bytes | None] = field(default_factory=list)
@@ -105,6 +108,7 @@ class MessageColumns:
     event_times: list[int | None] = field(default_factory=list)
     properties: list[list[tuple[str, str]]] = field(default_factory=list)
     message_ids: list[bytes] = field(default_factory=list)
+    schema_versions: list[bytes] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.values)
@@ -287,6 +291,7 @@ class BulkReader:
         self._done = end is not None and end <= start
         self.last_position: tuple[int, int] | None = None
         self.fail_on_data_loss = True
+        self.with_schema_versions = False
 
     @classmethod
     async def create(
@@ -299,16 +304,19 @@ class BulkReader:
         receiver_queue_size: int = 10000,
         wait_timeout: float = 120.0,
         fail_on_data_loss: bool = True,
+        with_schema_versions: bool = False,
     ) -> BulkReader:
         """Subscribe to ``topic`` (one partition or a non-partitioned topic) at ``start``.
 
         With ``fail_on_data_loss=False`` a range whose first messages are gone is read from
         the first available message on, with a warning, instead of raising
-        :class:`DataLossError`."""
+        :class:`DataLossError`. With ``with_schema_versions=True`` the columns read include
+        :attr:`MessageColumns.schema_versions`."""
         stream = _EntryStream(client.core, topic, start, receiver_queue_size)
         await stream.start()
         reader = cls(stream, topic, start, end, wait_timeout)
         reader.fail_on_data_loss = fail_on_data_loss
+        reader.with_schema_versions = with_schema_versions
         return reader
 
     async def get_last_position(self) -> Position | None:
@@ -428,6 +436,8 @@ class BulkReader:
         publish_time = meta.publish_time
         if not count:
             _append_one(cols, meta, bytes(payload), publish_time, prefix)
+            if self.with_schema_versions:
+                cols.schema_versions.append(meta.schema_version)
             return 1
         lo = self.start[2] if (ledger, entry_id) == self.start[:2] else 0
         hi = count
@@ -442,6 +452,7 @@ class BulkReader:
         parse = pb.SingleMessageMetadata.FromString
         unpack = _U32.unpack_from
         no_props = _NO_PROPERTIES
+        rows_before = len(values)
         try:
             for index in range(count):
                 (meta_size,) = unpack(data, offset)
@@ -469,6 +480,8 @@ class BulkReader:
                 f"{self.topic}: entry {ledger}:{entry_id}: {size - offset} bytes after the "
                 f"{count} messages of its batch"
             )
+        if self.with_schema_versions:  # one version for the whole batch
+            cols.schema_versions.extend([meta.schema_version] * (len(values) - rows_before))
         return count
 
     def _on_chunk(
@@ -504,6 +517,8 @@ class BulkReader:
         # the official client's chunked id: the last chunk's, with the first chunk's inside
         suffix = b"\x3a" + varint(len(chunk_id)) + chunk_id
         _append_one(cols, meta, whole, pending.publish_time, prefix + suffix)
+        if self.with_schema_versions:
+            cols.schema_versions.append(meta.schema_version)
 
 
 def _append_one(

@@ -11,17 +11,25 @@ Installed with ``pip install 'starquake[spark]'``; the format is registered auto
 Rows: ``value`` binary, ``__key`` string, ``__topic`` string, ``__messageId`` binary (a
 serialized message id), ``__publishTime`` and ``__eventTime`` timestamps,
 ``__messageProperties`` map<string,string>. The options are listed in the README.
+
+Typed rows: ``option("schema.decode", "true")`` reads values decoded with the topic's schema
+(an AVRO or JSON record's fields as columns, or one typed ``value`` column for STRING and the
+number schemas; see :mod:`starquake.spark._typed`), and ``option("schema.type", "avro")``
+(or ``json``, ``string``) writes the value columns as records of a schema derived from the
+DataFrame's, which the producers register (see :mod:`starquake.spark._encode`).
 """
 
 from __future__ import annotations
 
+from starquake.spark._decode import PulsarDecodeError
 from starquake.spark._options import PulsarOptionError
 from starquake.spark._plan import PulsarSourceError
+from starquake.spark._sink import PulsarSinkError
 from starquake.spark._source import PulsarDataSource, register
-from starquake.spark._write import PulsarSinkError
 
 __all__ = [
     "PulsarDataSource",
+    "PulsarDecodeError",
     "PulsarOptionError",
     "PulsarSinkError",
     "PulsarSourceError",

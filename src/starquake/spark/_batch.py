@@ -14,19 +14,21 @@ from starquake.spark._plan import (
     PulsarSourceError,
     RangePartition,
     plan_ranges,
-    read_range,
     resolve_partitions,
     resolve_position,
 )
+from starquake.spark._read import read_range
 from starquake.spark._runtime import Session
+from starquake.spark._typed import RAW_LAYOUT, RowLayout
 
 
 class PulsarBatchReader(DataSourceReader):
     """Reads the range fixed when the query is planned: ``startingOffsets`` (default earliest)
     up to ``endingOffsets`` (default: the last message at planning time)."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], layout: RowLayout = RAW_LAYOUT) -> None:
         self._opts = read_options(options, streaming=False)
+        self._layout = layout
 
     def partitions(self) -> Sequence[InputPartition]:
         opts = self._opts
@@ -51,4 +53,4 @@ class PulsarBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        yield from read_range(self._opts, partition)
+        yield from read_range(self._opts, partition, self._layout)

@@ -6,7 +6,6 @@ Every problem raises :class:`PulsarOptionError` naming the option, so a typo fai
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -14,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from starquake.client.bulk import EARLIEST, Position
-from starquake.client.topics import InvalidTopicNameError, normalize_topic, partition_name
+from starquake.client.bulk import Position
+from starquake.client.topics import InvalidTopicNameError, normalize_topic
 
 __all__ = ["PulsarOptionError", "ReadOptions", "StartSpec", "WriteOptions"]
 
@@ -40,8 +39,18 @@ _READ_KEYS = {
     "minpartitions",
     "polltimeoutms",
     "predefinedsubscription",
+    "schema.decode",
 }
-_WRITE_KEYS = {"service.url", "admin.url", "topic", "writeid", "exactlyonce", "polltimeoutms"}
+_WRITE_KEYS = {
+    "service.url",
+    "admin.url",
+    "topic",
+    "writeid",
+    "exactlyonce",
+    "polltimeoutms",
+    "schema.type",
+    "schema.name",
+}
 
 _COMPRESSION = {"none", "lz4", "zlib", "zstd", "snappy"}
 
@@ -232,97 +241,6 @@ def _check_known(
         raise PulsarOptionError(f"unknown option {key!r} for a {kind} (known: {sorted(allowed)})")
 
 
-def _position(key: str, value: Any) -> Position | str:
-    """One partition's position in an offsets JSON (see :func:`parse_offsets`)."""
-    if value in (-2, "earliest"):
-        return "earliest"
-    if value in (-1, "latest"):
-        return "latest"
-    if isinstance(value, dict):
-        try:
-            return (int(value["ledger"]), int(value["entry"]), max(int(value.get("batch", 0)), 0))
-        except (KeyError, TypeError, ValueError):
-            raise PulsarOptionError(
-                f"option {key!r}: {value!r} is not {{'ledger': L, 'entry': E, 'batch': B}}"
-            ) from None
-    if isinstance(value, list) and all(isinstance(v, int) for v in value):
-        if len(value) == 3:
-            return (value[0], value[1], max(value[2], 0))
-        if len(value) >= 4 and all(0 <= v < 256 for v in value):
-            from starquake.client import MessageId
-
-            try:
-                mid = MessageId.deserialize(bytes(value))
-            except Exception:
-                raise PulsarOptionError(
-                    f"option {key!r}: {value!r} is not a serialized message id"
-                ) from None
-            return (mid.ledger_id(), mid.entry_id(), max(mid.batch_index(), 0))
-    raise PulsarOptionError(
-        f"option {key!r}: {value!r} is not a position ([ledger, entry, batch], "
-        "a serialized message id as a list of bytes, -2/'earliest' or -1/'latest')"
-    )
-
-
-def parse_offsets(key: str, text: str, default: str) -> StartSpec:
-    """``earliest``, ``latest`` or JSON: ``{"<partition topic>": position}`` or, as Kafka writes
-    it, ``{"<topic>": {"<partition index>": position}}``."""
-    lowered = text.strip().lower()
-    if lowered in ("earliest", "latest"):
-        return StartSpec(lowered, default=lowered)
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise PulsarOptionError(
-            f"option {key!r}: {text!r} is neither 'earliest', 'latest' nor JSON"
-        ) from None
-    if not isinstance(data, dict):
-        raise PulsarOptionError(f"option {key!r}: the JSON must be an object keyed by topic")
-    positions: dict[str, Position] = {}
-    defaults: dict[str, str] = {}
-    for topic_text, value in data.items():
-        topic = _topic(key, topic_text)
-        if isinstance(value, dict) and not {"ledger", "entry"} <= set(value):
-            for index_text, inner in value.items():
-                try:
-                    index = int(index_text)
-                except ValueError:
-                    raise PulsarOptionError(
-                        f"option {key!r}: partition {index_text!r} of {topic} is not a number"
-                    ) from None
-                name = partition_name(topic, index) if index >= 0 else topic
-                _put(positions, defaults, name, _position(key, inner))
-        else:
-            _put(positions, defaults, topic, _position(key, value))
-    return StartSpec("positions", positions=_with_sentinels(positions, defaults), default=default)
-
-
-def _put(
-    positions: dict[str, Position], defaults: dict[str, str], name: str, where: Position | str
-) -> None:
-    if isinstance(where, str):
-        defaults[name] = where
-    else:
-        positions[name] = where
-
-
-_LATEST_SENTINEL: Position = (-9, -9, -9)
-
-
-def _with_sentinels(
-    positions: dict[str, Position], defaults: dict[str, str]
-) -> dict[str, Position]:
-    merged = dict(positions)
-    for name, where in defaults.items():
-        merged[name] = EARLIEST if where == "earliest" else _LATEST_SENTINEL
-    return merged
-
-
-def is_latest_sentinel(position: Position) -> bool:
-    """True for a partition given as ``latest`` (-1) inside an offsets JSON."""
-    return position == _LATEST_SENTINEL
-
-
 def _pattern(text: str) -> str:
     pattern = text.strip()
     if "://" not in pattern:
@@ -351,6 +269,49 @@ def _subscription(options: Mapping[str, str], streaming: bool) -> str | None:
     return name
 
 
+def _topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
+    """The topics named by ``topic`` / ``topics``, or the ``topicsPattern`` regex."""
+    given = [k for k in ("topic", "topics", "topicspattern") if _get(options, k)]
+    if len(given) != 1:
+        raise PulsarOptionError(
+            "exactly one of the options 'topic', 'topics' and 'topicsPattern' is needed"
+            + (f" (got {', '.join(given)})" if given else "")
+        )
+    if given[0] == "topic":
+        return (_topic("topic", _get(options, "topic") or ""),), None
+    if given[0] == "topics":
+        names = [t for t in (_get(options, "topics") or "").split(",") if t.strip()]
+        if not names:
+            raise PulsarOptionError("option 'topics': no topic named")
+        return tuple(dict.fromkeys(_topic("topics", t) for t in names)), None
+    return (), _pattern(_get(options, "topicspattern") or "")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceTarget:
+    """What the row layout of a read with ``schema.decode`` depends on."""
+
+    service_url: str
+    topics: tuple[str, ...]
+    pattern: str | None
+    client_args: Mapping[str, Any]
+
+
+def source_target(options: Mapping[str, str]) -> SourceTarget | None:
+    """The options that decide a read's row layout (the same for batch and streaming reads);
+    None when ``schema.decode`` is off, the layout then being the raw one."""
+    options = {str(k).lower(): v for k, v in options.items()}
+    if not _bool("schema.decode", _get(options, "schema.decode") or "false"):
+        return None
+    topics, pattern = _topics(options)
+    return SourceTarget(
+        service_url=_service_url(options),
+        topics=topics,
+        pattern=pattern,
+        client_args=_passthrough(options, "pulsar.client.", _CLIENT),
+    )
+
+
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """Check the options of a read; raise :class:`PulsarOptionError` naming the bad one."""
     options = {str(k).lower(): v for k, v in options.items()}
@@ -360,24 +321,10 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         ("pulsar.client.", "pulsar.reader."),
         "streaming read" if streaming else "batch read",
     )
+    from starquake.spark._offsets import parse_offsets
+
     service_url = _service_url(options)
-    given = [k for k in ("topic", "topics", "topicspattern") if _get(options, k)]
-    if len(given) != 1:
-        raise PulsarOptionError(
-            "exactly one of the options 'topic', 'topics' and 'topicsPattern' is needed"
-            + (f" (got {', '.join(given)})" if given else "")
-        )
-    topics: tuple[str, ...] = ()
-    pattern: str | None = None
-    if given[0] == "topic":
-        topics = (_topic("topic", _get(options, "topic") or ""),)
-    elif given[0] == "topics":
-        names = [t for t in (_get(options, "topics") or "").split(",") if t.strip()]
-        if not names:
-            raise PulsarOptionError("option 'topics': no topic named")
-        topics = tuple(dict.fromkeys(_topic("topics", t) for t in names))
-    else:
-        pattern = _pattern(_get(options, "topicspattern") or "")
+    topics, pattern = _topics(options)
     default_start = "latest" if streaming else "earliest"
     starting_text = _get(options, "startingoffsets")
     starting_time = _get(options, "startingtime")

@@ -1,4 +1,4 @@
-"""Planning reads: which partitions, which positions, which ranges; and reading one range.
+"""Planning reads: which partitions, which positions, which ranges (reading them: ``_read``).
 
 Positions are ``(ledger, entry, batch index)`` (see :mod:`starquake.client.bulk`). A range
 ``[start, end)`` of one partition becomes one Spark input partition (or several with
@@ -12,24 +12,21 @@ import asyncio
 import itertools
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from starquake.client import MessageId
 from starquake.client.asyncio import Client
 from starquake.client.bulk import EARLIEST, BulkReader, Position
-from starquake.client.exceptions import NotConnected, PulsarException, Timeout
+from starquake.client.exceptions import NotConnected
 from starquake.client.topics import base_topic, namespace_of
-from starquake.spark._options import ReadOptions, StartSpec, is_latest_sentinel
-from starquake.spark._rows import to_record_batch
-from starquake.spark._runtime import Session
+from starquake.spark._offsets import is_latest_sentinel
+from starquake.spark._options import ReadOptions, SourceTarget, StartSpec
 
 log = logging.getLogger("starquake.spark")
 
-ROWS_PER_BATCH = 65536
 # A range longer than this many entries (in its end ledger, where entry ids are known to be
 # dense) is read by several tasks.
 MAX_ENTRIES_PER_SPLIT = 50_000
@@ -66,7 +63,7 @@ def decode_offsets(offsets: Mapping[str, Any] | None) -> dict[str, Position]:
     return decoded
 
 
-async def resolve_partitions(client: Client, opts: ReadOptions) -> list[str]:
+async def resolve_partitions(client: Client, opts: ReadOptions | SourceTarget) -> list[str]:
     """Every partition (or non-partitioned topic) the options name, sorted."""
     names: list[str] = []
     if opts.pattern is not None:
@@ -204,36 +201,3 @@ def _end_ledger_entries(start: Position, end: Position) -> int:
     first_entry = start[1] + 1 if start[0] == end[0] else 0
     last_entry = end[1] - 1 if end[2] <= 0 else end[1]
     return max(last_entry - first_entry + 1, 0)
-
-
-def read_range(opts: ReadOptions, part: RangePartition) -> Iterator[pa.RecordBatch]:
-    """Executor side: the rows of one range as Arrow record batches."""
-    with Session(opts.service_url, opts.client_args) as session:
-        queue = int(opts.reader_args.get("receiver_queue_size", 10000))
-        try:
-            reader = session.run(
-                BulkReader.create(
-                    session.client,
-                    part.topic,
-                    part.start,
-                    part.end,
-                    receiver_queue_size=queue,
-                    wait_timeout=opts.poll_timeout_s,
-                    fail_on_data_loss=opts.fail_on_data_loss,
-                )
-            )
-        except (PulsarException, OSError) as exc:
-            raise PulsarSourceError(f"cannot read {part.topic}: {exc}") from exc
-        try:
-            while not reader.done:
-                try:
-                    cols = session.run(reader.read(ROWS_PER_BATCH))
-                except Timeout as exc:
-                    raise PulsarSourceError(
-                        f"reading {part.topic} [{part.start}, {part.end}): {exc} "
-                        "(option pollTimeoutMs)"
-                    ) from exc
-                if len(cols):
-                    yield to_record_batch(cols, part.topic)
-        finally:
-            session.run(reader.close())

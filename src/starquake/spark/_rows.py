@@ -17,30 +17,42 @@ from pyspark.sql.types import (
 
 from starquake.client.bulk import MessageColumns
 
-__all__ = ["SOURCE_SCHEMA", "arrow_schema", "to_record_batch"]
+__all__ = [
+    "METADATA_FIELDS",
+    "SOURCE_SCHEMA",
+    "arrow_schema",
+    "arrow_schema_of",
+    "metadata_arrays",
+    "to_record_batch",
+]
 
-SOURCE_SCHEMA = StructType(
-    [
-        StructField("value", BinaryType()),
-        StructField("__key", StringType()),
-        StructField("__topic", StringType()),
-        StructField("__messageId", BinaryType()),
-        StructField("__publishTime", TimestampType()),
-        StructField("__eventTime", TimestampType()),
-        StructField("__messageProperties", MapType(StringType(), StringType())),
-    ]
+# The columns every layout ends with (after the value column or the decoded value's columns).
+METADATA_FIELDS: tuple[StructField, ...] = (
+    StructField("__key", StringType()),
+    StructField("__topic", StringType()),
+    StructField("__messageId", BinaryType()),
+    StructField("__publishTime", TimestampType()),
+    StructField("__eventTime", TimestampType()),
+    StructField("__messageProperties", MapType(StringType(), StringType())),
 )
+
+SOURCE_SCHEMA = StructType([StructField("value", BinaryType()), *METADATA_FIELDS])
 
 _ARROW: pa.Schema | None = None
 
 
+def arrow_schema_of(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects for rows of ``schema`` (it checks it exactly)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
 def arrow_schema() -> pa.Schema:
-    """The Arrow schema Spark expects for :data:`SOURCE_SCHEMA` (it checks it exactly)."""
+    """The Arrow schema Spark expects for :data:`SOURCE_SCHEMA`."""
     global _ARROW
     if _ARROW is None:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        _ARROW = to_arrow_schema(SOURCE_SCHEMA, timezone="UTC")
+        _ARROW = arrow_schema_of(SOURCE_SCHEMA)
     return _ARROW
 
 
@@ -49,12 +61,11 @@ def _millis_to_timestamps(values: list[Any], kind: pa.DataType) -> pa.Array:
     return pc.multiply(millis, 1000).cast(kind)
 
 
-def to_record_batch(cols: MessageColumns, topic: str) -> pa.RecordBatch:
-    """One Arrow record batch of the rows in ``cols``, all from ``topic``."""
-    schema = arrow_schema()
+def metadata_arrays(cols: MessageColumns, topic: str, schema: pa.Schema) -> list[pa.Array]:
+    """The metadata columns of the rows in ``cols`` (all from ``topic``), typed as ``schema``
+    types them."""
     n = len(cols)
-    arrays = [
-        pa.array(cols.values, pa.binary()),
+    return [
         pa.array(cols.keys, pa.string()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.array(cols.message_ids, pa.binary()),
@@ -62,4 +73,10 @@ def to_record_batch(cols: MessageColumns, topic: str) -> pa.RecordBatch:
         _millis_to_timestamps(cols.event_times, schema.field("__eventTime").type),
         pa.array(cols.properties, schema.field("__messageProperties").type),
     ]
+
+
+def to_record_batch(cols: MessageColumns, topic: str) -> pa.RecordBatch:
+    """One Arrow record batch of the rows in ``cols``, all from ``topic`` (raw layout)."""
+    schema = arrow_schema()
+    arrays = [pa.array(cols.values, pa.binary()), *metadata_arrays(cols, topic, schema)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

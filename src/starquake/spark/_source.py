@@ -13,26 +13,46 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from starquake.spark._batch import PulsarBatchReader
-from starquake.spark._rows import SOURCE_SCHEMA
+from starquake.spark._options import PulsarOptionError, source_target
+from starquake.spark._read import plan_layout
 from starquake.spark._stream import PulsarStreamReader
+from starquake.spark._typed import RowLayout
 from starquake.spark._write import PulsarBatchWriter, PulsarStreamWriter
 
 
 class PulsarDataSource(DataSource):
     """Read and write Pulsar topics; see the package documentation for the options."""
 
+    # Set by schema() on the driver; Spark pickles the source with it for reader() (Spark
+    # asks that __init__ be left as it is).
+    _layout: RowLayout | None = None
+
     @classmethod
     def name(cls) -> str:
         return "pulsar"
 
+    def _row_layout(self, given: StructType | None = None) -> RowLayout:
+        if self._layout is not None:
+            return self._layout
+        layout = plan_layout(source_target(self.options))
+        if given is not None and layout.kind != "raw" and given != layout.schema:
+            # schema() was not called: the query gave its own schema
+            raise PulsarOptionError(
+                "option 'schema.decode': the schema given to the read, "
+                f"{given.simpleString()}, differs from the topic's, "
+                f"{layout.schema.simpleString()}; leave the schema out"
+            )
+        self._layout = layout
+        return layout
+
     def schema(self) -> StructType:
-        return SOURCE_SCHEMA
+        return self._row_layout().schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return PulsarBatchReader(self.options)
+        return PulsarBatchReader(self.options, self._row_layout(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return PulsarStreamReader(self.options)
+        return PulsarStreamReader(self.options, self._row_layout(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return PulsarBatchWriter(self.options, schema, overwrite)

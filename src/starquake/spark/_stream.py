@@ -35,12 +35,13 @@ from starquake.spark._plan import (
     encode_offsets,
     next_after,
     plan_ranges,
-    read_range,
     resolve_partitions,
     resolve_position,
 )
 from starquake.spark._progress import SubscriptionProgress
+from starquake.spark._read import read_range
 from starquake.spark._runtime import Session
+from starquake.spark._typed import RAW_LAYOUT, RowLayout
 
 log = logging.getLogger("starquake.spark")
 
@@ -82,14 +83,21 @@ class _Driver:
 class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader; offsets are ``{"<partition>": [ledger, entry, batch]}``."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], layout: RowLayout = RAW_LAYOUT) -> None:
         self._opts = read_options(options, streaming=True)
+        self._layout = layout
         self._driver: _Driver | None = None
         self._target: tuple[dict[str, Position], dict[str, Position | None]] | None = None
         self._last_end: dict[str, Position] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_opts": self._opts, "_driver": None, "_target": None, "_last_end": None}
+        return {
+            "_opts": self._opts,
+            "_layout": self._layout,
+            "_driver": None,
+            "_target": None,
+            "_last_end": None,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -158,7 +166,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        yield from read_range(self._opts, partition)
+        yield from read_range(self._opts, partition, self._layout)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark's checkpoint holds the progress; with ``predefinedSubscription`` the

@@ -20,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -34,36 +32,21 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import (
-    BinaryType,
-    DataType,
-    LongType,
-    MapType,
-    StringType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from starquake.client import CompressionType, MessageId
 from starquake.client.asyncio import Client, OutgoingMessage, Producer
 from starquake.client.bulk import PackedBatch, pack_rows
 from starquake.client.exceptions import ProducerBusy, ProducerQueueIsFull, PulsarException
-from starquake.client.topics import namespace_of, normalize_topic, partition_for_key
+from starquake.client.schema import Schema
+from starquake.client.topics import normalize_topic, partition_for_key
+from starquake.spark._encode import RowEncoder, WriteSchema, write_schema
 from starquake.spark._options import PulsarOptionError, WriteOptions, write_options
 from starquake.spark._runtime import Session
+from starquake.spark._sink import PulsarSinkError, check_schema, ensure_deduplication
 
 log = logging.getLogger("starquake.spark")
 
-_ACCEPTED: dict[str, tuple[type[DataType], ...]] = {
-    "value": (BinaryType, StringType),
-    "__key": (StringType, BinaryType),
-    "__eventTime": (TimestampType, TimestampNTZType, LongType),
-    "__messageProperties": (MapType,),
-    "__topic": (StringType,),
-}
-# Columns of the source that a write ignores, so that a read can be written back as it is.
-_IGNORED = {"__messageId", "__publishTime"}
 _CODECS = {
     "none": CompressionType.NONE,
     "lz4": CompressionType.LZ4,
@@ -71,63 +54,6 @@ _CODECS = {
     "zstd": CompressionType.ZSTD,
     "snappy": CompressionType.SNAPPY,
 }
-
-
-class PulsarSinkError(RuntimeError):
-    """A write cannot go ahead (deduplication cannot be turned on, a topic is missing...)."""
-
-
-def check_schema(schema: StructType, opts: WriteOptions) -> None:
-    """Refuse, at planning time, columns the sink does not know or cannot write."""
-    names = {f.name for f in schema.fields}
-    if "value" not in names:
-        raise PulsarOptionError("the DataFrame to write needs a 'value' column (binary or string)")
-    for f in schema.fields:
-        if f.name in _IGNORED:
-            continue
-        accepted = _ACCEPTED.get(f.name)
-        if accepted is None:
-            raise PulsarOptionError(
-                f"column {f.name!r} cannot be written: the sink takes value, __key, __eventTime, "
-                "__messageProperties and __topic (encode other fields into value)"
-            )
-        if not isinstance(f.dataType, accepted):
-            raise PulsarOptionError(
-                f"column {f.name!r} has type {f.dataType.simpleString()}; expected "
-                + " or ".join(t.typeName() for t in accepted)
-            )
-        if isinstance(f.dataType, MapType) and not (
-            isinstance(f.dataType.keyType, StringType)
-            and isinstance(f.dataType.valueType, StringType)
-        ):
-            raise PulsarOptionError("column '__messageProperties' must be map<string,string>")
-    if opts.topic is None and "__topic" not in names:
-        raise PulsarOptionError("give the option 'topic' or a '__topic' column")
-
-
-def ensure_deduplication(admin_url: str, topic: str, timeout: float = 30.0) -> None:
-    """Turn broker deduplication on for ``topic``'s namespace unless it is on already."""
-    namespace = namespace_of(topic)
-    url = f"{admin_url}/admin/v2/namespaces/{namespace}/deduplication"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            body = resp.read()
-        if body.strip() == b"true":
-            return
-        request = urllib.request.Request(
-            url, data=b"true", method="POST", headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(request, timeout=timeout):
-            pass
-    except (urllib.error.URLError, OSError) as exc:
-        raise PulsarSinkError(
-            f"exactly-once writes to {topic} need broker deduplication on namespace "
-            f"{namespace}, and it could not be checked or turned on through {admin_url} "
-            f"({exc}). Turn it on yourself (POST true to {url}, or "
-            "'namespaces set-deduplication --enable'), or write with the option "
-            "exactlyOnce=false (at-least-once)."
-        ) from exc
-    log.warning("turned on deduplication for namespace %s (exactly-once writes)", namespace)
 
 
 @dataclass
@@ -142,10 +68,13 @@ class PulsarCommitMessage(WriterCommitMessage):
 class _Targets:
     """The producers of one task: one per partition of every topic it writes to."""
 
-    def __init__(self, client: Client, opts: WriteOptions, name: str) -> None:
+    def __init__(
+        self, client: Client, opts: WriteOptions, name: str, schema: Schema | None = None
+    ) -> None:
         self._client = client
         self._opts = opts
         self._name = name
+        self._schema = schema
         self._producers: dict[str, list[Producer]] = {}
         self._checked: set[str] = set()
 
@@ -185,6 +114,8 @@ class _Targets:
         if "compression_type" in args:
             args["compression_type"] = _CODECS[args["compression_type"]]
         args["block_if_queue_full"] = True
+        if self._schema is not None:  # declared, so the broker registers it and versions rows
+            args["schema"] = self._schema
         deadline = asyncio.get_running_loop().time() + self._opts.poll_timeout_s
         while True:
             try:
@@ -271,9 +202,11 @@ class _Rows:
     topics: list[str | None] | None
 
     @classmethod
-    def of(cls, batch: pa.RecordBatch, with_topics: bool) -> _Rows:
+    def of(
+        cls, batch: pa.RecordBatch, with_topics: bool, encoder: RowEncoder | None, first: int
+    ) -> _Rows:
         return cls(
-            _column(batch, "value", pa.binary()) or [],
+            encoder.encode(batch, first) if encoder else _column(batch, "value", pa.binary()) or [],
             _column(batch, "__key", pa.string()),
             _column(batch, "__eventTime"),
             _column(batch, "__messageProperties"),
@@ -289,13 +222,13 @@ class _Writer:
         self._targets = targets
         self._outbox = outbox
         self._opts = opts
-        self._next_seq = base
+        self.next_seq = base  # the sequence id of the next row
         self.sent = 0
         self.skipped = 0
 
     async def write(self, rows: _Rows) -> None:
-        first = self._next_seq
-        self._next_seq += len(rows.values)
+        first = self.next_seq
+        self.next_seq += len(rows.values)
         groups = await self._route(rows, first)
         for producer, indices in groups.values():
             last = producer.last_sequence_id()
@@ -387,24 +320,34 @@ def _pack(rows: _Rows, indices: list[int], first: int) -> PackedBatch:
 
 
 async def _write_rows(
-    client: Client, opts: WriteOptions, batches: Iterator[pa.RecordBatch], name: str, base: int
+    client: Client,
+    opts: WriteOptions,
+    spec: WriteSchema | None,
+    batches: Iterator[pa.RecordBatch],
+    name: str,
+    base: int,
 ) -> tuple[int, int]:
-    targets = _Targets(client, opts, name)
+    targets = _Targets(client, opts, name, spec.producer_schema() if spec else None)
+    encoder = RowEncoder(spec) if spec is not None and spec.kind != "string" else None
     outbox = _Outbox(opts)
     writer = _Writer(targets, outbox, opts, base)
     try:
         for batch in batches:
-            await writer.write(_Rows.of(batch, opts.topic is None))
+            rows = _Rows.of(batch, opts.topic is None, encoder, writer.next_seq)
+            await writer.write(rows)
         await outbox.finish()
     finally:
         await targets.close()
     return writer.sent, writer.skipped
 
 
-def _run_task(opts: WriteOptions, batches: Iterator[pa.RecordBatch], name: str, base: int) -> int:
+def _run_task(job: _Job, batches: Iterator[pa.RecordBatch], name: str, base: int) -> int:
+    opts = job.opts
     with Session(opts.service_url, opts.client_args) as session:
         try:
-            sent, skipped = session.run(_write_rows(session.client, opts, batches, name, base))
+            sent, skipped = session.run(
+                _write_rows(session.client, opts, job.spec, batches, name, base)
+            )
         except PulsarException as exc:
             raise PulsarSinkError(f"writing as producer {name} failed: {exc}") from exc
     if skipped:
@@ -412,27 +355,36 @@ def _run_task(opts: WriteOptions, batches: Iterator[pa.RecordBatch], name: str, 
     return sent + skipped
 
 
-def _prepare(options: Mapping[str, str], schema: StructType, overwrite: bool) -> WriteOptions:
+@dataclass(frozen=True)
+class _Job:
+    """A write's checked options, and how it encodes values (None: as the column holds them)."""
+
+    opts: WriteOptions
+    spec: WriteSchema | None
+
+
+def _prepare(options: Mapping[str, str], schema: StructType, overwrite: bool) -> _Job:
     opts = write_options(options)
     if overwrite:
         raise PulsarOptionError("the pulsar sink only appends (mode 'overwrite' is not possible)")
-    check_schema(schema, opts)
+    spec = write_schema(options, schema)
+    check_schema(schema, opts, set(spec.columns) if spec and spec.kind != "string" else set())
     if opts.exactly_once and opts.topic is not None:
         ensure_deduplication(opts.admin_url, opts.topic, opts.poll_timeout_s)
-    return opts
+    return _Job(opts, spec)
 
 
 class PulsarBatchWriter(DataSourceArrowWriter):
     """A batch write; each task produces as ``spark-<writeId>-<partition>``."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
-        self._opts = _prepare(options, schema, overwrite)
-        self._write_id = self._opts.write_id or uuid.uuid4().hex
+        self._job = _prepare(options, schema, overwrite)
+        self._write_id = self._job.opts.write_id or uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
-        rows = _run_task(self._opts, iterator, f"spark-{self._write_id}-{pid}", 0)
+        rows = _run_task(self._job, iterator, f"spark-{self._write_id}-{pid}", 0)
         return PulsarCommitMessage(pid, rows, 0)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -444,7 +396,7 @@ class PulsarStreamWriter(DataSourceStreamArrowWriter):
     """A streaming write; each task produces as ``spark-<queryId>-<partition>``."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
-        self._opts = _prepare(options, schema, overwrite)
+        self._job = _prepare(options, schema, overwrite)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
         ctx = TaskContext.get()
@@ -455,7 +407,7 @@ class PulsarStreamWriter(DataSourceStreamArrowWriter):
         if not query or batch is None:
             raise PulsarSinkError("no streaming query id / batch id in the task context")
         pid = ctx.partitionId()
-        rows = _run_task(self._opts, iterator, f"spark-{query}-{pid}", int(batch) << 32)
+        rows = _run_task(self._job, iterator, f"spark-{query}-{pid}", int(batch) << 32)
         return PulsarCommitMessage(pid, rows, 0)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -1,0 +1,123 @@
+"""Reading: the row layout of a read (fixed when it is planned) and the rows of one range."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from starquake.client.asyncio import Client
+from starquake.client.bulk import BulkReader
+from starquake.client.exceptions import PulsarException, Timeout
+from starquake.client.schema import SchemaInfo, SchemaType
+from starquake.client.topics import base_topic
+from starquake.spark._decode import Decoder
+from starquake.spark._options import PulsarOptionError, ReadOptions, SourceTarget
+from starquake.spark._plan import PulsarSourceError, RangePartition, resolve_partitions
+from starquake.spark._rows import to_record_batch
+from starquake.spark._runtime import Session
+from starquake.spark._typed import RAW_LAYOUT, RowLayout, layout_of
+
+__all__ = ["ROWS_PER_BATCH", "plan_layout", "read_range"]
+
+ROWS_PER_BATCH = 65536
+
+
+def _no_schema(info: SchemaInfo | None) -> bool:
+    return info is None or info.type in (SchemaType.BYTES, SchemaType.NONE)
+
+
+def _same(a: SchemaInfo | None, b: SchemaInfo | None) -> bool:
+    if a is None or b is None or _no_schema(a) or _no_schema(b):
+        return _no_schema(a) and _no_schema(b)
+    return a.same_definition(b)
+
+
+def _describe(info: SchemaInfo | None) -> str:
+    return "no schema" if info is None or _no_schema(info) else f"schema type {info.type.name}"
+
+
+async def _layout(client: Client, target: SourceTarget) -> RowLayout:
+    if target.pattern is not None:
+        topics = sorted({base_topic(p) for p in await resolve_partitions(client, target)})
+    else:
+        topics = list(target.topics)
+    infos = [(topic, await client.get_schema_info(topic)) for topic in topics]
+    if not infos:
+        return RAW_LAYOUT
+    first, first_info = infos[0]
+    for topic, info in infos[1:]:
+        if _same(first_info, info):
+            continue
+        if _describe(first_info) == _describe(info):
+            kind = info.type.name if info is not None else ""
+            found = f"{first} and {topic} have different {kind} schemas"
+        else:
+            found = f"{first} has {_describe(first_info)} and {topic} has {_describe(info)}"
+        raise PulsarOptionError(
+            f"option 'schema.decode': the topics read must share one schema, but {found}; "
+            "read them separately"
+        )
+    return layout_of(first_info, first)
+
+
+def plan_layout(target: SourceTarget | None) -> RowLayout:
+    """Driver side: the row layout of a read: the raw one without ``schema.decode``
+    (``target`` None), else the one of the topics' latest schema, which they must share."""
+    if target is None:
+        return RAW_LAYOUT
+    with Session(target.service_url, target.client_args) as session:
+        try:
+            return session.run(_layout(session.client, target))
+        except PulsarException as exc:
+            raise PulsarSourceError(f"fetching the topic schema failed: {exc}") from exc
+
+
+def read_range(
+    opts: ReadOptions, part: RangePartition, layout: RowLayout = RAW_LAYOUT
+) -> Iterator[pa.RecordBatch]:
+    """Executor side: the rows of one range as Arrow record batches of ``layout``."""
+    with Session(opts.service_url, opts.client_args) as session:
+
+        def fetch(version: int) -> SchemaInfo | None:
+            try:
+                return session.run(session.client.get_schema_info(part.topic, version))
+            except PulsarException as exc:
+                raise PulsarSourceError(
+                    f"fetching schema version {version} of {part.topic} failed: {exc}"
+                ) from exc
+
+        decoder = Decoder(layout, part.topic, fetch) if layout.kind != "raw" else None
+        queue = int(opts.reader_args.get("receiver_queue_size", 10000))
+        try:
+            reader = session.run(
+                BulkReader.create(
+                    session.client,
+                    part.topic,
+                    part.start,
+                    part.end,
+                    receiver_queue_size=queue,
+                    wait_timeout=opts.poll_timeout_s,
+                    fail_on_data_loss=opts.fail_on_data_loss,
+                    with_schema_versions=decoder is not None and decoder.needs_versions,
+                )
+            )
+        except (PulsarException, OSError) as exc:
+            raise PulsarSourceError(f"cannot read {part.topic}: {exc}") from exc
+        try:
+            while not reader.done:
+                try:
+                    cols = session.run(reader.read(ROWS_PER_BATCH))
+                except Timeout as exc:
+                    raise PulsarSourceError(
+                        f"reading {part.topic} [{part.start}, {part.end}): {exc} "
+                        "(option pollTimeoutMs)"
+                    ) from exc
+                if not len(cols):
+                    continue
+                if decoder is None:
+                    yield to_record_batch(cols, part.topic)
+                else:
+                    yield decoder.record_batch(cols)
+        finally:
+            session.run(reader.close())
