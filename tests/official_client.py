@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import types
+from typing import Any
+
 import pulsar
 
 from starquake.broker.embedded import EmbeddedBroker
@@ -15,6 +18,16 @@ def official_client(
         broker.service_url,
         operation_timeout_seconds=10,
         logger=pulsar.ConsoleLogger(level),
+    )
+
+
+def make_client(module: types.ModuleType, broker: EmbeddedBroker) -> Any:
+    """A client of ``module`` (``pulsar`` or ``starquake.client``: the same API) with a 10 s
+    operation timeout, logging warnings and above."""
+    return module.Client(
+        broker.service_url,
+        operation_timeout_seconds=10,
+        logger=module.ConsoleLogger(module.LoggerLevel.Warn),
     )
 
 

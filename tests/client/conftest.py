@@ -9,6 +9,7 @@ from typing import Any
 
 import pulsar
 import pytest
+from official_client import make_client
 
 import starquake.client
 from starquake.broker.embedded import EmbeddedBroker
@@ -20,14 +21,6 @@ MODULES: dict[str, types.ModuleType] = {"official": pulsar, "starquake": starqua
 def mod(request: pytest.FixtureRequest) -> types.ModuleType:
     """The client module under test: ``pulsar`` or ``starquake.client``."""
     return MODULES[request.param]
-
-
-def make_client(module: types.ModuleType, broker: EmbeddedBroker) -> Any:
-    return module.Client(
-        broker.service_url,
-        operation_timeout_seconds=10,
-        logger=module.ConsoleLogger(module.LoggerLevel.Warn),
-    )
 
 
 @pytest.fixture

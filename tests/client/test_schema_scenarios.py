@@ -12,7 +12,7 @@ from typing import Any
 import pulsar
 import pytest
 from admin_http import admin_json
-from conftest import make_client
+from official_client import make_client
 
 import starquake.client
 import starquake.client.asyncio as sq_asyncio

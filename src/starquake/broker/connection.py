@@ -406,7 +406,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             return await asyncio.to_thread(self.service.schemas.get, sid, version)
 
         def answer(stored: StoredSchema | None) -> None:
-            if stored is None or stored.deleted:
+            if stored is None:
                 self.write(
                     commands.get_schema_response_error(
                         request.request_id,

@@ -34,12 +34,18 @@ class ValueDecoding:
         return (
             self._needs_writer
             and bool(version)
-            and self._lookup.cached_schema(msg.topic_name(), version) is False
+            and not self._lookup.has_cached_schema(msg.topic_name(), version)
         )
 
     async def fetch(self, msg: Message) -> None:
         """(Loop) Fetch and cache the writer's schema of ``msg``."""
         await self._lookup.get_schema(msg.topic_name(), msg._schema_version)
+
+    async def prepare(self, msg: Message) -> Message:
+        """(Loop) :meth:`decorate` ``msg``, fetching its writer's schema first if needed."""
+        if self.needs_fetch(msg):
+            await self.fetch(msg)
+        return self.decorate(msg)
 
     def decorate(self, msg: Message) -> Message:
         """Give ``msg`` the decoder of its value; returns ``msg``."""
@@ -48,7 +54,7 @@ class ValueDecoding:
         version = msg._schema_version
         if self._needs_writer and version:
             writer = self._lookup.cached_schema(msg.topic_name(), version)
-            if writer and writer.data != self._own_data:  # type: ignore[union-attr]
+            if writer is not None and writer.data != self._own_data:
                 msg._value_decoder = functools.partial(
                     self._schema.decode_with_writer, writer=writer
                 )

@@ -196,17 +196,20 @@ class LookupService:
 
         return await self._retrying(f"topics of {namespace}", attempt)
 
-    def cached_schema(self, topic: str, version: bytes) -> SchemaInfo | bool | None:
-        """The schema version ``version`` of ``topic`` if fetched before (False if not)."""
-        return self._schemas.get((topic, version), False)
+    def has_cached_schema(self, topic: str, version: bytes) -> bool:
+        """Whether schema version ``version`` of ``topic`` was fetched before."""
+        return (topic, version) in self._schemas
+
+    def cached_schema(self, topic: str, version: bytes) -> SchemaInfo | None:
+        """Schema version ``version`` of ``topic`` if fetched before (None if not, or if the
+        topic has no such version)."""
+        return self._schemas.get((topic, version))
 
     async def get_schema(self, topic: str, version: bytes | None = None) -> SchemaInfo | None:
         """Schema ``version`` of ``topic`` (the latest when None), or None when the topic has
         no such schema. Versions never change, so they are cached."""
-        if version:
-            cached = self._schemas.get((topic, version), False)
-            if cached is not False:
-                return cached  # type: ignore[return-value]
+        if version and self.has_cached_schema(topic, version):
+            return self.cached_schema(topic, version)
 
         async def attempt() -> SchemaInfo | None:
             cnx = await self._pool.get_connection(await self.lookup(topic))

@@ -174,15 +174,10 @@ class Consumer:
         self._schema = schema
         self._decoding = ValueDecoding(schema, front.lookup)
 
-    async def _decorate(self, msg: Message) -> Message:
-        if self._decoding.needs_fetch(msg):
-            await self._decoding.fetch(msg)
-        return self._decoding.decorate(msg)
-
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """Wait for the next message (raises Timeout after ``timeout_millis`` if given)."""
         timeout = None if timeout_millis is None else timeout_millis / 1000
-        return await self._decorate(await self._front.receive(timeout))
+        return await self._decoding.prepare(await self._front.receive(timeout))
 
     async def batch_receive(self) -> list[Message]:
         """Messages received together, within the subscription's ``batch_receive_policy``
@@ -192,7 +187,7 @@ class Consumer:
         messages = await self._front.batch_receive(
             policy.max_num_message, policy.max_num_bytes, policy.timeout_ms
         )
-        return [await self._decorate(m) for m in messages]
+        return [await self._decoding.prepare(m) for m in messages]
 
     async def reconsume_later(
         self,
@@ -272,10 +267,7 @@ class Reader:
     async def read_next(self, timeout_millis: int | None = None) -> Message:
         """Wait for the next message (raises Timeout after ``timeout_millis`` if given)."""
         timeout = None if timeout_millis is None else timeout_millis / 1000
-        msg = await self._front.receive(timeout)
-        if self._decoding.needs_fetch(msg):
-            await self._decoding.fetch(msg)
-        return self._decoding.decorate(msg)
+        return await self._decoding.prepare(await self._front.receive(timeout))
 
     async def has_message_available(self) -> bool:
         """True if a message after the last one read is available."""

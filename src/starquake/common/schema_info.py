@@ -86,20 +86,6 @@ class SchemaType(IntEnum):
         """AVRO and JSON: record schemas whose definition is an Avro schema."""
         return self in (SchemaType.AVRO, SchemaType.JSON)
 
-    @property
-    def is_primitive(self) -> bool:
-        """Types with a fixed encoding and no definition of their own."""
-        return self not in (
-            SchemaType.AVRO,
-            SchemaType.JSON,
-            SchemaType.PROTOBUF,
-            SchemaType.PROTOBUF_NATIVE,
-            SchemaType.KEY_VALUE,
-            SchemaType.AUTO,
-            SchemaType.AUTO_CONSUME,
-            SchemaType.AUTO_PUBLISH,
-        )
-
 
 class KeyValueEncoding:
     """Values of the ``kv.encoding.type`` property."""

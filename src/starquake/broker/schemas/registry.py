@@ -115,11 +115,6 @@ class SchemaRegistry:
                 return list(history[i + 1 :])
         return list(history)
 
-    def history(self, sid: str) -> list[StoredSchema]:
-        """Every stored version, tombstones included, oldest first."""
-        with self._lock:
-            return list(self._history(sid))
-
     def live(self, sid: str) -> list[StoredSchema]:
         """The versions since the last deletion, oldest first: those checked for compatibility."""
         with self._lock:
@@ -131,15 +126,14 @@ class SchemaRegistry:
 
     def get(self, sid: str, version: int | None = None) -> StoredSchema | None:
         """Version ``version`` (the latest when None); None when there is no such version, or
-        when the latest is a deletion."""
+        when it (or, for the latest, the last version) is a deletion."""
         with self._lock:
             history = self._history(sid)
             if version is None:
-                return history[-1] if history and not history[-1].deleted else None
-            for stored in history:
-                if stored.version == version:
-                    return stored
-            return None
+                found = history[-1] if history else None
+            else:
+                found = next((s for s in history if s.version == version), None)
+            return None if found is None or found.deleted else found
 
     def version_of(self, sid: str, info: SchemaInfo) -> int | None:
         """The live version with the same definition as ``info``, if any."""
@@ -169,27 +163,46 @@ class SchemaRegistry:
         """
         validate(info)
         with self._lock:
-            live = self._live(self._history(sid))
-            index = find_version(info, [s.info for s in live], parsed=True)
-            if index is not None:
-                return live[index].version
-            if not allow_new:
-                raise IncompatibleSchemaError(
-                    "Schema not found and schema auto updating is disabled."
-                )
-            if live:
-                check_compatible(info, [s.info for s in live], strategy)
-            stored = StoredSchema(self._next_version(sid), info, _now_ms())
-            self._append(sid, stored)
-            return stored.version
+            return self._add_locked(sid, info, strategy, allow_new)
 
-    def check_consumer(self, sid: str, info: SchemaInfo, strategy: str) -> None:
-        """Whether a consumer with ``info`` may read the topic (raises when not)."""
-        validate(info)
-        live = self.live(sid)
-        if not live:
-            raise IncompatibleSchemaError("Topic does not have schema to check")
-        check_consumer_compatible(info, [s.info for s in live], strategy)
+    def _add_locked(self, sid: str, info: SchemaInfo, strategy: str, allow_new: bool) -> int:
+        """:meth:`add_schema` for a valid ``info``, the lock held."""
+        live = self._live(self._history(sid))
+        index = find_version(info, [s.info for s in live], parsed=True)
+        if index is not None:
+            return live[index].version
+        if not allow_new:
+            raise IncompatibleSchemaError("Schema not found and schema auto updating is disabled.")
+        if live:
+            check_compatible(info, [s.info for s in live], strategy)
+        stored = StoredSchema(self._next_version(sid), info, _now_ms())
+        self._append(sid, stored)
+        return stored.version
+
+    def admit_consumer(
+        self, sid: str, info: SchemaInfo, strategy: str, *, idle: bool, allow_new: bool
+    ) -> None:
+        """Whether a consumer with ``info`` may read the topic (raises when not).
+
+        On an ``idle`` topic without a schema, ``info`` is registered as its first version
+        (when ``allow_new``). Otherwise ALWAYS_COMPATIBLE admits any consumer, a registered
+        definition is admitted, and any other must be compatible as a reader.
+        """
+        with self._lock:
+            live = self._live(self._history(sid))
+            if not live and idle:
+                validate(info)
+                self._add_locked(sid, info, strategy, allow_new)
+                return
+            if strategy == "ALWAYS_COMPATIBLE":
+                return
+            existing = [s.info for s in live]
+            if find_version(info, existing) is not None:
+                return
+            validate(info)
+            if not live:
+                raise IncompatibleSchemaError("Topic does not have schema to check")
+            check_consumer_compatible(info, existing, strategy)
 
     def is_compatible(self, sid: str, info: SchemaInfo, strategy: str) -> tuple[bool, str]:
         """Whether ``info`` could be added (nothing is stored), and why not."""

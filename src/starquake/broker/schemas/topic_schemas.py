@@ -111,20 +111,12 @@ async def check_consumer_schema(
     attach; on an idle topic without a schema, ``info`` becomes its first version."""
     if info is None:
         return
-    registry = service.schemas
-    sid = schema_id(name)
-    strategy = compatibility_strategy(service, name.namespace_name)
-    if not await asyncio.to_thread(registry.has_schema, sid) and _is_idle(topic):
-        await asyncio.to_thread(
-            registry.add_schema,
-            sid,
-            info,
-            strategy,
-            allow_new=allow_auto_update(service, name.namespace_name),
-        )
-        return
-    if strategy == "ALWAYS_COMPATIBLE":
-        return
-    if await asyncio.to_thread(registry.version_of, sid, info) is not None:
-        return
-    await asyncio.to_thread(registry.check_consumer, sid, info, strategy)
+    namespace = name.namespace_name
+    await asyncio.to_thread(
+        service.schemas.admit_consumer,
+        schema_id(name),
+        info,
+        compatibility_strategy(service, namespace),
+        idle=_is_idle(topic),
+        allow_new=allow_auto_update(service, namespace),
+    )
