@@ -178,3 +178,11 @@ def test_namespace_schema_policies(broker: EmbeddedBroker) -> None:
     assert admin_json(broker, "POST", f"{ns}/schemaValidationEnforced", "yes")[0] == 400
     assert admin_json(broker, "POST", f"{ns}/schemaValidationEnforced", True)[0] == 204
     assert admin_json(broker, "GET", f"{ns}/schemaValidationEnforced") == (200, True)
+
+
+def test_a_partition_name_reaches_its_topic_schema(broker: EmbeddedBroker) -> None:
+    """Partitions share their partitioned topic's schemas, over HTTP as on the wire."""
+    topic = _topic()
+    assert _post(broker, topic, V1) == (200, {"version": {"version": 0}})
+    status, latest = admin_json(broker, "GET", f"{_base(topic)}-partition-1/schema")
+    assert status == 200 and json.loads(latest["data"]) == V1

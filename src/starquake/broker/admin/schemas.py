@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from starquake.broker.admin.replies import SEGMENT, BadRequest, Reply, guarded, json_body
 from starquake.broker.resources import NotFoundError
 from starquake.broker.schemas.compatibility import IncompatibleSchemaError, InvalidSchemaError
-from starquake.broker.schemas.registry import StoredSchema
+from starquake.broker.schemas.registry import StoredSchema, schema_id
 from starquake.broker.schemas.topic_schemas import compatibility_strategy
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.schema_info import (
@@ -39,6 +39,7 @@ from starquake.common.schema_info import (
     pack_key_value_schema,
     unpack_key_value_schema,
 )
+from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -133,7 +134,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         namespace = f"{params['tenant']}/{params['namespace']}"
         if not service.resources.namespace_exists(namespace):
             raise NotFoundError(f"Namespace {namespace} does not exist")
-        return f"{namespace}/{params['topic']}", namespace
+        return schema_id(TopicName.parse(f"{namespace}/{params['topic']}")), namespace
 
     async def get_latest(params: dict[str, str], _body: bytes) -> Reply:
         sid, _ = schema_id_of(params)
@@ -149,7 +150,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         except ValueError:
             raise BadRequest("the version must be a whole number") from None
         stored = await asyncio.to_thread(registry.get, sid, version)
-        if stored is None or stored.deleted:
+        if stored is None:
             raise NotFoundError(f"Schema version {version} not found")
         return json_reply(200, schema_reply(stored))
 
