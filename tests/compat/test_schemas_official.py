@@ -280,6 +280,7 @@ def test_registered_versions_survive_kill_9(tmp_path: Path) -> None:
         try:
             c.create_producer(topic, schema=AvroSchema(UserV1)).send(UserV1(name="a"))
             c.create_producer(topic, schema=AvroSchema(UserV2)).send(UserV2(name="b"))
+            c.create_producer(f"{topic}-untyped").send(b"raw")  # a topic with no schema yet
         finally:
             c.close()
         other = f"/admin/v2/schemas/public/default/{name}-rest"
@@ -293,8 +294,13 @@ def test_registered_versions_survive_kill_9(tmp_path: Path) -> None:
         assert [v["version"] for v in json.loads(raw)["getSchemaResponses"]] == [0, 1]
         assert http_call(web, "GET", f"{other}/schema")[0] == 404
         assert http_call(web, "GET", f"{other}/schema/0")[0] == 200
+        untyped = f"/admin/v2/schemas/public/default/{name}-untyped/schema"
+        assert http_call(web, "GET", untyped)[0] == 404
         c = pulsar.Client(broker.url, operation_timeout_seconds=10)
         try:
+            # still no schema, and holding data: a typed consumer has nothing to check against
+            with pytest.raises(pulsar.IncompatibleSchema):
+                c.subscribe(f"{topic}-untyped", "typed", schema=StringSchema())
             consumer = c.subscribe(
                 topic,
                 "s",
