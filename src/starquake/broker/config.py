@@ -50,7 +50,14 @@ class BrokerConfig:
     dispatcherMaxReadBatchSize: int = 100
     subscriptionKeySharedUseConsistentHashing: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: int = 100
-    brokerDeleteInactiveTopicsEnabled: bool = False
+    brokerDeleteInactiveTopicsEnabled: bool = True
+    """Delete topics that stay inactive (see ``brokerDeleteInactiveTopicsMode``)."""
+    brokerDeleteInactiveTopicsFrequencySeconds: float = 60.0
+    brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
+    """``delete_when_no_subscriptions``: no producers, consumers or subscriptions;
+    ``delete_when_subscriptions_caught_up``: no producers or consumers, and no backlog."""
+    brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int = -1
+    """How long a topic must stay inactive before it is deleted (-1: the check frequency)."""
     maxUnackedMessagesPerConsumer: int = 50000
     maxUnackedMessagesPerSubscription: int = 200000
     acknowledgmentAtBatchIndexLevelEnabled: bool = False
@@ -64,6 +71,27 @@ class BrokerConfig:
     ttlDurationDefaultInSeconds: int = 0
     """Message TTL of namespaces that set none (0: messages never expire)."""
     messageExpiryCheckIntervalInMinutes: float = 5.0
+    topicLevelPoliciesEnabled: bool = True
+    """Whether policies set on a topic override its namespace's."""
+
+    # Retention and backlog quotas.
+    defaultRetentionTimeInMinutes: int = 0
+    """Retention of namespaces that set none (-1: forever, 0: acknowledged data goes)."""
+    defaultRetentionSizeInMB: int = 0
+    backlogQuotaCheckEnabled: bool = True
+    backlogQuotaCheckIntervalInSeconds: float = 60.0
+    backlogQuotaDefaultLimitBytes: int = -1
+    """Backlog size quota of namespaces that set none (-1: no quota)."""
+    backlogQuotaDefaultLimitSecond: int = -1
+    """Backlog age quota of namespaces that set none (-1: no quota)."""
+    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
+
+    # Topic compaction.
+    brokerServiceCompactionThresholdInBytes: int = 0
+    """Compact a topic once its backlog since the last compaction passes this (0: never)."""
+    brokerServiceCompactionMonitorIntervalInSeconds: float = 60.0
+    topicCompactionRetainNullKey: bool = False
+    """Whether the compacted view keeps messages that have no key."""
 
     # Schemas.
     schemaCompatibilityStrategy: str = "FULL"
@@ -152,6 +180,15 @@ _RANGES: dict[str, tuple[float, float | None]] = {
     "statsUpdateFrequencyInSecs": (1, None),
     "ttlDurationDefaultInSeconds": (0, None),
     "messageExpiryCheckIntervalInMinutes": (0.001, None),
+    "brokerDeleteInactiveTopicsFrequencySeconds": (0.01, None),
+    "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": (-1, None),
+    "defaultRetentionTimeInMinutes": (-1, None),
+    "defaultRetentionSizeInMB": (-1, None),
+    "backlogQuotaCheckIntervalInSeconds": (0.01, None),
+    "backlogQuotaDefaultLimitBytes": (-1, None),
+    "backlogQuotaDefaultLimitSecond": (-1, None),
+    "brokerServiceCompactionThresholdInBytes": (0, None),
+    "brokerServiceCompactionMonitorIntervalInSeconds": (0.01, None),
     "managedLedgerMaxEntriesPerLedger": (1, None),
     "managedLedgerMaxSizePerLedgerMbytes": (1, None),
     "managedLedgerMinLedgerRolloverTimeMinutes": (0, None),
@@ -162,6 +199,12 @@ _RANGES: dict[str, tuple[float, float | None]] = {
 }
 _CHOICES: dict[str, frozenset[str]] = {
     "allowAutoTopicCreationType": frozenset({"non-partitioned", "partitioned"}),
+    "brokerDeleteInactiveTopicsMode": frozenset(
+        {"delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"}
+    ),
+    "backlogQuotaDefaultRetentionPolicy": frozenset(
+        {"producer_request_hold", "producer_exception", "consumer_backlog_eviction"}
+    ),
 }
 
 

@@ -8,6 +8,10 @@ copy. Keys (values are JSON)::
     /admin/tenants/<tenant>                            {"adminRoles": [], "allowedClusters": [...]}
     /admin/policies/<tenant>/<namespace>               namespace policies (Pulsar field names)
     /admin/partitioned-topics/<tenant>/<namespace>/<domain>/<local name>   {"partitions": N}
+    /admin/topic-policies/<tenant>/<namespace>/<domain>/<local name>       topic-level policies
+
+Topic-level policies are kept under the topic's base name: those of a partitioned topic apply to
+every partition. They use the same field names as namespace policies.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ _TENANTS = "/admin/tenants"
 _POLICIES = "/admin/policies"
 _PARTITIONED = "/admin/partitioned-topics"
 _CLUSTERS = "/admin/clusters"
+_TOPIC_POLICIES = "/admin/topic-policies"
 
 
 class ConflictError(BrokerServiceError):
@@ -53,6 +58,7 @@ class PulsarResources:
         self._tenants: dict[str, dict[str, Any]] = {}
         self._namespaces: dict[str, dict[str, Any]] = {}
         self._partitioned: dict[str, int] = {}
+        self._topic_policies: dict[str, dict[str, Any]] = {}
         self._load()
 
     # --- loading ------------------------------------------------------------------------------
@@ -75,6 +81,15 @@ class PulsarResources:
                         if raw:
                             name = f"{domain}://{tenant}/{ns}/{local}"
                             self._partitioned[name] = int(json.loads(raw)["partitions"])
+        for tenant in store.list_children(_TOPIC_POLICIES):
+            for ns in store.list_children(f"{_TOPIC_POLICIES}/{tenant}"):
+                for domain in store.list_children(f"{_TOPIC_POLICIES}/{tenant}/{ns}"):
+                    base = f"{_TOPIC_POLICIES}/{tenant}/{ns}/{domain}"
+                    for local in store.list_children(base):
+                        raw = store.get(f"{base}/{local}")
+                        if raw:
+                            name = f"{domain}://{tenant}/{ns}/{local}"
+                            self._topic_policies[name] = json.loads(raw)
 
     def ensure_defaults(self, service_url: str, web_url: str) -> None:
         """Create the cluster, tenant ``public`` and namespace ``public/default`` on first start."""
@@ -125,6 +140,16 @@ class PulsarResources:
     def partitions(self, topic: TopicName) -> int:
         """Number of partitions of ``topic``, or 0 when it is not a partitioned topic."""
         return self._partitioned.get(str(topic), 0)
+
+    def topic_policies(self, topic: TopicName) -> dict[str, Any]:
+        """The topic-level policies of ``topic`` (those of its partitioned topic for a
+        partition); empty when none are set."""
+        return dict(self._topic_policies.get(str(topic.partitioned_topic_name), {}))
+
+    def topic_policy(self, topic: TopicName, key: str) -> Any:
+        """One topic-level policy of ``topic``, as stored (None when unset)."""
+        policies = self._topic_policies.get(str(topic.partitioned_topic_name))
+        return None if policies is None else policies.get(key)
 
     def partitioned_topics(self, namespace: str) -> list[str]:
         return sorted(
@@ -213,6 +238,26 @@ class PulsarResources:
                 )
             self._store.put(self._partitioned_key(topic), _dump({"partitions": partitions}))
             self._partitioned[str(topic)] = partitions
+
+    def _topic_policies_key(self, topic: TopicName) -> str:
+        base = topic.partitioned_topic_name
+        return "/".join(
+            (_TOPIC_POLICIES, base.tenant, base.namespace, base.domain.value, base.local_name)
+        )
+
+    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> None:
+        """Store the topic-level policies of ``topic`` (an empty dict removes them)."""
+        name = str(topic.partitioned_topic_name)
+        with self._lock:
+            if topic.namespace_name not in self._namespaces:
+                raise NotFoundError(f"Namespace {topic.namespace_name} does not exist")
+            key = self._topic_policies_key(topic)
+            if policies:
+                self._store.put(key, _dump(policies))
+                self._topic_policies[name] = dict(policies)
+            else:
+                self._store.delete(key)
+                self._topic_policies.pop(name, None)
 
     def delete_partitioned_topic(self, topic: TopicName) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from starquake.broker import topic_admin, topic_stats
+from starquake.broker import applied_policies, topic_admin, topic_stats
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.config import BrokerConfig
 from starquake.broker.errors import (
@@ -218,9 +218,7 @@ class BrokerService:
         """Apply the message TTLs: move durable subscriptions past expired messages."""
         moved = 0
         for topic in list(self.topics.values()):
-            ttl = self.resources.policy(topic.name.namespace_name, "message_ttl_in_seconds")
-            if ttl is None:
-                ttl = self.config.ttlDurationDefaultInSeconds
+            ttl = applied_policies.message_ttl(self, topic.name)
             if not ttl:
                 continue
             for subscription in list(topic.subscriptions.values()):
@@ -436,11 +434,7 @@ class BrokerService:
         return loaded
 
     def dedup_enabled_for(self, topic: TopicName) -> bool:
-        policies = self.resources.namespace_policies(topic.namespace_name)
-        value = policies.get("deduplicationEnabled")
-        if value is None:
-            return self.config.brokerDeduplicationEnabled
-        return bool(value)
+        return applied_policies.deduplication(self, topic)
 
     def store_metadata_later(
         self, key: str, value: bytes, on_stored: Callable[[], None] | None = None
