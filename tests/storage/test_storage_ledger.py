@@ -12,6 +12,7 @@ from starquake.storage import (
     LedgerBusyError,
     LedgerFencedError,
     Position,
+    RetentionLimits,
     StorageError,
 )
 
@@ -236,12 +237,13 @@ def test_trim_respects_durable_cursors(make_factory: MakeFactory) -> None:
     slow.mark_delete(positions[3])
     persist(f)
     assert ml.trim() == 1
-    assert ml.trim(keep=lambda info: True) == 0
+    assert ml.trim(RetentionLimits(-1, -1)) == 0  # nothing more is consumed
     slow.mark_delete(positions[5])
     persist(f)
     assert ml.trim() == 0  # the last ledger is still the current one
     assert ml.maybe_rollover()
-    assert ml.trim(keep=lambda info: False) == 1
+    assert ml.trim(RetentionLimits(-1, -1)) == 0  # infinite retention keeps it
+    assert ml.trim(RetentionLimits(0, 0)) == 1
     assert ml.first_position() is None
     assert ml.last_confirmed == Position(ml.current_ledger_id, -1)
     assert slow.backlog() == 0

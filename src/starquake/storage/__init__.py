@@ -24,6 +24,7 @@ from .position import (
     LedgerFencedError,
     LedgerInfo,
     Position,
+    RetentionLimits,
     StorageError,
 )
 from .rangeset import PositionRangeSet
@@ -51,6 +52,7 @@ __all__ = [
     "Position",
     "PositionRangeSet",
     "PreparedLedger",
+    "RetentionLimits",
     "SqliteMetadataStore",
     "StorageError",
     "StorageFaults",

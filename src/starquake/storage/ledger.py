@@ -28,6 +28,7 @@ from .position import (
     LedgerFencedError,
     LedgerInfo,
     Position,
+    RetentionLimits,
     StorageError,
 )
 from .rangeset import PositionRangeSet
@@ -179,6 +180,11 @@ class ManagedLedger:
     def closed(self) -> bool:
         """True once :meth:`close` (or the factory's delete) was called."""
         return self._closed
+
+    @property
+    def directory(self) -> Path:
+        """The directory holding this managed ledger's files (deleted with it)."""
+        return self._directory
 
     def fence(self, exc: BaseException) -> None:
         """Refuse further appends and drop buffered ones (called when a commit failed)."""
@@ -587,25 +593,32 @@ class ManagedLedger:
 
     def trim(
         self,
-        keep: Callable[[LedgerInfo], bool] | None = None,
+        retention: RetentionLimits | None = None,
         hold: tuple[int, int] | None = None,
+        now: float | None = None,
     ) -> int:
         """Delete sealed ledgers consumed by every durable cursor; returns how many were deleted.
 
-        A ledger goes when all its entries lie at or before every durable cursor's mark-delete
-        position, as last stored (so that no cursor restored after a crash needs it), and at or
-        before ``hold`` (with neither, every sealed ledger goes). The current
-        ledger is never deleted. ``keep`` (e.g. a retention policy) can veto a ledger, which
-        stops the trim there.
+        A ledger is consumed when all its entries lie at or before every durable cursor's
+        mark-delete position, as last stored (so that no cursor restored after a crash needs
+        it), and at or before ``hold`` (with neither, every sealed ledger is consumed). The
+        current ledger is never deleted. ``retention`` keeps consumed ledgers (none when
+        None): the oldest goes first, once closed ``retention.seconds`` ago or while the
+        ledgers kept exceed ``retention.size_bytes``; the first one kept stops the trim.
         """
         self._deleting = [c for c in self._deleting if self._factory.is_unsaved(c.key)]
         marks = [c.trim_horizon for c in (*self._cursors.values(), *self._deleting)]
         if hold is not None:
             marks.append(Position(hold[0], hold[1]))
         horizon = min(marks) if marks else None
+        if retention is not None and retention.seconds < 0 and retention.size_bytes < 0:
+            return 0  # infinite retention
+        if now is None:
+            now = self._clock()
+        total = self.total_size
         deleted = 0
         doomed: list[Path] = []
-        while self._ids:
+        while len(self._ids) > 1:
             state = self._states[self._ids[0]]
             if state is self._cur or not state.sealed or state.inflight or state.pending:
                 break
@@ -613,8 +626,15 @@ class ManagedLedger:
                 break
             if horizon is not None and Position(state.ledger_id, state.entries - 1) > horizon:
                 break
-            if keep is not None and keep(self._info(state)):
-                break
+            size = state.confirmed_end - HEADER_SIZE
+            if retention is not None:
+                # a ledger is closed when the next one is created
+                closed_at = self._states[self._ids[1]].created_at
+                expired = retention.seconds >= 0 and now - closed_at >= retention.seconds
+                over_size = retention.size_bytes >= 0 and total > retention.size_bytes
+                if not (expired or over_size):
+                    break
+            total -= size
             state.dropped = True
             self._factory.forget_state(state)
             self._factory.maybe_release(state)
@@ -648,6 +668,24 @@ class ManagedLedger:
     def total_size(self) -> int:
         """Bytes of the visible records (with their 8-byte framing) over all stored ledgers."""
         return sum(s.confirmed_end - HEADER_SIZE for s in self._states.values())
+
+    def estimated_size_after(self, position: tuple[int, int]) -> int:
+        """Estimated bytes of the visible entries after ``position`` (Pulsar's estimated
+        backlog size): whole ledgers after it, plus the part of its own ledger past it at
+        that ledger's average entry size. A position in a deleted ledger counts everything."""
+        ledger_id, entry_id = position
+        total = 0
+        for lid in self._ids[bisect_left(self._ids, ledger_id) :]:
+            state = self._states[lid]
+            size = state.confirmed_end - HEADER_SIZE
+            entries = state.confirmed
+            if lid == ledger_id and entry_id >= 0 and entries:
+                if entry_id + 1 >= entries:
+                    size = 0
+                else:
+                    size -= (entry_id + 1) * (size // entries)
+            total += size
+        return total
 
     def __repr__(self) -> str:
         return f"ManagedLedger({self.name!r}, last_confirmed={self._lc})"

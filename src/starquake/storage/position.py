@@ -55,6 +55,18 @@ class LedgerInfo(NamedTuple):
     created_at: float
 
 
+class RetentionLimits(NamedTuple):
+    """How much consumed data a managed ledger keeps (Pulsar's retention policy).
+
+    A consumed ledger is deleted when it was closed at least ``seconds`` ago, or when the
+    ledgers kept would otherwise exceed ``size_bytes``. A negative limit is no limit: with
+    both negative, consumed ledgers are kept forever; with both 0, they go at once.
+    """
+
+    seconds: float
+    size_bytes: int
+
+
 class StorageError(Exception):
     """Any failure of the storage engine (I/O, corruption, misuse)."""
 
