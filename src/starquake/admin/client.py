@@ -313,6 +313,34 @@ class Namespaces(_Group):
     def remove_deduplication(self, namespace: str) -> None:
         self._call("DELETE", self._policy(namespace, "deduplication"))
 
+    # Any other policy by its path (Pulsar's names: maxUnackedMessagesPerConsumer,
+    # maxUnackedMessagesPerSubscription, delayedDelivery, compactionThreshold,
+    # inactiveTopicPolicies, maxProducersPerTopic, maxConsumersPerTopic, ...).
+
+    def get_policy(self, namespace: str, policy: str) -> Any:
+        """The namespace's value (None: the broker's default applies)."""
+        return self._call("GET", self._policy(namespace, policy))
+
+    def set_policy(self, namespace: str, policy: str, value: Any) -> None:
+        method = "PUT" if policy in _PUT_POLICIES else "POST"
+        self._call(method, self._policy(namespace, policy), value)
+
+    def remove_policy(self, namespace: str, policy: str) -> None:
+        self._call("DELETE", self._policy(namespace, policy))
+
+    def get_backlog_quotas(self, namespace: str) -> Any:
+        """``{"destination_storage" | "message_age": {"limitSize", "limitTime", "policy"}}``."""
+        return self._call("GET", self._policy(namespace, "backlogQuotaMap"))
+
+    def set_backlog_quota(
+        self, namespace: str, quota: dict[str, Any], quota_type: str = "destination_storage"
+    ) -> None:
+        path = self._policy(namespace, "backlogQuota") + _quota_query(quota_type)
+        self._call("POST", path, quota)
+
+    def remove_backlog_quota(self, namespace: str, quota_type: str = "destination_storage") -> None:
+        self._call("DELETE", self._policy(namespace, "backlogQuota") + _quota_query(quota_type))
+
 
 class Topics(_Group):
     """``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``."""
@@ -377,6 +405,14 @@ class Topics(_Group):
     def unload(self, topic: str) -> None:
         self._call("PUT", _topic_path(topic) + "/unload")
 
+    def trigger_compaction(self, topic: str) -> None:
+        """Start compacting the topic (every partition of a partitioned topic)."""
+        self._call("PUT", _topic_path(topic) + "/compaction")
+
+    def compaction_status(self, topic: str) -> Any:
+        """``{"status": "NOT_RUN" | "RUNNING" | "SUCCESS" | "ERROR", "lastError": ...}``."""
+        return self._call("GET", _topic_path(topic) + "/compaction")
+
 
 class Subscriptions(_Group):
     """A topic's subscriptions: ``.../{topic}/subscriptions`` and ``.../subscription/{sub}``."""
@@ -437,6 +473,52 @@ class Subscriptions(_Group):
         return messages
 
 
+def _quota_query(quota_type: str) -> str:
+    return "?backlogQuotaType=" + urllib.parse.quote(quota_type, safe="")
+
+
+# namespace policies set with PUT (every other one is set with POST)
+_PUT_POLICIES = frozenset({"compactionThreshold", "schemaCompatibilityStrategy"})
+
+
+class TopicPolicies(_Group):
+    """Policies set on one topic (those of a partitioned topic apply to every partition):
+    ``.../{topic}/{policy}`` with Pulsar's policy names (``retention``, ``messageTTL``,
+    ``deduplicationEnabled``, ``maxUnackedMessagesOnConsumer``,
+    ``maxUnackedMessagesOnSubscription``, ``delayedDelivery``, ``compactionThreshold``,
+    ``maxProducers``, ``maxConsumers``, ``inactiveTopicPolicies``).
+
+    ``get`` answers the topic's own value (None when it sets none), or with ``applied`` the
+    value in force: the topic's, else its namespace's, else the broker's default.
+    """
+
+    def get(self, topic: str, policy: str, applied: bool = False) -> Any:
+        query = "?applied=true" if applied else ""
+        return self._call("GET", f"{_topic_path(topic)}/{policy}{query}")
+
+    def set(self, topic: str, policy: str, value: Any) -> None:
+        path = f"{_topic_path(topic)}/{policy}"
+        if policy == "messageTTL":  # a query parameter, as Pulsar's admin client sends it
+            self._call("POST", f"{path}?messageTTL={int(value)}")
+        else:
+            self._call("POST", path, value)
+
+    def remove(self, topic: str, policy: str) -> None:
+        self._call("DELETE", f"{_topic_path(topic)}/{policy}")
+
+    def get_backlog_quotas(self, topic: str, applied: bool = False) -> Any:
+        """``{"destination_storage" | "message_age": {"limitSize", "limitTime", "policy"}}``."""
+        return self.get(topic, "backlogQuotaMap", applied)
+
+    def set_backlog_quota(
+        self, topic: str, quota: dict[str, Any], quota_type: str = "destination_storage"
+    ) -> None:
+        self._call("POST", f"{_topic_path(topic)}/backlogQuota{_quota_query(quota_type)}", quota)
+
+    def remove_backlog_quota(self, topic: str, quota_type: str = "destination_storage") -> None:
+        self._call("DELETE", f"{_topic_path(topic)}/backlogQuota{_quota_query(quota_type)}")
+
+
 class Schemas(_Group):
     """``/admin/v2/schemas/{tenant}/{namespace}/{topic}``: a topic's schema versions.
 
@@ -493,6 +575,7 @@ class PulsarAdmin:
         self.topics = Topics(self)
         self.subscriptions = Subscriptions(self)
         self.schemas = Schemas(self)
+        self.topic_policies = TopicPolicies(self)
 
     def request(self, method: str, path: str, body: Any = None) -> AdminResponse:
         """Send ``method path`` (a non-bytes ``body`` as JSON) and return the answer; raise

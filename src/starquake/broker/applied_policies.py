@@ -102,9 +102,16 @@ class BacklogQuota:
 
 
 def backlog_quota(service: BrokerService, topic: TopicName, kind: str) -> BacklogQuota | None:
-    """The quota of ``kind`` (``destination_storage`` or ``message_age``), or None."""
-    quotas = applied(service, topic, "backlog_quota_map")
-    value = quotas.get(kind) if quotas else None
+    """The quota of ``kind`` (``destination_storage`` or ``message_age``), or None.
+
+    Each kind resolves on its own, as in Pulsar: a topic that sets only one kind keeps its
+    namespace's quota of the other."""
+    value = None
+    if service.config.topicLevelPoliciesEnabled:
+        value = (service.resources.topic_policy(topic, "backlog_quota_map") or {}).get(kind)
+    if value is None:
+        quotas = service.resources.policy(topic.namespace_name, "backlog_quota_map")
+        value = quotas.get(kind) if quotas else None
     config = service.config
     if value is None:
         if kind == DESTINATION_STORAGE:

@@ -38,6 +38,7 @@ from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
 from starquake.broker.schemas.registry import StoredSchema, schema_id
 from starquake.broker.schemas.topic_schemas import add_producer_schema
+from starquake.broker.system_topics import hide_system_topics
 from starquake.common.schema_info import decode_schema_version, encode_schema_version
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
@@ -380,6 +381,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             topics += self.service.list_topics(namespace)
         if mode != pb.CommandGetTopicsOfNamespace.PERSISTENT:
             topics += self.service.list_topics(namespace, persistent=False)
+        topics = hide_system_topics(topics)  # as Pulsar: clients never see system topics
         filtered = False
         if request.HasField("topics_pattern"):
             try:

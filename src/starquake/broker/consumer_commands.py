@@ -6,8 +6,9 @@ import logging
 import time
 
 from starquake.broker.cnx_base import CnxBase
+from starquake.broker.compaction.reading import last_compacted_message
 from starquake.broker.consumer import Consumer, SubType
-from starquake.broker.errors import BrokerServiceError
+from starquake.broker.errors import BrokerServiceError, NotAllowedError
 from starquake.broker.schemas.topic_schemas import check_consumer_schema
 from starquake.broker.subscription import Subscription, to_signed
 from starquake.broker.topic import PersistentTopic
@@ -74,6 +75,17 @@ class ConsumerCommands(CnxBase):
         consumer_id = request.consumer_id
         if consumer_id in self.consumers:  # the same id arrived again while the topic loaded
             self._error(request_id, BrokerServiceError("Consumer id already in use"))
+            return
+        if request.read_compacted and request.subType not in (
+            pb.CommandSubscribe.Exclusive,
+            pb.CommandSubscribe.Failover,
+        ):
+            self._error(
+                request_id,
+                NotAllowedError(
+                    "readCompacted only allowed on failover or exclusive subscriptions"
+                ),
+            )
             return
         try:
             start: Position | None = None
@@ -337,7 +349,10 @@ class ConsumerCommands(CnxBase):
             )
             return
         topic = consumer.subscription.topic
-        last, batch_index = topic.last_message_position()
+        if consumer.read_compacted and isinstance(topic, PersistentTopic):
+            last, batch_index = last_compacted_message(topic)
+        else:
+            last, batch_index = topic.last_message_position()
         partition = topic.partition_index
         subscription = consumer.subscription
         mark = (

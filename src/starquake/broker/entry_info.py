@@ -90,5 +90,18 @@ class EntryInfoCache:
             self.put(position, info)
         return info
 
+    def discard_up_to(self, position: Position) -> int:
+        """Forget the entries at or before ``position`` (every subscription is past them;
+        a later read parses them again). Returns how many were dropped."""
+        items = self._items
+        dropped = 0
+        while items:
+            oldest = next(iter(items))
+            if oldest > position:
+                break
+            del items[oldest]
+            dropped += 1
+        return dropped
+
     def clear(self) -> None:
         self._items.clear()

@@ -11,6 +11,7 @@ Messages reach consumers as id ``0:0`` (with their batch index), as Pulsar sends
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -208,6 +209,8 @@ class NonPersistentTopic:
         self.closed = False
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
+        self.last_active = time.monotonic()
+        """When the topic was last seen active (for the deletion of inactive topics)."""
         self.rates = RateWindow()
         self._producer_seq = 0
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from collections import deque
 
+from starquake.broker import backlog_quota
 from starquake.broker.cnx_base import CnxBase
 from starquake.broker.entry_info import info_of
 from starquake.broker.errors import BrokerServiceError, ProducerBusyError
 from starquake.broker.producer import Producer
 from starquake.broker.schemas.topic_schemas import add_producer_schema, validation_enforced
+from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
@@ -67,6 +69,12 @@ class ProducerCommands(CnxBase):
     def _producer_schema(self, request: pb.CommandProducer, topic: TopicApi) -> None:
         """Find the producer's schema version (off the loop) when schemas are involved, then
         add the producer."""
+        if isinstance(topic, PersistentTopic):
+            try:  # as Pulsar does: before the schema check, so a refused producer adds none
+                backlog_quota.check_producer(self.service, topic)
+            except BrokerServiceError as exc:
+                self._error(request.request_id, exc)
+                return
         info = schema_info_of(request.schema) if request.HasField("schema") else None
         name = self.service.parse_topic(topic.full_name)
         if info is None and not validation_enforced(self.service, name.namespace_name):

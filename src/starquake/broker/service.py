@@ -14,8 +14,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from starquake.broker import applied_policies, topic_admin, topic_stats
+from starquake.broker import (
+    applied_policies,
+    backlog_quota,
+    inactive_topics,
+    policy_events,
+    system_topics,
+    topic_admin,
+    topic_stats,
+)
 from starquake.broker.committer import GroupCommitter
+from starquake.broker.compaction.service import CompactionService
 from starquake.broker.config import BrokerConfig
 from starquake.broker.errors import (
     BrokerServiceError,
@@ -39,6 +48,7 @@ from starquake.storage import (
     ManagedLedgerConfig,
     ManagedLedgerFactory,
     Position,
+    RetentionLimits,
     SqliteMetadataStore,
     StorageError,
     StorageFaults,
@@ -76,6 +86,7 @@ class BrokerService:
             raise
         self.resources = PulsarResources(self.metadata, config.clusterName)
         self.schemas = SchemaRegistry(self.metadata)
+        self.compaction = CompactionService(self)
         self.factory = ManagedLedgerFactory(
             data / "ledgers", self.metadata, storage_config(config), faults=faults
         )
@@ -108,6 +119,9 @@ class BrokerService:
         self._tasks.append(loop.create_task(self._trim_loop()))
         self._tasks.append(loop.create_task(self._stats_loop()))
         self._tasks.append(loop.create_task(self._expiry_loop()))
+        self._tasks.append(loop.create_task(self.compaction.monitor()))
+        self._tasks.append(loop.create_task(backlog_quota.monitor(self)))
+        self._tasks.append(loop.create_task(self._inactive_topics_loop()))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -116,6 +130,7 @@ class BrokerService:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        await self.compaction.stop()
         for topic in list(self.topics.values()):
             topic.close()
         for np_topic in list(self.nonpersistent_topics.values()):
@@ -226,6 +241,14 @@ class BrokerService:
                     moved += 1
         return moved
 
+    async def _inactive_topics_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.brokerDeleteInactiveTopicsFrequencySeconds)
+            try:
+                await inactive_topics.delete_inactive_topics(self)
+            except Exception:
+                log.exception("deleting inactive topics failed; retrying at the next check")
+
     async def _trim_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.managedLedgerTrimIntervalSeconds)
@@ -243,11 +266,18 @@ class BrokerService:
         return rolled
 
     def trim_ledgers(self) -> int:
-        """Delete ledgers every durable subscription has consumed; returns how many."""
+        """Delete ledgers every durable subscription has consumed and the topic's retention
+        policy no longer keeps; returns how many."""
         deleted = 0
         for topic in list(self.topics.values()):
             try:
-                deleted += topic.ledger.trim(hold=topic.trim_hold())
+                policy = applied_policies.retention(self, topic.name)
+                limits = RetentionLimits(
+                    policy.time_minutes * 60 if policy.time_minutes >= 0 else -1,
+                    policy.size_mb * 1024 * 1024 if policy.size_mb >= 0 else -1,
+                )
+                deleted += topic.ledger.trim(limits, hold=topic.trim_hold())
+                topic.forget_consumed_entry_infos()
             except Exception:
                 log.exception("trimming %s failed", topic.full_name)
         if deleted:
@@ -282,6 +312,7 @@ class BrokerService:
             allowed
             and kind == "partitioned"
             and not topic.is_partition
+            and not system_topics.is_system_topic(topic)
             and not self.topic_exists(topic)
         )
 
@@ -319,10 +350,10 @@ class BrokerService:
             return self.config.allowAutoSubscriptionCreation
         return bool(override.get("allowAutoSubscriptionCreation"))
 
-    def policy_limit(self, namespace: str, key: str) -> int:
-        """A per-topic limit of the namespace (0: none)."""
-        value = self.resources.policy(namespace, key)
-        return int(value) if value else 0
+    def policies_changed(self, scope: str | TopicName) -> None:
+        """The policies of a namespace (``tenant/ns``) or of a topic changed: the loaded topics
+        under it apply them now (see :mod:`starquake.broker.policy_events`)."""
+        policy_events.refresh(self, scope)
 
     def topic_exists(self, topic: TopicName) -> bool:
         name = str(topic)
@@ -387,6 +418,7 @@ class BrokerService:
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             if self.resources.partitions(topic) > 0:
                 raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")
+            system_topics.check_creatable(topic)
         loading = self._loading.get(name)
         if loading is None:
             loading = asyncio.get_running_loop().create_task(self._load(topic))
@@ -420,6 +452,7 @@ class BrokerService:
                 log.info(
                     "deduplication state of %s recovered (%d entries replayed)", name, replayed
                 )
+            await self.compaction.restore(loaded)
         except Exception as exc:
             log.exception("loading topic %s failed", name)
             ledger.close()
@@ -485,6 +518,7 @@ class BrokerService:
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             if self.resources.partitions(topic) > 0:
                 raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")
+            system_topics.check_creatable(topic)
             existing = NonPersistentTopic(self, topic)
             self.nonpersistent_topics[name] = existing
             log.info("created non-persistent topic %s", name)

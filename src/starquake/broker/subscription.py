@@ -6,6 +6,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from starquake.broker import applied_policies
+from starquake.broker.compaction.reading import CompactedReads
 from starquake.broker.consumer import Consumer, SubType
 from starquake.broker.delayed_delivery import InMemoryDelayedDeliveryTracker
 from starquake.broker.dispatch.base import Dispatcher
@@ -17,7 +19,7 @@ from starquake.broker.limits import check_consumer_limit
 from starquake.broker.rates import RateWindow
 from starquake.protocol import commands
 from starquake.protocol.errors import ServerError
-from starquake.storage import InvalidPositionError, ManagedCursor, Position
+from starquake.storage import Entry, InvalidPositionError, ManagedCursor, Position
 
 if TYPE_CHECKING:
     from starquake.broker.topic import PersistentTopic
@@ -73,6 +75,9 @@ class Subscription:
         self.last_expire_timestamp = 0
         self.fenced = False
         """True while a cursor reset is being stored: consumers cannot attach (they retry)."""
+        self.start_position: Position | None = None
+        """Where a reader asked to start (a compacted view is read from there at first)."""
+        self._compacted_reads: CompactedReads | None = None
 
     @property
     def consumers(self) -> list[Consumer]:
@@ -114,21 +119,24 @@ class Subscription:
                 # Entries the old dispatcher still meant to redeliver lie behind the read
                 # position: start again from the first unacknowledged entry.
                 dispatcher.close()
-                self.cursor.rewind()
+                self.rewind()
             self.sub_type = consumer.sub_type
             self.dispatcher = self._new_dispatcher(consumer.sub_type, sticky)
         assert self.dispatcher is not None
         self.dispatcher.add_consumer(consumer)
 
     def _new_dispatcher(self, sub_type: SubType, sticky: bool) -> Dispatcher:
-        config = self.topic.service.config
+        service = self.topic.service
+        config = service.config
         batch = config.dispatcherMaxReadBatchSize
         shared = sub_type in (SubType.Shared, SubType.Key_Shared)
-        if shared and config.delayedDeliveryEnabled:
+        # the applied delayed-delivery policy (topic, namespace, broker); a later change is
+        # applied to live dispatchers by policy_events
+        delayed, tick_ms = applied_policies.delayed_delivery(service, self.topic.name)
+        if shared and delayed:
             if self.delayed_tracker is None:
                 self.delayed_tracker = InMemoryDelayedDeliveryTracker(
-                    config.delayedDeliveryTickTimeMillis,
-                    config.isDelayedDeliveryDeliverAtTimeStrict,
+                    tick_ms, config.isDelayedDeliveryDeliverAtTimeStrict
                 )
         else:
             self.delayed_tracker = None
@@ -223,6 +231,30 @@ class Subscription:
         if self.dispatcher is not None:
             self.dispatcher.redeliver(consumer, positions)
 
+    # --- reading ------------------------------------------------------------------------------
+
+    def read_entries(self, max_entries: int, *, compacted: bool = False) -> list[Entry]:
+        """Up to ``max_entries`` entries to dispatch: through the topic's compacted view for a
+        ``read_compacted`` consumer, from the cursor otherwise."""
+        if not compacted:
+            return self.cursor.read_entries(max_entries)
+        if self._compacted_reads is None:
+            self._compacted_reads = CompactedReads(self, self.start_position)
+        return self._compacted_reads.read(max_entries)
+
+    def read_back(self, entry: Entry) -> None:
+        """``entry`` was read but not dispatched: read it again next."""
+        if self._compacted_reads is not None:
+            self._compacted_reads.read_back(entry)
+        else:
+            self.cursor.seek(entry.position)
+
+    def rewind(self) -> None:
+        """Read again from the first unacknowledged entry (compacted view included)."""
+        self.cursor.rewind()
+        if self._compacted_reads is not None:
+            self._compacted_reads.restart()
+
     # --- cursor moves -------------------------------------------------------------------------
 
     def begin_reset(self, position: Position) -> None:
@@ -237,6 +269,9 @@ class Subscription:
     def reset_cursor(self, position: Position) -> None:
         """Move the subscription to ``position``: it and everything after it become unacked."""
         self.cursor.reset(position)
+        self.start_position = None
+        if self._compacted_reads is not None:
+            self._compacted_reads.restart()
         self.redelivery_counts.clear()
         if self.dispatcher is not None:
             self.dispatcher.reset()

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from starquake.broker import topic_stats
+from starquake.broker import policy_events, topic_stats
+from starquake.broker.compaction.state import TopicCompaction
 from starquake.broker.dedup import DedupStatus, MessageDeduplication
 from starquake.broker.entry_info import EntryInfo, EntryInfoCache
 from starquake.broker.errors import BrokerServiceError, PersistenceError, SubscriptionNotFoundError
@@ -66,6 +68,12 @@ class PersistentTopic:
         self.terminated: Position | None = None
         """Where the topic was terminated: it takes no more messages (None: open)."""
         self.rates = RateWindow()
+        self.max_delivery_delay_ms = policy_events.max_delivery_delay_ms(service, name)
+        """Longest delivery delay a message may ask for (0: any); policy_events refreshes it."""
+        self.last_active = time.monotonic()
+        """When the topic was last seen active (for the deletion of inactive topics)."""
+        self.compaction = TopicCompaction()
+        """The compacted view and the state of the topic's compactions."""
         for cursor_name, cursor in ledger.cursors.items():
             self.subscriptions[cursor_name] = Subscription(self, cursor_name, cursor, durable=True)
 
@@ -121,6 +129,12 @@ class PersistentTopic:
         if self.terminated is not None:
             raise BrokerServiceError(
                 "Topic was already terminated", ServerError.TopicTerminatedError
+            )
+        max_delay = self.max_delivery_delay_ms
+        if max_delay and info.deliver_at - info.publish_time > max_delay:
+            raise BrokerServiceError(
+                f"Exceeds max allowed delivery delay of {max_delay} milliseconds",
+                ServerError.NotAllowedError,
             )
         dedup = self.dedup
         if dedup.enabled:
@@ -227,6 +241,11 @@ class PersistentTopic:
             if subscription.dispatcher is not None:
                 subscription.dispatcher.schedule()
 
+    def forget_consumed_entry_infos(self) -> None:
+        """Drop cached entry metadata that every subscription (and reader) is past."""
+        marks = [s.cursor.mark_delete_position for s in self.subscriptions.values()]
+        self.entry_infos.discard_up_to(min(marks) if marks else self.ledger.last_confirmed)
+
     def trim_hold(self) -> Position | None:
         """How far the managed ledger may be trimmed beyond what subscriptions allow."""
         return self.dedup.trim_hold()
@@ -277,6 +296,9 @@ class PersistentTopic:
         else:
             cursor = self.ledger.new_non_durable_cursor(start, name, inclusive=start_inclusive)
         subscription = Subscription(self, name, cursor, durable=False)
+        subscription.start_position = (
+            start if start_inclusive else Position(start.ledger_id, start.entry_id + 1)
+        )
         self.subscriptions[name] = subscription
         return subscription
 
@@ -345,6 +367,7 @@ class PersistentTopic:
     def close(self) -> None:
         """Disconnect producers and consumers; the ledger stays open in the factory."""
         self.closed = True
+        self.compaction.close()
         for producer in list(self.producers.values()):
             producer.disconnect()
         for subscription in list(self.subscriptions.values()):

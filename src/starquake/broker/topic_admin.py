@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from starquake.broker import policy_events
 from starquake.broker.errors import (
     BrokerServiceError,
     NotAllowedError,
@@ -98,6 +99,7 @@ async def delete_topic(service: BrokerService, topic: TopicName, *, force: bool)
         np_topic.close()
         service.nonpersistent_topics.pop(name, None)
         await _delete_schemas(service, topic)
+        await policy_events.forget_topic(service, topic)
         log.info("topic %s deleted", name)
         return
     loaded = service.topics.get(name)
@@ -107,9 +109,11 @@ async def delete_topic(service: BrokerService, topic: TopicName, *, force: bool)
         if _in_use(loaded) and not force:
             raise PreconditionFailed("Topic has active producers/subscriptions")
         service.unload_topic(loaded)
+    await service.compaction.forget(name)  # its compacted files go with the directory
     service.factory.delete(name)
     await asyncio.to_thread(service.metadata.put_many, [(terminated_key(name), None)])
     await _delete_schemas(service, topic)
+    await policy_events.forget_topic(service, topic)
     log.info("topic %s deleted", name)
 
 
@@ -134,10 +138,13 @@ async def delete_partitioned_topic(
             loaded = service.loaded_topic(partition)
             if loaded is not None and _in_use(loaded):
                 raise PreconditionFailed("Topic has active producers/subscriptions")
-    for partition in partitions:  # every partition of a partitioned topic exists
-        await delete_topic(service, partition, force=True)
+    for partition in partitions:
+        # every persistent partition exists; a non-persistent one only once a client used it
+        if partition.is_persistent or service.loaded_topic(partition) is not None:
+            await delete_topic(service, partition, force=True)
     await asyncio.to_thread(service.resources.delete_partitioned_topic, topic)
     await _delete_schemas(service, topic)
+    await policy_events.forget_topic(service, topic)
     log.info("partitioned topic %s deleted", topic)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from starquake.broker import backlog_quota
 from starquake.broker.dispatch.key_shared import KeySharedDispatcher
 from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from starquake.storage import Position
@@ -195,12 +196,12 @@ def persistent_stats(topic: PersistentTopic, now: float | None = None) -> dict[s
     subscriptions = {
         name: _subscription(sub, now, entry_size) for name, sub in topic.subscriptions.items()
     }
-    durable_backlogs = [s["msgBacklog"] for s in subscriptions.values() if s["isDurable"]]
     return {
         **_traffic(topic, subscriptions, now),
         "msgChunkPublished": False,
         "storageSize": ledger.total_size,
-        "backlogSize": int(max(durable_backlogs, default=0) * entry_size),
+        "backlogSize": backlog_quota.size_backlog(topic),  # what the size quota compares
+        **backlog_quota.stats_fields(topic.service, topic),
         "publishRateLimitedTimes": 0,
         "earliestMsgPublishTimeInBacklogs": 0,
         "offloadedStorageSize": 0,
@@ -217,12 +218,7 @@ def persistent_stats(topic: PersistentTopic, now: float | None = None) -> dict[s
         ),
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
         "delayedMessageIndexSizeInBytes": 0,
-        "compaction": {
-            "lastCompactionRemovedEventCount": 0,
-            "lastCompactionSucceedTimestamp": 0,
-            "lastCompactionFailedTimestamp": 0,
-            "lastCompactionDurationTimeInMills": 0,
-        },
+        "compaction": topic.compaction.stats_json(),
         "ownerBroker": topic.service.owner_broker,
     }
 
@@ -313,11 +309,5 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
         ],
         "cursors": cursors,
         "schemaLedgers": [],
-        "compactedLedger": {
-            "ledgerId": -1,
-            "entries": -1,
-            "size": -1,
-            "offloaded": False,
-            "underReplicated": False,
-        },
+        "compactedLedger": topic.compaction.compacted_ledger_json(),
     }

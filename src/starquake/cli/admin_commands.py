@@ -651,5 +651,6 @@ def _print_peeked(message: PeekedMessage) -> None:
         click.echo(f"{offset:08x}  {hexes:<47}  |{chars}|")
 
 
-# The schemas group lives in its own module; importing it adds it to ``admin``.
-from starquake.cli import admin_schemas  # noqa: E402, F401
+# The schemas group, the policy and the compaction commands live in their own modules;
+# importing them adds them to ``admin``.
+from starquake.cli import admin_compaction, admin_policies, admin_schemas  # noqa: E402, F401

@@ -144,13 +144,19 @@ class HandlerBase:
                 log.error("%r cannot reconnect: %s", self, exc)
                 self._fail(exc)
                 return
-            except (PulsarException, OSError) as exc:
+            except PulsarException as exc:
+                log.info("%r reconnect failed (%s); retrying in %.1fs", self, exc, delay)
+                self._reconnect_failed(exc)
+            except OSError as exc:
                 log.info("%r reconnect failed (%s); retrying in %.1fs", self, exc, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._core.config.max_backoff_ms / 1000)
 
     def _fail(self, exc: PulsarException) -> None:
         """Hook: the handler can never reconnect."""
+
+    def _reconnect_failed(self, exc: PulsarException) -> None:
+        """Hook: one reconnection attempt failed with ``exc`` (another one follows)."""
 
     def _stop_reconnecting(self) -> None:
         self._closing = True

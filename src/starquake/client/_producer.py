@@ -25,6 +25,7 @@ from starquake.client._message import MessageId
 from starquake.client.exceptions import (
     AlreadyClosed,
     MessageTooBig,
+    ProducerBlockedQuotaExceededException,
     ProducerQueueIsFull,
     PulsarException,
     Timeout,
@@ -189,6 +190,14 @@ class ProducerImpl(HandlerBase):
 
     def _fail(self, exc: PulsarException) -> None:
         self._fail_pending(exc)
+
+    def _reconnect_failed(self, exc: PulsarException) -> None:
+        """As the official client does when its topic is over a backlog quota: with
+        ``producer_exception`` the pending sends fail (the producer keeps reconnecting, and
+        later sends fail likewise until it is back); with ``producer_request_hold`` they stay
+        pending (until they time out or the producer is back)."""
+        if isinstance(exc, ProducerBlockedQuotaExceededException):
+            self._fail_pending(exc)
 
     # --- enqueue ----------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from starquake.broker.admin import (
+    compaction,
     dashboard,
     lookup,
     metrics,
@@ -14,6 +15,7 @@ from starquake.broker.admin import (
     schemas,
     subscriptions,
     tenants,
+    topic_policies,
     topics,
 )
 
@@ -28,6 +30,8 @@ def install(web: WebServer, service: BrokerService) -> None:
     policies.install(web, service)
     partitions.install(web, service)
     topics.install(web, service)
+    compaction.install(web, service)
+    topic_policies.install(web, service)
     subscriptions.install(web, service)
     schemas.install(web, service)
     lookup.install(web, service)

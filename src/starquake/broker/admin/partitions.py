@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from starquake.broker.admin.replies import NO_CONTENT, Reply, status_of
 from starquake.broker.errors import BrokerServiceError
+from starquake.broker.system_topics import CREATE_REFUSED, is_system_topic
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName
 
@@ -49,6 +50,8 @@ def install(web: WebServer, service: BrokerService) -> None:
             topic = topic_of(params)
         except InvalidTopicNameError as exc:
             return json_reply(412, {"reason": str(exc)})
+        if create and is_system_topic(topic):
+            return json_reply(400, {"reason": CREATE_REFUSED})
         count = count_of(body)
         if count is None or count < 1:
             return json_reply(400, {"reason": "the body must be the number of partitions (>= 1)"})

@@ -6,7 +6,10 @@ broker's configuration), POST (PUT for the schema compatibility strategy) sets i
 removes it. Values are checked before anything is stored (400 with a reason otherwise).
 
 - ``deduplication`` (bool): applied at once by reloading the namespace's loaded topics;
-- ``retention`` ``{"retentionTimeInMinutes", "retentionSizeInMB"}``;
+- ``retention`` ``{"retentionTimeInMinutes", "retentionSizeInMB"}`` (-1: no limit; both 0: no
+  retention; one 0 and the other not is refused, as Pulsar refuses it); a size not above the
+  ``destination_storage`` backlog quota, or a time not above its limit time, is refused with 412
+  (Pulsar's rule: retention must exceed the backlog quota), and so is such a quota;
 - ``messageTTL`` (seconds): unacknowledged messages older than this are expired;
 - ``autoTopicCreation`` ``{"allowAutoTopicCreation", "topicType", "defaultNumPartitions"}``
   and ``autoSubscriptionCreation`` ``{"allowAutoSubscriptionCreation"}``: override the broker's
@@ -16,7 +19,17 @@ removes it. Values are checked before anything is stored (400 with a reason othe
 - ``backlogQuota`` (``POST``/``DELETE``, ``backlogQuotaType`` query parameter) and
   ``backlogQuotaMap`` (``GET``): ``{"limitSize", "limitTime", "policy"}``;
 - ``maxProducersPerTopic``, ``maxConsumersPerTopic`` (0: no limit): checked when a producer or
-  consumer attaches.
+  consumer attaches;
+- ``maxUnackedMessagesPerConsumer``, ``maxUnackedMessagesPerSubscription`` (0: no limit): when
+  Shared and Key_Shared dispatching pauses;
+- ``delayedDelivery`` ``{"active", "tickTime", "maxDeliveryDelayInMillis"}``;
+- ``compactionThreshold`` (bytes, set with ``PUT``; 0: no automatic compaction);
+- ``inactiveTopicPolicies`` ``{"inactiveTopicDeleteMode", "maxInactiveDurationSeconds",
+  "deleteWhileInactive"}``.
+
+Every change is announced with ``BrokerService.policies_changed``, so loaded topics apply it at
+once; the periodic checks (retention, TTL, backlog quotas, compaction, inactive topics) read the
+applied policies each time.
 """
 
 from __future__ import annotations
@@ -34,6 +47,7 @@ from starquake.broker.admin.replies import (
     guarded,
     json_body,
 )
+from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import NotFoundError
 from starquake.broker.web import WebServer, json_reply
 
@@ -91,18 +105,52 @@ def _object(value: Any, fields: dict[str, Callable[[Any], Any]], required: set[s
     return {key: fields[key](item) for key, item in value.items()}
 
 
-def _retention(value: Any) -> Any:
-    def limit(what: str) -> Callable[[Any], int]:
-        return lambda v: _whole(v, what, -1)  # -1: unlimited
+def whole(what: str, minimum: int = 0) -> Callable[[Any], int]:
+    """A check that a value is a whole number of at least ``minimum``."""
+    return lambda v: _whole(v, what, minimum)
 
-    return _object(
+
+def _retention(value: Any) -> Any:
+    checked = _object(
         value,
         {
-            "retentionTimeInMinutes": limit("retentionTimeInMinutes"),
-            "retentionSizeInMB": limit("retentionSizeInMB"),
+            "retentionTimeInMinutes": whole("retentionTimeInMinutes", -1),  # -1: unlimited
+            "retentionSizeInMB": whole("retentionSizeInMB", -1),
         },
         {"retentionTimeInMinutes", "retentionSizeInMB"},
     )
+    if (checked["retentionTimeInMinutes"] == 0) != (checked["retentionSizeInMB"] == 0):
+        raise BadRequest(
+            "Invalid retention policy: Setting a single time or size limit to 0 is invalid when "
+            "one of the limits has a non-zero value. Use the value of -1 instead of 0 to ignore "
+            "a specific limit. To disable retention both limits must be set to 0."
+        )
+    return checked
+
+
+class PolicyConflict(BrokerServiceError):
+    """A policy that contradicts another one already set (HTTP 412)."""
+
+
+def quota_fits_retention(
+    quota: dict[str, Any] | None, retention: dict[str, Any] | None, default_limit_bytes: int
+) -> bool:
+    """Pulsar's rule: a retention limit, when set, must exceed the backlog quota's (size in
+    bytes, time in seconds); ``quota`` None is the broker's default size quota."""
+    if retention is None:
+        return True
+    size_mb = int(retention["retentionSizeInMB"])
+    minutes = int(retention["retentionTimeInMinutes"])
+    if size_mb <= 0 and minutes <= 0:
+        return True
+    if quota is None:
+        limit_size, limit_time = default_limit_bytes, -1
+    else:
+        limit_size = int(quota.get("limitSize", quota.get("limit", -1)))
+        limit_time = int(quota.get("limitTime", -1))
+    if size_mb > 0 and limit_size >= size_mb * 1024 * 1024:
+        return False
+    return not (minutes > 0 and limit_time >= minutes * 60)
 
 
 def _topic_type(value: Any) -> str:
@@ -146,7 +194,15 @@ def _backlog_policy(value: Any) -> str:
     return str(value)
 
 
-def _backlog_quota(value: Any) -> Any:
+def backlog_quota_type(params: dict[str, str]) -> str:
+    """The ``backlogQuotaType`` query parameter (``destination_storage`` when absent)."""
+    kind = params.get("backlogQuotaType", "destination_storage")
+    if kind not in BACKLOG_TYPES:
+        raise BadRequest(f"backlogQuotaType must be one of {', '.join(sorted(BACKLOG_TYPES))}")
+    return kind
+
+
+def check_backlog_quota(value: Any) -> Any:
     return _object(
         value,
         {
@@ -159,10 +215,58 @@ def _backlog_quota(value: Any) -> Any:
     )
 
 
+DELETE_MODES = frozenset({"delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"})
+
+
+def _delete_mode(value: Any) -> str:
+    if value not in DELETE_MODES:
+        modes = ", ".join(sorted(DELETE_MODES))
+        raise BadRequest(f"inactiveTopicDeleteMode must be one of {modes}")
+    return str(value)
+
+
+def _delayed_delivery(value: Any) -> Any:
+    return _object(
+        value,
+        {
+            "active": _boolean,
+            "tickTime": whole("tickTime", 1),
+            "maxDeliveryDelayInMillis": whole("maxDeliveryDelayInMillis"),
+        },
+        {"active"},
+    )
+
+
+def _inactive_topic_policies(value: Any) -> Any:
+    return _object(
+        value,
+        {
+            "inactiveTopicDeleteMode": _delete_mode,
+            "maxInactiveDurationSeconds": whole("maxInactiveDurationSeconds"),
+            "deleteWhileInactive": _boolean,
+        },
+        {"deleteWhileInactive"},
+    )
+
+
+# Checks of the policies both levels share: stored field -> check of a new value.
+CHECKS: dict[str, Callable[[Any], Any]] = {
+    "retention_policies": _retention,
+    "message_ttl_in_seconds": whole("messageTTL"),
+    "deduplicationEnabled": _boolean,
+    "max_producers_per_topic": whole("maxProducers"),
+    "max_consumers_per_topic": whole("maxConsumers"),
+    "max_unacked_messages_per_consumer": whole("maxUnackedMessagesPerConsumer"),
+    "max_unacked_messages_per_subscription": whole("maxUnackedMessagesPerSubscription"),
+    "delayed_delivery_policies": _delayed_delivery,
+    "compaction_threshold": whole("compactionThreshold"),
+    "inactive_topic_policies": _inactive_topic_policies,
+}
+
 # path -> (stored field, check of a new value, HTTP method that sets it)
 POLICIES: dict[str, tuple[str, Callable[[Any], Any], str]] = {
     "retention": ("retention_policies", _retention, "POST"),
-    "messageTTL": ("message_ttl_in_seconds", lambda v: _whole(v, "messageTTL"), "POST"),
+    "messageTTL": ("message_ttl_in_seconds", CHECKS["message_ttl_in_seconds"], "POST"),
     "autoTopicCreation": ("autoTopicCreationOverride", _auto_topic_creation, "POST"),
     "autoSubscriptionCreation": (
         "autoSubscriptionCreationOverride",
@@ -174,20 +278,34 @@ POLICIES: dict[str, tuple[str, Callable[[Any], Any], str]] = {
     "schemaValidationEnforced": ("schema_validation_enforced", _boolean, "POST"),
     "maxProducersPerTopic": (
         "max_producers_per_topic",
-        lambda v: _whole(v, "maxProducersPerTopic"),
+        whole("maxProducersPerTopic"),
         "POST",
     ),
     "maxConsumersPerTopic": (
         "max_consumers_per_topic",
-        lambda v: _whole(v, "maxConsumersPerTopic"),
+        whole("maxConsumersPerTopic"),
         "POST",
     ),
+    "maxUnackedMessagesPerConsumer": (
+        "max_unacked_messages_per_consumer",
+        CHECKS["max_unacked_messages_per_consumer"],
+        "POST",
+    ),
+    "maxUnackedMessagesPerSubscription": (
+        "max_unacked_messages_per_subscription",
+        CHECKS["max_unacked_messages_per_subscription"],
+        "POST",
+    ),
+    "delayedDelivery": ("delayed_delivery_policies", _delayed_delivery, "POST"),
+    "compactionThreshold": ("compaction_threshold", CHECKS["compaction_threshold"], "PUT"),
+    "inactiveTopicPolicies": ("inactive_topic_policies", _inactive_topic_policies, "POST"),
 }
 
 
 def install(web: WebServer, service: BrokerService) -> None:
     """Add the endpoints to ``web``."""
     resources = service.resources
+    writing = asyncio.Lock()  # one read-modify-write of a namespace's policies at a time
 
     def namespace_of(params: dict[str, str]) -> str:
         name = f"{params['tenant']}/{params['namespace']}"
@@ -195,14 +313,34 @@ def install(web: WebServer, service: BrokerService) -> None:
             raise NotFoundError(f"Namespace {name} does not exist")
         return name
 
+    async def change(namespace: str, edit: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``edit`` to the namespace's policies, store them, and tell live topics."""
+        async with writing:
+            policies = resources.namespace_policies(namespace)
+            edit(policies)
+            await asyncio.to_thread(resources.set_namespace_policies, namespace, policies)
+        service.policies_changed(namespace)
+
     async def store(namespace: str, field: str, value: Any) -> None:
-        policies = resources.namespace_policies(namespace)
-        if value is None:
-            policies.pop(field, None)
-        else:
-            policies[field] = value
-        await asyncio.to_thread(resources.set_namespace_policies, namespace, policies)
+        def edit(policies: dict[str, Any]) -> None:
+            if value is None:
+                policies.pop(field, None)
+            else:
+                policies[field] = value
+
+        await change(namespace, edit)
         log.info("namespace %s: %s set to %s", namespace, field, value)
+
+    def default_quota_bytes() -> int:
+        return service.config.backlogQuotaDefaultLimitBytes
+
+    def check_retention(namespace: str, retention: dict[str, Any]) -> None:
+        quotas = resources.policy(namespace, "backlog_quota_map") or {}
+        quota = quotas.get("destination_storage")
+        if not quota_fits_retention(quota, retention, default_quota_bytes()):
+            raise PolicyConflict(
+                "Retention Quota must exceed configured backlog quota for namespace."
+            )
 
     def endpoints(field: str, check: Callable[[Any], Any]) -> tuple[Endpoint, Endpoint, Endpoint]:
         async def get(params: dict[str, str], _body: bytes) -> Reply:
@@ -211,7 +349,10 @@ def install(web: WebServer, service: BrokerService) -> None:
 
         async def set_(params: dict[str, str], body: bytes) -> Reply:
             namespace = namespace_of(params)
-            await store(namespace, field, check(json_body(body)))
+            value = check(json_body(body))
+            if field == "retention_policies":
+                check_retention(namespace, value)
+            await store(namespace, field, value)
             return NO_CONTENT
 
         async def delete(params: dict[str, str], _body: bytes) -> Reply:
@@ -252,29 +393,42 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     # --- backlog quotas: a map by quota type ---------------------------------------------------
 
-    def quota_type(params: dict[str, str]) -> str:
-        kind = params.get("backlogQuotaType", "destination_storage")
-        if kind not in BACKLOG_TYPES:
-            raise BadRequest(f"backlogQuotaType must be one of {', '.join(sorted(BACKLOG_TYPES))}")
-        return kind
-
     async def get_quotas(params: dict[str, str], _body: bytes) -> Reply:
         value = resources.policy(namespace_of(params), "backlog_quota_map")
         return json_reply(200, value or {})
 
     async def set_quota(params: dict[str, str], body: bytes) -> Reply:
         namespace = namespace_of(params)
-        kind = quota_type(params)
-        quotas = dict(resources.policy(namespace, "backlog_quota_map") or {})
-        quotas[kind] = _backlog_quota(json_body(body))
-        await store(namespace, "backlog_quota_map", quotas)
+        kind = backlog_quota_type(params)
+        quota = check_backlog_quota(json_body(body))
+        retention = resources.policy(namespace, "retention_policies")
+        if not quota_fits_retention(quota, retention, default_quota_bytes()):
+            raise PolicyConflict(
+                "Backlog Quota exceeds configured retention quota for namespace. "
+                "Please increase retention quota and retry"
+            )
+
+        def edit(policies: dict[str, Any]) -> None:
+            policies["backlog_quota_map"] = {**policies.get("backlog_quota_map", {}), kind: quota}
+
+        await change(namespace, edit)
+        log.info("namespace %s: backlog quota %s set to %s", namespace, kind, quota)
         return NO_CONTENT
 
     async def delete_quota(params: dict[str, str], _body: bytes) -> Reply:
         namespace = namespace_of(params)
-        quotas = dict(resources.policy(namespace, "backlog_quota_map") or {})
-        quotas.pop(quota_type(params), None)
-        await store(namespace, "backlog_quota_map", quotas or None)
+        kind = backlog_quota_type(params)
+
+        def edit(policies: dict[str, Any]) -> None:
+            quotas = dict(policies.get("backlog_quota_map", {}))
+            quotas.pop(kind, None)
+            if quotas:
+                policies["backlog_quota_map"] = quotas
+            else:
+                policies.pop("backlog_quota_map", None)
+
+        await change(namespace, edit)
+        log.info("namespace %s: backlog quota %s removed", namespace, kind)
         return NO_CONTENT
 
     routes += [

@@ -14,8 +14,16 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker import topic_admin, topic_stats
-from starquake.broker.admin.replies import NO_CONTENT, SEGMENT, Endpoint, Reply, guarded
+from starquake.broker.admin.replies import (
+    NO_CONTENT,
+    SEGMENT,
+    BadRequest,
+    Endpoint,
+    Reply,
+    guarded,
+)
 from starquake.broker.errors import TopicNotFoundError
+from starquake.broker.system_topics import CREATE_REFUSED, hide_system_topics, is_system_topic
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.topic_name import TopicName
@@ -54,10 +62,6 @@ def message_id(position: Any, partition: int, batch_index: int = -1) -> dict[str
     if batch_index >= 0:
         out["batchIndex"] = batch_index
     return out
-
-
-def _is_system(name: str) -> bool:
-    return name.rsplit("/", 1)[-1].startswith("__")
 
 
 async def partition_stats(service: BrokerService, topic: TopicName) -> dict[str, Any] | None:
@@ -114,7 +118,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         persistent = params["domain"] == "persistent"
         names = service.list_topics(namespace, persistent=persistent)
         if not flag(params, "includeSystemTopic"):
-            names = [n for n in names if not _is_system(n)]
+            names = hide_system_topics(names)
         return json_reply(200, names)
 
     async def list_partitioned(params: dict[str, str], _body: bytes) -> Reply:
@@ -124,11 +128,14 @@ def install(web: WebServer, service: BrokerService) -> None:
         prefix = f"{params['domain']}://"
         names = [n for n in service.resources.partitioned_topics(namespace) if n.startswith(prefix)]
         if not flag(params, "includeSystemTopic"):
-            names = [n for n in names if not _is_system(n)]
+            names = hide_system_topics(names)
         return json_reply(200, sorted(names))
 
     async def create(params: dict[str, str], _body: bytes) -> Reply:
-        await topic_admin.create_topic(service, topic_of(params))
+        topic = topic_of(params)
+        if is_system_topic(topic):
+            raise BadRequest(CREATE_REFUSED)
+        await topic_admin.create_topic(service, topic)
         return NO_CONTENT
 
     async def delete(params: dict[str, str], _body: bytes) -> Reply:

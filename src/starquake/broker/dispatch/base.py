@@ -7,6 +7,8 @@ redelivery requests) into one dispatch pass per event-loop iteration.
 
 A consumer is *blocked* when its unacknowledged messages reach
 ``maxUnackedMessagesPerConsumer``; it is unblocked when they fall to half of that (Pulsar's rule).
+The limits are the applied policies (topic, then namespace, then broker): read when the
+dispatcher is made, and refreshed when a policy changes (:mod:`starquake.broker.policy_events`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from starquake.broker import applied_policies
 from starquake.broker.consumer import Dispatch
 from starquake.broker.entry_info import EntryInfo
 from starquake.storage import Entry, Position
@@ -30,9 +33,15 @@ class Dispatcher:
         self.subscription = subscription
         self.consumers: list[Consumer] = []
         self.max_read_batch = max_read_batch
-        config = subscription.topic.service.config
-        self.max_unacked_per_consumer = config.maxUnackedMessagesPerConsumer
-        self.max_unacked_per_subscription = config.maxUnackedMessagesPerSubscription
+        topic = subscription.topic
+        config = topic.service.config
+        # the applied policies (topic, namespace, broker); refreshed when a policy changes
+        self.max_unacked_per_consumer = applied_policies.max_unacked_per_consumer(
+            topic.service, topic.name
+        )
+        self.max_unacked_per_subscription = applied_policies.max_unacked_per_subscription(
+            topic.service, topic.name
+        )
         self.subscription_blocked = False
         # Unacked messages of all consumers: summed once per dispatch pass, then kept up to date
         # by send() (no ack can arrive during a pass), so can_receive() is O(1).

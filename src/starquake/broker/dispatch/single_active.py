@@ -6,15 +6,20 @@ partition goes to ``group[partition % len(group)]``, a non-partitioned topic to 
 that subscribed. Every change of the active consumer rewinds the cursor to the first unacked
 entry, so the new active consumer receives the previous one's unacked messages and everything
 after them, in order, and every consumer is told with ACTIVE_CONSUMER_CHANGE.
+
+An active consumer that asked for ``read_compacted`` is served through the topic's compacted
+view first (see :mod:`starquake.broker.compaction.reading`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from starquake.broker.compaction.view import CompactedEntry, compacted_entry_info
 from starquake.broker.dispatch.base import Dispatcher
+from starquake.broker.entry_info import EntryInfo
 from starquake.protocol import commands
-from starquake.storage import Position
+from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
@@ -62,7 +67,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if changed:
             if previous is not None:
                 previous.clear_pending()
-            self.subscription.cursor.rewind()
+            self.subscription.rewind()
         if self.failover and (changed or notify_all):
             for consumer in self.consumers:
                 consumer.cnx.write(
@@ -74,16 +79,18 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         consumer = self.active
         if consumer is None:
             return
-        cursor = self.subscription.cursor
+        subscription = self.subscription
         while self.can_receive(consumer):
-            entries = cursor.read_entries(min(consumer.permits, self.max_read_batch))
+            entries = subscription.read_entries(
+                min(consumer.permits, self.max_read_batch), compacted=consumer.read_compacted
+            )
             if not entries:
                 return
             batch = []
             budget = consumer.permits
             for entry in entries:
                 if budget <= 0:
-                    cursor.seek(entry.position)
+                    subscription.read_back(entry)
                     break
                 info = self.info(entry)
                 budget -= info.num_messages
@@ -98,5 +105,10 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if positions is not None:
             consumer.take_pending()
         self.note_redelivered(pending)
-        self.subscription.cursor.rewind()
+        self.subscription.rewind()
         self.schedule()
+
+    def info(self, entry: Entry) -> EntryInfo:
+        if isinstance(entry, CompactedEntry):  # its batch may be smaller than the stored one
+            return compacted_entry_info(entry)
+        return super().info(entry)

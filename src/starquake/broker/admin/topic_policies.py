@@ -1,0 +1,321 @@
+"""Topic-level policies in the admin API, on Pulsar's paths under
+``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}/``.
+
+A policy set on a topic overrides its namespace's, which overrides the broker's configuration
+(see :mod:`starquake.broker.applied_policies`). Those of a partitioned topic apply to every
+partition; a partition's name reaches its partitioned topic's policies.
+
+For each policy, ``GET`` answers the topic's own value (204 without a body when the topic sets
+none) or, with ``?applied=true``, the value in force: the topic's, else the namespace's, else
+the broker's default. ``POST`` sets it, ``DELETE`` removes it (204 either way). Values are
+checked before anything is stored (400 with a reason), as are the conflicts Pulsar refuses
+(412: a retention that does not exceed the backlog quota, and the reverse). The topic, or the
+partitioned topic, must exist (404). With ``topicLevelPoliciesEnabled=false`` every endpoint
+answers 405, as Pulsar does.
+
+- ``retention`` ``{"retentionTimeInMinutes", "retentionSizeInMB"}``;
+- ``messageTTL``: seconds, given as the query parameter ``messageTTL`` (as Pulsar's admin
+  client sends it; a JSON number body is taken too);
+- ``deduplicationEnabled`` (bool): the affected loaded topics are reloaded, so producers
+  reconnect to a topic that (no longer) deduplicates;
+- ``maxUnackedMessagesOnConsumer``, ``maxUnackedMessagesOnSubscription`` (0: no limit);
+- ``delayedDelivery`` ``{"active", "tickTime", "maxDeliveryDelayInMillis"}``;
+- ``backlogQuota`` (``POST``/``DELETE`` with the ``backlogQuotaType`` query parameter,
+  ``{"limitSize", "limitTime", "policy"}``) and ``backlogQuotaMap`` (``GET``);
+- ``compactionThreshold`` (bytes), ``maxProducers``, ``maxConsumers`` (0: no limit);
+- ``inactiveTopicPolicies`` ``{"inactiveTopicDeleteMode", "maxInactiveDurationSeconds",
+  "deleteWhileInactive"}``.
+
+Storage: Pulsar keeps topic policies as events in a system topic of each namespace,
+``__change_events``, read back by every broker. Starquake keeps them in its metadata store
+instead (the key ``/admin/topic-policies/<tenant>/<namespace>/<domain>/<topic>``): a change is
+written atomically and durably before the request is answered, and every policy is read into
+memory at start, so no system topic exists (users may not create one either). Every change is
+announced with ``BrokerService.policies_changed``: loaded topics apply it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from starquake.broker import policy_events
+from starquake.broker.admin.policies import (
+    CHECKS,
+    PolicyConflict,
+    backlog_quota_type,
+    check_backlog_quota,
+    quota_fits_retention,
+)
+from starquake.broker.admin.replies import (
+    NO_CONTENT,
+    BadRequest,
+    Endpoint,
+    Reply,
+    guarded,
+    json_body,
+)
+from starquake.broker.admin.topics import TOPIC, flag, topic_of
+from starquake.broker.errors import BrokerServiceError, TopicNotFoundError
+from starquake.broker.web import WebServer, json_reply
+from starquake.common.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from starquake.broker.config import BrokerConfig
+    from starquake.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+DISABLED = "Topic level policies is disabled, to enable the topic level policy and retry."
+
+
+class PoliciesDisabled(BrokerServiceError):
+    """``topicLevelPoliciesEnabled`` is false (HTTP 405)."""
+
+
+def _inactive_duration(config: BrokerConfig) -> int:
+    duration = config.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds
+    return duration if duration >= 0 else int(config.brokerDeleteInactiveTopicsFrequencySeconds)
+
+
+@dataclass(frozen=True)
+class TopicPolicy:
+    """One policy: its stored field and the broker's default (what ``applied`` falls back to)."""
+
+    field: str
+    default: Callable[[BrokerConfig], Any]
+
+
+POLICIES: dict[str, TopicPolicy] = {
+    "retention": TopicPolicy(
+        "retention_policies",
+        lambda c: {
+            "retentionTimeInMinutes": c.defaultRetentionTimeInMinutes,
+            "retentionSizeInMB": c.defaultRetentionSizeInMB,
+        },
+    ),
+    "messageTTL": TopicPolicy("message_ttl_in_seconds", lambda c: c.ttlDurationDefaultInSeconds),
+    "deduplicationEnabled": TopicPolicy(
+        "deduplicationEnabled", lambda c: c.brokerDeduplicationEnabled
+    ),
+    "maxUnackedMessagesOnConsumer": TopicPolicy(
+        "max_unacked_messages_per_consumer", lambda c: c.maxUnackedMessagesPerConsumer
+    ),
+    "maxUnackedMessagesOnSubscription": TopicPolicy(
+        "max_unacked_messages_per_subscription", lambda c: c.maxUnackedMessagesPerSubscription
+    ),
+    "delayedDelivery": TopicPolicy(
+        "delayed_delivery_policies",
+        lambda c: {
+            "active": c.delayedDeliveryEnabled,
+            "tickTime": c.delayedDeliveryTickTimeMillis,
+            "maxDeliveryDelayInMillis": 0,
+        },
+    ),
+    "compactionThreshold": TopicPolicy(
+        "compaction_threshold", lambda c: c.brokerServiceCompactionThresholdInBytes
+    ),
+    "maxProducers": TopicPolicy("max_producers_per_topic", lambda c: 0),
+    "maxConsumers": TopicPolicy("max_consumers_per_topic", lambda c: 0),
+    "inactiveTopicPolicies": TopicPolicy(
+        "inactive_topic_policies",
+        lambda c: {
+            "inactiveTopicDeleteMode": c.brokerDeleteInactiveTopicsMode,
+            "maxInactiveDurationSeconds": _inactive_duration(c),
+            "deleteWhileInactive": c.brokerDeleteInactiveTopicsEnabled,
+        },
+    ),
+}
+
+BACKLOG_TYPES = ("destination_storage", "message_age")
+
+
+def _message_ttl(params: dict[str, str], body: bytes) -> int:
+    raw = params.get("messageTTL")
+    if raw is None:
+        value = json_body(body)
+        if value is None:
+            raise BadRequest("give the TTL in seconds as the query parameter messageTTL")
+    else:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise BadRequest(f"messageTTL must be a whole number of seconds, not {raw!r}") from None
+    ttl: int = CHECKS["message_ttl_in_seconds"](value)
+    return ttl
+
+
+def _with_disabled_answer(handler: Endpoint) -> Endpoint:
+    async def run(params: dict[str, str], body: bytes) -> Reply:
+        try:
+            return await handler(params, body)
+        except PoliciesDisabled as exc:
+            return json_reply(405, {"reason": str(exc)})
+
+    return guarded(run)
+
+
+def install(web: WebServer, service: BrokerService) -> None:
+    """Add the endpoints to ``web``."""
+    resources = service.resources
+    config = service.config
+    writing = asyncio.Lock()  # one read-modify-write of a topic's policies at a time
+
+    def topic_for(params: dict[str, str]) -> TopicName:
+        """The topic a request names; 405 when topic policies are off, 404 when it does not
+        exist."""
+        topic = topic_of(params)
+        if not config.topicLevelPoliciesEnabled:
+            raise PoliciesDisabled(DISABLED)
+        service.check_namespace(topic)
+        if not (service.topic_exists(topic) or service.loaded_topic(topic) is not None):
+            raise TopicNotFoundError(f"Topic {topic} not found")
+        return topic
+
+    async def change(topic: TopicName, edit: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``edit`` to the topic's policies, store them, and tell the live topics."""
+        async with writing:
+            policies = resources.topic_policies(topic)
+            edit(policies)
+            await asyncio.to_thread(resources.set_topic_policies, topic, policies)
+        service.policies_changed(topic)
+
+    async def store(topic: TopicName, field: str, value: Any) -> None:
+        def edit(policies: dict[str, Any]) -> None:
+            if value is None:
+                policies.pop(field, None)
+            else:
+                policies[field] = value
+
+        await change(topic, edit)
+        log.info("topic %s: %s set to %s", topic.partitioned_topic_name, field, value)
+        if field == "deduplicationEnabled":
+            for loaded in policy_events.affected_topics(service, topic):
+                service.unload_topic(loaded)
+
+    def applied(topic: TopicName, policy: TopicPolicy) -> Any:
+        value = resources.topic_policy(topic, policy.field)
+        if value is None:
+            value = resources.policy(topic.namespace_name, policy.field)
+        default = policy.default(config)
+        if value is None:
+            return default
+        if isinstance(default, dict):
+            return {**default, **value}  # fields a stored value leaves out: the broker's
+        return value
+
+    def retention_of(topic: TopicName) -> Any:
+        value = resources.topic_policy(topic, "retention_policies")
+        return value or resources.policy(topic.namespace_name, "retention_policies")
+
+    def destination_quota_of(topic: TopicName) -> Any:
+        for quotas in (
+            resources.topic_policy(topic, "backlog_quota_map"),
+            resources.policy(topic.namespace_name, "backlog_quota_map"),
+        ):
+            if quotas and "destination_storage" in quotas:
+                return quotas["destination_storage"]
+        return None
+
+    def check_value(topic: TopicName, field: str, value: Any) -> None:
+        if field == "retention_policies" and not quota_fits_retention(
+            destination_quota_of(topic), value, config.backlogQuotaDefaultLimitBytes
+        ):
+            raise PolicyConflict(
+                "Retention Quota must exceed configured backlog quota for topic. "
+                "Please increase retention quota and retry"
+            )
+
+    def endpoints(path: str, policy: TopicPolicy) -> tuple[Endpoint, Endpoint, Endpoint]:
+        field = policy.field
+        check = CHECKS[field]
+
+        async def get(params: dict[str, str], _body: bytes) -> Reply:
+            topic = topic_for(params)
+            if flag(params, "applied"):
+                return json_reply(200, applied(topic, policy))
+            value = resources.topic_policy(topic, field)
+            return NO_CONTENT if value is None else json_reply(200, value)
+
+        async def set_(params: dict[str, str], body: bytes) -> Reply:
+            topic = topic_for(params)
+            value = _message_ttl(params, body) if path == "messageTTL" else check(json_body(body))
+            check_value(topic, field, value)
+            await store(topic, field, value)
+            return NO_CONTENT
+
+        async def delete(params: dict[str, str], _body: bytes) -> Reply:
+            await store(topic_for(params), field, None)
+            return NO_CONTENT
+
+        return get, set_, delete
+
+    routes: list[tuple[str, str, Endpoint]] = []
+    for path, policy in POLICIES.items():
+        get, set_, delete = endpoints(path, policy)
+        routes += [
+            ("GET", f"{TOPIC}/{path}", get),
+            ("POST", f"{TOPIC}/{path}", set_),
+            ("DELETE", f"{TOPIC}/{path}", delete),
+        ]
+
+    # --- backlog quotas: a map by quota type ---------------------------------------------------
+
+    async def get_quotas(params: dict[str, str], _body: bytes) -> Reply:
+        topic = topic_for(params)
+        quotas = resources.topic_policy(topic, "backlog_quota_map") or {}
+        if not quotas and flag(params, "applied"):
+            quotas = resources.policy(topic.namespace_name, "backlog_quota_map") or {}
+            if not quotas:
+                default = {
+                    "limitSize": config.backlogQuotaDefaultLimitBytes,
+                    "limitTime": config.backlogQuotaDefaultLimitSecond,
+                    "policy": config.backlogQuotaDefaultRetentionPolicy,
+                }
+                quotas = dict.fromkeys(BACKLOG_TYPES, default)
+        return json_reply(200, quotas)
+
+    async def set_quota(params: dict[str, str], body: bytes) -> Reply:
+        topic = topic_for(params)
+        kind = backlog_quota_type(params)
+        quota = check_backlog_quota(json_body(body))
+        retention = retention_of(topic)
+        if not quota_fits_retention(quota, retention, config.backlogQuotaDefaultLimitBytes):
+            raise PolicyConflict(
+                "Backlog Quota exceeds configured retention quota for topic. "
+                "Please increase retention quota and retry"
+            )
+
+        def edit(policies: dict[str, Any]) -> None:
+            policies["backlog_quota_map"] = {**policies.get("backlog_quota_map", {}), kind: quota}
+
+        await change(topic, edit)
+        log.info("topic %s: backlog quota %s set to %s", topic.partitioned_topic_name, kind, quota)
+        return NO_CONTENT
+
+    async def delete_quota(params: dict[str, str], _body: bytes) -> Reply:
+        topic = topic_for(params)
+        kind = backlog_quota_type(params)
+
+        def edit(policies: dict[str, Any]) -> None:
+            quotas = dict(policies.get("backlog_quota_map", {}))
+            quotas.pop(kind, None)
+            if quotas:
+                policies["backlog_quota_map"] = quotas
+            else:
+                policies.pop("backlog_quota_map", None)
+
+        await change(topic, edit)
+        log.info("topic %s: backlog quota %s removed", topic.partitioned_topic_name, kind)
+        return NO_CONTENT
+
+    routes += [
+        ("GET", f"{TOPIC}/backlogQuotaMap", get_quotas),
+        ("POST", f"{TOPIC}/backlogQuota", set_quota),
+        ("DELETE", f"{TOPIC}/backlogQuota", delete_quota),
+    ]
+    for method, pattern, handler in routes:
+        web.route_pattern(method, pattern, _with_disabled_answer(handler))

@@ -1,0 +1,106 @@
+"""Reading a subscription through its topic's compacted view (``read_compacted`` consumers).
+
+As Pulsar's compacted topic reads: while the subscription's read position is at or before the
+compaction horizon, it is served the compacted entries at or after that position, under their
+original ids; once the view is exhausted the cursor moves to the entry after the horizon and
+reading goes on in the live log.
+
+The position in the view is kept here rather than in the managed cursor: a compacted entry
+may lie in a ledger that was trimmed since, and the cursor only holds positions of stored
+ledgers. It is set when reading (re)starts: from where a reader asked to start, else after
+the cursor's mark-delete position, and from the very beginning of the view when nothing of
+the stored log is acknowledged yet (a subscription at the earliest position also gets the
+compacted entries of trimmed ledgers). Rewinds (redelivery, a new active consumer) and cursor
+resets (seek) restart it. Entries the subscription acknowledged individually are skipped.
+
+Acknowledgments of compacted entries in trimmed ledgers cannot be recorded by the cursor (they
+lie before its mark-delete position): a durable subscription whose mark-delete position has
+not moved past them gets them again after a rewind.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starquake.broker.compaction.view import CompactedEntry
+from starquake.storage import EARLIEST, Entry, Position
+
+if TYPE_CHECKING:
+    from starquake.broker.subscription import Subscription
+    from starquake.broker.topic import PersistentTopic
+
+__all__ = ["CompactedReads", "last_compacted_message"]
+
+
+def last_compacted_message(topic: PersistentTopic) -> tuple[Position, int]:
+    """The last message a ``read_compacted`` consumer can get, and its batch index: the live
+    log's last one when it lies after the compaction horizon, else the view's last one
+    (``-1:-1`` when the view is empty: every key was deleted)."""
+    view = topic.compaction.view
+    if view is None or topic.ledger.last_confirmed > view.horizon:
+        return topic.last_message_position()
+    found = view.last_message()
+    return found if found is not None else (Position(-1, -1), -1)
+
+
+class CompactedReads:
+    """The read position of one subscription in its topic's compacted view."""
+
+    def __init__(self, subscription: Subscription, start: Position | None = None) -> None:
+        self._subscription = subscription
+        self._requested = start
+        self.position: Position | None = None
+        """Next position to look up in the view; None while reading the live log."""
+        self.restart()
+
+    def restart(self) -> None:
+        """Start reading again from where the subscription stands (see the module docstring)."""
+        cursor = self._subscription.cursor
+        requested, self._requested = self._requested, None
+        if requested is not None:
+            start = requested
+        else:
+            md = cursor.mark_delete_position
+            first = cursor.ledger.position_before_first()
+            if md.entry_id < 0 and md.ledger_id <= first.ledger_id:
+                start = EARLIEST
+            else:
+                start = Position(md.ledger_id, md.entry_id + 1)
+        view = self._subscription.topic.compaction.view
+        self.position = start if view is not None and start <= view.horizon else None
+
+    def _skip(self, position: Position) -> bool:
+        cursor = self._subscription.cursor
+        return position > cursor.mark_delete_position and cursor.is_acked(position)
+
+    def read(self, max_entries: int) -> list[Entry]:
+        """Up to ``max_entries`` entries: compacted ones first, then the live log's."""
+        cursor = self._subscription.cursor
+        view = self._subscription.topic.compaction.view
+        if view is None:
+            self.position = None
+            return cursor.read_entries(max_entries)
+        if self.position is None:
+            if cursor.read_position > view.horizon:
+                return cursor.read_entries(max_entries)
+            self.position = cursor.read_position  # a compaction passed the read position
+        entries, following = view.read_from(self.position, max_entries, self._skip)
+        if following is not None:
+            self.position = following
+            dispatcher = self._subscription.dispatcher
+            if not entries and dispatcher is not None:
+                dispatcher.schedule()  # only acknowledged entries so far: go on next turn
+            return entries
+        self.position = None
+        horizon = view.horizon
+        cursor.seek((horizon.ledger_id, horizon.entry_id + 1))
+        if entries:
+            return entries
+        return cursor.read_entries(max_entries)
+
+    def read_back(self, entry: Entry) -> None:
+        """``entry`` was read but not dispatched: it is the next one to read."""
+        if isinstance(entry, CompactedEntry):
+            self.position = entry.position
+        else:
+            self._subscription.cursor.seek(entry.position)

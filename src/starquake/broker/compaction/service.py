@@ -1,0 +1,207 @@
+"""Topic compaction in the broker: triggering, status, the threshold monitor, and the
+compacted views of topics as they are loaded and deleted.
+
+A compaction is triggered by the admin API or, when the bytes added to a topic since its last
+compaction pass its compaction threshold (the topic's or namespace's ``compaction_threshold``
+policy, else ``brokerServiceCompactionThresholdInBytes``; 0 disables it), by a check every
+``brokerServiceCompactionMonitorIntervalInSeconds``. One compaction runs per topic at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from starquake.broker import applied_policies
+from starquake.broker.compaction.compactor import (
+    CompactionError,
+    CompactionRecord,
+    Compactor,
+    metadata_key,
+)
+from starquake.broker.compaction.state import ERROR, RUNNING, SUCCESS
+from starquake.broker.compaction.view import CompactedView
+from starquake.broker.resources import ConflictError
+from starquake.storage import ManagedLedger
+from starquake.storage.compacted import (
+    CompactedLedgerError,
+    list_compacted_files,
+    open_compacted_ledger,
+)
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+    from starquake.broker.topic import PersistentTopic
+
+__all__ = ["CompactionService", "backlog_bytes"]
+
+log = logging.getLogger(__name__)
+
+
+def backlog_bytes(topic: PersistentTopic) -> int:
+    """Bytes stored after the topic's compaction horizon (all of them before a compaction);
+    for the ledger holding the horizon, its share of entries after it."""
+    view = topic.compaction.view
+    ledgers = topic.ledger.ledgers()
+    if view is None:
+        return sum(info.size_bytes for info in ledgers)
+    horizon = view.horizon
+    total = 0
+    for info in ledgers:
+        if info.ledger_id > horizon.ledger_id:
+            total += info.size_bytes
+        elif info.ledger_id == horizon.ledger_id and info.entries:
+            after = info.entries - horizon.entry_id - 1
+            total += info.size_bytes * max(after, 0) // info.entries
+    return total
+
+
+def _open_committed(ledger: ManagedLedger, raw: bytes | None) -> CompactedView | None:
+    """The committed compacted view of ``ledger`` (blocking). Files no record names, left by
+    compactions that did not commit, are removed; none is when the named one cannot be
+    opened (it is then logged: the view is lost, the files are kept for inspection)."""
+    record = None
+    if raw is not None:
+        try:
+            record = CompactionRecord.decode(raw)
+        except CompactionError as exc:
+            log.error("the compaction record of %s is damaged (%s); no view", ledger.name, exc)
+            return None
+    view = None
+    if record is not None:
+        try:
+            compacted = open_compacted_ledger(ledger.directory / record.file, record.ledger_id)
+        except CompactedLedgerError as exc:
+            log.error("the compacted view of %s cannot be opened: %s", ledger.name, exc)
+            return None
+        if compacted.horizon != record.horizon:
+            compacted.close()
+            log.error("the compacted view of %s does not match its record", ledger.name)
+            return None
+        view = CompactedView(compacted)
+    for ledger_id, path in list_compacted_files(ledger.directory):
+        if record is None or ledger_id != record.ledger_id:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                log.info("removed %s: a compaction that did not commit", path)
+    return view
+
+
+class CompactionService:
+    """The broker's compactions: at most one running per topic."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self._jobs: dict[str, asyncio.Task[None]] = {}
+        self._stopping = False
+
+    # --- triggering ---------------------------------------------------------------------------
+
+    def trigger(self, topic: PersistentTopic) -> None:
+        """Start compacting ``topic``; ConflictError if a compaction of it is running."""
+        state = topic.compaction
+        if state.running or topic.full_name in self._jobs:
+            raise ConflictError("Compaction already in progress")
+        state.status = RUNNING
+        state.last_error = ""
+        task = asyncio.get_running_loop().create_task(self._run(topic))
+        self._jobs[topic.full_name] = task
+        task.add_done_callback(lambda done: self._forget_job(topic.full_name, done))
+
+    def _forget_job(self, name: str, task: asyncio.Task[None]) -> None:
+        if self._jobs.get(name) is task:
+            del self._jobs[name]
+
+    async def _run(self, topic: PersistentTopic) -> None:
+        state = topic.compaction
+        started = time.monotonic()
+        log.info("compaction of %s started", topic.full_name)
+        compactor = Compactor(self.service, topic, lambda: self._stopping or state.closed)
+        try:
+            view = await compactor.run()
+        except Exception as exc:
+            state.status = ERROR
+            state.last_error = str(exc) or repr(exc)
+            state.failed_at_ms = int(time.time() * 1000)
+            if self._stopping or state.closed:
+                log.info("compaction of %s stopped: the topic is closing", topic.full_name)
+            else:
+                log.error("compaction of %s failed: %s", topic.full_name, state.last_error)
+        else:
+            state.status = SUCCESS
+            state.succeeded_at_ms = int(time.time() * 1000)
+            state.removed_events = compactor.removed
+            if view is None:
+                log.info("compaction of %s: nothing new to compact", topic.full_name)
+        finally:
+            state.duration_ms = int((time.monotonic() - started) * 1000)
+
+    async def _wait(self, name: str) -> None:
+        task = self._jobs.get(name)
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+
+    # --- topic lifecycle ----------------------------------------------------------------------
+
+    async def restore(self, topic: PersistentTopic) -> None:
+        """Install the committed compacted view of a topic being loaded (and remove files of
+        compactions that did not commit)."""
+        await self._wait(topic.full_name)  # one still finishing for a previous instance
+        ledger = topic.ledger
+        key = metadata_key(ledger.name)
+
+        def load() -> CompactedView | None:
+            return _open_committed(ledger, self.service.metadata.get(key))
+
+        view = await asyncio.to_thread(load)
+        if view is not None:
+            topic.compaction.install(view)
+            log.info(
+                "compacted view of %s restored: ledger %d, %d entries up to %s",
+                topic.full_name,
+                view.ledger_id,
+                view.entries,
+                view.horizon,
+            )
+
+    async def forget(self, name: str) -> None:
+        """A topic is being deleted: wait for its compaction to end, then delete its record
+        (its compacted files go with the managed ledger's directory)."""
+        await self._wait(name)
+        await asyncio.to_thread(self.service.metadata.delete, metadata_key(name))
+
+    async def stop(self) -> None:
+        """Broker shutdown: running compactions give up before committing."""
+        self._stopping = True
+        for task in list(self._jobs.values()):
+            with contextlib.suppress(Exception):
+                await task
+
+    # --- threshold monitor --------------------------------------------------------------------
+
+    def check_thresholds(self) -> int:
+        """Trigger the compaction of every loaded topic whose bytes since its last compaction
+        exceed its compaction threshold; returns how many were triggered."""
+        service = self.service
+        triggered = 0
+        for topic in list(service.topics.values()):
+            if topic.closed or topic.compaction.running or topic.full_name in self._jobs:
+                continue
+            threshold = applied_policies.compaction_threshold(service, topic.name)
+            if threshold > 0 and backlog_bytes(topic) > threshold:
+                self.trigger(topic)
+                triggered += 1
+        return triggered
+
+    async def monitor(self) -> None:
+        """Check the thresholds every ``brokerServiceCompactionMonitorIntervalInSeconds``."""
+        while True:
+            await asyncio.sleep(self.service.config.brokerServiceCompactionMonitorIntervalInSeconds)
+            try:
+                self.check_thresholds()
+            except Exception:
+                log.exception("checking the compaction thresholds failed; retrying")

@@ -1,0 +1,122 @@
+"""A topic's compacted view: the open compacted ledger and the horizon it covers.
+
+Entries are served under their original positions. The view is immutable; a new compaction
+installs a new view and closes the old one (on the event loop, where readers use it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from starquake.broker.entry_info import NONE_KEY, EntryInfo, info_of
+from starquake.protocol.errors import ProtocolError
+from starquake.protocol.framing import entry_metadata
+from starquake.storage import Entry, Position
+from starquake.storage.compacted import CompactedLedger
+
+__all__ = ["CompactedEntry", "CompactedView", "compacted_entry_info"]
+
+log = logging.getLogger(__name__)
+
+_MIN_READ = 64  # entries read at once while passing over acknowledged ones
+
+
+class CompactedEntry(Entry):
+    """An entry served from a compacted view: its batch may hold fewer messages than the
+    entry stored at the same position in the managed ledger."""
+
+    __slots__ = ()
+
+
+def compacted_entry_info(entry: Entry) -> EntryInfo:
+    """Dispatch facts of a compacted entry, parsed from its own bytes (the topic's cache has
+    those of the stored entry at the same position)."""
+    try:
+        return info_of(entry_metadata(entry.data))
+    except ProtocolError:
+        return EntryInfo(1, NONE_KEY, 0, 0, False)
+
+
+class CompactedView:
+    """The compacted ledger of a topic, readable from the event loop."""
+
+    def __init__(self, ledger: CompactedLedger) -> None:
+        self.ledger = ledger
+        self._damage_logged = False
+
+    @property
+    def horizon(self) -> Position:
+        """The last position of the topic's log the view covers."""
+        return self.ledger.horizon
+
+    @property
+    def ledger_id(self) -> int:
+        return self.ledger.ledger_id
+
+    @property
+    def entries(self) -> int:
+        return len(self.ledger)
+
+    @property
+    def size(self) -> int:
+        return self.ledger.size
+
+    def read_from(
+        self,
+        position: Position,
+        max_entries: int,
+        skip: Callable[[Position], bool] | None = None,
+        max_scan: int = 10_000,
+    ) -> tuple[list[Entry], Position | None]:
+        """Up to ``max_entries`` entries at or after ``position`` (those ``skip`` accepts are
+        passed over, looking at ``max_scan`` entries at most), and where to continue: the next
+        entry's position, None at the end."""
+        ledger = self.ledger
+        index = ledger.find(position)
+        total = len(ledger)
+        stop = min(total, index + max(max_scan, max_entries))
+        out: list[Entry] = []
+        while index < stop and len(out) < max_entries:
+            count = min(max(max_entries - len(out), _MIN_READ), stop - index)
+            for record in ledger.read(index, count):
+                if len(out) >= max_entries:
+                    break
+                index += 1
+                if record.data is None:
+                    self._damaged(record.position)
+                elif skip is None or not skip(record.position):
+                    out.append(CompactedEntry(record.position, record.data))
+        return out, ledger.position(index) if index < total else None
+
+    def _damaged(self, position: Position) -> None:
+        if not self._damage_logged:
+            self._damage_logged = True
+            log.error(
+                "compacted ledger %s: the entry of %s is damaged (checksum mismatch); damaged "
+                "entries are skipped",
+                self.ledger.path,
+                position,
+            )
+
+    def last_message(self) -> tuple[Position, int] | None:
+        """The last entry of the view and its last batch index (-1: not batched), or None."""
+        total = len(self.ledger)
+        if not total:
+            return None
+        record = self.ledger.read(total - 1, 1)[0]
+        if record.data is None:
+            return record.position, -1
+        try:
+            metadata = entry_metadata(record.data)
+        except ProtocolError:
+            return record.position, -1
+        if metadata.HasField("num_messages_in_batch"):
+            return record.position, metadata.num_messages_in_batch - 1
+        return record.position, -1
+
+    def close(self) -> None:
+        self.ledger.close()
+
+    def __repr__(self) -> str:
+        return f"CompactedView({self.ledger!r})"
