@@ -9,13 +9,14 @@ import threading
 import time
 import types
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pulsar
 import pytest
 from admin_http import admin_json
 from official_client import make_client
+from polling import wait_for
 
 import starquake.client
 from starquake.broker.embedded import EmbeddedBroker
@@ -42,13 +43,6 @@ def client(mod: types.ModuleType, broker: EmbeddedBroker) -> Iterator[Any]:
         yield c
     finally:
         c.close()
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def over_quota(broker: EmbeddedBroker, client: Any, policy: str) -> tuple[str, Any, Any]:

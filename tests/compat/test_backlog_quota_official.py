@@ -15,6 +15,7 @@ from typing import Any
 import pulsar
 import pytest
 from admin_http import admin_json
+from polling import wait_for
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -47,13 +48,6 @@ def stats(broker: EmbeddedBroker, topic: str) -> Any:
     status, body = admin_json(broker, "GET", path)
     assert status == 200, body
     return body
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def disconnected(broker: EmbeddedBroker, topic: str) -> Callable[[], bool]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pulsar
 from admin_http import admin_json
 from official_client import official_client
+from polling import eventually
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -34,16 +34,7 @@ def stays_listed(broker: EmbeddedBroker, topic: str, seconds: float = 2.0) -> bo
 
 
 def disappears(broker: EmbeddedBroker, topic: str, timeout: float = 10.0) -> bool:
-    return wait_for(lambda: topic not in listed(broker), timeout)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
+    return eventually(lambda: topic not in listed(broker), timeout)
 
 
 def test_topic_without_subscriptions_is_deleted_once_idle(tmp_path: Path, topic: str) -> None:

@@ -4,13 +4,14 @@ policy no longer keeps it, stays while it does, and policy changes apply to live
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
 from admin_http import admin_json
 from official_client import official_client
+from polling import eventually
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -21,15 +22,6 @@ COUNT = 3000  # about 3 MB of entries
 def disk_bytes(directory: Path) -> int:
     """Bytes of every file under ``directory``."""
     return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 @pytest.fixture
@@ -78,7 +70,7 @@ def test_without_retention_acked_data_leaves_the_disk(
         empty = disk_bytes(data)
         ids = produce_and_ack(client, topic)
         # everything acked: all but the current ledger go (the last 100 entries at most)
-        assert wait_for(lambda: disk_bytes(data) < empty + 400 * 1024)
+        assert eventually(lambda: disk_bytes(data) < empty + 400 * 1024)
         producer = client.create_producer(topic, batching_enabled=False)
         producer.send(b"after")
         # a reader positioned in deleted data starts at the first entry still stored
@@ -119,7 +111,7 @@ def test_time_retention_keeps_acked_data_until_the_policy_changes(
         reader.close()
         # the live topic follows a policy change at the next trim
         set_retention(small_ledgers, 0, 0)
-        assert wait_for(lambda: disk_bytes(data) < kept - COUNT * len(PAYLOAD) * 3 // 4)
+        assert eventually(lambda: disk_bytes(data) < kept - COUNT * len(PAYLOAD) * 3 // 4)
     finally:
         client.close()
 
@@ -133,7 +125,7 @@ def test_size_retention_bounds_what_is_kept(small_ledgers: EmbeddedBroker, topic
         produce_and_ack(client, topic)
         mb = 1024 * 1024
         # about 1 MB kept (whole ledgers: up to one more ledger of 100 KB), the rest freed
-        assert wait_for(lambda: disk_bytes(data) < empty + mb + 300 * 1024)
+        assert eventually(lambda: disk_bytes(data) < empty + mb + 300 * 1024)
         time.sleep(1)
         assert disk_bytes(data) > empty + mb - 200 * 1024
     finally:

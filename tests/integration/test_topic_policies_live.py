@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ import pulsar
 import pytest
 from admin_http import admin_json as _call
 from official_client import official_client
+from polling import eventually
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -29,15 +30,6 @@ def _local() -> str:
 
 def _admin(local: str) -> str:
     return f"/admin/v2/persistent/public/default/{local}"
-
-
-def _wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def _receive_all(consumer: pulsar.Consumer, timeout_ms: int = 700) -> list[pulsar.Message]:
@@ -92,7 +84,7 @@ def test_topic_ttl_overrides_the_namespace_ttl(
     assert _backlog(live_broker, short, "s") == 5
 
     assert _call(live_broker, "POST", f"{_admin(short)}/messageTTL?messageTTL=1")[0] == 204
-    assert _wait_for(lambda: _backlog(live_broker, short, "s") == 0)
+    assert eventually(lambda: _backlog(live_broker, short, "s") == 0)
     assert _backlog(live_broker, other, "s") == 5  # the namespace's TTL still applies there
     status, stats = _call(live_broker, "GET", f"{_admin(short)}/stats")
     assert status == 200 and stats["subscriptions"]["s"]["msgBacklog"] == 0

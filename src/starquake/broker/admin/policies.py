@@ -194,6 +194,16 @@ def _backlog_policy(value: Any) -> str:
     return str(value)
 
 
+def remove_backlog_quota(policies: dict[str, Any], kind: str) -> None:
+    """Remove the quota of ``kind`` from ``policies`` (and the map once it is empty)."""
+    quotas = dict(policies.get("backlog_quota_map", {}))
+    quotas.pop(kind, None)
+    if quotas:
+        policies["backlog_quota_map"] = quotas
+    else:
+        policies.pop("backlog_quota_map", None)
+
+
 def backlog_quota_type(params: dict[str, str]) -> str:
     """The ``backlogQuotaType`` query parameter (``destination_storage`` when absent)."""
     kind = params.get("backlogQuotaType", "destination_storage")
@@ -419,15 +429,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         namespace = namespace_of(params)
         kind = backlog_quota_type(params)
 
-        def edit(policies: dict[str, Any]) -> None:
-            quotas = dict(policies.get("backlog_quota_map", {}))
-            quotas.pop(kind, None)
-            if quotas:
-                policies["backlog_quota_map"] = quotas
-            else:
-                policies.pop("backlog_quota_map", None)
-
-        await change(namespace, edit)
+        await change(namespace, lambda policies: remove_backlog_quota(policies, kind))
         log.info("namespace %s: backlog quota %s removed", namespace, kind)
         return NO_CONTENT
 

@@ -49,6 +49,7 @@ from starquake.broker.admin.policies import (
     backlog_quota_type,
     check_backlog_quota,
     quota_fits_retention,
+    remove_backlog_quota,
 )
 from starquake.broker.admin.replies import (
     NO_CONTENT,
@@ -300,15 +301,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         topic = topic_for(params)
         kind = backlog_quota_type(params)
 
-        def edit(policies: dict[str, Any]) -> None:
-            quotas = dict(policies.get("backlog_quota_map", {}))
-            quotas.pop(kind, None)
-            if quotas:
-                policies["backlog_quota_map"] = quotas
-            else:
-                policies.pop("backlog_quota_map", None)
-
-        await change(topic, edit)
+        await change(topic, lambda policies: remove_backlog_quota(policies, kind))
         log.info("topic %s: backlog quota %s removed", topic.partitioned_topic_name, kind)
         return NO_CONTENT
 
