@@ -30,17 +30,7 @@ import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from broker_process import BrokerProcess
-
-
-def disk_bytes(directory: Path) -> int:
-    total = 0
-    for path in directory.rglob("*"):
-        try:
-            if path.is_file():
-                total += path.stat().st_size
-        except FileNotFoundError:  # deleted by a trim while we walk
-            pass
-    return total
+from disk_usage import disk_bytes
 
 
 def rss_bytes(pid: int) -> int:

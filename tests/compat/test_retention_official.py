@@ -10,6 +10,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from admin_http import admin_json
+from disk_usage import disk_bytes
 from official_client import official_client
 from polling import eventually
 
@@ -17,11 +18,6 @@ from starquake.broker.embedded import EmbeddedBroker
 
 PAYLOAD = b"r" * 1024
 COUNT = 3000  # about 3 MB of entries
-
-
-def disk_bytes(directory: Path) -> int:
-    """Bytes of every file under ``directory``."""
-    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
 
 
 @pytest.fixture

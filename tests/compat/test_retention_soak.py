@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pulsar
+from disk_usage import disk_bytes
 from official_client import official_client
 
 from starquake.broker.embedded import EmbeddedBroker
@@ -21,17 +22,6 @@ SIZE = 1024
 ENTRIES_PER_LEDGER = 500
 TRIM = 0.3
 FLUSH = 0.2
-
-
-def disk_bytes(directory: Path) -> int:
-    total = 0
-    for path in directory.rglob("*"):
-        try:
-            if path.is_file():
-                total += path.stat().st_size
-        except FileNotFoundError:  # deleted by a trim during the walk
-            pass
-    return total
 
 
 def test_disk_stays_bounded_while_producing_and_acking(tmp_path: Path, topic: str) -> None:

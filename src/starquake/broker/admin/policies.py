@@ -194,6 +194,14 @@ def _backlog_policy(value: Any) -> str:
     return str(value)
 
 
+def set_policy(policies: dict[str, Any], field: str, value: Any) -> None:
+    """Set ``field`` of ``policies`` to ``value``, or remove it when ``value`` is None."""
+    if value is None:
+        policies.pop(field, None)
+    else:
+        policies[field] = value
+
+
 def remove_backlog_quota(policies: dict[str, Any], kind: str) -> None:
     """Remove the quota of ``kind`` from ``policies`` (and the map once it is empty)."""
     quotas = dict(policies.get("backlog_quota_map", {}))
@@ -332,13 +340,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         service.policies_changed(namespace)
 
     async def store(namespace: str, field: str, value: Any) -> None:
-        def edit(policies: dict[str, Any]) -> None:
-            if value is None:
-                policies.pop(field, None)
-            else:
-                policies[field] = value
-
-        await change(namespace, edit)
+        await change(namespace, lambda policies: set_policy(policies, field, value))
         log.info("namespace %s: %s set to %s", namespace, field, value)
 
     def default_quota_bytes() -> int:

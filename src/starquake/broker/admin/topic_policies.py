@@ -50,6 +50,7 @@ from starquake.broker.admin.policies import (
     check_backlog_quota,
     quota_fits_retention,
     remove_backlog_quota,
+    set_policy,
 )
 from starquake.broker.admin.replies import (
     NO_CONTENT,
@@ -185,13 +186,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         service.policies_changed(topic)
 
     async def store(topic: TopicName, field: str, value: Any) -> None:
-        def edit(policies: dict[str, Any]) -> None:
-            if value is None:
-                policies.pop(field, None)
-            else:
-                policies[field] = value
-
-        await change(topic, edit)
+        await change(topic, lambda policies: set_policy(policies, field, value))
         log.info("topic %s: %s set to %s", topic.partitioned_topic_name, field, value)
         if field == "deduplicationEnabled":
             for loaded in policy_events.affected_topics(service, topic):
