@@ -34,7 +34,13 @@ class BrokerConfig:
     advertisedListeners: str = ""
     """Named listeners, ``name:pulsar://host:port,...``; a lookup may ask for one by name."""
     brokerServicePort: int = 6650
+    """Plaintext binary protocol port (0: any free port; empty or -1: no plaintext port)."""
     webServicePort: int = 8080
+    """Plaintext web port (0: any free port; empty or -1: no plaintext port)."""
+    brokerServicePortTls: int = -1
+    """TLS binary protocol port, ``pulsar+ssl://`` (0: any free port; empty or -1: off)."""
+    webServicePortTls: int = -1
+    """HTTPS web port (0: any free port; empty or -1: off)."""
     clusterName: str = "standalone"
 
     # Protocol and connections.
@@ -104,6 +110,52 @@ class BrokerConfig:
     """What deleting a topic does to its schemas: ``delete`` every version (as Pulsar does) or
     ``keep`` them for a topic of the same name created later (a Starquake setting)."""
 
+    # TLS.
+    tlsCertificateFilePath: str = ""
+    """The broker's certificate chain (PEM)."""
+    tlsKeyFilePath: str = ""
+    """The broker's private key (PEM)."""
+    tlsTrustCertsFilePath: str = ""
+    """CA certificates (PEM) that client certificates are checked against."""
+    tlsAllowInsecureConnection: bool = False
+    """Accept client certificates that the trusted CAs did not sign."""
+    tlsRequireTrustedClientCertOnConnect: bool = False
+    """Refuse TLS connections that present no trusted client certificate."""
+    tlsProtocols: str = ""
+    """Comma-separated TLS versions to accept, e.g. ``TLSv1.3,TLSv1.2`` (empty: the defaults)."""
+    tlsCiphers: str = ""
+    """Comma-separated cipher names (OpenSSL or IANA spelling; empty: the defaults)."""
+
+    # Authentication.
+    authenticationEnabled: bool = False
+    authenticationProviders: str = ""
+    """Comma-separated providers: Pulsar's class names
+    (``org.apache.pulsar.broker.authentication.AuthenticationProviderToken``, ``...Basic``,
+    ``...Tls``) or the method names ``token``, ``basic``, ``tls``."""
+    authenticationRefreshCheckSeconds: int = 60
+    """How often connections are checked for expired credentials."""
+    anonymousUserRole: str = ""
+    """Role given to clients that present no credentials (empty: they are refused)."""
+    tokenSecretKey: str = ""
+    """HS256 key of token authentication: ``data:;base64,...``, ``file:///path`` or a path."""
+    tokenPublicKey: str = ""
+    """Public key (RS256/ES256) of token authentication, in the same forms."""
+    tokenPublicAlg: str = "RS256"
+    tokenAuthClaim: str = "sub"
+    """The token claim that names the role."""
+    tokenAudienceClaim: str = ""
+    tokenAudience: str = ""
+    """When set, tokens must carry it in ``tokenAudienceClaim`` (default claim ``aud``)."""
+    basicAuthConf: str = ""
+    """htpasswd file of basic authentication (a path, ``file:///path`` or ``data:;base64,...``)."""
+
+    # Authorization.
+    authorizationEnabled: bool = False
+    superUserRoles: str = ""
+    """Comma-separated roles allowed everything."""
+    authorizationAllowWildcardsMatching: bool = False
+    """Whether granted roles may end or start with ``*`` to match many roles."""
+
     # Managed ledger (storage).
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerMaxSizePerLedgerMbytes: int = 2048
@@ -131,6 +183,8 @@ class BrokerConfig:
             self.extra[key] = str(value)
             return
         default = getattr(BrokerConfig, key)
+        if key in _OPTIONAL_PORTS and str(value).strip() == "":
+            value = -1  # Pulsar turns a port off by leaving its key empty
         setattr(self, key, _convert(key, value, type(default)))
 
     def update(self, values: Mapping[str, Any], *, strict: bool = True) -> None:
@@ -163,10 +217,16 @@ class BrokerConfig:
         return self.bindAddress
 
 
-_PORT = (0, 65535)  # 0: any free port
+_PORT = (-1, 65535)  # 0: any free port; -1: no port
+_OPTIONAL_PORTS = frozenset(
+    {"brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls"}
+)
 _RANGES: dict[str, tuple[float, float | None]] = {
     "brokerServicePort": _PORT,
     "webServicePort": _PORT,
+    "brokerServicePortTls": _PORT,
+    "webServicePortTls": _PORT,
+    "authenticationRefreshCheckSeconds": (1, None),
     "maxMessageSize": (1, 2**31 - 1),
     "keepAliveIntervalSeconds": (1, None),
     "maxPendingSendBytesPerConnection": (0, None),
@@ -205,6 +265,7 @@ _CHOICES: dict[str, frozenset[str]] = {
     "backlogQuotaDefaultRetentionPolicy": frozenset(
         {"producer_request_hold", "producer_exception", "consumer_backlog_eviction"}
     ),
+    "tokenPublicAlg": frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"}),
 }
 
 

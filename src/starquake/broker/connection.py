@@ -87,6 +87,10 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         self.connected = False
         self.protocol_version = 0
         self.client_version = ""
+        self.auth_role: str | None = None
+        """The authenticated role (None while authentication is off or not yet done)."""
+        self.auth_method = ""
+        """The authentication method the client used (``token``, ``basic``, ``tls``...)."""
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._pending_send_bytes = 0

@@ -4,6 +4,10 @@ broker's event loop.
 Routes are given as an exact path or as a regular expression over the path (its named groups
 are the path parameters, and the query's parameters come with them). Anything else gets a JSON
 404; a body over the limit gets 413.
+
+Security hooks, both optional: :attr:`WebServer.authenticate` turns a request into a role (or
+raises :class:`WebAuthenticationError`, answered 401), and :attr:`WebServer.authorize` sees the
+role, method, path and parameters of every matched route and may answer in its place (403).
 """
 
 from __future__ import annotations
@@ -24,6 +28,14 @@ Handler = Callable[[str, str, bytes], Awaitable[Reply]]
 # (path parameters, body) -> reply
 PatternHandler = Callable[[dict[str, str], bytes], Awaitable[Reply]]
 MAX_BODY_BYTES = 1024 * 1024
+# request -> role (None: authentication is off); raises WebAuthenticationError
+Authenticate = Callable[[web.Request], Awaitable[str | None]]
+# (role, method, path, parameters) -> None to allow, or the reply that refuses
+Authorize = Callable[[str | None, str, str, dict[str, str]], Awaitable[Reply | None]]
+
+
+class WebAuthenticationError(Exception):
+    """The request's credentials are missing or wrong (answered 401 with this message)."""
 
 
 class WebServer:
@@ -33,6 +45,8 @@ class WebServer:
         self.routes: dict[tuple[str, str], Handler] = {}
         self.patterns: list[tuple[str, re.Pattern[str], PatternHandler]] = []
         self._runner: web.AppRunner | None = None
+        self.authenticate: Authenticate | None = None
+        self.authorize: Authorize | None = None
 
     def route(self, method: str, path: str, handler: Handler) -> None:
         self.routes[(method, path)] = handler
@@ -41,10 +55,18 @@ class WebServer:
         """Serve ``method`` on every path that ``pattern`` matches in full."""
         self.patterns.append((method, re.compile(pattern), handler))
 
-    async def _dispatch(self, method: str, target: str, body: bytes) -> Reply:
+    async def _dispatch(
+        self, method: str, target: str, body: bytes, role: str | None = None
+    ) -> Reply:
         path, _, query = target.partition("?")
         handler = self.routes.get((method, path))
         if handler is not None:
+            if self.authorize is not None:
+                refusal = await self.authorize(
+                    role, method, path, dict(urllib.parse.parse_qsl(query))
+                )
+                if refusal is not None:
+                    return refusal
             return await handler(method, target, body)
         for verb, pattern, on_match in self.patterns:
             match = pattern.fullmatch(path)
@@ -52,6 +74,10 @@ class WebServer:
                 # query parameters, then the path's (which win on a clash)
                 params = dict(urllib.parse.parse_qsl(query))
                 params.update(match.groupdict())
+                if self.authorize is not None:
+                    refusal = await self.authorize(role, method, path, dict(params))
+                    if refusal is not None:
+                        return refusal
                 try:
                     return await on_match(params, body)
                 except Exception:
@@ -85,7 +111,12 @@ class WebServer:
             target = request.path  # percent-decoded, as topic names are matched
             if request.query_string:
                 target += "?" + request.query_string
-            reply = await self._dispatch(request.method, target, body)
+            try:
+                role = await self.authenticate(request) if self.authenticate else None
+            except WebAuthenticationError as exc:
+                reply = json_reply(401, {"reason": str(exc)})
+            else:
+                reply = await self._dispatch(request.method, target, body, role)
         status, ctype, payload = reply[0], reply[1], reply[2]
         headers = reply[3] if len(reply) > 3 else None
         return web.Response(
