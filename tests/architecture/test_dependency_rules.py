@@ -19,19 +19,33 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     # aiohttp serves the web port (broker/web.py) and its endpoints (broker/admin/);
     # prometheus_client renders /metrics (broker/admin/metrics.py); avro parses schema
     # definitions and checks their compatibility, google.protobuf builds protobuf-native
-    # descriptors (broker/schemas/)
+    # descriptors (broker/schemas/); jwt, cryptography and passlib check tokens and passwords
+    # (broker/security/)
     "broker": (
         {"common", "protocol", "storage"},
-        {"uvloop", "aiohttp", "prometheus_client", "avro", "google"},
+        {
+            "uvloop",
+            "aiohttp",
+            "prometheus_client",
+            "avro",
+            "google",
+            "jwt",
+            "cryptography",
+            "passlib",
+        },
     ),
     # fastavro encodes and decodes Avro and JSON records, google.protobuf protobuf-native ones
     # (client/schema/)
     "client": ({"common", "protocol"}, {"fastavro", "google"}),
-    "spark": ({"client"}, {"pyspark", "pyarrow"}),
+    "spark": ({"common", "client"}, {"pyspark", "pyarrow"}),
     # the admin REST client: the standard library only, so that the command line starts fast
     "admin": ({"common", "protocol", "client"}, set()),
-    # click parses the command line, rich draws tables, hdrh measures latencies (perf)
-    "cli": ({"common", "client", "admin", "broker"}, {"uvloop", "click", "rich", "hdrh"}),
+    # click parses the command line, rich draws tables, hdrh measures latencies (perf); jwt and
+    # cryptography make keys and tokens (tokens, imported by its commands only)
+    "cli": (
+        {"common", "client", "admin", "broker"},
+        {"uvloop", "click", "rich", "hdrh", "jwt", "cryptography"},
+    ),
 }
 
 # Modules that must not import asyncio or sockets (sans-IO).

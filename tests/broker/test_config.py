@@ -51,7 +51,7 @@ def test_types_are_converted() -> None:
         ({"brokerServicePort": "http"}, "not a valid int"),
         ({"allowAutoTopicCreation": "maybe"}, "not a valid bool"),
         ({"webServicePort": "65536"}, "webServicePort: 65536 is out of range"),
-        ({"brokerServicePort": "-1"}, "brokerServicePort: -1 is out of range"),
+        ({"brokerServicePort": "-2"}, "brokerServicePort: -2 is out of range"),
         ({"managedLedgerCacheSizeMB": "-5"}, "managedLedgerCacheSizeMB: -5 is out of range"),
         ({"defaultNumPartitions": "0"}, "must be at least 1"),
         ({"maxMessageSize": "0"}, "maxMessageSize: 0 is out of range"),
@@ -74,3 +74,13 @@ def test_define_parsing() -> None:
     assert parse_overrides(["a=1", "b = x=y"]) == {"a": "1", "b": "x=y"}
     with pytest.raises(ConfigError):
         parse_overrides(["novalue"])
+
+
+def test_an_empty_port_turns_it_off_as_in_pulsar(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerServicePort=\nbrokerServicePortTls=6651\nwebServicePortTls=\n")
+    config = load_config(conf, environ={})
+    assert config.brokerServicePort == -1
+    assert config.brokerServicePortTls == 6651
+    assert config.webServicePortTls == -1
+    assert config.webServicePort == 8080

@@ -15,14 +15,24 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from starquake.admin._responses import (
+    AdminConnectError,
+    AdminResponse,
+    PeekedMessage,
+    PulsarAdminError,
+    connect_reason,
+    reason_of,
+)
+from starquake.common.tls import client_ssl_context
 from starquake.common.topic_name import TopicName, parse_namespace
+
+if TYPE_CHECKING:
+    from starquake.client._auth import Authentication
 
 __all__ = [
     "AdminConnectError",
@@ -111,98 +121,6 @@ def parse_size_mb(text: str) -> int:
     if value < 0:
         return -1
     return value * _SIZE_UNITS[match.group(2)] // 1024**2
-
-
-@dataclass(frozen=True)
-class AdminResponse:
-    """One HTTP answer: status, headers (as received, in order) and the raw body."""
-
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
-
-    def json(self) -> Any:
-        """The body as JSON (``None`` when empty)."""
-        return json.loads(self.body) if self.body.strip() else None
-
-    def header(self, name: str) -> str | None:
-        """The first header called ``name`` (case-insensitive)."""
-        wanted = name.lower()
-        return next((v for k, v in self.headers if k.lower() == wanted), None)
-
-
-class PulsarAdminError(Exception):
-    """The broker refused a request: ``status`` is the HTTP status, ``reason`` Pulsar's
-    ``{"reason": ...}`` (or the body's text when it has none)."""
-
-    def __init__(self, method: str, url: str, status: int, reason: str) -> None:
-        super().__init__(f"{reason} (HTTP {status})")
-        self.method = method
-        self.url = url
-        self.status = status
-        self.reason = reason
-
-
-class AdminConnectError(Exception):
-    """The broker could not be reached (refused, unknown host, timed out, cut off)."""
-
-    def __init__(self, url: str, reason: str) -> None:
-        super().__init__(f"cannot connect to {url}: {reason}")
-        self.url = url
-        self.reason = reason
-
-
-def _reason_of(body: bytes, fallback: str) -> str:
-    try:
-        value = json.loads(body)
-    except ValueError:
-        text = body.decode("utf-8", "replace").strip()
-        return text[:500] or fallback
-    if isinstance(value, dict) and isinstance(value.get("reason"), str):
-        return str(value["reason"])
-    return json.dumps(value)[:500] if value is not None else fallback
-
-
-def _connect_reason(exc: BaseException) -> str:
-    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
-        exc = exc.reason
-    if isinstance(exc, socket.gaierror):
-        return exc.strerror or str(exc)
-    if isinstance(exc, TimeoutError | socket.timeout):
-        return "timed out"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    if isinstance(exc, http.client.HTTPException):
-        return f"the connection failed ({type(exc).__name__})"
-    if isinstance(exc, urllib.error.URLError):
-        return str(exc.reason)
-    return str(exc) or type(exc).__name__
-
-
-@dataclass(frozen=True)
-class PeekedMessage:
-    """A message read by ``peek``: its id, properties, the other ``X-Pulsar-*`` metadata
-    headers (without the prefix) and the payload."""
-
-    message_id: str | None
-    properties: dict[str, str] = field(default_factory=dict)
-    metadata: dict[str, str] = field(default_factory=dict)
-    payload: bytes = b""
-
-    @classmethod
-    def of(cls, response: AdminResponse) -> PeekedMessage:
-        properties: dict[str, str] = {}
-        metadata: dict[str, str] = {}
-        message_id: str | None = None
-        for name, value in response.headers:
-            lowered = name.lower()
-            if lowered.startswith("x-pulsar-property-"):
-                properties[name[len("X-Pulsar-PROPERTY-") :]] = value
-            elif lowered == "x-pulsar-message-id":
-                message_id = value
-            elif lowered.startswith("x-pulsar-"):
-                metadata[name[len("X-Pulsar-") :]] = value
-        return cls(message_id, properties, metadata, response.body)
 
 
 Peeked = list[PeekedMessage]
@@ -341,6 +259,34 @@ class Namespaces(_Group):
     def remove_backlog_quota(self, namespace: str, quota_type: str = "destination_storage") -> None:
         self._call("DELETE", self._policy(namespace, "backlogQuota") + _quota_query(quota_type))
 
+    # Permissions: actions are produce, consume, functions, sources, sinks, packages.
+
+    def permissions(self, namespace: str) -> Any:
+        """``{role: [action, ...]}`` granted on the namespace."""
+        return self._call("GET", self._policy(namespace, "permissions"))
+
+    def grant_permission(self, namespace: str, role: str, actions: Names) -> None:
+        """Let ``role`` do ``actions`` on every topic of the namespace (replacing its grant)."""
+        self._call("POST", self._policy(namespace, f"permissions/{_quote(role)}"), list(actions))
+
+    def revoke_permission(self, namespace: str, role: str) -> None:
+        self._call("DELETE", self._policy(namespace, f"permissions/{_quote(role)}"))
+
+    def subscription_permissions(self, namespace: str) -> Any:
+        """``{subscription: [role, ...]}``: the roles each listed subscription is limited to."""
+        return self._call("GET", self._policy(namespace, "permissions/subscription"))
+
+    def grant_subscription_permission(
+        self, namespace: str, subscription: str, roles: Names
+    ) -> None:
+        """Let only ``roles`` consume with ``subscription`` on the namespace's topics."""
+        path = self._policy(namespace, f"permissions/subscription/{_quote(subscription)}")
+        self._call("POST", path, list(roles))
+
+    def revoke_subscription_permission(self, namespace: str, subscription: str, role: str) -> None:
+        path = self._policy(namespace, f"permissions/{_quote(subscription)}/{_quote(role)}")
+        self._call("DELETE", path)
+
 
 class Topics(_Group):
     """``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``."""
@@ -412,6 +358,17 @@ class Topics(_Group):
     def compaction_status(self, topic: str) -> Any:
         """``{"status": "NOT_RUN" | "RUNNING" | "SUCCESS" | "ERROR", "lastError": ...}``."""
         return self._call("GET", _topic_path(topic) + "/compaction")
+
+    def permissions(self, topic: str) -> Any:
+        """The topic's effective grants: the namespace's, with the topic's added."""
+        return self._call("GET", _topic_path(topic) + "/permissions")
+
+    def grant_permission(self, topic: str, role: str, actions: Names) -> None:
+        """Let ``role`` do ``actions`` on the topic (every partition of a partitioned one)."""
+        self._call("POST", f"{_topic_path(topic)}/permissions/{_quote(role)}", list(actions))
+
+    def revoke_permission(self, topic: str, role: str) -> None:
+        self._call("DELETE", f"{_topic_path(topic)}/permissions/{_quote(role)}")
 
 
 class Subscriptions(_Group):
@@ -557,17 +514,51 @@ class Schemas(_Group):
 
 
 class PulsarAdmin:
-    """The admin API of the broker at ``url`` (``http://host:port``, default
-    ``http://localhost:8080``)."""
+    """The admin API of the broker at ``url`` (``http://host:port`` or ``https://host:port``,
+    default ``http://localhost:8080``).
 
-    def __init__(self, url: str = "http://localhost:8080", *, timeout: float = 30.0) -> None:
+    Over HTTPS the broker's certificate must chain to ``tls_trust_certs_file_path`` (default:
+    the system's CAs); ``tls_validate_hostname`` also checks its host name;
+    ``tls_allow_insecure_connection`` checks nothing; ``tls_certificate_file_path`` and
+    ``tls_private_key_file_path`` give a client certificate (TLS authentication).
+
+    ``authentication`` (a ``starquake.client`` ``AuthenticationToken``, ``AuthenticationBasic``
+    or ``AuthenticationTLS``) adds its ``Authorization`` header to every request (an
+    ``AuthenticationTLS`` gives the client certificate)."""
+
+    def __init__(
+        self,
+        url: str = "http://localhost:8080",
+        *,
+        timeout: float = 30.0,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        tls_certificate_file_path: str | None = None,
+        tls_private_key_file_path: str | None = None,
+        authentication: Authentication | None = None,
+    ) -> None:
         parsed = urllib.parse.urlsplit(url)
+        self.authentication = authentication
+        identity = authentication.tls_certificate_paths if authentication is not None else None
+        if identity is not None:
+            tls_certificate_file_path, tls_private_key_file_path = identity
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"invalid admin URL {url!r}: expected http://host:port")
         self.url = url.rstrip("/")
         self.timeout = timeout
         # An admin URL names the broker itself: never send it through a proxy.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
+        if parsed.scheme == "https":
+            context = client_ssl_context(
+                trust_certs_file_path=tls_trust_certs_file_path,
+                allow_insecure_connection=tls_allow_insecure_connection,
+                validate_hostname=tls_validate_hostname,
+                certificate_file_path=tls_certificate_file_path,
+                private_key_file_path=tls_private_key_file_path,
+            )
+            handlers.append(urllib.request.HTTPSHandler(context=context))
+        self._opener = urllib.request.build_opener(*handlers)
         self.last_response: AdminResponse | None = None
         self.clusters = Clusters(self)
         self.tenants = Tenants(self)
@@ -587,6 +578,8 @@ class PulsarAdmin:
         data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
         url = f"{self.url}{path}"
         headers = {"Accept": "application/json"}
+        if self.authentication is not None:
+            headers.update(self.authentication.http_headers())
         if data is not None:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
@@ -597,9 +590,9 @@ class PulsarAdmin:
             error_body = exc.read()
             self.last_response = AdminResponse(exc.code, list(exc.headers.items()), error_body)
             raise PulsarAdminError(
-                method, url, exc.code, _reason_of(error_body, exc.reason or "error")
+                method, url, exc.code, reason_of(error_body, exc.reason or "error")
             ) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            raise AdminConnectError(self.url, _connect_reason(exc)) from None
+            raise AdminConnectError(self.url, connect_reason(exc)) from None
         self.last_response = response
         return response

@@ -31,13 +31,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from starquake import __version__
 from starquake.broker.consumer_commands import ConsumerCommands
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
 from starquake.broker.schemas.registry import StoredSchema, schema_id
 from starquake.broker.schemas.topic_schemas import add_producer_schema
+from starquake.broker.security.cnx_auth import ConnectionAuthentication
 from starquake.broker.system_topics import hide_system_topics
 from starquake.common.schema_info import decode_schema_version, encode_schema_version
 from starquake.protocol import commands
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
-SERVER_VERSION = f"Pulsar Server starquake-{__version__}"
 WRITE_BUFFER_HIGH = 1024 * 1024
 WRITE_BUFFER_LOW = 256 * 1024
 # Frames queued in one loop iteration are written together, but never more than this at once.
@@ -75,7 +74,7 @@ _SUBCOMMAND_FIELD: dict[int, str] = {
 _EMPTY_OK = frozenset({T.PING, T.PONG})
 
 
-class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
+class ServerCnx(ProducerCommands, ConsumerCommands, ConnectionAuthentication, asyncio.Protocol):
     """The broker side of one client connection."""
 
     def __init__(self, service: BrokerService) -> None:
@@ -108,6 +107,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         self._held_permits: dict[int, tuple[Consumer, int]] = {}
         self._handlers: dict[int, Callable[[T, bytes | None], None]] = {
             T.CONNECT: self._on_connect,
+            T.AUTH_RESPONSE: self._on_auth_response,
             T.PING: self._on_ping,
             T.PONG: self._on_pong,
             T.PARTITIONED_METADATA: self._on_partitioned_metadata,
@@ -229,6 +229,8 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
             return
         self._flush()
         self._closing = True
+        if transport.is_closing():
+            return  # already going (a TLS peer said goodbye): closing twice breaks TLS transports
         transport.close()
         if transport.get_write_buffer_size() > 0:
             asyncio.get_running_loop().call_later(CLOSE_GRACE_SECONDS, self.abort)
@@ -308,21 +310,6 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
 
     # --- handshake ------------------------------------------------------------------------------
 
-    def _on_connect(self, command: T, _: bytes | None) -> None:
-        if self.connected:
-            log.warning("closing connection from %s: second CONNECT", self.remote_address)
-            self.close()
-            return
-        connect = command.connect
-        self.protocol_version = min(connect.protocol_version, commands.MAX_PROTOCOL_VERSION)
-        self.client_version = connect.client_version
-        self.connected = True
-        self.write(
-            commands.connected(
-                SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize
-            )
-        )
-
     def _on_ping(self, command: T, _: bytes | None) -> None:
         self.write(commands.pong())
 
@@ -336,6 +323,8 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         request_id = request.request_id
         try:
             topic = self.service.parse_topic(request.topic)
+            authorization = self.service.authorization
+            authorization.check_lookup(self.auth_role, topic, "Get Partition Metadata")
             partitions = self.service.partitioned_metadata(topic)
         except BrokerServiceError as exc:
             self.write(commands.partitioned_metadata_response(request_id, 0, exc.code, exc.message))
@@ -357,7 +346,8 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
         request = command.lookup_topic
         try:
             topic = self.service.parse_topic(request.topic)
-            url = self.service.check_lookup(topic, request.advertised_listener_name)
+            self.service.authorization.check_lookup(self.auth_role, topic)
+            urls = self.service.check_lookup_urls(topic, request.advertised_listener_name)
         except BrokerServiceError as exc:
             self.write(
                 commands.lookup_response(
@@ -365,12 +355,20 @@ class ServerCnx(ProducerCommands, ConsumerCommands, asyncio.Protocol):
                 )
             )
             return
-        self.write(commands.lookup_response(request.request_id, url))
+        self.write(
+            commands.lookup_response(
+                request.request_id, urls.broker_url, broker_service_url_tls=urls.broker_url_tls
+            )
+        )
 
     def _on_get_topics_of_namespace(self, command: T, _: bytes | None) -> None:
         request = command.get_topics_of_namespace
         namespace = request.namespace
         mode = request.mode
+        refusal = self.service.authorization.get_topics_refusal(self.auth_role, namespace)
+        if refusal is not None:
+            self._error(request.request_id, refusal)
+            return
         if not self.service.resources.namespace_exists(namespace):
             self.write(
                 commands.error(

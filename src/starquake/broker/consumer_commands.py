@@ -27,6 +27,8 @@ T = pb.BaseCommand
 class ConsumerCommands(CnxBase):
     """Handlers for consumer commands (mixed into ServerCnx)."""
 
+    auth_role: str | None
+
     def _on_subscribe(self, command: T, _: bytes | None) -> None:
         request = command.subscribe
         request_id = request.request_id
@@ -40,6 +42,9 @@ class ConsumerCommands(CnxBase):
             return
         try:
             topic_name = self.service.parse_topic(request.topic)
+            self.service.authorization.check_subscribe(
+                self.auth_role, topic_name, request.subscription
+            )
             loaded = self.service.loaded_topic(topic_name)
         except BrokerServiceError as exc:
             self._error(request_id, exc)

@@ -111,6 +111,7 @@ class EmbeddedBroker:
 
     @property
     def service_url(self) -> str:
+        """``pulsar://host:port`` (``pulsar+ssl://`` when the plaintext port is off)."""
         return self.server.service_url
 
     @property
@@ -118,8 +119,26 @@ class EmbeddedBroker:
         return self.server.web_service_url
 
     @property
+    def service_url_tls(self) -> str:
+        """``pulsar+ssl://host:port`` ("" unless ``brokerServicePortTls`` is on)."""
+        return self.server.service_url_tls
+
+    @property
+    def web_service_url_tls(self) -> str:
+        """``https://host:port`` ("" unless ``webServicePortTls`` is on)."""
+        return self.server.web_service_url_tls
+
+    @property
     def broker_port(self) -> int:
         return self.server.broker_port
+
+    @property
+    def broker_port_tls(self) -> int:
+        return self.server.broker_port_tls
+
+    @property
+    def web_port_tls(self) -> int:
+        return self.server.web_port_tls
 
     # --- running code on the broker's loop ----------------------------------------------------
 

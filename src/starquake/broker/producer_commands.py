@@ -27,6 +27,7 @@ T = pb.BaseCommand
 class ProducerCommands(CnxBase):
     """Handlers for producer commands (mixed into ServerCnx)."""
 
+    auth_role: str | None
     _pending_send_bytes: int
     # Sizes of the entries awaiting a receipt, per producer id, oldest first (receipts of one
     # producer go out in order): each receipt gives its entry's bytes back.
@@ -55,6 +56,9 @@ class ProducerCommands(CnxBase):
             return
         try:
             topic_name = self.service.parse_topic(request.topic)
+            self.service.authorization.check_produce(
+                self.auth_role, topic_name, request.initial_subscription_name
+            )
             topic = self.service.loaded_topic(topic_name)
         except BrokerServiceError as exc:
             self._error(request_id, exc)

@@ -4,7 +4,7 @@ Reads are served from an in-memory copy loaded at start-up, so lookups never tou
 Writes go to the store first (callers run them off the event loop: the store fsyncs) and then to the
 copy. Keys (values are JSON)::
 
-    /admin/clusters/<cluster>                          {"serviceUrl": ..., "brokerServiceUrl": ...}
+    /admin/clusters/<cluster>                          {"serviceUrl", "brokerServiceUrl", ...Tls}
     /admin/tenants/<tenant>                            {"adminRoles": [], "allowedClusters": [...]}
     /admin/policies/<tenant>/<namespace>               namespace policies (Pulsar field names)
     /admin/partitioned-topics/<tenant>/<namespace>/<domain>/<local name>   {"partitions": N}
@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from starquake.broker.errors import BrokerServiceError, MetadataError
+from starquake.broker.urls import BrokerUrls
 from starquake.common.topic_name import TopicName
 from starquake.protocol.errors import ServerError
 from starquake.storage import MetadataStore
@@ -91,11 +93,19 @@ class PulsarResources:
                             name = f"{domain}://{tenant}/{ns}/{local}"
                             self._topic_policies[name] = json.loads(raw)
 
-    def ensure_defaults(self, service_url: str, web_url: str) -> None:
-        """Create the cluster, tenant ``public`` and namespace ``public/default`` on first start."""
+    def ensure_defaults(self, urls: BrokerUrls) -> None:
+        """Create the cluster, tenant ``public`` and namespace ``public/default`` on first start;
+        keep the cluster's URLs those of this broker (none for a port that is off)."""
         key = f"{_CLUSTERS}/{self.cluster_name}"
-        if self._store.get(key) is None:
-            self._store.put(key, _dump({"serviceUrl": web_url, "brokerServiceUrl": service_url}))
+        every = {
+            "serviceUrl": urls.web_service_url,
+            "serviceUrlTls": urls.web_service_url_tls,
+            "brokerServiceUrl": urls.service_url,
+            "brokerServiceUrlTls": urls.service_url_tls,
+        }
+        cluster = {key: url for key, url in every.items() if url}  # as Pulsar, none for "off"
+        if self._store.get(key) != _dump(cluster):
+            self._store.put(key, _dump(cluster))
         if "public" not in self._tenants:
             self.create_tenant("public", {"adminRoles": [], "allowedClusters": [self.cluster_name]})
         if "public/default" not in self._namespaces:
@@ -116,7 +126,8 @@ class PulsarResources:
             raise NotFoundError(f"Tenant {tenant} does not exist") from None
 
     def cluster_data(self) -> dict[str, Any]:
-        """This cluster's ``{"serviceUrl", "brokerServiceUrl"}``."""
+        """This cluster's ``{"serviceUrl", "serviceUrlTls", "brokerServiceUrl",
+        "brokerServiceUrlTls"}``."""
         raw = self._store.get(f"{_CLUSTERS}/{self.cluster_name}")
         return dict(json.loads(raw)) if raw else {}
 
@@ -201,6 +212,21 @@ class PulsarResources:
                 raise NotFoundError(f"Namespace {namespace} does not exist")
             self._store.put(f"{_POLICIES}/{namespace}", _dump(policies))
             self._namespaces[namespace] = dict(policies)
+
+    def update_namespace_policies(
+        self, namespace: str, edit: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any]:
+        """Read, ``edit`` (in place) and store the namespace's policies as one step, so that
+        concurrent updates do not lose each other's changes; answers the stored policies."""
+        with self._lock:
+            current = self._namespaces.get(namespace)
+            if current is None:
+                raise NotFoundError(f"Namespace {namespace} does not exist")
+            policies = json.loads(_dump(current))  # a deep copy: edit never touches the cache
+            edit(policies)
+            self._store.put(f"{_POLICIES}/{namespace}", _dump(policies))
+            self._namespaces[namespace] = policies
+            return dict(policies)
 
     def delete_namespace(self, namespace: str) -> None:
         with self._lock:

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from pathlib import Path
 
 from starquake.broker import admin
-from starquake.broker.config import BrokerConfig
+from starquake.broker.config import BrokerConfig, ConfigError
 from starquake.broker.connection import ServerCnx
+from starquake.broker.security import tls
+from starquake.broker.security.web_authorization import web_authorizer
 from starquake.broker.service import BrokerService
+from starquake.broker.urls import BrokerUrls
 from starquake.broker.web import WebServer
 from starquake.storage import FileFaults, StorageError, StorageFaults
 
 log = logging.getLogger(__name__)
+TLS_HANDSHAKE_TIMEOUT = 30.0
+"""Seconds a client has to finish the TLS handshake on the TLS ports."""
 
 
 def storage_faults(path: str) -> StorageFaults:
@@ -28,25 +34,56 @@ class BrokerStartError(Exception):
 
 
 class BrokerServer:
-    """Binds the binary-protocol port and the web port around a :class:`BrokerService`."""
+    """Binds the binary-protocol ports (plaintext ``brokerServicePort``, TLS
+    ``brokerServicePortTls``) and the web ports (``webServicePort``, HTTPS ``webServicePortTls``)
+    around a :class:`BrokerService`; a port set to -1 is off."""
 
     def __init__(self, config: BrokerConfig, faults: StorageFaults | None = None) -> None:
         self.config = config
         self._faults = faults
         self.service: BrokerService | None = None
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self.web = WebServer()
-        self.broker_port = 0
-        self.web_port = 0
+        self.broker_port = -1
+        """The plaintext binary port bound (-1: off)."""
+        self.broker_port_tls = -1
+        """The TLS binary port bound (-1: off)."""
+        self.web_port = -1
+        self.web_port_tls = -1
         self._stopped = asyncio.Event()
+
+    def _url(self, scheme: str, port: int) -> str:
+        return f"{scheme}://{self.config.advertised_host}:{port}" if port >= 0 else ""
+
+    @property
+    def plaintext_service_url(self) -> str:
+        """``pulsar://host:port`` of the plaintext binary port ("" when it is off)."""
+        return self._url("pulsar", self.broker_port)
+
+    @property
+    def service_url_tls(self) -> str:
+        """``pulsar+ssl://host:port`` of the TLS binary port ("" when it is off)."""
+        return self._url("pulsar+ssl", self.broker_port_tls)
 
     @property
     def service_url(self) -> str:
-        return f"pulsar://{self.config.advertised_host}:{self.broker_port}"
+        """The plaintext service URL, or the TLS one when the plaintext port is off."""
+        return self.plaintext_service_url or self.service_url_tls
+
+    @property
+    def plaintext_web_service_url(self) -> str:
+        """``http://host:port`` of the plaintext web port ("" when it is off)."""
+        return self._url("http", self.web_port)
+
+    @property
+    def web_service_url_tls(self) -> str:
+        """``https://host:port`` of the HTTPS web port ("" when it is off)."""
+        return self._url("https", self.web_port_tls)
 
     @property
     def web_service_url(self) -> str:
-        return f"http://{self.config.advertised_host}:{self.web_port}"
+        """The plaintext web URL, or the HTTPS one when the plaintext web port is off."""
+        return self.plaintext_web_service_url or self.web_service_url_tls
 
     async def start(self) -> None:
         started = time.monotonic()
@@ -57,44 +94,85 @@ class BrokerServer:
                 len(config.extra),
                 ", ".join(sorted(config.extra)),
             )
+        if config.brokerServicePort < 0 and config.brokerServicePortTls < 0:
+            raise BrokerStartError(
+                "no binary protocol port: brokerServicePort and brokerServicePortTls are both off"
+            )
+        try:
+            ssl_context = await tls.load_server_ssl_context(config)
+        except ConfigError as exc:
+            raise BrokerStartError(str(exc)) from None
         try:
             service = BrokerService(config, self._faults)
-        except StorageError as exc:
+        except (StorageError, ConfigError) as exc:
             raise BrokerStartError(str(exc)) from exc
         self.service = service
-        loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(
-                lambda: ServerCnx(service),
-                config.bindAddress,
-                config.brokerServicePort,
-                start_serving=False,
-            )
+            if config.brokerServicePort >= 0:
+                self.broker_port = await self._listen(service, config.brokerServicePort, None)
+            if config.brokerServicePortTls >= 0:
+                self.broker_port_tls = await self._listen(
+                    service, config.brokerServicePortTls, ssl_context
+                )
         except BaseException:
+            for server in self._servers:
+                server.close()
+            self._servers.clear()
             service.abort()
             self.service = None
             raise
-        self.broker_port = int(self._server.sockets[0].getsockname()[1])
         self.web.route("GET", "/admin/v2/brokers/health", _health)
         admin.install(self.web, service)
+        self.web.authorize = web_authorizer(service.authorization)
+        if service.authentication is not None:
+            self.web.authenticate = service.authentication.authenticate_http
         self.web_port = await self.web.start(config.bindAddress, config.webServicePort)
-        await asyncio.to_thread(service.start_resources, self.service_url, self.web_service_url)
-        service.start(self.service_url, self.web_service_url)
-        await self._server.start_serving()
+        if config.webServicePortTls >= 0:
+            assert ssl_context is not None
+            self.web_port_tls = await self.web.start_tls(
+                config.bindAddress, config.webServicePortTls, ssl_context
+            )
+        urls = BrokerUrls(
+            self.plaintext_service_url,
+            self.service_url_tls,
+            self.plaintext_web_service_url,
+            self.web_service_url_tls,
+        )
+        await asyncio.to_thread(service.start_resources, urls)
+        service.start(urls)
+        for server in self._servers:
+            await server.start_serving()
         log.info(
             "Starquake broker ready on %s (web %s, data %s) in %.0f ms",
-            self.service_url,
-            self.web_service_url,
+            " ".join(u for u in (urls.service_url, urls.service_url_tls) if u),
+            " ".join(u for u in (urls.web_service_url, urls.web_service_url_tls) if u),
             config.dataDir,
             (time.monotonic() - started) * 1000,
         )
 
+    async def _listen(
+        self, service: BrokerService, port: int, ssl_context: ssl.SSLContext | None
+    ) -> int:
+        """Bind ``port`` (not serving yet); returns the port actually bound."""
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: ServerCnx(service),
+            self.config.bindAddress,
+            port,
+            ssl=ssl_context,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if ssl_context is not None else None,
+            start_serving=False,
+        )
+        self._servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
     async def stop(self) -> None:
         """Stop accepting, close connections, commit and persist everything, close storage."""
-        if self._server is None:
+        if not self._servers:
             return
-        server, self._server = self._server, None
-        server.close()
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
         await self.web.stop()
         service = self.service
         if service is not None:
@@ -106,7 +184,8 @@ class BrokerServer:
             # is going away, so drop what it will never take rather than leak the socket.
             for cnx in connections:
                 cnx.abort()
-        await server.wait_closed()
+        for server in servers:
+            await server.wait_closed()
         self._stopped.set()
         log.info("Starquake broker stopped")
 

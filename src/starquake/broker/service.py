@@ -37,8 +37,11 @@ from starquake.broker.errors import (
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.resources import PulsarResources
 from starquake.broker.schemas.registry import SchemaRegistry
+from starquake.broker.security.authentication import AuthenticationService
+from starquake.broker.security.authorization import AuthorizationService
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
+from starquake.broker.urls import BrokerUrls, LookupUrls, parse_advertised_listeners
 from starquake.common.topic_name import InvalidTopicNameError as BadName
 from starquake.common.topic_name import TopicDomain, TopicName
 from starquake.storage import (
@@ -76,6 +79,8 @@ class BrokerService:
         """``faults`` injects storage faults (tests only)."""
         self.config = config
         self.instance_id = uuid.uuid4().hex[:6]
+        # None when authenticationEnabled is off; reads key files (ConfigError if wrong)
+        self.authentication = AuthenticationService.from_config(config)
         data = Path(config.dataDir)
         self.data_lock = DataDirectoryLock(data)
         try:
@@ -85,6 +90,7 @@ class BrokerService:
             self.data_lock.release()
             raise
         self.resources = PulsarResources(self.metadata, config.clusterName)
+        self.authorization = AuthorizationService(config, self.resources)
         self.schemas = SchemaRegistry(self.metadata)
         self.compaction = CompactionService(self)
         self.factory = ManagedLedgerFactory(
@@ -102,18 +108,23 @@ class BrokerService:
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
         self.background: set[asyncio.Task[Any]] = set()
+        self.urls = BrokerUrls()
+        """Every URL of this broker ("" for a port that is off)."""
         self.service_url = ""
+        """The plaintext binary URL, or the TLS one when the plaintext port is off."""
         self.web_service_url = ""
+        """The plaintext web URL, or the HTTPS one when the plaintext web port is off."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    def start_resources(self, service_url: str, web_service_url: str) -> None:
+    def start_resources(self, urls: BrokerUrls) -> None:
         """Create the default cluster, tenant and namespace (blocking: run off the loop)."""
-        self.resources.ensure_defaults(service_url, web_service_url)
+        self.resources.ensure_defaults(urls)
 
-    def start(self, service_url: str, web_service_url: str) -> None:
-        self.service_url = service_url
-        self.web_service_url = web_service_url
+    def start(self, urls: BrokerUrls) -> None:
+        self.urls = urls
+        self.service_url = urls.any_service_url
+        self.web_service_url = urls.any_web_service_url
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._persist_cursors_loop()))
         self._tasks.append(loop.create_task(self._trim_loop()))
@@ -122,6 +133,10 @@ class BrokerService:
         self._tasks.append(loop.create_task(self.compaction.monitor()))
         self._tasks.append(loop.create_task(backlog_quota.monitor(self)))
         self._tasks.append(loop.create_task(self._inactive_topics_loop()))
+        if self.authentication is not None:
+            self._tasks.append(
+                loop.create_task(self.authentication.refresh_loop(lambda: self.connections))
+            )
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -130,6 +145,8 @@ class BrokerService:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.authentication is not None:
+            self.authentication.close()
         await self.compaction.stop()
         for topic in list(self.topics.values()):
             topic.close()
@@ -157,6 +174,8 @@ class BrokerService:
 
     def abort(self) -> None:
         """Release the data directory of a service that never started."""
+        if self.authentication is not None:
+            self.authentication.close()
         self.committer.close()
         self.metadata.close()
         self.data_lock.release()
@@ -365,11 +384,18 @@ class BrokerService:
         return self.resources.partitions(topic) > 0
 
     def check_lookup(self, topic: TopicName, listener_name: str = "") -> str:
-        """The broker URL that serves ``topic`` for a client of ``listener_name`` (or raise).
+        """The broker URL that serves ``topic`` for a client of ``listener_name`` (or raise):
+        the plaintext one, or the TLS one when only that is offered."""
+        urls = self.check_lookup_urls(topic, listener_name)
+        return urls.broker_url or urls.broker_url_tls
+
+    def check_lookup_urls(self, topic: TopicName, listener_name: str = "") -> LookupUrls:
+        """The plaintext and TLS broker URLs that serve ``topic`` for a client of
+        ``listener_name`` ("" for one not offered), or raise.
 
         As Pulsar does, a lookup naming a listener the broker does not advertise fails.
         """
-        url = self.service_url
+        urls = LookupUrls(self.urls.service_url, self.urls.service_url_tls)
         if listener_name:
             listeners = self.advertised_listeners()
             if listener_name not in listeners:
@@ -377,20 +403,18 @@ class BrokerService:
                     f"The broker does not have a listener named {listener_name!r} "
                     f"(advertisedListeners: {self.config.advertisedListeners or 'none'})"
                 )
-            url = listeners[listener_name] or url
+            listener = listeners[listener_name]
+            if listener.broker_url or listener.broker_url_tls:
+                urls = listener
         self.check_namespace(topic)
         if not self.auto_topic_creation(topic)[0] and not self.topic_exists(topic):
             raise TopicNotFoundError(f"Topic {topic} does not exist")
-        return url
+        return urls
 
-    def advertised_listeners(self) -> dict[str, str]:
-        """``advertisedListeners`` as {name: pulsar URL (empty: this broker's service URL)}."""
-        listeners: dict[str, str] = {}
-        for item in self.config.advertisedListeners.split(","):
-            name, _, url = item.strip().partition(":")
-            if name:
-                listeners[name] = url if url.startswith("pulsar://") else ""
-        return listeners
+    def advertised_listeners(self) -> dict[str, LookupUrls]:
+        """``advertisedListeners`` as {name: its pulsar:// and pulsar+ssl:// URLs (both empty:
+        this broker's own)}."""
+        return parse_advertised_listeners(self.config.advertisedListeners)
 
     def loaded_topic(self, topic: TopicName) -> TopicApi | None:
         """The topic if it is loaded (or non-persistent and known); None otherwise."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import ssl
 import urllib.parse
 from collections.abc import Awaitable, Callable
 
@@ -86,14 +87,28 @@ class WebServer:
         return json_reply(404, {"reason": f"No route for {method} {path}"})
 
     async def start(self, host: str, port: int) -> int:
+        """Serve plain HTTP on ``port``; returns the port bound (-1: ``port`` -1, no plain
+        HTTP; :meth:`start_tls` may still add HTTPS)."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_route("*", "/{path:.*}", self._handle)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
         self._runner = runner
-        address = runner.addresses[0]  # the port actually bound (port 0: a free one)
+        if port < 0:
+            return -1
+        return await self._add_site(web.TCPSite(runner, host, port))
+
+    async def start_tls(self, host: str, port: int, ssl_context: ssl.SSLContext) -> int:
+        """Also serve HTTPS on ``port`` (after :meth:`start`); returns the port bound."""
+        assert self._runner is not None, "start() first"
+        return await self._add_site(web.TCPSite(self._runner, host, port, ssl_context=ssl_context))
+
+    async def _add_site(self, site: web.TCPSite) -> int:
+        assert self._runner is not None
+        before = set(self._runner.addresses)
+        await site.start()
+        # the port actually bound (port 0: a free one)
+        address = next(a for a in self._runner.addresses if a not in before)
         return int(address[1])
 
     async def stop(self) -> None:

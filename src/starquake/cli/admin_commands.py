@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from starquake.cli.auth_options import auth_args, auth_options
+from starquake.cli.connect import tls_args, tls_options
 from starquake.cli.output import (
     OUTPUT_CHOICES,
     Tables,
@@ -34,9 +36,13 @@ DEFAULT_ADMIN_URL = "http://localhost:8080"
 class AdminContext:
     """The admin URL and output format given to ``starquake admin``."""
 
-    def __init__(self, url: str, output: str | None) -> None:
+    def __init__(
+        self, url: str, output: str | None, admin_args: dict[str, Any] | None = None
+    ) -> None:
         self.url = url
         self.output = output
+        self.admin_args: dict[str, Any] = dict(admin_args or {})
+        """Keyword arguments of PulsarAdmin (TLS settings, ...)."""
         self._admin: PulsarAdmin | None = None
 
     @property
@@ -45,7 +51,7 @@ class AdminContext:
             from starquake.admin.client import PulsarAdmin
 
             with admin_errors():
-                self._admin = PulsarAdmin(self.url)
+                self._admin = PulsarAdmin(self.url, **self.admin_args)
         return self._admin
 
     @property
@@ -107,7 +113,7 @@ def _split(values: tuple[str, ...]) -> list[str] | None:
     envvar="STARQUAKE_ADMIN_URL",
     default=DEFAULT_ADMIN_URL,
     show_default=True,
-    help="the broker's HTTP URL (also $STARQUAKE_ADMIN_URL)",
+    help="the broker's HTTP or HTTPS URL (also $STARQUAKE_ADMIN_URL)",
 )
 @click.option(
     "--output",
@@ -115,10 +121,12 @@ def _split(values: tuple[str, ...]) -> list[str] | None:
     default=None,
     help="json (the broker's answer, for scripts) or table; default: table on a terminal",
 )
+@tls_options
+@auth_options
 @click.pass_context
 def admin(ctx: click.Context, admin_url: str, output: str | None) -> None:
     """Administer a broker over its admin REST API (as pulsar-admin)."""
-    ctx.obj = AdminContext(admin_url, output)
+    ctx.obj = AdminContext(admin_url, output, {**tls_args(ctx), **auth_args(ctx)})
 
 
 # --- clusters ----------------------------------------------------------------------------------
@@ -653,4 +661,9 @@ def _print_peeked(message: PeekedMessage) -> None:
 
 # The schemas group, the policy and the compaction commands live in their own modules;
 # importing them adds them to ``admin``.
-from starquake.cli import admin_compaction, admin_policies, admin_schemas  # noqa: E402, F401
+from starquake.cli import (  # noqa: E402, F401
+    admin_compaction,
+    admin_permissions,
+    admin_policies,
+    admin_schemas,
+)

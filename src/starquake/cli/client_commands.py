@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from starquake.cli.connect import DEFAULT_SERVICE_URL, check_reachable
+from starquake.cli.auth_options import auth_args, auth_options
+from starquake.cli.connect import DEFAULT_SERVICE_URL, check_reachable, tls_args, tls_options
 from starquake.cli.output import (
     OUTPUT_CHOICES,
     CannotConnect,
@@ -32,9 +33,13 @@ POSITIONS = ("Earliest", "Latest")
 class ClientContext:
     """The service URL and output format given to ``starquake client``."""
 
-    def __init__(self, url: str, output: str | None) -> None:
+    def __init__(
+        self, url: str, output: str | None, client_args: dict[str, Any] | None = None
+    ) -> None:
         self.url = url
         self.output = output
+        self.client_args: dict[str, Any] = dict(client_args or {})
+        """Keyword arguments of Client (TLS settings, ...)."""
 
     def json(self, output: str | None) -> bool:
         return (output or self.output or default_output()) == "json"
@@ -95,13 +100,14 @@ def checked_url(url: str) -> str:
 
 
 @contextmanager
-def open_client(url: str) -> Iterator[Client]:
-    """A blocking client of ``url``, closed at the end; exit code 3 if nothing answers."""
+def open_client(url: str, **client_args: Any) -> Iterator[Client]:
+    """A blocking client of ``url`` (``client_args``: more keyword arguments of Client), closed
+    at the end; exit code 3 if nothing answers."""
     checked_url(url)
     from starquake.client import Client, ConsoleLogger, LoggerLevel
 
     with client_errors(url):
-        client = Client(url, logger=ConsoleLogger(LoggerLevel.Error))
+        client = Client(url, logger=ConsoleLogger(LoggerLevel.Error), **client_args)
     try:
         with client_errors(url):
             yield client
@@ -165,7 +171,7 @@ URL_OPTION = click.option(
     envvar="STARQUAKE_URL",
     default=DEFAULT_SERVICE_URL,
     show_default=True,
-    help="the broker's service URL (also $STARQUAKE_URL)",
+    help="the broker's service URL, pulsar:// or pulsar+ssl:// (also $STARQUAKE_URL)",
 )
 """``--url`` of the ``client`` and ``perf`` groups."""
 
@@ -180,10 +186,12 @@ _OUTPUT = click.option(
 @click.group("client")
 @URL_OPTION
 @_OUTPUT
+@tls_options
+@auth_options
 @click.pass_context
 def client(ctx: click.Context, url: str, output: str | None) -> None:
     """Produce and consume messages (as pulsar-client)."""
-    ctx.obj = ClientContext(url, output)
+    ctx.obj = ClientContext(url, output, {**tls_args(ctx), **auth_args(ctx)})
 
 
 @client.command("produce")
@@ -244,7 +252,7 @@ def produce(
     props = _properties(properties)
     ids: list[str] = []
     interval = 1 / rate if rate else 0.0
-    with open_client(ctx.url) as c:
+    with open_client(ctx.url, **ctx.client_args) as c:
         producer = c.create_producer(name)
         next_at = time.monotonic()
         for _ in range(num_produce):
@@ -304,7 +312,7 @@ def consume(
     consumer_type = consumer_type_of(subscription_type)
     position = getattr(InitialPosition, subscription_position.capitalize())
     received = 0
-    with open_client(ctx.url) as c:
+    with open_client(ctx.url, **ctx.client_args) as c:
         consumer = c.subscribe(
             name, subscription_name, consumer_type=consumer_type, initial_position=position
         )

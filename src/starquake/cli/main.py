@@ -3,7 +3,8 @@
 - ``starquake standalone``: run a broker (its flags are parsed by argparse, below);
 - ``starquake admin``: the admin REST API, as ``pulsar-admin``;
 - ``starquake client``: produce and consume, as ``pulsar-client``;
-- ``starquake perf``: load tests, as ``pulsar-perf``.
+- ``starquake perf``: load tests, as ``pulsar-perf``;
+- ``starquake tokens``: keys and tokens for token authentication, as ``pulsar tokens``.
 
 The broker package is imported only inside ``standalone``, and the client only by the commands
 that use it, so that ``starquake admin ...`` starts fast.
@@ -65,6 +66,7 @@ class _LazyGroup(click.Group):
         "admin": ("starquake.cli.admin_commands", "admin"),
         "client": ("starquake.cli.client_commands", "client"),
         "perf": ("starquake.cli.perf", "perf"),
+        "tokens": ("starquake.cli.tokens", "tokens"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from starquake.cli.auth_options import auth_args, auth_options
 from starquake.cli.client_commands import (
     URL_OPTION,
     check_topic,
@@ -29,7 +30,7 @@ from starquake.cli.client_commands import (
     consumer_type_of,
     subscription_options,
 )
-from starquake.cli.connect import DEFAULT_SERVICE_URL
+from starquake.cli.connect import DEFAULT_SERVICE_URL, tls_args, tls_options
 from starquake.cli.output import CannotConnect, CommandError, print_json_line
 
 if TYPE_CHECKING:
@@ -254,6 +255,8 @@ _SERVICE_URL = click.option(
 
 @click.group("perf")
 @URL_OPTION
+@tls_options
+@auth_options
 @click.pass_context
 def perf(ctx: click.Context, url: str) -> None:
     """Measure throughput and latency (as pulsar-perf)."""
@@ -282,6 +285,7 @@ class ProduceSettings:
     duration: float
     interval: float
     compression: str
+    client_args: dict[str, Any] = field(default_factory=dict)
 
 
 @perf.command("produce")
@@ -367,6 +371,7 @@ def produce(
     """Publish to TOPICS and report throughput and publish latency."""
     settings = ProduceSettings(
         url=_service_url(ctx, service_url),
+        client_args={**tls_args(ctx), **auth_args(ctx)},
         topics=[check_topic(t) for t in topics],
         rate=rate,
         size=size,
@@ -405,7 +410,7 @@ async def _produce(settings: ProduceSettings, meter: Meter, stop: asyncio.Event)
     from starquake.client import CompressionType
     from starquake.client.asyncio import Client
 
-    client = Client(settings.url, operation_timeout_seconds=30)
+    client = Client(settings.url, operation_timeout_seconds=30, **settings.client_args)
     producers: list[Producer] = []
     try:
         compression = {
@@ -522,6 +527,7 @@ class ConsumeSettings:
     num_messages: int
     duration: float
     interval: float
+    client_args: dict[str, Any] = field(default_factory=dict)
 
 
 @perf.command("consume")
@@ -570,6 +576,7 @@ def consume(
     """Consume TOPICS and report throughput and end-to-end latency (from publish time)."""
     settings = ConsumeSettings(
         url=_service_url(ctx, service_url),
+        client_args={**tls_args(ctx), **auth_args(ctx)},
         topics=[check_topic(t) for t in topics],
         subscription=subscription,
         subscription_type=subscription_type,
@@ -601,7 +608,7 @@ async def _consume(settings: ConsumeSettings, meter: Meter, stop: asyncio.Event)
 
     consumer_type = consumer_type_of(settings.subscription_type)
     position = getattr(InitialPosition, settings.position.capitalize())
-    client = Client(settings.url, operation_timeout_seconds=30)
+    client = Client(settings.url, operation_timeout_seconds=30, **settings.client_args)
     consumers: list[Consumer] = []
     try:
         for topic in settings.topics:

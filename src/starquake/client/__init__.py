@@ -27,6 +27,12 @@ from starquake.client._api import (
     ConsumerDeadLetterPolicy,
     ConsumerKeySharedPolicy,
 )
+from starquake.client._auth import (
+    Authentication,
+    AuthenticationBasic,
+    AuthenticationTLS,
+    AuthenticationToken,
+)
 from starquake.client._config import KeySharedPolicy
 from starquake.client._enums import (
     BatchingType,
@@ -103,7 +109,11 @@ from starquake.client.exceptions import (
 
 __all__ = [
     "AlreadyClosed",
+    "Authentication",
+    "AuthenticationBasic",
     "AuthenticationError",
+    "AuthenticationTLS",
+    "AuthenticationToken",
     "AuthorizationError",
     "BatchingType",
     "BrokerMetadataError",

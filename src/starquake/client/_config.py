@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from starquake.client._auth import Authentication
 from starquake.client._enums import (
     BatchingType,
     CompressionType,
@@ -34,6 +35,37 @@ class ClientConfig:
     partitions_update_interval_seconds: float = 60
     """How often producers and consumers of partitioned topics look for added partitions
     (0: never), as the C++ and Java clients do."""
+    # TLS (a pulsar+ssl:// service URL, or use_tls with a pulsar:// one)
+    use_tls: bool = False
+    tls_trust_certs_file_path: str | None = None
+    """CA certificates (PEM) the broker's certificate must chain to (None: the system's)."""
+    tls_allow_insecure_connection: bool = False
+    """Accept any broker certificate (no verification at all)."""
+    tls_validate_hostname: bool = False
+    """Also check that the broker's certificate names the host connected to."""
+    tls_certificate_file_path: str | None = None
+    """The client certificate (PEM) presented to the broker: the one place TLS
+    authentication puts its certificate, with :attr:`tls_private_key_file_path`."""
+    tls_private_key_file_path: str | None = None
+    authentication: Authentication | None = None
+    """How connections authenticate (None: they present no credentials)."""
+
+    def __post_init__(self) -> None:
+        for name in ("use_tls", "tls_allow_insecure_connection", "tls_validate_hostname"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"Argument {name} is expected to be of type 'bool'")
+        for name in (
+            "tls_trust_certs_file_path",
+            "tls_certificate_file_path",
+            "tls_private_key_file_path",
+        ):
+            if not isinstance(getattr(self, name), str | None):
+                raise ValueError(f"Argument {name} is expected to be of type 'str'")
+
+    @property
+    def tls(self) -> bool:
+        """Whether connections to brokers use TLS."""
+        return self.use_tls or self.service_url.startswith("pulsar+ssl://")
 
 
 @dataclass(slots=True)

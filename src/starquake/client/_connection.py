@@ -5,19 +5,29 @@ ERROR, PRODUCER_SUCCESS, LOOKUP_RESPONSE, ...) resolves. Producers and consumers
 and get SEND_RECEIPT / MESSAGE / CLOSE_* pushed to them. Keep-alive: PINGs are answered; when
 the connection was idle for a whole interval we send a PING, and if nothing came back by the
 next check the connection is considered dead and closed.
+
+Authentication: CONNECT carries the method and credentials of the client's
+:class:`~starquake.client._auth.Authentication`; an ERROR before CONNECTED (the broker refused
+them) fails the handshake with that error (AuthenticationError), which is not retried. An
+AUTH_CHALLENGE (the credentials expired) is answered with AUTH_RESPONSE carrying fresh ones
+(a token supplier is called again).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.client import _commands
 from starquake.client.exceptions import (
+    AuthenticationError,
     ConnectError,
+    ErrorGettingAuthenticationData,
     PulsarException,
     Timeout,
     from_server_error,
@@ -32,8 +42,17 @@ from starquake.protocol.framing import (
     encode_command,
 )
 
+if TYPE_CHECKING:
+    from starquake.client._auth import Authentication
+
 log = logging.getLogger("starquake.client")
 T = pb.BaseCommand
+
+
+class TlsHandshakeError(ConnectError):
+    """The TLS handshake failed (an untrusted certificate, a host name that does not match, no
+    common protocol version, a client certificate the broker refused): retrying will not
+    help."""
 
 
 class ProducerListener(Protocol):
@@ -71,8 +90,16 @@ _RESPONSES: dict[int, Callable[[T], Any]] = {
 class ClientConnection(asyncio.Protocol):
     """A connection to one broker, shared by every producer and consumer the pool maps to it."""
 
-    def __init__(self, logical_address: str, client_version: str, keep_alive: float) -> None:
+    def __init__(
+        self,
+        logical_address: str,
+        client_version: str,
+        keep_alive: float,
+        authentication: Authentication | None = None,
+    ) -> None:
         self.logical_address = logical_address
+        self._authentication = authentication
+        self._auth_tasks: set[asyncio.Task[None]] = set()
         self._client_version = client_version
         self._keep_alive = keep_alive
         self._decoder = FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)
@@ -85,6 +112,7 @@ class ClientConnection(asyncio.Protocol):
         self.protocol_version = MAX_PROTOCOL_VERSION
         self.server_version = ""
         self._connected: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._closed = False
         self._last_received = time.monotonic()
         self._ping_outstanding = False
@@ -98,13 +126,32 @@ class ClientConnection(asyncio.Protocol):
         return not self._closed
 
     async def handshake(self, max_wait: float) -> None:
-        """Send CONNECT and wait for CONNECTED."""
-        self.write_command(_commands.connect(self._client_version, MAX_PROTOCOL_VERSION))
+        """Send CONNECT (with the credentials) and wait for CONNECTED."""
         try:
-            await asyncio.wait_for(asyncio.shield(self._connected), max_wait)
+            await asyncio.wait_for(self._send_connect_and_wait(), max_wait)
         except TimeoutError:
             self.close()
             raise ConnectError(f"no CONNECTED from {self.logical_address}") from None
+
+    async def _send_connect_and_wait(self) -> None:
+        command = _commands.connect(self._client_version, MAX_PROTOCOL_VERSION)
+        if self._authentication is not None:
+            method, data = await self._credentials()
+            command.connect.auth_method_name = method
+            if data:
+                command.connect.auth_data = data
+        self.write_command(command)
+        await asyncio.shield(self._connected)
+
+    async def _credentials(self) -> tuple[str, bytes]:
+        assert self._authentication is not None
+        try:
+            return await self._authentication.credentials()
+        except Exception as exc:
+            self.close()
+            raise ErrorGettingAuthenticationData(
+                f"cannot get the credentials for {self.logical_address}: {exc}"
+            ) from None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
@@ -113,7 +160,27 @@ class ClientConnection(asyncio.Protocol):
             self._keepalive_timer = loop.call_later(self._keep_alive, self._check_keepalive)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._shutdown(ConnectError(f"connection to {self.logical_address} lost"))
+        if not self._lost.done():
+            self._lost.set_result(None)
+        if isinstance(exc, ssl.SSLError) and not self._connected.done():
+            # e.g. the broker refused our certificate (TLS 1.3 says so after the handshake)
+            error: ConnectError = TlsHandshakeError(
+                f"TLS connection to {self.logical_address} refused: {exc}"
+            )
+        else:
+            error = ConnectError(f"connection to {self.logical_address} lost")
+        self._shutdown(error)
+
+    async def wait_lost(self, max_wait: float) -> None:
+        """After :meth:`close`, wait until the socket is closed (a TLS connection says goodbye
+        to the broker first), aborting it after ``max_wait`` seconds."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._lost), max_wait)
+        except TimeoutError:
+            if self._transport is not None:
+                self._transport.abort()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._lost), max_wait)
 
     def close(self) -> None:
         """Close the socket; pending requests fail and handlers are told to reconnect."""
@@ -232,6 +299,13 @@ class ClientConnection(asyncio.Protocol):
             return
         if kind == T.ERROR:
             err = from_server_error(cmd.error.error, cmd.error.message)
+            if not self._connected.done():  # the broker refused the CONNECT
+                self._connected.set_exception(err)
+                self._connected.exception()  # mark retrieved
+                self.close()
+                return
+            if isinstance(err, AuthenticationError):
+                log.warning("%s refused our credentials: %s", self.logical_address, err)
             self._complete(cmd.error.request_id, cmd, err)
         elif kind == T.SEND_ERROR:
             producer = self.producers.get(cmd.send_error.producer_id)
@@ -241,6 +315,10 @@ class ClientConnection(asyncio.Protocol):
             self.write_command(_commands.pong())
         elif kind == T.PONG:
             pass
+        elif kind == T.AUTH_CHALLENGE:
+            task = asyncio.get_running_loop().create_task(self._answer_auth_challenge())
+            self._auth_tasks.add(task)
+            task.add_done_callback(self._auth_tasks.discard)
         elif kind == T.CONNECTED:
             self.server_version = cmd.connected.server_version
             self.protocol_version = cmd.connected.protocol_version
@@ -281,6 +359,25 @@ class ClientConnection(asyncio.Protocol):
             pass
         else:
             log.debug("ignoring %s from %s", T.Type.Name(kind), self.logical_address)
+
+    async def _answer_auth_challenge(self) -> None:
+        """Send fresh credentials (AUTH_RESPONSE) for the broker's AUTH_CHALLENGE."""
+        if self._authentication is None:
+            log.warning("%s asked for credentials, but none are configured", self.logical_address)
+            return
+        try:
+            method, data = await self._credentials()
+        except ErrorGettingAuthenticationData as exc:
+            log.error("%s", exc)
+            return
+        command = T(type=T.AUTH_RESPONSE)
+        response = command.auth_response
+        response.client_version = self._client_version
+        response.protocol_version = MAX_PROTOCOL_VERSION
+        response.response.auth_method_name = method
+        response.response.auth_data = data
+        self.write_command(command)
+        log.debug("sent fresh credentials to %s", self.logical_address)
 
     def _complete(self, request_id: int, cmd: T, error: PulsarException | None) -> None:
         fut = self._pending.pop(request_id, None)

@@ -6,16 +6,18 @@ import asyncio
 import itertools
 import logging
 import random
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
 
 from starquake.client import _commands
 from starquake.client._config import CLIENT_VERSION, ClientConfig
-from starquake.client._connection import ClientConnection
+from starquake.client._connection import ClientConnection, TlsHandshakeError
 from starquake.client.exceptions import (
     RETRYABLE,
     ConnectError,
+    InvalidConfiguration,
     InvalidUrl,
     LookupError,
     PulsarException,
@@ -23,27 +25,29 @@ from starquake.client.exceptions import (
     from_server_error,
 )
 from starquake.common.schema_info import SchemaInfo
+from starquake.common.tls import TlsSettingsError, client_ssl_context
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.schema import schema_info_of
 
 log = logging.getLogger("starquake.client")
 _MAX_REDIRECTS = 20
+_CLOSE_WAIT_SECONDS = 1.0  # for a TLS connection's goodbye (close_notify) on close
 _R = TypeVar("_R")
 _Attempt = Callable[[], Awaitable[_R]]
 
 
 def parse_service_url(url: str) -> list[tuple[str, int]]:
-    """``pulsar://h1:6650,h2:6651/`` -> ``[("h1", 6650), ("h2", 6651)]``."""
+    """``pulsar://h1:6650,h2:6651/`` -> ``[("h1", 6650), ("h2", 6651)]`` (``pulsar+ssl://``
+    too; default ports 6650 and 6651)."""
     parts = urlsplit(url)
     if parts.scheme not in ("pulsar", "pulsar+ssl"):
         raise InvalidUrl(f"unsupported service URL {url!r}")
-    if parts.scheme == "pulsar+ssl":
-        raise InvalidUrl("TLS (pulsar+ssl://) is not supported yet")
+    default_port = "6651" if parts.scheme == "pulsar+ssl" else "6650"
     hosts = []
     for item in parts.netloc.split(","):
         host, _, port = item.rpartition(":")
         if not host:
-            host, port = item, "6650"
+            host, port = item, default_port
         hosts.append((host.strip("[]"), int(port)))
     if not hosts:
         raise InvalidUrl(f"no host in service URL {url!r}")
@@ -58,6 +62,7 @@ class ConnectionPool:
         self._connections: dict[str, ClientConnection] = {}
         self._opening: dict[str, asyncio.Future[ClientConnection]] = {}
         self._closed = False
+        self._ssl_context: ssl.SSLContext | None = None
 
     async def get_connection(self, logical_url: str) -> ClientConnection:
         """An open connection to ``logical_url`` (``pulsar://host:port``), reused if possible."""
@@ -87,29 +92,59 @@ class ConnectionPool:
         host, port = random.choice(parse_service_url(logical_url))
         loop = asyncio.get_running_loop()
         timeout = self._config.connection_timeout_ms / 1000
+        tls_context = await self._tls_context()
         try:
             _, cnx = await asyncio.wait_for(
                 loop.create_connection(
                     lambda: ClientConnection(
-                        logical_url, CLIENT_VERSION, self._config.keep_alive_interval_seconds
+                        logical_url,
+                        CLIENT_VERSION,
+                        self._config.keep_alive_interval_seconds,
+                        self._config.authentication,
                     ),
                     host,
                     port,
+                    ssl=tls_context,
+                    server_hostname=host if tls_context is not None else None,
                 ),
                 timeout,
             )
+        except ssl.SSLError as exc:  # before OSError, its base class
+            raise TlsHandshakeError(f"TLS handshake with {logical_url} failed: {exc}") from None
         except (OSError, TimeoutError) as exc:
             raise ConnectError(f"cannot connect to {logical_url}: {exc}") from None
         await cnx.handshake(timeout)
         log.debug("connected to %s (%s)", logical_url, cnx.server_version)
         return cnx
 
+    async def _tls_context(self) -> ssl.SSLContext | None:
+        """The SSL context of broker connections (None without TLS), built once off the loop."""
+        config = self._config
+        if not config.tls:
+            return None
+        if self._ssl_context is None:
+            try:
+                context = await asyncio.to_thread(
+                    client_ssl_context,
+                    trust_certs_file_path=config.tls_trust_certs_file_path,
+                    allow_insecure_connection=config.tls_allow_insecure_connection,
+                    validate_hostname=config.tls_validate_hostname,
+                    certificate_file_path=config.tls_certificate_file_path,
+                    private_key_file_path=config.tls_private_key_file_path,
+                )
+            except TlsSettingsError as exc:
+                raise InvalidConfiguration(str(exc)) from None
+            self._ssl_context = self._ssl_context or context
+        return self._ssl_context
+
     async def close(self) -> None:
         """Close every connection."""
         self._closed = True
-        for cnx in list(self._connections.values()):
+        connections = list(self._connections.values())
+        for cnx in connections:
             cnx.close()
         self._connections.clear()
+        await asyncio.gather(*(cnx.wait_lost(_CLOSE_WAIT_SECONDS) for cnx in connections))
 
 
 class LookupService:
@@ -139,6 +174,8 @@ class LookupService:
         while True:
             try:
                 return await attempt()
+            except TlsHandshakeError:
+                raise
             except (*RETRYABLE, Timeout) as exc:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -174,7 +211,7 @@ class LookupService:
                 resp = (await cnx.request(cmd, rid, self._timeout)).lookup_topic_response
                 if resp.response == pb.CommandLookupTopicResponse.Failed:
                     raise _lookup_error(resp.error, resp.message)
-                target = resp.brokerServiceUrl or url
+                target = self._broker_url(resp) or url
                 if resp.proxy_through_service_url:
                     target = self._service_url
                 if resp.response == pb.CommandLookupTopicResponse.Connect:
@@ -183,6 +220,18 @@ class LookupService:
             raise LookupError(f"too many lookup redirects for {topic}")
 
         return await self._retrying(f"lookup of {topic}", attempt)
+
+    def _broker_url(self, resp: pb.CommandLookupTopicResponse) -> str:
+        """The URL a lookup answered for this client: the TLS one on TLS ("": the broker
+        answered none of the right kind, and the current connection's broker serves)."""
+        if self._config.tls:
+            if not resp.brokerServiceUrlTls and resp.brokerServiceUrl:
+                raise LookupError(
+                    f"the broker offers no TLS URL (only {resp.brokerServiceUrl}): "
+                    "is its brokerServicePortTls on?"
+                )
+            return resp.brokerServiceUrlTls
+        return resp.brokerServiceUrl
 
     async def get_topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
         """Topics (partitions included) of ``tenant/namespace``."""

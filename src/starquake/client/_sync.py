@@ -81,6 +81,12 @@ class Client:
             connection_timeout_ms=connection_timeout_ms,
             listener_name=listener_name,
             partitions_update_interval_seconds=partitions_update_interval_seconds,
+            use_tls=use_tls,
+            tls_trust_certs_file_path=tls_trust_certs_file_path,
+            tls_allow_insecure_connection=tls_allow_insecure_connection,
+            tls_validate_hostname=tls_validate_hostname,
+            tls_private_key_file_path=tls_private_key_file_path,
+            tls_certificate_file_path=tls_certificate_file_path,
         )
         self._inner._core.queue_factory = ThreadSafeQueue
         self._runner = _LoopThread()

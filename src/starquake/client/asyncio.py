@@ -34,6 +34,7 @@ from starquake.client._api import (
 from starquake.client._api import (
     key_shared_policy as _key_shared_policy,
 )
+from starquake.client._auth import Authentication
 from starquake.client._config import ClientConfig, ConsumerConfig, ProducerConfig
 from starquake.client._consumer import is_latest
 from starquake.client._decoding import ValueDecoding
@@ -307,13 +308,25 @@ class Client:
         listener_name: str | None = None,
         keep_alive_interval_seconds: int = 30,
         partitions_update_interval_seconds: float = 60,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        tls_private_key_file_path: str | None = None,
+        tls_certificate_file_path: str | None = None,
         **_ignored: Any,
     ) -> None:
         check_type(str, service_url, "service_url")
         check_type(int, operation_timeout_seconds, "operation_timeout_seconds")
         check_type(int, connection_timeout_ms, "connection_timeout_ms")
-        if authentication is not None:
-            raise InvalidConfiguration("authentication is not supported yet")
+        if authentication is not None and not isinstance(authentication, Authentication):
+            raise ValueError(
+                "Argument authentication is expected to be a starquake.client Authentication "
+                "(AuthenticationToken, AuthenticationBasic, AuthenticationTLS)"
+            )
+        tls_identity = authentication.tls_certificate_paths if authentication else None
+        if tls_identity is not None:  # AuthenticationTLS: its certificate, in the handshake
+            tls_certificate_file_path, tls_private_key_file_path = tls_identity
         from starquake.client._pool import parse_service_url
 
         parse_service_url(service_url)
@@ -325,6 +338,13 @@ class Client:
                 keep_alive_interval_seconds=keep_alive_interval_seconds,
                 listener_name=listener_name or "",
                 partitions_update_interval_seconds=partitions_update_interval_seconds,
+                use_tls=use_tls,
+                tls_trust_certs_file_path=tls_trust_certs_file_path,
+                tls_allow_insecure_connection=tls_allow_insecure_connection,
+                tls_validate_hostname=tls_validate_hostname,
+                tls_certificate_file_path=tls_certificate_file_path,
+                tls_private_key_file_path=tls_private_key_file_path,
+                authentication=authentication,
             )
         )
 

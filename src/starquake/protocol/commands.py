@@ -214,16 +214,22 @@ def lookup_response(
     request_id: int,
     broker_service_url: str = "",
     *,
+    broker_service_url_tls: str = "",
     authoritative: bool = True,
     error_code: ServerError | None = None,
     message: str = "",
 ) -> bytes:
+    """A LOOKUP_RESPONSE: Connect to the broker at ``broker_service_url`` (plaintext) and/or
+    ``broker_service_url_tls`` (each left out when empty), or Failed with ``error_code``."""
     cmd = T(type=T.LOOKUP_RESPONSE)
     r = cmd.lookup_topic_response
     r.request_id = request_id
     if error_code is None:
         r.response = pb.CommandLookupTopicResponse.Connect
-        r.brokerServiceUrl = broker_service_url
+        if broker_service_url:
+            r.brokerServiceUrl = broker_service_url
+        if broker_service_url_tls:
+            r.brokerServiceUrlTls = broker_service_url_tls
         r.authoritative = authoritative
     else:
         r.response = pb.CommandLookupTopicResponse.Failed

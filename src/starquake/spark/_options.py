@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from starquake.client._auth import create_authentication
 from starquake.client.bulk import Position
 from starquake.client.topics import InvalidTopicNameError, normalize_topic
 
@@ -139,16 +140,17 @@ def _service_url(options: Mapping[str, str]) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("pulsar", "pulsar+ssl") or not parts.hostname:
         raise PulsarOptionError(
-            f"option 'service.url': {url!r} is not a pulsar://host:port service URL"
+            f"option 'service.url': {url!r} is not a pulsar://host:port (or "
+            "pulsar+ssl://host:port) service URL"
         )
     return url
 
 
-def _admin_url(options: Mapping[str, str], service_url: str) -> str:
+def _admin_url(options: Mapping[str, str], service_url: str, tls: bool) -> str:
     url = _get(options, "admin.url")
     if url is None:
         host = urlsplit(service_url).hostname or "localhost"
-        return f"http://{host}:8080"
+        return f"https://{host}:8443" if tls else f"http://{host}:8080"
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PulsarOptionError(f"option 'admin.url': {url!r} is not an http(s) URL")
@@ -190,6 +192,24 @@ _CLIENT: dict[str, tuple[str, Converter]] = {
     "keepaliveintervalseconds": ("keep_alive_interval_seconds", _as_int),
     "listener_name": ("listener_name", _as_text),
     "listenername": ("listener_name", _as_text),
+    # security: plain strings and bools, so that the options travel to executors as they are;
+    # the Authentication object is built where the client is (spark/_runtime.py)
+    "auth_plugin_class_name": ("auth_plugin_class_name", _as_text),
+    "authpluginclassname": ("auth_plugin_class_name", _as_text),
+    "auth_params": ("auth_params", _as_text),
+    "authparams": ("auth_params", _as_text),
+    "use_tls": ("use_tls", _bool),
+    "usetls": ("use_tls", _bool),
+    "tls_trust_certs_file_path": ("tls_trust_certs_file_path", _as_text),
+    "tlstrustcertsfilepath": ("tls_trust_certs_file_path", _as_text),
+    "tls_allow_insecure_connection": ("tls_allow_insecure_connection", _bool),
+    "tlsallowinsecureconnection": ("tls_allow_insecure_connection", _bool),
+    "tls_validate_hostname": ("tls_validate_hostname", _bool),
+    "tlshostnameverificationenable": ("tls_validate_hostname", _bool),
+    "tls_certificate_file_path": ("tls_certificate_file_path", _as_text),
+    "tlscertificatefilepath": ("tls_certificate_file_path", _as_text),
+    "tls_private_key_file_path": ("tls_private_key_file_path", _as_text),
+    "tlskeyfilepath": ("tls_private_key_file_path", _as_text),
 }
 _READER: dict[str, tuple[str, Converter]] = {
     "receiver_queue_size": ("receiver_queue_size", _as_int),
@@ -230,6 +250,37 @@ def _passthrough(
         name, convert = found
         args[name] = convert(key, text)
     return args
+
+
+def _client_args(options: Mapping[str, str]) -> dict[str, Any]:
+    """The ``pulsar.client.*`` options as keyword arguments of our client, the authentication
+    plugin and its parameters checked (they stay strings: see spark/_runtime.py)."""
+    args = _passthrough(options, "pulsar.client.", _CLIENT)
+    plugin, params = args.get("auth_plugin_class_name"), args.get("auth_params")
+    if plugin is None and params is None:
+        return args
+    if plugin is None or not plugin.strip():
+        raise PulsarOptionError(
+            "option 'pulsar.client.authParams' needs 'pulsar.client.authPluginClassName' "
+            "(token, basic, tls or the Java plugin class name)"
+        )
+    if params is None or not params.strip():
+        raise PulsarOptionError(
+            f"option 'pulsar.client.authPluginClassName' ({plugin}) needs "
+            "'pulsar.client.authParams' (e.g. token:<jwt>, file:///path/to/token, "
+            '{"userId": "u", "password": "p"}, tlsCertFile:/c.pem,tlsKeyFile:/k.pem)'
+        )
+    try:
+        create_authentication(plugin, params)
+    except ValueError as exc:
+        unknown = str(exc).startswith("unknown authentication plugin")
+        key = "authPluginClassName" if unknown else "authParams"
+        raise PulsarOptionError(f"option 'pulsar.client.{key}': {exc}") from None
+    return args
+
+
+def _tls(service_url: str, client_args: Mapping[str, Any]) -> bool:
+    return service_url.startswith("pulsar+ssl://") or bool(client_args.get("use_tls"))
 
 
 def _check_known(
@@ -308,7 +359,7 @@ def source_target(options: Mapping[str, str]) -> SourceTarget | None:
         service_url=_service_url(options),
         topics=topics,
         pattern=pattern,
-        client_args=_passthrough(options, "pulsar.client.", _CLIENT),
+        client_args=_client_args(options),
     )
 
 
@@ -380,7 +431,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         min_partitions=_int("minPartitions", _get(options, "minpartitions") or "0"),
         poll_timeout_s=_int("pollTimeoutMs", _get(options, "polltimeoutms") or "120000", minimum=1)
         / 1000,
-        client_args=_passthrough(options, "pulsar.client.", _CLIENT),
+        client_args=_client_args(options),
         reader_args=_passthrough(options, "pulsar.reader.", _READER),
         subscription=_subscription(options, streaming),
     )
@@ -395,14 +446,15 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     write_id = _get(options, "writeid")
     if write_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", write_id):
         raise PulsarOptionError("option 'writeId': use 1 to 64 letters, digits, '_', '-' or '.'")
+    client_args = _client_args(options)
     return WriteOptions(
         service_url=service_url,
-        admin_url=_admin_url(options, service_url),
+        admin_url=_admin_url(options, service_url, _tls(service_url, client_args)),
         topic=_topic("topic", topic_text) if topic_text else None,
         write_id=write_id,
         exactly_once=_bool("exactlyOnce", _get(options, "exactlyonce") or "true"),
         poll_timeout_s=_int("pollTimeoutMs", _get(options, "polltimeoutms") or "120000", minimum=1)
         / 1000,
-        client_args=_passthrough(options, "pulsar.client.", _CLIENT),
+        client_args=client_args,
         producer_args=_passthrough(options, "pulsar.producer.", _PRODUCER),
     )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import urllib.error
 import urllib.request
-from collections.abc import Set
+from collections.abc import Mapping, Set
+from typing import Any
 
 from pyspark.sql.types import (
     BinaryType,
@@ -20,6 +22,7 @@ from pyspark.sql.types import (
 
 from starquake.client.topics import namespace_of
 from starquake.spark._options import PulsarOptionError, WriteOptions
+from starquake.spark._runtime import admin_http
 
 __all__ = ["PulsarSinkError", "check_schema", "ensure_deduplication"]
 
@@ -71,26 +74,55 @@ def check_schema(schema: StructType, opts: WriteOptions, encoded: Set[str] = fro
         raise PulsarOptionError("give the option 'topic' or a '__topic' column")
 
 
-def ensure_deduplication(admin_url: str, topic: str, timeout: float = 30.0) -> None:
-    """Turn broker deduplication on for ``topic``'s namespace unless it is on already."""
+def ensure_deduplication(
+    admin_url: str,
+    topic: str,
+    timeout: float = 30.0,
+    client_args: Mapping[str, Any] | None = None,
+) -> None:
+    """Turn broker deduplication on for ``topic``'s namespace unless it is on already.
+
+    ``client_args`` (the checked ``pulsar.client.*`` settings) give the TLS settings of an
+    ``https://`` admin URL and the credentials sent."""
     namespace = namespace_of(topic)
     url = f"{admin_url}/admin/v2/namespaces/{namespace}/deduplication"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        context, headers = admin_http(admin_url, client_args or {})
+    except ValueError as exc:  # a TLS file that cannot be used
+        raise PulsarSinkError(f"cannot call the admin API at {admin_url}: {exc}") from None
+    try:
+        request = urllib.request.Request(url, headers=headers)
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
             body = resp.read()
         if body.strip() == b"true":
             return
         request = urllib.request.Request(
-            url, data=b"true", method="POST", headers={"Content-Type": "application/json"}
+            url,
+            data=b"true",
+            method="POST",
+            headers={"Content-Type": "application/json", **headers},
         )
-        with urllib.request.urlopen(request, timeout=timeout):
+        with urllib.request.urlopen(request, timeout=timeout, context=context):
             pass
     except (urllib.error.URLError, OSError) as exc:
         raise PulsarSinkError(
             f"exactly-once writes to {topic} need broker deduplication on namespace "
             f"{namespace}, and it could not be checked or turned on through {admin_url} "
-            f"({exc}). Turn it on yourself (POST true to {url}, or "
+            f"({_describe(exc)}). Turn it on yourself (POST true to {url}, or "
             "'namespaces set-deduplication --enable'), or write with the option "
             "exactlyOnce=false (at-least-once)."
         ) from exc
     log.warning("turned on deduplication for namespace %s (exactly-once writes)", namespace)
+
+
+def _describe(exc: OSError) -> str:
+    """An HTTP error with the broker's reason (401: the credentials, 403: the role's rights)."""
+    if not isinstance(exc, urllib.error.HTTPError):
+        return str(exc)
+    try:
+        reason = json.loads(exc.read() or b"{}").get("reason")
+    except (ValueError, AttributeError, OSError):
+        reason = None
+    finally:
+        exc.close()
+    return f"HTTP {exc.code}: {reason or exc.reason}"

@@ -94,7 +94,9 @@ class _Targets:
 
     async def _open_all(self, topic: str) -> list[Producer]:
         if self._opts.exactly_once and topic != self._opts.topic:
-            ensure_deduplication(self._opts.admin_url, topic, self._opts.poll_timeout_s)
+            ensure_deduplication(
+                self._opts.admin_url, topic, self._opts.poll_timeout_s, self._opts.client_args
+            )
         for _ in range(3):
             names = await self._client.get_topic_partitions(topic)
             producers = [await self._open(p) for p in names]
@@ -370,7 +372,7 @@ def _prepare(options: Mapping[str, str], schema: StructType, overwrite: bool) ->
     spec = write_schema(options, schema)
     check_schema(schema, opts, set(spec.columns) if spec and spec.kind != "string" else set())
     if opts.exactly_once and opts.topic is not None:
-        ensure_deduplication(opts.admin_url, opts.topic, opts.poll_timeout_s)
+        ensure_deduplication(opts.admin_url, opts.topic, opts.poll_timeout_s, opts.client_args)
     return _Job(opts, spec)
 
 

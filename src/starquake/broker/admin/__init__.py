@@ -11,6 +11,7 @@ from starquake.broker.admin import (
     lookup,
     metrics,
     partitions,
+    permissions,
     policies,
     schemas,
     subscriptions,
@@ -28,6 +29,7 @@ def install(web: WebServer, service: BrokerService) -> None:
     """Add every endpoint to ``web``."""
     tenants.install(web, service)
     policies.install(web, service)
+    permissions.install(web, service)
     partitions.install(web, service)
     topics.install(web, service)
     compaction.install(web, service)

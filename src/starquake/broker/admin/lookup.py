@@ -5,7 +5,7 @@ The official clients then ask, over HTTP:
 - ``GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}`` (optional ``listenerName``):
   the broker serving the topic, as ``{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls",
   "nativeUrl"}`` (a client reads ``brokerUrl``, or ``brokerUrlTls`` over TLS, and needs both
-  keys present);
+  keys present; a URL of a port that is off is empty);
 - ``GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions?checkAllowAutoCreation=true``
   (served with the partitioned-topic endpoints): the partition count, creating the topic as
   partitioned when auto-creation says so, as the binary PARTITIONED_METADATA lookup does;
@@ -48,17 +48,17 @@ def install(web: WebServer, service: BrokerService) -> None:
         except InvalidTopicNameError as exc:
             return json_reply(412, {"reason": str(exc)})
         try:
-            url = service.check_lookup(topic, params.get("listenerName", ""))
+            urls = service.check_lookup_urls(topic, params.get("listenerName", ""))
         except BrokerServiceError as exc:
             return json_reply(status_of(exc), {"reason": str(exc)})
         return json_reply(
             200,
             {
-                "brokerUrl": url,
-                "brokerUrlTls": "",
-                "httpUrl": service.web_service_url,
-                "httpUrlTls": "",
-                "nativeUrl": url,
+                "brokerUrl": urls.broker_url,
+                "brokerUrlTls": urls.broker_url_tls,
+                "httpUrl": service.urls.web_service_url,
+                "httpUrlTls": service.urls.web_service_url_tls,
+                "nativeUrl": urls.broker_url or urls.broker_url_tls,
             },
         )
 

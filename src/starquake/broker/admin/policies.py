@@ -334,9 +334,8 @@ def install(web: WebServer, service: BrokerService) -> None:
     async def change(namespace: str, edit: Callable[[dict[str, Any]], None]) -> None:
         """Apply ``edit`` to the namespace's policies, store them, and tell live topics."""
         async with writing:
-            policies = resources.namespace_policies(namespace)
-            edit(policies)
-            await asyncio.to_thread(resources.set_namespace_policies, namespace, policies)
+            # read, edit and store as one step: permission grants edit the same policies
+            await asyncio.to_thread(resources.update_namespace_policies, namespace, edit)
         service.policies_changed(namespace)
 
     async def store(namespace: str, field: str, value: Any) -> None:

@@ -1,0 +1,257 @@
+"""Permissions in the admin API, on Pulsar's paths and with its answers.
+
+Namespaces, under ``/admin/v2/namespaces/{tenant}/{namespace}``:
+
+- ``GET .../permissions``: ``{role: [action, ...]}`` granted on the namespace;
+- ``POST .../permissions/{role}`` with a JSON list of actions (``produce``, ``consume``,
+  ``functions``, ``sources``, ``sinks``, ``packages``): what ``role`` may do on every topic of
+  the namespace (replacing its previous namespace grant); ``DELETE``: revoke it;
+- ``GET .../permissions/subscription``: ``{subscription: [role, ...]}``;
+  ``POST .../permissions/subscription/{subscription}`` with a JSON list of roles: only they may
+  consume with that subscription; ``DELETE .../permissions/{subscription}/{role}``: remove one.
+
+Topics, under ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``:
+
+- ``GET .../permissions``: the topic's effective grants, the namespace's and the topic's
+  (their union for a role granted on both);
+- ``POST .../permissions/{role}`` with a JSON list of actions: grant them on the topic (on a
+  partitioned topic, on every partition too); ``DELETE``: revoke the role's topic grant (412
+  when it has none at the topic level).
+
+An action Pulsar does not know, or a body that is not a JSON list, is refused with 400; an
+unknown namespace with 404. Grants are stored in the namespace's policies (see
+:mod:`starquake.broker.security.authorization`); after a change, producers and consumers whose
+role lost its permission are closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from starquake.broker.admin.replies import (
+    NO_CONTENT,
+    SEGMENT,
+    BadRequest,
+    Endpoint,
+    Reply,
+    guarded,
+    json_body,
+)
+from starquake.broker.errors import BrokerServiceError
+from starquake.broker.resources import NotFoundError
+from starquake.broker.security.authorization import AUTH_ACTIONS, AUTH_POLICIES, revalidate
+from starquake.broker.web import WebServer, json_reply
+from starquake.common.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})"
+TOPIC = (
+    rf"/admin/v2/(?P<domain>persistent|non-persistent)/(?P<tenant>{SEGMENT})"
+    rf"/(?P<namespace>{SEGMENT})/(?P<topic>{SEGMENT})"
+)
+ROLE = rf"(?P<role>{SEGMENT})"
+
+
+class PermissionNotSet(BrokerServiceError):
+    """A revoke of a grant that does not exist at that level (HTTP 412)."""
+
+
+def parse_actions(body: bytes) -> list[str]:
+    """The actions of a grant's body: a JSON list of Pulsar's action names (400 otherwise)."""
+    value = json_body(body)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise BadRequest(f"the body must be a JSON list of actions: {', '.join(AUTH_ACTIONS)}")
+    unknown = sorted(set(value) - set(AUTH_ACTIONS))
+    if unknown:
+        raise BadRequest(
+            f"unknown action(s) {', '.join(unknown)}; the actions are {', '.join(AUTH_ACTIONS)}"
+        )
+    return sorted(set(value))
+
+
+def parse_roles(body: bytes) -> list[str]:
+    value = json_body(body)
+    if not isinstance(value, list) or not all(isinstance(i, str) and i for i in value):
+        raise BadRequest("the body must be a JSON list of role names")
+    return sorted(set(value))
+
+
+def _auth(policies: dict[str, Any]) -> dict[str, Any]:
+    """The policies' grants, created empty when missing (edited in place)."""
+    auth: dict[str, Any] = policies.setdefault(AUTH_POLICIES, {})
+    for field in ("namespace_auth", "destination_auth", "subscription_auth_roles"):
+        auth.setdefault(field, {})
+    return auth
+
+
+def effective_topic_permissions(auth: dict[str, Any], topic: TopicName) -> dict[str, list[str]]:
+    """A topic's grants as Pulsar answers them: the namespace's, with the topic's added."""
+    merged = {role: set(actions) for role, actions in auth["namespace_auth"].items()}
+    for role, actions in (auth["destination_auth"].get(str(topic)) or {}).items():
+        merged.setdefault(role, set()).update(actions)
+    return {role: sorted(actions) for role, actions in sorted(merged.items())}
+
+
+def install(web: WebServer, service: BrokerService) -> None:
+    """Add the endpoints to ``web``."""
+    resources = service.resources
+    authorization = service.authorization
+
+    def namespace_of(params: dict[str, str]) -> str:
+        name = f"{params['tenant']}/{params['namespace']}"
+        if not resources.namespace_exists(name):
+            raise NotFoundError(f"Namespace {name} does not exist")
+        return name
+
+    def topic_of(params: dict[str, str]) -> TopicName:
+        name = TopicName.parse(
+            f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
+        )
+        namespace_of(params)
+        return name
+
+    async def change(namespace: str, edit: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``edit`` to the namespace's grants, store them, and close the producers and
+        consumers that lost their permission."""
+        await asyncio.to_thread(
+            resources.update_namespace_policies, namespace, lambda p: edit(_auth(p))
+        )
+        revalidate(service, namespace)
+
+    # --- namespaces -----------------------------------------------------------------------------
+
+    async def get_namespace(params: dict[str, str], _body: bytes) -> Reply:
+        auth = authorization.auth_policies(namespace_of(params))
+        grants = {role: sorted(actions) for role, actions in auth["namespace_auth"].items()}
+        return json_reply(200, dict(sorted(grants.items())))
+
+    async def grant_namespace(params: dict[str, str], body: bytes) -> Reply:
+        namespace = namespace_of(params)
+        role, actions = params["role"], parse_actions(body)
+
+        def edit(auth: dict[str, Any]) -> None:
+            auth["namespace_auth"][role] = actions
+
+        await change(namespace, edit)
+        log.info("namespace %s: role %s granted %s", namespace, role, actions)
+        return NO_CONTENT
+
+    async def revoke_namespace(params: dict[str, str], _body: bytes) -> Reply:
+        namespace = namespace_of(params)
+        role = params["role"]
+        await change(namespace, lambda auth: auth["namespace_auth"].pop(role, None))
+        log.info("namespace %s: role %s revoked", namespace, role)
+        return NO_CONTENT
+
+    async def get_subscriptions(params: dict[str, str], _body: bytes) -> Reply:
+        auth = authorization.auth_policies(namespace_of(params))
+        roles = {sub: sorted(names) for sub, names in auth["subscription_auth_roles"].items()}
+        return json_reply(200, dict(sorted(roles.items())))
+
+    async def grant_subscription(params: dict[str, str], body: bytes) -> Reply:
+        namespace = namespace_of(params)
+        subscription, roles = params["subscription"], parse_roles(body)
+
+        def edit(auth: dict[str, Any]) -> None:
+            auth["subscription_auth_roles"][subscription] = roles
+
+        await change(namespace, edit)
+        log.info(
+            "namespace %s: subscription %s limited to roles %s", namespace, subscription, roles
+        )
+        return NO_CONTENT
+
+    async def revoke_subscription(params: dict[str, str], _body: bytes) -> Reply:
+        namespace = namespace_of(params)
+        subscription, role = params["subscription"], params["role"]
+        if subscription not in authorization.auth_policies(namespace)["subscription_auth_roles"]:
+            raise NotFoundError(f"Subscription {subscription} has no roles set in {namespace}")
+
+        def edit(auth: dict[str, Any]) -> None:
+            by_subscription = auth["subscription_auth_roles"]
+            remaining = [r for r in by_subscription.get(subscription, []) if r != role]
+            if remaining:
+                by_subscription[subscription] = remaining
+            else:  # no roles left: the subscription is no longer restricted
+                by_subscription.pop(subscription, None)
+
+        await change(namespace, edit)
+        log.info(
+            "namespace %s: role %s removed from subscription %s", namespace, role, subscription
+        )
+        return NO_CONTENT
+
+    # --- topics ---------------------------------------------------------------------------------
+
+    def with_partitions(topic: TopicName) -> list[str]:
+        """The topic and, for a partitioned topic, each of its partitions."""
+        partitions = resources.partitions(topic)
+        return [str(topic)] + [str(topic.partition(i)) for i in range(partitions)]
+
+    async def get_topic(params: dict[str, str], _body: bytes) -> Reply:
+        topic = topic_of(params)
+        auth = authorization.auth_policies(topic.namespace_name)
+        return json_reply(200, effective_topic_permissions(auth, topic))
+
+    async def grant_topic(params: dict[str, str], body: bytes) -> Reply:
+        topic = topic_of(params)
+        role, actions = params["role"], parse_actions(body)
+        names = with_partitions(topic)
+
+        def edit(auth: dict[str, Any]) -> None:
+            for name in names:
+                auth["destination_auth"].setdefault(name, {})[role] = actions
+
+        await change(topic.namespace_name, edit)
+        log.info("topic %s: role %s granted %s", topic, role, actions)
+        return NO_CONTENT
+
+    async def revoke_topic(params: dict[str, str], _body: bytes) -> Reply:
+        topic = topic_of(params)
+        role = params["role"]
+        by_topic = authorization.auth_policies(topic.namespace_name)["destination_auth"]
+        if role not in (by_topic.get(str(topic)) or {}):
+            raise PermissionNotSet("Permissions are not set at the topic level")
+        names = with_partitions(topic)
+
+        def edit(auth: dict[str, Any]) -> None:
+            grants = auth["destination_auth"]
+            for name in names:
+                roles = grants.get(name)
+                if roles is not None:
+                    roles.pop(role, None)
+                    if not roles:
+                        del grants[name]
+
+        await change(topic.namespace_name, edit)
+        log.info("topic %s: role %s revoked", topic, role)
+        return NO_CONTENT
+
+    routes: list[tuple[str, str, Endpoint]] = [
+        ("GET", f"{NAMESPACE}/permissions", get_namespace),
+        ("GET", f"{NAMESPACE}/permissions/subscription", get_subscriptions),
+        (
+            "POST",
+            rf"{NAMESPACE}/permissions/subscription/(?P<subscription>{SEGMENT})",
+            grant_subscription,
+        ),
+        (
+            "DELETE",
+            rf"{NAMESPACE}/permissions/(?P<subscription>{SEGMENT})/{ROLE}",
+            revoke_subscription,
+        ),
+        ("POST", f"{NAMESPACE}/permissions/{ROLE}", grant_namespace),
+        ("DELETE", f"{NAMESPACE}/permissions/{ROLE}", revoke_namespace),
+        ("GET", f"{TOPIC}/permissions", get_topic),
+        ("POST", f"{TOPIC}/permissions/{ROLE}", grant_topic),
+        ("DELETE", f"{TOPIC}/permissions/{ROLE}", revoke_topic),
+    ]
+    for method, pattern, handler in routes:
+        web.route_pattern(method, pattern, guarded(handler))
