@@ -184,15 +184,6 @@ def connections(broker: EmbeddedBroker) -> list[Any]:
     return broker.call(read())
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 class RawConnection:
     """A plaintext binary-protocol connection driven by hand."""
 

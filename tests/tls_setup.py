@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,22 @@ class RawTlsConnection:
         reply = self.next()
         assert reply.type == T.LOOKUP_RESPONSE
         return reply.lookup_topic_response
+
+
+def round_trip(client: Any, earliest: Any, count: int = 20) -> None:
+    """Produce ``count`` messages on a new topic and consume them back, in order, with
+    ``client`` (the official client or Starquake's: they have the same API; ``earliest`` is
+    that client's ``InitialPosition.Earliest``)."""
+    topic = f"persistent://public/default/tls-{uuid.uuid4().hex[:10]}"
+    consumer = client.subscribe(topic, "sub", initial_position=earliest)
+    producer = client.create_producer(topic, block_if_queue_full=True)
+    for i in range(count):
+        producer.send(f"m-{i}".encode())
+    got = []
+    for _ in range(count):
+        msg = consumer.receive(5000)
+        consumer.acknowledge(msg)
+        got.append(msg.data())
+    assert got == [f"m-{i}".encode() for i in range(count)]
+    producer.close()
+    consumer.close()

@@ -21,8 +21,8 @@ from auth_support import (
     secret_key,
     token_auth,
     token_broker,
-    wait_until,
 )
+from polling import eventually
 
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.protocol._generated import starquake_wire_pb2 as pb
@@ -93,7 +93,7 @@ def test_expired_token_without_a_fresh_one_is_disconnected(
         assert len(_of_role(refresh_broker, role)) == 1
         # challenged after expiry, answered with the same expired token: closed, and the
         # client's reconnections are refused
-        assert wait_until(lambda: not _of_role(refresh_broker, role), timeout=8)
+        assert eventually(lambda: not _of_role(refresh_broker, role), timeout=8)
         time.sleep(1.5)
         assert not _of_role(refresh_broker, role)
     finally:

@@ -12,17 +12,12 @@ from typing import Any
 import pulsar
 import pytest
 from auth_support import CLIENTS, TLS_PROVIDER, assert_refused, roles
-from tls_certs import Pki, make_pki
+from tls_certs import Pki
 from tls_setup import tls_broker
 
 from starquake import client as sq
 from starquake.admin.client import PulsarAdmin, PulsarAdminError
 from starquake.broker.embedded import EmbeddedBroker
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")

@@ -15,17 +15,12 @@ from pathlib import Path
 import pulsar
 import pytest
 from broker_process import BrokerProcess, free_port
-from tls_certs import Pki, make_pki
+from tls_certs import Pki
 from tls_setup import tls_broker
 
 from starquake.admin.client import AdminConnectError, PulsarAdmin
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.common.tls import TlsSettingsError
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pulsar
 import pytest
-from tls_certs import Pki, make_pki
+from tls_certs import Pki
 from tls_setup import RawTlsConnection, T, client_context, tls_broker
 
 from starquake.broker.embedded import EmbeddedBroker
@@ -25,11 +25,6 @@ from starquake.client.exceptions import ConnectError, Timeout
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 REFUSED = (ssl.SSLError, ConnectionError, OSError)
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def _topic() -> str:

@@ -5,13 +5,12 @@ the broker's certificate does not carry."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
-from tls_certs import Pki, make_pki
-from tls_setup import tls_broker
+from tls_certs import Pki
+from tls_setup import round_trip, tls_broker
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -19,36 +18,8 @@ QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 EARLIEST = pulsar.InitialPosition.Earliest
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[EmbeddedBroker]:
-    with tls_broker(tmp_path_factory.mktemp("tls") / "data", pki) as running:
-        yield running
-
-
 def _topic() -> str:
     return f"persistent://public/default/tls-{uuid.uuid4().hex[:10]}"
-
-
-def _round_trip(client: pulsar.Client, count: int = 20) -> None:
-    """Produce ``count`` messages and consume them back, in order."""
-    topic = _topic()
-    consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
-    producer = client.create_producer(topic, block_if_queue_full=True)
-    for i in range(count):
-        producer.send(f"m-{i}".encode())
-    got = []
-    for _ in range(count):
-        msg = consumer.receive(5000)
-        consumer.acknowledge(msg)
-        got.append(msg.data())
-    assert got == [f"m-{i}".encode() for i in range(count)]
-    producer.close()
-    consumer.close()
 
 
 @pytest.mark.parametrize("validate_hostname", [False, True])
@@ -64,7 +35,7 @@ def test_produce_and_consume_over_tls_with_the_trusted_ca(
         logger=QUIET,
     )
     try:
-        _round_trip(client)
+        round_trip(client, EARLIEST)
     finally:
         client.close()
 
@@ -80,7 +51,7 @@ def test_https_service_url_looks_up_over_tls(tls: EmbeddedBroker, pki: Pki) -> N
         logger=QUIET,
     )
     try:
-        _round_trip(client, 5)
+        round_trip(client, EARLIEST, 5)
     finally:
         client.close()
 
@@ -140,7 +111,7 @@ def test_host_name_not_in_the_certificate(tmp_path: Path, pki: Pki) -> None:
             logger=QUIET,
         )
         try:
-            _round_trip(lenient, 3)
+            round_trip(lenient, EARLIEST, 3)
         finally:
             lenient.close()
 
@@ -154,6 +125,6 @@ def test_insecure_client_accepts_any_certificate(tls: EmbeddedBroker, pki: Pki) 
         logger=QUIET,
     )
     try:
-        _round_trip(client, 3)
+        round_trip(client, EARLIEST, 3)
     finally:
         client.close()

@@ -7,12 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tls_certs import Pki, make_pki
-from tls_setup import tls_broker
+from tls_certs import Pki
+from tls_setup import round_trip, tls_broker
 
 import starquake.client as sq
 import starquake.client.asyncio as sq_asyncio
@@ -23,35 +22,8 @@ from starquake.client.exceptions import LookupError as ClientLookupError
 EARLIEST = sq.InitialPosition.Earliest
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[EmbeddedBroker]:
-    with tls_broker(tmp_path_factory.mktemp("tls") / "data", pki) as running:
-        yield running
-
-
 def _topic() -> str:
     return f"persistent://public/default/sq-tls-{uuid.uuid4().hex[:10]}"
-
-
-def _round_trip(client: sq.Client, count: int = 20) -> None:
-    topic = _topic()
-    consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
-    producer = client.create_producer(topic, block_if_queue_full=True)
-    for i in range(count):
-        producer.send(f"m-{i}".encode())
-    got = []
-    for _ in range(count):
-        msg = consumer.receive(5000)
-        consumer.acknowledge(msg)
-        got.append(msg.data())
-    assert got == [f"m-{i}".encode() for i in range(count)]
-    producer.close()
-    consumer.close()
 
 
 def _fails_fast(client: sq.Client, error: type[Exception] = PulsarException) -> None:
@@ -74,7 +46,7 @@ def test_blocking_client_over_tls(tls: EmbeddedBroker, pki: Pki, validate_hostna
         operation_timeout_seconds=10,
     )
     try:
-        _round_trip(client)
+        round_trip(client, EARLIEST)
     finally:
         client.close()
 
@@ -88,7 +60,7 @@ def test_use_tls_with_a_pulsar_url(tls: EmbeddedBroker, pki: Pki) -> None:
         operation_timeout_seconds=10,
     )
     try:
-        _round_trip(client, 3)
+        round_trip(client, EARLIEST, 3)
     finally:
         client.close()
 
@@ -115,7 +87,7 @@ def test_insecure_connection_accepts_any_certificate(tls: EmbeddedBroker, pki: P
         operation_timeout_seconds=10,
     )
     try:
-        _round_trip(client, 3)
+        round_trip(client, EARLIEST, 3)
     finally:
         client.close()
 
@@ -155,7 +127,7 @@ def test_host_name_not_in_the_certificate(tmp_path: Path, pki: Pki) -> None:
             operation_timeout_seconds=10,
         )
         try:
-            _round_trip(lenient, 3)
+            round_trip(lenient, EARLIEST, 3)
         finally:
             lenient.close()
 

@@ -20,6 +20,7 @@ from starquake.cli.output import (
     default_output,
     print_json_line,
 )
+from starquake.cli.params import key_values
 
 if TYPE_CHECKING:
     from starquake.client import Client, ConsumerType, Message
@@ -153,19 +154,6 @@ def message_json(msg: Message) -> dict[str, Any]:
     }
 
 
-def _properties(values: tuple[str, ...]) -> dict[str, str]:
-    properties: dict[str, str] = {}
-    for value in values:
-        for item in value.split(","):
-            if not item.strip():
-                continue
-            key, sep, val = item.partition("=")
-            if not sep or not key.strip():
-                raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--properties")
-            properties[key.strip()] = val
-    return properties
-
-
 URL_OPTION = click.option(
     "--url",
     envvar="STARQUAKE_URL",
@@ -249,7 +237,7 @@ def produce(
             payloads.append(f.read())
     if not payloads:
         raise click.UsageError("give at least one message (-m) or file (-f)")
-    props = _properties(properties)
+    props = key_values(properties, "--properties")
     ids: list[str] = []
     interval = 1 / rate if rate else 0.0
     with open_client(ctx.url, **ctx.client_args) as c:

@@ -28,6 +28,7 @@ from typing import Any
 import click
 
 from starquake.cli.output import CommandError
+from starquake.cli.params import key_values
 
 _SECRET_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
 _KEY_PAIR_ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512")
@@ -149,7 +150,8 @@ def create(
     else:
         assert private_key is not None
         key, algorithm = _private_key(_key_bytes(private_key, "--private-key"), signature_algorithm)
-    token = jwt.encode(claims, key, algorithm=algorithm, headers=_headers(headers) or None)
+    extra_headers = key_values(headers, "--headers") or None
+    token = jwt.encode(claims, key, algorithm=algorithm, headers=extra_headers)
     click.echo(token)
 
 
@@ -298,19 +300,6 @@ def _algorithm_for(key: Any, algorithm: str | None, option: str) -> str:
     else:
         raise click.BadParameter("only RSA and EC keys are supported", param_hint=option)
     raise click.BadParameter(f"{algorithm} does not fit this key", param_hint=option)
-
-
-def _headers(values: tuple[str, ...]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for value in values:
-        for item in value.split(","):
-            if not item.strip():
-                continue
-            key, sep, val = item.partition("=")
-            if not sep or not key.strip():
-                raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--headers")
-            headers[key.strip()] = val.strip()
-    return headers
 
 
 def _token_text(token: str | None, from_stdin: bool, token_file: str | None) -> str:
