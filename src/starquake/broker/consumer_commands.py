@@ -213,7 +213,11 @@ class ConsumerCommands(CnxBase):
                 batch_index_ack = self.service.config.acknowledgmentAtBatchIndexLevelEnabled
                 for mid in ack.message_id:
                     position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
-                    if batch_index_ack and len(mid.ack_set):
+                    if len(mid.ack_set) and any(mid.ack_set):  # some messages still unacked
+                        if not batch_index_ack:
+                            # without batch-index acks the entry goes once the client acks
+                            # all of it; a partial ack must not delete the rest of the batch
+                            continue
                         size = mid.batch_size if mid.HasField("batch_size") else 0
                         if size <= 0:
                             size = subscription.topic.batch_size_of(position)

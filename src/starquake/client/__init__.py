@@ -34,6 +34,7 @@ from starquake.client._auth import (
     AuthenticationToken,
 )
 from starquake.client._config import KeySharedPolicy
+from starquake.client._crypto import CryptoKeyReader, EncryptionContext, EncryptionKey
 from starquake.client._enums import (
     BatchingType,
     CompressionType,
@@ -56,6 +57,7 @@ from starquake.client._sync import (
     FileLogger,
     Producer,
     Reader,
+    TableView,
 )
 from starquake.client._timeouts import MultiplierRedeliveryBackoff, RedeliveryBackoff
 from starquake.client.exceptions import (
@@ -134,7 +136,10 @@ __all__ = [
     "ConsumerNotInitialized",
     "ConsumerType",
     "CryptoError",
+    "CryptoKeyReader",
     "CumulativeAcknowledgementNotAllowedError",
+    "EncryptionContext",
+    "EncryptionKey",
     "ErrorGettingAuthenticationData",
     "FileLogger",
     "HashingScheme",
@@ -175,6 +180,7 @@ __all__ = [
     "Result",
     "ServiceUnitNotReady",
     "SubscriptionNotFound",
+    "TableView",
     "Timeout",
     "TooManyLookupRequestException",
     "TopicNotFound",

@@ -47,6 +47,10 @@ def build_message(
     if content is None:
         data = None
     else:
+        if schema is None and not isinstance(content, bytes):  # the default BytesSchema's error
+            raise TypeError(
+                f"Invalid record obj of type {type(content)} - expected type is {bytes}"
+            )
         data = schema.encode(content) if schema is not None else content
         check_type(bytes, data, "data")
     check_type_or_none(dict, properties, "properties")
@@ -116,6 +120,26 @@ def check_sticky_ranges(ranges: list[tuple[int, int]]) -> None:
                 raise ValueError("Ranges for KeyShared policy with overlap.")
 
 
+_RANGES_SLOT: Any = KeySharedPolicy.__dict__["sticky_ranges"]
+
+
+def _sticky_pairs(ranges: Any) -> list[tuple[int, int]]:
+    """``[(start, end), ...]`` of ints, or TypeError as the official binding raises."""
+    pairs: list[tuple[int, int]] = []
+    try:
+        for item in ranges:
+            start, end = item
+            if not (isinstance(start, int) and isinstance(end, int)):
+                raise TypeError
+            pairs.append((start, end))
+    except (TypeError, ValueError):
+        raise TypeError(
+            "set_sticky_ranges(): incompatible function arguments: sticky_ranges must be a "
+            "list of (int, int) tuples"
+        ) from None
+    return pairs
+
+
 class ConsumerKeySharedPolicy(KeySharedPolicy):
     """Key_Shared policy with the official constructor signature and checks.
 
@@ -134,7 +158,7 @@ class ConsumerKeySharedPolicy(KeySharedPolicy):
                 "When using key_shared_mode = KeySharedMode.Sticky you must also provide "
                 "sticky_ranges"
             )
-        ranges = [(int(a), int(b)) for a, b in sticky_ranges] if sticky_ranges is not None else []
+        ranges = _sticky_pairs(sticky_ranges) if sticky_ranges is not None else []
         if sticky_ranges is not None:
             check_sticky_ranges(ranges)
         super().__init__(
@@ -142,6 +166,15 @@ class ConsumerKeySharedPolicy(KeySharedPolicy):
             bool(allow_out_of_order_delivery),
             tuple(ranges) if ranges else None,
         )
+
+    @property  # type: ignore[override]
+    def sticky_ranges(self) -> list[tuple[int, int]]:
+        """The sticky hash ranges, a list (empty unless the mode is Sticky), as the official."""
+        return list(_RANGES_SLOT.__get__(self) or ())
+
+    @sticky_ranges.setter
+    def sticky_ranges(self, value: tuple[tuple[int, int], ...] | None) -> None:
+        _RANGES_SLOT.__set__(self, value)  # only the dataclass __init__ sets it (frozen)
 
     def policy(self) -> ConsumerKeySharedPolicy:
         """Official-API compatibility: the policy itself."""

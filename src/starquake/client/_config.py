@@ -10,6 +10,7 @@ from starquake.client._auth import Authentication
 from starquake.client._enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     HashingScheme,
     InitialPosition,
@@ -91,6 +92,8 @@ class ProducerConfig:
     message_router: Callable[[Any, int], int] | None = None
     schema: Any = None
     initial_subscription_name: str | None = None  # DLQ producers (CommandProducer field 13)
+    encryption_key: str | None = None
+    crypto_key_reader: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +136,8 @@ class ConsumerConfig:
     ack_grouping_max_size: int = 1000
     durable: bool = True
     schema: Any = None
+    crypto_key_reader: Any = None
+    crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL
 
 
 def declared_schema(schema: Any) -> SchemaInfo | None:

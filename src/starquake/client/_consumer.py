@@ -20,7 +20,8 @@ from starquake.client._acks import AckGroupingTracker, NegativeAcksTracker
 from starquake.client._chunks import ChunkAssembler, is_chunk
 from starquake.client._config import ConsumerConfig, declared_schema
 from starquake.client._connection import ClientConnection
-from starquake.client._enums import ConsumerType, KeySharedMode
+from starquake.client._crypto import EncryptionContext, MessageDecryptor, encryption_context
+from starquake.client._enums import ConsumerCryptoFailureAction, ConsumerType, KeySharedMode
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._message import Message, MessageId
 from starquake.client._queue import MessageQueue
@@ -86,6 +87,7 @@ class ConsumerImpl(HandlerBase):
         ) or secrets.token_hex(5)
         self._queue_size = config.receiver_queue_size if queue_size is None else queue_size
         self._permits = 0
+        self._zero_waiting = False  # zero queue: a FLOW(1) is out for a receive waiting
         self._start_id = start_message_id
         self._inclusive = config.start_message_id_inclusive
         self._filter: MessageId | None = None
@@ -109,6 +111,8 @@ class ConsumerImpl(HandlerBase):
                 self._redeliver,
                 config.ack_timeout_redelivery_backoff,
             )
+        reader = config.crypto_key_reader
+        self._decryptor = MessageDecryptor(reader) if reader is not None else None
         self._chunks = ChunkAssembler(
             config.max_pending_chunked_message,
             config.auto_ack_oldest_chunked_message_on_queue_full,
@@ -208,11 +212,22 @@ class ConsumerImpl(HandlerBase):
         self._permits = 0
         if self._queue_size > 0:
             cnx.write_command(_commands.flow(self.consumer_id, self._queue_size))
+        elif self._zero_waiting:  # a receive still waits: ask again on the new connection
+            cnx.write_command(_commands.flow(self.consumer_id, 1))
         self._acks.flush()
 
     # --- incoming ---------------------------------------------------------------------------
 
+    def request_one(self) -> None:
+        """(Zero receiver queue) A receive waits: ask the broker for one message, as the
+        official client does on each receive when ``receiver_queue_size`` is 0."""
+        if self._queue_size > 0 or self._closed:
+            return
+        self._zero_waiting = True
+        self._write(_commands.flow(self.consumer_id, 1))
+
     def on_message(self, command: pb.CommandMessage, entry: bytes) -> None:
+        self._zero_waiting = False
         mid = command.message_id
         ledger, entry_id = _signed(mid.ledgerId), _signed(mid.entryId)
         redelivery = command.redelivery_count
@@ -221,6 +236,12 @@ class ConsumerImpl(HandlerBase):
             meta = parsed.metadata
             payload: bytes | memoryview = parsed.payload
             msg_id = MessageId._make(ledger, entry_id, self.partition, topic=self.topic)
+            context, sealed = None, False
+            if meta.encryption_keys:  # each chunk is encrypted on its own
+                payload, context = self._decrypt(meta, payload, msg_id)
+                if context is None:
+                    return
+                sealed = context.is_decryption_failed()
             if is_chunk(meta):
                 if self._skip(msg_id, meta.publish_time):
                     self._increase_permits(1)
@@ -231,21 +252,46 @@ class ConsumerImpl(HandlerBase):
                     return
                 payload, chunk_ids = whole
                 msg_id = MessageId._chunked(chunk_ids, self.topic)
-            if meta.compression:
+            if meta.compression and not sealed:
                 payload = decompress(meta.compression, payload, meta.uncompressed_size)
         except (ProtocolError, ValueError) as exc:
             log.error("%r: dropping corrupt message %d:%d: %s", self, ledger, entry_id, exc)
             self._increase_permits(1)
             return
-        if not meta.HasField("num_messages_in_batch"):
+        if not meta.HasField("num_messages_in_batch") or sealed:  # CONSUME: a batch whole
             if msg_id.first_chunk_message_id is None and self._skip(msg_id, meta.publish_time):
                 self._increase_permits(1)
                 return
             msg = Message._received(meta, None, bytes(payload), msg_id, redelivery, self)
+            msg._encryption_context = context
             if not self._dead_letter_check(msg_id, [msg], redelivery):
                 self._queue.put(msg)
             return
-        self._on_batch(command, meta, payload, ledger, entry_id)
+        self._on_batch(command, meta, payload, ledger, entry_id, context)
+
+    def _decrypt(
+        self, meta: pb.MessageMetadata, payload: bytes | memoryview, msg_id: MessageId
+    ) -> tuple[bytes | memoryview, EncryptionContext | None]:
+        """Decrypt an entry: the plaintext and its context, the ciphertext and a context
+        saying so (CONSUME), or no context when the entry is dropped (DISCARD, FAIL)."""
+        plain = self._decryptor.decrypt(meta, payload) if self._decryptor is not None else None
+        if plain is not None:
+            return plain, encryption_context(meta, failed=False)
+        action = self._config.crypto_failure_action
+        if action == ConsumerCryptoFailureAction.CONSUME:
+            log.warning("%r: delivering message %s still encrypted", self, msg_id)
+            return payload, encryption_context(meta, failed=True)
+        if action == ConsumerCryptoFailureAction.DISCARD:
+            log.warning("%r: discarding message %s that cannot be decrypted", self, msg_id)
+            cmd = _commands.ack(self.consumer_id, pb.CommandAck.Individual, [msg_id.to_proto()])
+            cmd.ack.validation_error = pb.CommandAck.DecryptionError
+            self._write(cmd)
+            self._increase_permits(1)
+        else:  # FAIL: not delivered (redelivered after the ack timeout, if there is one)
+            log.error("%r: message %s cannot be decrypted, not delivered", self, msg_id)
+            if self._unacked is not None:
+                self._unacked.add(msg_id)
+        return payload, None
 
     def _on_batch(
         self,
@@ -254,6 +300,7 @@ class ConsumerImpl(HandlerBase):
         payload: bytes | memoryview,
         ledger: int,
         entry_id: int,
+        context: EncryptionContext | None = None,
     ) -> None:
         redelivery = command.redelivery_count
         count = meta.num_messages_in_batch
@@ -281,6 +328,9 @@ class ConsumerImpl(HandlerBase):
             entries.append((single, bytes(data), msg_id))
             indexes.add(index)
         messages = Message._received_batch(meta, entries, redelivery, self) if entries else []
+        if context is not None:
+            for msg in messages:
+                msg._encryption_context = context
         if messages and self._dead_letter_check(
             MessageId._make(ledger, entry_id, partition), messages, redelivery
         ):
@@ -352,6 +402,10 @@ class ConsumerImpl(HandlerBase):
                 pending = self._batch_pending[key] = set(range(msg_id.batch_size))
             pending.discard(msg_id.batch_index())
             if pending:
+                if self._config.batch_index_ack_enabled:
+                    # the broker keeps which messages of the batch are acknowledged, so they
+                    # are not delivered again after a reconnect or to another consumer
+                    self._acks.add_individual([_batch_index_ack(msg_id, pending)])
                 return
             del self._batch_pending[key]
         self._entry_done(msg_id.entry_key)
@@ -580,3 +634,16 @@ class ConsumerImpl(HandlerBase):
     @property
     def is_closed(self) -> bool:
         return self._closed
+
+
+def _batch_index_ack(msg_id: MessageId, unacked: set[int]) -> pb.MessageIdData:
+    """The ack of a batch entry's acknowledged messages: ``ack_set`` has a bit set for each
+    message still unacknowledged (64 per word, lowest bit first)."""
+    data = msg_id.to_proto(with_batch=False)
+    data.batch_size = msg_id.batch_size
+    words = [0] * ((msg_id.batch_size + 63) // 64)
+    for index in unacked:
+        words[index >> 6] |= 1 << (index & 63)
+    # int64 on the wire: words with the top bit set are negative
+    data.ack_set.extend(w - (1 << 64) if w >= 1 << 63 else w for w in words)
+    return data

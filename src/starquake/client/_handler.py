@@ -52,11 +52,16 @@ class ClientCore:
     async def close(self) -> None:
         """Close every producer and consumer, then the connections."""
         self.closed = True
-        for handler in list(self.handlers):
+        handlers = list(self.handlers)
+        for handler in handlers:
             try:
                 await handler.close()
             except PulsarException as exc:
                 log.debug("closing %r: %s", handler, exc)
+        # Reconnections cancelled by the closes must finish before the loop may stop.
+        tasks = [h._reconnect_task for h in handlers if getattr(h, "_reconnect_task", None)]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.operation_timeout)
         await self.pool.close()
 
 
@@ -94,6 +99,9 @@ class HandlerBase:
 
     async def start(self) -> None:
         """Connect and register with the broker for the first time (raises on failure)."""
+        if self._core.closed:  # after Client.close() or shutdown(), as the official client
+            self._closing = True
+            raise AlreadyClosed("the client is closed")
         self._core.handlers.add(self)
         try:
             await self._start()

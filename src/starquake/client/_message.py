@@ -190,6 +190,18 @@ class MessageId:
         data = pb.MessageIdData.FromString(bytes(message_id_bytes))
         return MessageId.from_proto(data, topic=topic)
 
+    @classmethod
+    def wrap(cls, msg_id: Any) -> MessageId:
+        """The id ``msg_id`` stands for, as this class: the official client wraps its C
+        extension's ids so; here any id with ``serialize()`` (ours, or one of the official
+        client's) is taken over."""
+        if isinstance(msg_id, MessageId):
+            return msg_id
+        serialize = getattr(msg_id, "serialize", None)
+        if not callable(serialize):
+            raise TypeError(f"cannot wrap {type(msg_id).__name__} as a MessageId")
+        return cls.deserialize(serialize())
+
     # --- comparisons --------------------------------------------------------------------------
 
     def __str__(self) -> str:
@@ -232,6 +244,7 @@ class Message:
     __slots__ = (
         "_consumer",
         "_data",
+        "_encryption_context",
         "_event_timestamp",
         "_message_id",
         "_null_value",
@@ -277,6 +290,7 @@ class Message:
         self._null_value = null_value
         self._consumer = consumer
         self._value_decoder: Any = None
+        self._encryption_context: Any = None
 
     @classmethod
     def _received(
@@ -338,12 +352,18 @@ class Message:
             msg._null_value = single.null_value
             msg._consumer = consumer
             msg._value_decoder = None
+            msg._encryption_context = None
             append(msg)
         return messages
 
     def data(self) -> bytes:
         """The payload bytes."""
         return self._data
+
+    def encryption_context(self) -> Any:
+        """The :class:`EncryptionContext` of an encrypted message (whether decrypted or not),
+        or None if the message was not encrypted."""
+        return self._encryption_context
 
     def value(self) -> Any:
         """The payload decoded by the consumer's schema (the bytes themselves by default)."""

@@ -188,14 +188,14 @@ class ConsumerFront:
         return re.sub(r"[^\w./:-]", "", text)
 
     def _namespace_and_regex(self) -> tuple[str, int, re.Pattern[str]]:
+        """The namespace to list, the listing mode, and the pattern over names without their
+        scheme: as the official clients do, the pattern's own scheme is ignored and
+        ``regex_subscription_mode`` alone chooses persistent and/or non-persistent topics."""
         assert self._pattern is not None
-        text = self._pattern.pattern
-        if "://" not in text:
-            text = (
-                f"persistent://public/default/{text}" if "/" not in text else f"persistent://{text}"
-            )
-        _, _, rest = text.partition("://")
-        parts = rest.split("/")
+        text = _without_scheme(self._pattern.pattern)
+        if "/" not in text:
+            text = f"public/default/{text}"
+        parts = text.split("/")
         if len(parts) < 3:
             raise InvalidConfiguration(f"pattern {self._pattern.pattern!r} names no namespace")
         return (
@@ -210,7 +210,7 @@ class ConsumerFront:
         bases: dict[str, None] = {}
         for name in found:
             base = str(TopicName.parse(name).partitioned_topic_name)
-            if regex.fullmatch(base) or regex.fullmatch(name):
+            if regex.fullmatch(_without_scheme(base)) or regex.fullmatch(_without_scheme(name)):
                 bases[base] = None
         retry = self.dead_letter.retry_letter_topic if self.dead_letter is not None else None
         if retry is not None:
@@ -347,8 +347,11 @@ class ConsumerFront:
         if self._closed:
             return
         self._closed = True
-        if self._discovery is not None:
-            self._discovery.cancel()
+        discovery, self._discovery = self._discovery, None
+        if discovery is not None:
+            discovery.cancel()
+            # wait for it to end, so that no pending task is left behind when the loop stops
+            await asyncio.gather(discovery, return_exceptions=True)
         for watcher in self._watchers.values():
             watcher.stop()
         await asyncio.gather(*(c.close() for c in self.consumers.values()), return_exceptions=True)
@@ -377,3 +380,10 @@ async def _has_more(consumer: ConsumerImpl, start: MessageId | None, inclusive: 
     if consumer.latest_at_start is not None:
         return last > consumer.latest_at_start
     return last >= start if inclusive else last > start
+
+
+def _without_scheme(name: str) -> str:
+    """``tenant/namespace/topic`` of ``persistent://tenant/namespace/topic`` (and of a pattern
+    written with a scheme)."""
+    _, sep, rest = name.partition("://")
+    return rest if sep else name

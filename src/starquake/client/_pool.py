@@ -36,6 +36,25 @@ _R = TypeVar("_R")
 _Attempt = Callable[[], Awaitable[_R]]
 
 
+def check_service_url(url: str) -> None:
+    """Reject a service URL as the official client does: ValueError for a missing or unknown
+    scheme, no host, or a bad port; InvalidUrl for HTTP lookup URLs, which Starquake's client
+    does not support."""
+    parts = urlsplit(url)
+    if not parts.scheme or "://" not in url:
+        raise ValueError(f"The scheme part is missing: {url}")
+    if parts.scheme not in ("pulsar", "pulsar+ssl", "http", "https"):
+        raise ValueError(f"Invalid scheme: {parts.scheme}")
+    if not parts.netloc:
+        raise ValueError("No service url is provided yet")
+    for item in parts.netloc.split(","):
+        host, _, port = item.rpartition(":")
+        if host and not item.endswith("]") and not port.isdigit():
+            raise ValueError(f"invalid hostname: {item}")
+    if parts.scheme not in ("pulsar", "pulsar+ssl"):
+        raise InvalidUrl(f"unsupported service URL {url!r} (use pulsar:// or pulsar+ssl://)")
+
+
 def parse_service_url(url: str) -> list[tuple[str, int]]:
     """``pulsar://h1:6650,h2:6651/`` -> ``[("h1", 6650), ("h2", 6651)]`` (``pulsar+ssl://``
     too; default ports 6650 and 6651)."""

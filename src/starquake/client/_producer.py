@@ -19,6 +19,7 @@ from starquake.client import _commands
 from starquake.client._chunks import chunk_count, chunk_metadata
 from starquake.client._config import ProducerConfig, declared_schema
 from starquake.client._connection import ClientConnection
+from starquake.client._crypto import make_encryptor
 from starquake.client._enums import BatchingType
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._message import MessageId
@@ -141,6 +142,7 @@ class ProducerImpl(HandlerBase):
         self._closed = False
         self._max_message_size = 5 * 1024 * 1024
         self.schema_version = b""  # from PRODUCER_SUCCESS; set in every message's metadata
+        self._encryptor = make_encryptor(config.encryption_key, config.crypto_key_reader)
 
     def __repr__(self) -> str:
         return f"Producer({self.topic}, {self.producer_name or '?'})"
@@ -226,12 +228,14 @@ class ProducerImpl(HandlerBase):
 
     def send_nowait(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
         """Queue a message without waiting; raises :class:`ProducerQueueIsFull` when full."""
-        if self._closed or self._closing:
+        if self._closed or self._closing or self._core.closed:
             raise AlreadyClosed("producer is closed")
         if self._pending_messages >= self._config.max_pending_messages:
             raise ProducerQueueIsFull("producer queue is full")
         if msg.size > self._max_message_size and not self._chunking:
             raise MessageTooBig(f"message of {msg.size} bytes exceeds {self._max_message_size}")
+        if self._encryptor is not None:
+            self._encryptor.check()
         fut: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
         if msg.sequence_id is not None:
             seq = msg.sequence_id
@@ -262,11 +266,18 @@ class ProducerImpl(HandlerBase):
         """Send ``payload`` (already compressed) whole, or in chunks if it is too large."""
         uuid = f"{self.producer_name}-{seq}"
         chunked = chunk_metadata(meta, uuid, 2, len(payload))
+        enc = self._encryptor  # each chunk is encrypted on its own, as the official clients do
+        if enc is not None:
+            enc.describe(chunked)
         chunk_size = self._max_message_size - chunked.ByteSize() - 8  # room for larger varints
+        if enc is not None:
+            chunk_size -= enc.overhead()
         if chunk_size <= 0:
             raise MessageTooBig(f"message metadata alone exceeds {self._max_message_size} bytes")
         total = chunk_count(len(payload), chunk_size)
         if total == 1:
+            if enc is not None:
+                payload = enc.encrypt(meta, payload)
             self._send_op(meta, payload, seq, seq, 1, [fut], batched=False)
             return
         chunked.num_chunks_from_msg = total
@@ -276,6 +287,8 @@ class ProducerImpl(HandlerBase):
             chunked.chunk_id = chunk_id
             last = chunk_id == total - 1
             part = bytes(view[chunk_id * chunk_size : (chunk_id + 1) * chunk_size])
+            if enc is not None:
+                part = enc.encrypt(chunked, part)
             self._write_op(
                 _Op(
                     seq,
@@ -374,7 +387,7 @@ class ProducerImpl(HandlerBase):
         :class:`ProducerQueueIsFull` when they do not fit in ``max_pending_messages`` (unless
         nothing is pending) and :class:`MessageTooBig` when the batch exceeds the broker's limit.
         """
-        if self._closed or self._closing:
+        if self._closed or self._closing or self._core.closed:
             raise AlreadyClosed("producer is closed")
         count = len(msgs)
         if not count:
@@ -402,7 +415,7 @@ class ProducerImpl(HandlerBase):
     def send_packed(self, batch: PackedBatch) -> asyncio.Future[MessageId]:
         """Send a batch payload built from columns (:func:`pack_rows`) as one entry now; the
         future completes with the first message's id. Raises as :meth:`send_batch` does."""
-        if self._closed or self._closing:
+        if self._closed or self._closing or self._core.closed:
             raise AlreadyClosed("producer is closed")
         count = batch.count
         pending = self._pending_messages
@@ -426,6 +439,8 @@ class ProducerImpl(HandlerBase):
     def _send_whole_batch(
         self, meta: pb.MessageMetadata, payload: bytes, first: int, last: int, count: int
     ) -> asyncio.Future[MessageId]:
+        if self._encryptor is not None:
+            self._encryptor.check()
         self.flush_batches()  # what was batched before goes first
         fut: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
         self._next_sequence_id = max(self._next_sequence_id, last + 1)
@@ -450,11 +465,13 @@ class ProducerImpl(HandlerBase):
 
     def _compress(self, meta: pb.MessageMetadata, payload: bytes) -> bytes:
         codec = int(self._config.compression_type)
-        if not codec:
-            return payload
-        meta.compression = codec  # type: ignore[assignment]
-        meta.uncompressed_size = len(payload)
-        return compress(codec, payload)
+        if codec:
+            meta.compression = codec  # type: ignore[assignment]
+            meta.uncompressed_size = len(payload)
+            payload = compress(codec, payload)
+        if self._encryptor is not None and not self._chunking:  # chunks: in _send_chunks
+            payload = self._encryptor.encrypt(meta, payload)
+        return payload
 
     def _frame(
         self,

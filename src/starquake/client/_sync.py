@@ -26,6 +26,8 @@ from starquake.client._queue import ThreadSafeQueue
 from starquake.client._sync_base import _LoopThread
 from starquake.client._sync_consumer import Consumer, Reader, _Receiver
 from starquake.client._sync_producer import Producer
+from starquake.client._sync_table_view import TableView
+from starquake.client.exceptions import AlreadyClosed
 from starquake.common.schema_info import SchemaInfo
 
 log = logging.getLogger("starquake.client")
@@ -90,6 +92,7 @@ class Client:
         )
         self._inner._core.queue_factory = ThreadSafeQueue
         self._runner = _LoopThread()
+        self._shut_down = False
         self._logger = logger
         self._handles: weakref.WeakSet[Producer | _Receiver] = weakref.WeakSet()
 
@@ -200,6 +203,21 @@ class Client:
         self._handles.add(reader)
         return reader
 
+    def create_table_view(
+        self,
+        topic: str,
+        subscription_name: str | None = None,
+        schema: Any = None,
+    ) -> TableView:
+        """Create a table view of ``topic``: the latest value of every key, kept up to date.
+
+        As ``pulsar.Client.create_table_view``: returns once the view holds what the topic
+        holds now; ``subscription_name`` defaults to a random name; ``schema`` (bytes by
+        default) decodes the values and must be compatible with the topic's schema.
+        """
+        inner = self._runner.run(self._inner.create_table_view(topic, subscription_name, schema))
+        return TableView(self._runner, inner.view, topic, subscription_name, inner.schema)
+
     def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions of ``topic``, or ``[topic]`` if it is not partitioned."""
         return self._runner.run(self._inner.get_topic_partitions(topic))
@@ -211,11 +229,19 @@ class Client:
 
     def shutdown(self) -> None:
         """Close at once, without waiting for pending operations."""
+        self._shut_down = True
         self._inner.shutdown()
         self._runner.stop()
 
     def close(self) -> None:
-        """Close every producer, consumer and reader of this client, then the connections."""
+        """Close every producer, consumer and reader of this client, then the connections.
+
+        Raises AlreadyClosed if it was closed before (closing after :meth:`shutdown` does
+        nothing), as the official client."""
+        if self._runner.loop.is_closed():
+            if self._shut_down:
+                return
+            raise AlreadyClosed("the client is already closed")
         handles = list(self._handles)
         try:
             self._runner.run(self._close(handles))
@@ -245,4 +271,5 @@ __all__ = [
     "Producer",
     "Reader",
     "RegexSubscriptionMode",
+    "TableView",
 ]

@@ -13,6 +13,7 @@ from starquake.client._enums import (
 )
 from starquake.client._message import MessageId
 from starquake.client._producer import OutgoingMessage
+from starquake.client.exceptions import AlreadyClosed
 
 log = logging.getLogger("starquake.client")
 R = TypeVar("R")
@@ -38,7 +39,11 @@ class _LoopThread:
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError(_ON_LOOP)
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except RuntimeError:  # the loop is closed: the client was closed or shut down
+            coro.close()
+            raise AlreadyClosed("the client is closed") from None
         try:
             return future.result()
         except BaseException:
@@ -86,12 +91,19 @@ class _Mailbox:
     def wake(self) -> None:
         if not self._soon:
             self._soon = True
-            self._loop.call_soon_threadsafe(self._run_soon)
+            self._call(self._run_soon)
 
     def wake_later(self) -> None:
         if not (self._soon or self._later):
             self._later = True
-            self._loop.call_soon_threadsafe(self._arm)
+            self._call(self._arm)
+
+    def _call(self, fn: Callable[[], None]) -> None:
+        try:
+            self._loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # the loop is closed: the client was closed or shut down
+            self._soon = self._later = False
+            raise AlreadyClosed("the client is closed") from None
 
     def _run_soon(self) -> None:
         self._soon = False

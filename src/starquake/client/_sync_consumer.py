@@ -29,6 +29,8 @@ from starquake.client._sync_base import _HAND_OVER_DELAY, _ON_LOOP, _LoopThread,
 from starquake.client.exceptions import (
     AlreadyClosed,
     CumulativeAcknowledgementNotAllowedError,
+    Interrupted,
+    InvalidConfiguration,
     PulsarException,
 )
 
@@ -89,6 +91,7 @@ class _Receiver:
         self._ops: collections.deque[_Op] = collections.deque()
         self._mailbox = _Mailbox(runner.loop, self._process, _HAND_OVER_DELAY)
         self._settle_at = max(1, front._config.receiver_queue_size // 2)
+        self._zero_queue = front._config.receiver_queue_size == 0
         self._closed = False
 
     def _process(self) -> None:
@@ -141,10 +144,20 @@ class _Receiver:
             raise RuntimeError(_ON_LOOP)
         if self._queue.unsettled:
             self._mailbox.wake()
+        if self._zero_queue:  # no prefetching: ask the broker for the message waited for
+            self._runner.loop.call_soon_threadsafe(self._request_one)
+
+    def _request_one(self) -> None:
+        """(Loop) Zero receiver queue: one FLOW permit per inner consumer."""
+        for inner in list(self._front.consumers.values()):
+            inner.request_one()
 
     def _take(self, timeout_millis: int | None) -> Message:
         max_wait = None if timeout_millis is None else timeout_millis / 1000
-        msg = self._queue.take(max_wait, self._before_wait)
+        try:
+            msg = self._queue.take(max_wait, self._before_wait)
+        except KeyboardInterrupt:  # SIGINT while waiting: the official client's error
+            raise Interrupted("interrupted while waiting for a message") from None
         self._taken()
         return self._decorate(msg)
 
@@ -186,6 +199,8 @@ class Consumer(_Receiver):
     def receive(self, timeout_millis: int | None = None) -> Message:
         """Block for the next message; raises Timeout after ``timeout_millis`` if given."""
         check_type_or_none(int, timeout_millis, "timeout_millis")
+        if self._zero_queue and timeout_millis is not None:  # as the official client
+            raise InvalidConfiguration("receive with a timeout needs receiver_queue_size > 0")
         return self._take(timeout_millis)
 
     def batch_receive(self) -> list[Message]:

@@ -37,6 +37,7 @@ from starquake.client._api import (
 from starquake.client._auth import Authentication
 from starquake.client._config import ClientConfig, ConsumerConfig, ProducerConfig
 from starquake.client._consumer import is_latest
+from starquake.client._crypto import CryptoKeyReader, failure_action
 from starquake.client._decoding import ValueDecoding
 from starquake.client._enums import (
     BatchingType,
@@ -53,16 +54,25 @@ from starquake.client._message import Message, MessageId
 from starquake.client._multi import ConsumerFront, normalize_topic
 from starquake.client._partitioned import PartitionedProducer, open_producer
 from starquake.client._producer import OutgoingMessage, ProducerImpl, partition_topic
+from starquake.client._table_view import TableView, open_table_view
 from starquake.client._timeouts import RedeliveryBackoff
 from starquake.client.exceptions import (
-    InvalidConfiguration,
+    AlreadyClosed,
     OperationNotSupported,
     PulsarException,
 )
 from starquake.common.schema_info import SchemaInfo, encode_schema_version
 from starquake.protocol.batch_rows import PackedBatch
 
-__all__ = ["Client", "Consumer", "OutgoingMessage", "Producer", "PulsarException", "Reader"]
+__all__ = [
+    "Client",
+    "Consumer",
+    "OutgoingMessage",
+    "Producer",
+    "PulsarException",
+    "Reader",
+    "TableView",
+]
 
 AnyProducer = ProducerImpl | PartitionedProducer
 
@@ -147,7 +157,9 @@ class Producer:
         await self._impl.flush()
 
     async def close(self) -> None:
-        """Flush and close the producer."""
+        """Flush and close the producer (AlreadyClosed if it was, as the official client)."""
+        if self._impl.is_closed:
+            raise AlreadyClosed("producer already closed")
         await self._impl.close()
 
     def topic(self) -> str:
@@ -178,7 +190,11 @@ class Consumer:
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """Wait for the next message (raises Timeout after ``timeout_millis`` if given)."""
         timeout = None if timeout_millis is None else timeout_millis / 1000
-        return await self._decoding.prepare(await self._front.receive(timeout))
+        front = self._front
+        if front._config.receiver_queue_size == 0 and not len(front.queue):
+            for inner in list(front.consumers.values()):  # no prefetching: ask for one
+                inner.request_one()
+        return await self._decoding.prepare(await front.receive(timeout))
 
     async def batch_receive(self) -> list[Message]:
         """Messages received together, within the subscription's ``batch_receive_policy``
@@ -327,8 +343,9 @@ class Client:
         tls_identity = authentication.tls_certificate_paths if authentication else None
         if tls_identity is not None:  # AuthenticationTLS: its certificate, in the handshake
             tls_certificate_file_path, tls_private_key_file_path = tls_identity
-        from starquake.client._pool import parse_service_url
+        from starquake.client._pool import check_service_url, parse_service_url
 
+        check_service_url(service_url)
         parse_service_url(service_url)
         self._core = ClientCore(
             ClientConfig(
@@ -386,11 +403,20 @@ class Client:
         check_type(int, max_pending_messages, "max_pending_messages")
         check_type(bool, block_if_queue_full, "block_if_queue_full")
         check_type(bool, batching_enabled, "batching_enabled")
+        for name, value in (
+            ("max_pending_messages_across_partitions", max_pending_messages_across_partitions),
+            ("batching_max_messages", batching_max_messages),
+            ("batching_max_allowed_size_in_bytes", batching_max_allowed_size_in_bytes),
+            ("batching_max_publish_delay_ms", batching_max_publish_delay_ms),
+        ):
+            check_type(int, value, name)
+        check_type(bool, chunking_enabled, "chunking_enabled")
+        check_type(bool, lazy_start_partitioned_producers, "lazy_start_partitioned_producers")
         check_type_or_none(dict, properties, "properties")
         if batching_enabled and chunking_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together.")
-        if encryption_key or crypto_key_reader:
-            raise InvalidConfiguration("encryption is not supported yet")
+        check_type_or_none(str, encryption_key, "encryption_key")
+        check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
         config = ProducerConfig(
             producer_name=producer_name,
             initial_sequence_id=initial_sequence_id,
@@ -412,6 +438,8 @@ class Client:
             access_mode=ProducerAccessMode(int(access_mode)),
             message_router=message_router,
             schema=schema,
+            encryption_key=encryption_key,
+            crypto_key_reader=crypto_key_reader,
         )
         name = normalize_topic(topic)
         impl = await open_producer(self._core, name, config)
@@ -469,6 +497,15 @@ class Client:
         """
         check_type(str, subscription_name, "subscription_name")
         check_type(int, receiver_queue_size, "receiver_queue_size")
+        for name, value in (
+            (
+                "max_total_receiver_queue_size_across_partitions",
+                max_total_receiver_queue_size_across_partitions,
+            ),
+            ("broker_consumer_stats_cache_time_ms", broker_consumer_stats_cache_time_ms),
+            ("pattern_auto_discovery_period", pattern_auto_discovery_period),
+        ):
+            check_type(int, value, name)
         check_type_or_none(str, consumer_name, "consumer_name")
         check_type(int, negative_ack_redelivery_delay_ms, "negative_ack_redelivery_delay_ms")
         check_type_or_none(dict, properties, "properties")
@@ -481,6 +518,7 @@ class Client:
         )
         check_type_or_none(ConsumerBatchReceivePolicy, batch_receive_policy, "batch_receive_policy")
         check_type_or_none(ConsumerDeadLetterPolicy, dead_letter_policy, "dead_letter_policy")
+        check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
         minimum = _timeouts.MIN_UNACKED_MESSAGES_TIMEOUT_MS
         if unacked_messages_timeout_ms and unacked_messages_timeout_ms < minimum:
             raise ValueError(
@@ -514,6 +552,8 @@ class Client:
             enable_retry=enable_retry,
             retry_letter_topic=retry_letter_topic,
             schema=schema,
+            crypto_key_reader=crypto_key_reader,
+            crypto_failure_action=failure_action(crypto_failure_action),
         )
         if isinstance(topic, str):
             front = ConsumerFront(self._core, [topic], subscription_name, config)
@@ -546,6 +586,9 @@ class Client:
         check_type(str, topic, "topic")
         check_type(MessageId, start_message_id, "start_message_id")
         check_type(int, receiver_queue_size, "receiver_queue_size")
+        check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
+        check_type_or_none(str, reader_name, "reader_name")
+        check_type_or_none(str, subscription_role_prefix, "subscription_role_prefix")
         config = ConsumerConfig(
             consumer_type=ConsumerType.Exclusive,
             receiver_queue_size=receiver_queue_size,
@@ -553,6 +596,8 @@ class Client:
             start_message_id_inclusive=start_message_id_inclusive,
             durable=False,
             schema=schema,
+            crypto_key_reader=crypto_key_reader,
+            crypto_failure_action=failure_action(crypto_failure_action),
         )
         prefix = subscription_role_prefix or "reader"
         subscription = f"{prefix}-{secrets.token_hex(5)}"
@@ -569,6 +614,27 @@ class Client:
             for consumer in front.consumers.values():
                 consumer.latest_at_start = await consumer.get_last_message_id()
         return Reader(front, schema)
+
+    async def create_table_view(
+        self,
+        topic: str,
+        subscription_name: str | None = None,
+        schema: Any = None,
+    ) -> TableView:
+        """A table view of ``topic`` (all partitions): the latest value of every key, read
+        with compacted readers from the earliest message and kept up to date. Returns once
+        the view holds the messages the topic holds now. ``schema`` (a
+        ``starquake.client.schema`` schema, bytes by default) decodes the values and must be
+        compatible with the topic's."""
+        from starquake.client.schema import BytesSchema, Schema
+
+        if schema is None:
+            schema = BytesSchema()
+        check_type(str, topic, "topic")
+        check_type_or_none(str, subscription_name, "subscription_name")
+        check_type(Schema, schema, "schema")
+        view = await open_table_view(self._core, topic, subscription_name, schema)
+        return TableView(view, topic, subscription_name, schema)
 
     async def get_topics_of_namespace(self, namespace: str) -> list[str]:
         """The persistent topics of ``tenant/namespace``, partitions named one by one

@@ -1,0 +1,192 @@
+"""Child process of the lifecycle parity tests: one scenario with one client, results on stdout.
+
+Usage: ``python parity_child.py SCENARIO MODULE SERVICE_URL TOPIC`` where MODULE is ``official``
+(``pulsar``) or ``starquake`` (``starquake.client``). Each scenario prints ``READY`` when it is
+about to block (if it does) and a last line ``RESULT <json>``. Run in a subprocess so that a hang
+fails the test at its deadline instead of blocking the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+
+def _modules(name: str) -> tuple[types.ModuleType, types.ModuleType]:
+    """The blocking and asyncio modules of client ``name``."""
+    if name == "official":
+        import pulsar
+        import pulsar.asyncio
+
+        return pulsar, pulsar.asyncio
+    import starquake.client
+    import starquake.client.asyncio
+
+    return starquake.client, starquake.client.asyncio
+
+
+def _client(mod: types.ModuleType, url: str) -> Any:
+    return mod.Client(
+        url, operation_timeout_seconds=5, logger=mod.ConsoleLogger(mod.LoggerLevel.Error)
+    )
+
+
+def _error_name(exc: BaseException) -> str:
+    return type(exc).__name__
+
+
+def zero_queue(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
+    """receiver_queue_size=0: blocking receive, receive with a timeout, asyncio receive."""
+    client = _client(mod, url)
+    consumer = client.subscribe(topic, "zq", receiver_queue_size=0)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(4):
+        producer.send(f"m{i}".encode())
+    got = [consumer.receive().data().decode() for _ in range(2)]
+    try:
+        consumer.receive(timeout_millis=500)
+        timed = "ok"
+    except mod.PulsarException as exc:
+        timed = _error_name(exc)
+    for _ in range(2):
+        consumer.acknowledge_cumulative(consumer.receive())
+    # a receive that waits before the message is published: its FLOW(1) brings the message
+    late = threading.Timer(0.5, lambda: producer.send(b"late"))
+    late.start()
+    waited = consumer.receive().data().decode()
+    late.join()
+    consumer.close()
+
+    async def run_async() -> list[str]:
+        aclient = amod.Client(url, operation_timeout_seconds=5)
+        aconsumer = await aclient.subscribe(
+            topic, "azq", receiver_queue_size=0, initial_position=mod.InitialPosition.Earliest
+        )
+        out = [(await aconsumer.receive()).data().decode() for _ in range(4)]
+        await aconsumer.close()
+        await aclient.close()
+        return out
+
+    out = {"blocking": got, "timeout": timed, "late": waited, "asyncio": asyncio.run(run_async())}
+    client.close()
+    return out
+
+
+def receive_sigint(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
+    """Block in receive() until the parent sends SIGINT: the exception raised."""
+    client = _client(mod, url)
+    consumer = client.subscribe(topic, "int")
+    print("READY", flush=True)
+    try:
+        consumer.receive()
+        result = "received"
+    except BaseException as exc:
+        result = _error_name(exc)
+        is_pulsar = isinstance(exc, mod.PulsarException)
+        result = f"{result}:{'pulsar' if is_pulsar else 'other'}"
+    client.close()
+    return result
+
+
+def no_close(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
+    """Create a client, a producer and a consumer, send, receive, and exit without closing
+    anything: the threads still running that the interpreter would wait for."""
+    client = _client(mod, url)
+    consumer = client.subscribe(topic, "nc")
+    producer = client.create_producer(topic)
+    producer.send(b"x")
+    consumer.receive()
+    main = threading.main_thread()
+    return [t.name for t in threading.enumerate() if not t.daemon and t is not main]
+
+
+def after_shutdown(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
+    """What sends, creations and closes raise after Client.shutdown(), blocking and asyncio."""
+    out: dict[str, str] = {}
+
+    def attempt(label: str, call: Any) -> None:
+        try:
+            call()
+            out[label] = "ok"
+        except Exception as exc:
+            out[label] = _error_name(exc)
+
+    client = _client(mod, url)
+    producer = client.create_producer(topic)
+    client.shutdown()
+    attempt("send", lambda: producer.send(b"x"))
+    attempt("create_producer", lambda: client.create_producer(topic))
+    attempt("subscribe", lambda: client.subscribe(topic, "s"))
+    attempt("close_after_shutdown", client.close)
+    other = _client(mod, url)
+    closed = other.create_producer(topic)
+    closed.close()
+    attempt("producer_close_twice", closed.close)
+    attempt("send_closed", lambda: closed.send(b"x"))
+    other.close()
+    attempt("create_producer_closed", lambda: other.create_producer(topic))
+    attempt("client_close_twice", other.close)
+
+    async def run_async() -> None:
+        async def attempt_async(label: str, call: Any) -> None:
+            try:
+                await asyncio.wait_for(call(), 10)
+                out[label] = "ok"
+            except amod.PulsarException as exc:
+                out[label] = str(exc.error())
+            except Exception as exc:
+                out[label] = _error_name(exc)
+
+        aclient = amod.Client(url, operation_timeout_seconds=5)
+        aproducer = await aclient.create_producer(topic)
+        await aproducer.close()
+        await attempt_async("async_close_twice", aproducer.close)
+        await attempt_async("async_send_closed", lambda: aproducer.send(b"x"))
+        other = await aclient.create_producer(topic)
+        aclient.shutdown()
+        await attempt_async("async_send_shutdown", lambda: other.send(b"x"))
+        await attempt_async("async_create_shutdown", lambda: aclient.create_producer(topic))
+
+    asyncio.run(run_async())
+    return out
+
+
+def close_reconnecting(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
+    """Close the client while its producer reconnects (the parent stopped the broker after
+    READY and answers on stdin); the collector then destroys every leftover task."""
+    client = _client(mod, url)
+    producer = client.create_producer(topic)
+    producer.send(b"x")
+    print("READY", flush=True)
+    sys.stdin.readline()
+    time.sleep(1.0)  # the connection is gone: reconnection attempts run
+    client.close()
+    del producer, client
+    gc.collect()
+    return "closed"
+
+
+SCENARIOS = {
+    "close_reconnecting": close_reconnecting,
+    "zero_queue": zero_queue,
+    "receive_sigint": receive_sigint,
+    "no_close": no_close,
+    "after_shutdown": after_shutdown,
+}
+
+
+def main() -> None:
+    scenario, name, url, topic = sys.argv[1:5]
+    mod, amod = _modules(name)
+    result = SCENARIOS[scenario](mod, amod, url, topic)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
