@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from starquake.client._sync_base import _LoopThread
-from starquake.client._table_view import TableViewCore
+from starquake.client._table_view import TableViewCore, describe_table_view
 from starquake.client.exceptions import ConsumerNotInitialized
 
 __all__ = ["TableView"]
@@ -101,9 +101,7 @@ class TableView:
         return len(self._view)
 
     def __str__(self) -> str:
-        if self._subscription is None:
-            return f"TableView(topic={self._topic})"
-        return f"TableView(topic={self._topic}, subscription={self._subscription})"
+        return describe_table_view(self._topic, self._subscription)
 
     def __repr__(self) -> str:
         return self.__str__()

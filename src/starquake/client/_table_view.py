@@ -27,7 +27,7 @@ from starquake.client._message import Message, MessageId
 from starquake.client._multi import ConsumerFront
 from starquake.client.exceptions import ConsumerNotInitialized, PulsarException
 
-__all__ = ["RawListener", "TableView", "TableViewCore", "open_table_view"]
+__all__ = ["RawListener", "TableView", "TableViewCore", "describe_table_view", "open_table_view"]
 
 log = logging.getLogger("starquake.client")
 
@@ -224,9 +224,14 @@ class TableView:
         return len(self._view)
 
     def __str__(self) -> str:
-        if self._subscription is None:
-            return f"TableView(topic={self._topic})"
-        return f"TableView(topic={self._topic}, subscription={self._subscription})"
+        return describe_table_view(self._topic, self._subscription)
 
     def __repr__(self) -> str:
         return self.__str__()
+
+
+def describe_table_view(topic: str, subscription: str | None) -> str:
+    """How a table view prints, as the official client's does."""
+    if subscription is None:
+        return f"TableView(topic={topic})"
+    return f"TableView(topic={topic}, subscription={subscription})"
