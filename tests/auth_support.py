@@ -10,7 +10,6 @@ import hashlib
 import hmac
 import json
 import os
-import socket
 import time
 import types
 from collections.abc import Callable
@@ -182,56 +181,6 @@ def connections(broker: EmbeddedBroker) -> list[Any]:
         return [c for c in broker.service.connections if c.connected]
 
     return broker.call(read())
-
-
-class RawConnection:
-    """A plaintext binary-protocol connection driven by hand."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.decoder = FrameDecoder()
-        self.frames: list[pb.BaseCommand] = []
-
-    def __enter__(self) -> RawConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-    def connect(
-        self, method: str | None = None, data: bytes | None = None, *, refresh: bool = True
-    ) -> None:
-        cmd = T(type=T.CONNECT)
-        cmd.connect.client_version = "raw-auth-test"
-        cmd.connect.protocol_version = commands.MAX_PROTOCOL_VERSION
-        if method is not None:
-            cmd.connect.auth_method_name = method
-        if data is not None:
-            cmd.connect.auth_data = data
-        cmd.connect.feature_flags.supports_auth_refresh = refresh
-        self.sock.sendall(encode_command(cmd))
-
-    def send(self, cmd: pb.BaseCommand) -> None:
-        self.sock.sendall(encode_command(cmd))
-
-    def next(self, timeout: float = 5) -> pb.BaseCommand:
-        self.sock.settimeout(timeout)
-        while not self.frames:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed by the broker")
-            self.frames.extend(f.command for f in self.decoder.feed(data))
-        return self.frames.pop(0)
-
-    def closed(self, timeout: float = 5) -> bool:
-        """Whether the broker closes the connection within ``timeout`` (frames are skipped)."""
-        try:
-            while True:
-                self.next(timeout)
-        except ConnectionError:
-            return True
-        except TimeoutError:
-            return False
 
 
 def auth_response(method: str, data: bytes) -> pb.BaseCommand:

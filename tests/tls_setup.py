@@ -3,7 +3,6 @@ broker's raw answers."""
 
 from __future__ import annotations
 
-import socket
 import ssl
 import uuid
 from pathlib import Path
@@ -12,9 +11,7 @@ from typing import Any
 from tls_certs import Pki
 
 from starquake.broker.embedded import EmbeddedBroker
-from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
-from starquake.protocol.framing import FrameDecoder, encode_command
 
 T = pb.BaseCommand
 
@@ -49,54 +46,6 @@ def client_context(
     if maximum is not None:
         context.maximum_version = maximum
     return context
-
-
-class RawTlsConnection:
-    """A binary-protocol connection over TLS, driven by hand."""
-
-    def __init__(self, port: int, context: ssl.SSLContext, host: str = "127.0.0.1") -> None:
-        plain = socket.create_connection((host, port), timeout=5)
-        try:
-            self.sock = context.wrap_socket(plain, server_hostname=host)
-        except BaseException:
-            plain.close()
-            raise
-        self.decoder = FrameDecoder()
-        self.frames: list[pb.BaseCommand] = []
-
-    def __enter__(self) -> RawTlsConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def next(self, timeout: float = 5) -> pb.BaseCommand:
-        self.sock.settimeout(timeout)
-        while not self.frames:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed by broker")
-            self.frames.extend(f.command for f in self.decoder.feed(data))
-        return self.frames.pop(0)
-
-    def handshake(self) -> pb.BaseCommand:
-        """CONNECT; the broker's answer."""
-        self.send(commands.connect("raw-tls-test"))
-        return self.next()
-
-    def lookup(self, topic: str, listener: str = "") -> pb.CommandLookupTopicResponse:
-        cmd = T(type=T.LOOKUP)
-        cmd.lookup_topic.topic = topic
-        cmd.lookup_topic.request_id = 7
-        if listener:
-            cmd.lookup_topic.advertised_listener_name = listener
-        self.send(encode_command(cmd))
-        reply = self.next()
-        assert reply.type == T.LOOKUP_RESPONSE
-        return reply.lookup_topic_response
 
 
 def round_trip(client: Any, earliest: Any, count: int = 20) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -11,54 +10,15 @@ from pathlib import Path
 import pulsar
 import pytest
 from official_client import official_client
+from raw_connection import RawConnection
 
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
-from starquake.protocol.framing import FrameDecoder, encode_command, encode_entry
+from starquake.protocol.framing import encode_command, encode_entry
 
 T = pb.BaseCommand
 EARLIEST = pulsar.InitialPosition.Earliest
-
-
-class RawConnection:
-    """A hand-driven protocol connection for sending what no real client would."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.decoder = FrameDecoder()
-        self.frames: list[pb.BaseCommand] = []
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def handshake(self) -> None:
-        self.send(commands.connect("raw-test"))
-        assert self.next().type == T.CONNECTED
-
-    def next(self, timeout: float = 5) -> pb.BaseCommand:
-        self.sock.settimeout(timeout)
-        while not self.frames:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed by broker")
-            self.frames.extend(f.command for f in self.decoder.feed(data))
-        return self.frames.pop(0)
-
-    def is_closed_by_peer(self, timeout: float = 5) -> bool:
-        self.sock.settimeout(timeout)
-        try:
-            while True:
-                data = self.sock.recv(65536)
-                if not data:
-                    return True
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except TimeoutError:
-            return False
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
@@ -127,7 +87,7 @@ def test_garbage_closes_only_that_connection(
 ) -> None:
     raw = connect(broker.broker_port)
     raw.send(garbage)
-    assert raw.is_closed_by_peer()
+    assert raw.closed()
     _still_serving(broker, topic)
 
 
@@ -136,7 +96,7 @@ def test_command_before_connect_closes(
 ) -> None:
     raw = connect(broker.broker_port)
     raw.send(commands.ping())
-    assert raw.is_closed_by_peer()
+    assert raw.closed()
     _still_serving(broker, topic)
 
 
@@ -197,7 +157,7 @@ def test_frame_over_max_size_closes_connection(
         raw.handshake()
         _producer(raw, topic)
         raw.send(_send_frame(1, 0, b"x" * 20000))
-        assert raw.is_closed_by_peer()
+        assert raw.closed()
         _still_serving(broker, topic)
 
 
@@ -207,7 +167,7 @@ def test_send_for_unknown_producer_closes_connection(
     raw = connect(broker.broker_port)
     raw.handshake()
     raw.send(_send_frame(42, 0, b"x"))
-    assert raw.is_closed_by_peer()
+    assert raw.closed()
 
 
 def test_unknown_request_gets_error(
@@ -258,7 +218,7 @@ def test_broker_answers_ping_and_pings_idle_clients(
         raw.send(commands.pong())
         # Without replies the broker gives up on the connection.
         assert raw.next(timeout=4).type == T.PING
-        assert raw.is_closed_by_peer(timeout=4)
+        assert raw.closed(timeout=4)
 
 
 def test_connected_advertises_max_message_size(

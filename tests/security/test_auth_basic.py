@@ -16,7 +16,6 @@ from auth_support import (
     BASIC_PROVIDER,
     CLIENTS,
     HASHES,
-    RawConnection,
     assert_refused,
     client_of,
     data_url,
@@ -24,6 +23,7 @@ from auth_support import (
     produce_consume,
     roles,
 )
+from raw_connection import RawConnection
 
 from starquake.admin.client import PulsarAdmin, PulsarAdminError
 from starquake.broker.embedded import EmbeddedBroker

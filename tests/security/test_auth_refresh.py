@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from auth_support import (
     CLIENTS,
-    RawConnection,
     auth_response,
     client_of,
     connections,
@@ -23,6 +22,7 @@ from auth_support import (
     token_broker,
 )
 from polling import eventually
+from raw_connection import RawConnection
 
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.protocol._generated import starquake_wire_pb2 as pb
@@ -118,13 +118,13 @@ def test_challenge_and_answers(refresh_broker: EmbeddedBroker) -> None:
         assert challenge.type == T.AUTH_CHALLENGE
         assert challenge.auth_challenge.challenge.auth_method_name == "token"
         assert challenge.auth_challenge.challenge.auth_data == b"refresh"
-        cnx.send(auth_response("token", hs256(KEY, "raw", expires_in=60).encode()))
+        cnx.send_command(auth_response("token", hs256(KEY, "raw", expires_in=60).encode()))
         assert not cnx.closed(timeout=2.5)  # refreshed: the next checks leave it alone
     with RawConnection(refresh_broker.broker_port) as cnx:
         cnx.connect("token", hs256(KEY, "raw", expires_in=1).encode())
         assert cnx.next().type == T.CONNECTED
         assert cnx.next(timeout=5).type == T.AUTH_CHALLENGE
-        cnx.send(auth_response("token", hs256(KEY, "someone-else", expires_in=60).encode()))
+        cnx.send_command(auth_response("token", hs256(KEY, "someone-else", expires_in=60).encode()))
         assert cnx.closed(timeout=3)  # the role cannot change
     with RawConnection(refresh_broker.broker_port) as cnx:
         cnx.connect("token", hs256(KEY, "raw", expires_in=1).encode())
@@ -135,7 +135,7 @@ def test_challenge_and_answers(refresh_broker: EmbeddedBroker) -> None:
         cnx.connect("token", hs256(KEY, "raw", expires_in=1).encode())
         assert cnx.next().type == T.CONNECTED
         assert cnx.next(timeout=5).type == T.AUTH_CHALLENGE
-        cnx.send(auth_response("token", hs256(secret_key(), "raw").encode()))
+        cnx.send_command(auth_response("token", hs256(secret_key(), "raw").encode()))
         reply = cnx.next(timeout=3)
         assert reply.type == T.ERROR and reply.error.error == pb.AuthenticationError
         assert cnx.closed(timeout=3)

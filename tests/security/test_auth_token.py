@@ -16,7 +16,6 @@ from auth_support import (
     CLIENTS,
     TOKEN_PROVIDER,
     KeyPair,
-    RawConnection,
     assert_refused,
     client_of,
     data_url,
@@ -28,6 +27,7 @@ from auth_support import (
     token_auth,
     token_broker,
 )
+from raw_connection import RawConnection
 
 from starquake import client as sq
 from starquake.broker.embedded import EmbeddedBroker
@@ -105,7 +105,7 @@ def test_commands_before_connected_close_the_connection(hs_broker: EmbeddedBroke
         cmd = T(type=T.PARTITIONED_METADATA)
         cmd.partition_metadata.topic = _topic()
         cmd.partition_metadata.request_id = 1
-        cnx.send(cmd)
+        cnx.send_command(cmd)
         assert cnx.closed()
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pulsar
 import pytest
+from raw_connection import RawConnection, T
 from tls_certs import Pki
-from tls_setup import RawTlsConnection, T, client_context, tls_broker
+from tls_setup import client_context, tls_broker
 
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.broker.security.tls import openssl_cipher_name, peer_common_name
@@ -72,7 +73,7 @@ def _refused(client: Any) -> None:
 
 def _connect(port: int, context: ssl.SSLContext) -> None:
     """Connect over TLS and send CONNECT (raises if the broker refuses)."""
-    with RawTlsConnection(port, context) as raw:
+    with RawConnection(port, context) as raw:
         raw.handshake()
 
 
@@ -101,7 +102,7 @@ def test_only_tls_when_plaintext_ports_are_off(tmp_path: Path, pki: Pki) -> None
         assert answer["httpUrl"] == ""
         assert answer["httpUrlTls"] == broker.web_service_url_tls
         # binary lookup: brokerServiceUrlTls (field 2), no brokerServiceUrl
-        with RawTlsConnection(broker.broker_port_tls, client_context(pki.ca_cert)) as raw:
+        with RawConnection(broker.broker_port_tls, client_context(pki.ca_cert)) as raw:
             assert raw.handshake().type == T.CONNECTED
             response = raw.lookup(topic)
             assert response.brokerServiceUrlTls == broker.service_url_tls
@@ -133,7 +134,7 @@ def test_lookups_carry_both_urls_when_both_ports_are_on(tmp_path: Path, pki: Pki
         assert answer["brokerUrlTls"] == broker.service_url_tls
         assert answer["httpUrl"] == broker.web_service_url
         assert answer["httpUrlTls"] == broker.web_service_url_tls
-        with RawTlsConnection(broker.broker_port_tls, client_context(pki.ca_cert)) as raw:
+        with RawConnection(broker.broker_port_tls, client_context(pki.ca_cert)) as raw:
             raw.handshake()
             response = raw.lookup(topic)
             assert response.brokerServiceUrl == broker.service_url
@@ -143,7 +144,7 @@ def test_lookups_carry_both_urls_when_both_ports_are_on(tmp_path: Path, pki: Pki
 def test_advertised_listener_with_a_tls_url(tmp_path: Path, pki: Pki) -> None:
     listeners = "internal:pulsar://10.0.0.1:6650,internal:pulsar+ssl://10.0.0.1:6651"
     with tls_broker(tmp_path / "data", pki, advertisedListeners=listeners) as broker:
-        raw = RawTlsConnection(broker.broker_port_tls, client_context(pki.ca_cert))
+        raw = RawConnection(broker.broker_port_tls, client_context(pki.ca_cert))
         with raw:
             raw.handshake()
             response = raw.lookup(_topic(), listener="internal")
@@ -196,7 +197,7 @@ def test_required_client_certificate(tmp_path: Path, pki: Pki) -> None:
         finally:
             bare.close()
         # the broker sees the verified common name of a connected client
-        with RawTlsConnection(
+        with RawConnection(
             broker.broker_port_tls, client_context(pki.ca_cert, pki.client("carol"))
         ) as raw:
             assert raw.handshake().type == T.CONNECTED
@@ -206,10 +207,10 @@ def test_required_client_certificate(tmp_path: Path, pki: Pki) -> None:
 def test_optional_client_certificate_when_a_trust_file_is_set(tmp_path: Path, pki: Pki) -> None:
     with tls_broker(tmp_path / "data", pki, tlsTrustCertsFilePath=str(pki.ca_cert)) as broker:
         port = broker.broker_port_tls
-        with RawTlsConnection(port, client_context(pki.ca_cert)) as raw:
+        with RawConnection(port, client_context(pki.ca_cert)) as raw:
             assert raw.handshake().type == T.CONNECTED
             assert broker.call(_peer_names(broker)) == [None]
-        with RawTlsConnection(port, client_context(pki.ca_cert, pki.client("dave"))) as raw:
+        with RawConnection(port, client_context(pki.ca_cert, pki.client("dave"))) as raw:
             assert raw.handshake().type == T.CONNECTED
             assert "dave" in broker.call(_peer_names(broker))
         untrusted = client_context(pki.ca_cert, pki.untrusted_client("eve"))
@@ -224,7 +225,7 @@ def test_insecure_mode_lets_untrusted_certificates_in_without_a_role(
     settings = {"tlsTrustCertsFilePath": str(pki.ca_cert), "tlsAllowInsecureConnection": True}
     with tls_broker(tmp_path / "data", pki, **settings) as broker:
         untrusted = client_context(pki.ca_cert, pki.untrusted_client("eve"))
-        with RawTlsConnection(broker.broker_port_tls, untrusted) as raw:
+        with RawConnection(broker.broker_port_tls, untrusted) as raw:
             assert raw.handshake().type == T.CONNECTED
             # the certificate no trusted CA signed gives no name to take a role from
             assert broker.call(_peer_names(broker)) == [None]
@@ -239,8 +240,8 @@ def test_tls13_only_refuses_a_tls12_client(tmp_path: Path, pki: Pki) -> None:
         port = broker.broker_port_tls
         old = client_context(pki.ca_cert, maximum=ssl.TLSVersion.TLSv1_2)
         with pytest.raises(ssl.SSLError):
-            RawTlsConnection(port, old)
-        with RawTlsConnection(port, client_context(pki.ca_cert)) as raw:
+            RawConnection(port, old)
+        with RawConnection(port, client_context(pki.ca_cert)) as raw:
             assert raw.sock.version() == "TLSv1.3"
             assert raw.handshake().type == T.CONNECTED
         _produces(_official(broker.service_url_tls, pki.ca_cert))
@@ -251,8 +252,8 @@ def test_tls12_only_refuses_a_tls13_client(tmp_path: Path, pki: Pki) -> None:
         port = broker.broker_port_tls
         new = client_context(pki.ca_cert, minimum=ssl.TLSVersion.TLSv1_3)
         with pytest.raises(ssl.SSLError):
-            RawTlsConnection(port, new)
-        with RawTlsConnection(port, client_context(pki.ca_cert)) as raw:
+            RawConnection(port, new)
+        with RawConnection(port, client_context(pki.ca_cert)) as raw:
             assert raw.sock.version() == "TLSv1.2"
 
 
@@ -261,13 +262,13 @@ def test_ciphers_in_iana_spelling(tmp_path: Path, pki: Pki) -> None:
     settings = {"tlsProtocols": "TLSv1.2", "tlsCiphers": chosen}
     with tls_broker(tmp_path / "data", pki, **settings) as broker:
         port = broker.broker_port_tls
-        with RawTlsConnection(port, client_context(pki.ca_cert)) as raw:
+        with RawConnection(port, client_context(pki.ca_cert)) as raw:
             cipher = raw.sock.cipher()
             assert cipher is not None and cipher[0] == "ECDHE-ECDSA-AES256-GCM-SHA384"
         other = client_context(pki.ca_cert)
         other.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256")
         with pytest.raises(ssl.SSLError):
-            RawTlsConnection(port, other)
+            RawConnection(port, other)
 
 
 @pytest.mark.parametrize(
