@@ -56,34 +56,34 @@ class BrokerServer:
         return f"{scheme}://{self.config.advertised_host}:{port}" if port >= 0 else ""
 
     @property
-    def plaintext_service_url(self) -> str:
-        """``pulsar://host:port`` of the plaintext binary port ("" when it is off)."""
-        return self._url("pulsar", self.broker_port)
+    def urls(self) -> BrokerUrls:
+        """This broker's URLs, from the ports bound ("" for a port that is off)."""
+        return BrokerUrls(
+            self._url("pulsar", self.broker_port),
+            self._url("pulsar+ssl", self.broker_port_tls),
+            self._url("http", self.web_port),
+            self._url("https", self.web_port_tls),
+        )
 
     @property
     def service_url_tls(self) -> str:
         """``pulsar+ssl://host:port`` of the TLS binary port ("" when it is off)."""
-        return self._url("pulsar+ssl", self.broker_port_tls)
+        return self.urls.service_url_tls
 
     @property
     def service_url(self) -> str:
         """The plaintext service URL, or the TLS one when the plaintext port is off."""
-        return self.plaintext_service_url or self.service_url_tls
-
-    @property
-    def plaintext_web_service_url(self) -> str:
-        """``http://host:port`` of the plaintext web port ("" when it is off)."""
-        return self._url("http", self.web_port)
+        return self.urls.any_service_url
 
     @property
     def web_service_url_tls(self) -> str:
         """``https://host:port`` of the HTTPS web port ("" when it is off)."""
-        return self._url("https", self.web_port_tls)
+        return self.urls.web_service_url_tls
 
     @property
     def web_service_url(self) -> str:
         """The plaintext web URL, or the HTTPS one when the plaintext web port is off."""
-        return self.plaintext_web_service_url or self.web_service_url_tls
+        return self.urls.any_web_service_url
 
     async def start(self) -> None:
         started = time.monotonic()
@@ -132,12 +132,7 @@ class BrokerServer:
             self.web_port_tls = await self.web.start_tls(
                 config.bindAddress, config.webServicePortTls, ssl_context
             )
-        urls = BrokerUrls(
-            self.plaintext_service_url,
-            self.service_url_tls,
-            self.plaintext_web_service_url,
-            self.web_service_url_tls,
-        )
+        urls = self.urls
         await asyncio.to_thread(service.start_resources, urls)
         service.start(urls)
         for server in self._servers:
