@@ -123,7 +123,8 @@ class BrokerServer:
             raise
         self.web.route("GET", "/admin/v2/brokers/health", _health)
         admin.install(self.web, service)
-        self.web.authorize = web_authorizer(service.authorization)
+        if service.authorization.enabled:
+            self.web.authorize = web_authorizer(service.authorization)
         if service.authentication is not None:
             self.web.authenticate = service.authentication.authenticate_http
         self.web_port = await self.web.start(config.bindAddress, config.webServicePort)

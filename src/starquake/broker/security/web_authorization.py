@@ -110,14 +110,12 @@ def _forbidden(reason: str) -> Reply:
 
 
 def web_authorizer(authorization: AuthorizationService) -> Authorize:
-    """The :attr:`~starquake.broker.web.WebServer.authorize` hook of ``authorization`` (it
-    lets everything through while authorization is off)."""
+    """The :attr:`~starquake.broker.web.WebServer.authorize` hook of ``authorization`` (the
+    server installs it only while authorization is on)."""
 
     async def authorize(
         role: str | None, method: str, path: str, _params: dict[str, str]
     ) -> Reply | None:
-        if not authorization.enabled:
-            return None
         need, names = rule_for(method, path)
         if need is Need.NOTHING:
             return None
