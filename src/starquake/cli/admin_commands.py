@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from starquake.cli.auth_options import auth_args, auth_options
-from starquake.cli.connect import tls_args, tls_options
 from starquake.cli.output import (
     OUTPUT_CHOICES,
     Tables,
@@ -24,6 +22,7 @@ from starquake.cli.output import (
     print_json_line,
     print_raw_json,
 )
+from starquake.cli.security_options import security_args, security_options
 
 if TYPE_CHECKING:
     from starquake.admin.client import PeekedMessage, PulsarAdmin
@@ -121,12 +120,11 @@ def _split(values: tuple[str, ...]) -> list[str] | None:
     default=None,
     help="json (the broker's answer, for scripts) or table; default: table on a terminal",
 )
-@tls_options
-@auth_options
+@security_options
 @click.pass_context
 def admin(ctx: click.Context, admin_url: str, output: str | None) -> None:
     """Administer a broker over its admin REST API (as pulsar-admin)."""
-    ctx.obj = AdminContext(admin_url, output, {**tls_args(ctx), **auth_args(ctx)})
+    ctx.obj = AdminContext(admin_url, output, security_args(ctx))
 
 
 # --- clusters ----------------------------------------------------------------------------------

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from starquake.cli.auth_options import auth_args, auth_options
-from starquake.cli.connect import DEFAULT_SERVICE_URL, check_reachable, tls_args, tls_options
+from starquake.cli.connect import DEFAULT_SERVICE_URL, check_reachable
 from starquake.cli.output import (
     OUTPUT_CHOICES,
     CannotConnect,
@@ -21,6 +20,7 @@ from starquake.cli.output import (
     print_json_line,
 )
 from starquake.cli.params import key_values
+from starquake.cli.security_options import security_args, security_options
 
 if TYPE_CHECKING:
     from starquake.client import Client, ConsumerType, Message
@@ -174,12 +174,11 @@ _OUTPUT = click.option(
 @click.group("client")
 @URL_OPTION
 @_OUTPUT
-@tls_options
-@auth_options
+@security_options
 @click.pass_context
 def client(ctx: click.Context, url: str, output: str | None) -> None:
     """Produce and consume messages (as pulsar-client)."""
-    ctx.obj = ClientContext(url, output, {**tls_args(ctx), **auth_args(ctx)})
+    ctx.obj = ClientContext(url, output, security_args(ctx))
 
 
 @client.command("produce")

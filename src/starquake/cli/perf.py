@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from starquake.cli.auth_options import auth_args, auth_options
 from starquake.cli.client_commands import (
     URL_OPTION,
     check_topic,
@@ -30,8 +29,9 @@ from starquake.cli.client_commands import (
     consumer_type_of,
     subscription_options,
 )
-from starquake.cli.connect import DEFAULT_SERVICE_URL, tls_args, tls_options
+from starquake.cli.connect import DEFAULT_SERVICE_URL
 from starquake.cli.output import CannotConnect, CommandError, print_json_line
+from starquake.cli.security_options import security_args, security_options
 
 if TYPE_CHECKING:
     from starquake.client.asyncio import Consumer, Producer
@@ -255,8 +255,7 @@ _SERVICE_URL = click.option(
 
 @click.group("perf")
 @URL_OPTION
-@tls_options
-@auth_options
+@security_options
 @click.pass_context
 def perf(ctx: click.Context, url: str) -> None:
     """Measure throughput and latency (as pulsar-perf)."""
@@ -371,7 +370,7 @@ def produce(
     """Publish to TOPICS and report throughput and publish latency."""
     settings = ProduceSettings(
         url=_service_url(ctx, service_url),
-        client_args={**tls_args(ctx), **auth_args(ctx)},
+        client_args=security_args(ctx),
         topics=[check_topic(t) for t in topics],
         rate=rate,
         size=size,
@@ -576,7 +575,7 @@ def consume(
     """Consume TOPICS and report throughput and end-to-end latency (from publish time)."""
     settings = ConsumeSettings(
         url=_service_url(ctx, service_url),
-        client_args={**tls_args(ctx), **auth_args(ctx)},
+        client_args=security_args(ctx),
         topics=[check_topic(t) for t in topics],
         subscription=subscription,
         subscription_type=subscription_type,
