@@ -644,6 +644,5 @@ def _batch_index_ack(msg_id: MessageId, unacked: set[int]) -> pb.MessageIdData:
     words = [0] * ((msg_id.batch_size + 63) // 64)
     for index in unacked:
         words[index >> 6] |= 1 << (index & 63)
-    # int64 on the wire: words with the top bit set are negative
-    data.ack_set.extend(w - (1 << 64) if w >= 1 << 63 else w for w in words)
+    data.ack_set.extend(_signed(w) for w in words)  # int64 on the wire
     return data
