@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pytest
@@ -22,68 +23,58 @@ def _topic() -> str:
     return f"persistent://public/default/tls-{uuid.uuid4().hex[:10]}"
 
 
+def _works(url: str, ca: Path, count: int = 20, **settings: Any) -> None:
+    """A client of ``url`` trusting ``ca`` produces and consumes ``count`` messages."""
+    client = pulsar.Client(
+        url,
+        tls_trust_certs_file_path=str(ca),
+        operation_timeout_seconds=10,
+        logger=QUIET,
+        **settings,
+    )
+    try:
+        round_trip(client, EARLIEST, count)
+    finally:
+        client.close()
+
+
+def _refused(url: str, ca: Path, **settings: Any) -> None:
+    """A client of ``url`` trusting ``ca`` cannot create a producer."""
+    client = pulsar.Client(
+        url,
+        tls_trust_certs_file_path=str(ca),
+        operation_timeout_seconds=3,
+        logger=QUIET,
+        **settings,
+    )
+    try:
+        with pytest.raises(pulsar.PulsarException):
+            client.create_producer(_topic())
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize("validate_hostname", [False, True])
 def test_produce_and_consume_over_tls_with_the_trusted_ca(
     tls: EmbeddedBroker, pki: Pki, validate_hostname: bool
 ) -> None:
     assert tls.service_url_tls.startswith("pulsar+ssl://127.0.0.1:")
-    client = pulsar.Client(
-        tls.service_url_tls,
-        tls_trust_certs_file_path=str(pki.ca_cert),
-        tls_validate_hostname=validate_hostname,
-        operation_timeout_seconds=10,
-        logger=QUIET,
-    )
-    try:
-        round_trip(client, EARLIEST)
-    finally:
-        client.close()
+    _works(tls.service_url_tls, pki.ca_cert, tls_validate_hostname=validate_hostname)
 
 
 def test_https_service_url_looks_up_over_tls(tls: EmbeddedBroker, pki: Pki) -> None:
     """Given the HTTPS web URL, the client looks topics up over HTTPS and then uses the
     ``brokerUrlTls`` of the answer."""
-    client = pulsar.Client(
-        tls.web_service_url_tls,
-        tls_trust_certs_file_path=str(pki.ca_cert),
-        tls_validate_hostname=True,
-        operation_timeout_seconds=10,
-        logger=QUIET,
-    )
-    try:
-        round_trip(client, EARLIEST, 5)
-    finally:
-        client.close()
+    _works(tls.web_service_url_tls, pki.ca_cert, 5, tls_validate_hostname=True)
 
 
 @pytest.mark.parametrize("url", ["service_url_tls", "web_service_url_tls"])
 def test_untrusted_ca_fails_to_connect(tls: EmbeddedBroker, pki: Pki, url: str) -> None:
-    client = pulsar.Client(
-        getattr(tls, url),
-        tls_trust_certs_file_path=str(pki.untrusted_ca_cert),
-        operation_timeout_seconds=3,
-        logger=QUIET,
-    )
-    try:
-        with pytest.raises(pulsar.PulsarException):
-            client.create_producer(_topic())
-    finally:
-        client.close()
+    _refused(getattr(tls, url), pki.untrusted_ca_cert)
 
 
 def test_tls_client_on_the_plaintext_port_fails(tls: EmbeddedBroker, pki: Pki) -> None:
-    plain_port_as_tls = f"pulsar+ssl://127.0.0.1:{tls.broker_port}"
-    client = pulsar.Client(
-        plain_port_as_tls,
-        tls_trust_certs_file_path=str(pki.ca_cert),
-        operation_timeout_seconds=3,
-        logger=QUIET,
-    )
-    try:
-        with pytest.raises(pulsar.PulsarException):
-            client.create_producer(_topic())
-    finally:
-        client.close()
+    _refused(f"pulsar+ssl://127.0.0.1:{tls.broker_port}", pki.ca_cert)
 
 
 def test_host_name_not_in_the_certificate(tmp_path: Path, pki: Pki) -> None:
@@ -91,40 +82,9 @@ def test_host_name_not_in_the_certificate(tmp_path: Path, pki: Pki) -> None:
     is still trusted, so only host name validation refuses it."""
     with tls_broker(tmp_path / "data", pki, bindAddress="127.0.0.2") as broker:
         assert broker.service_url_tls.startswith("pulsar+ssl://127.0.0.2:")
-        strict = pulsar.Client(
-            broker.service_url_tls,
-            tls_trust_certs_file_path=str(pki.ca_cert),
-            tls_validate_hostname=True,
-            operation_timeout_seconds=3,
-            logger=QUIET,
-        )
-        try:
-            with pytest.raises(pulsar.PulsarException):
-                strict.create_producer(_topic())
-        finally:
-            strict.close()
-        lenient = pulsar.Client(
-            broker.service_url_tls,
-            tls_trust_certs_file_path=str(pki.ca_cert),
-            tls_validate_hostname=False,
-            operation_timeout_seconds=10,
-            logger=QUIET,
-        )
-        try:
-            round_trip(lenient, EARLIEST, 3)
-        finally:
-            lenient.close()
+        _refused(broker.service_url_tls, pki.ca_cert, tls_validate_hostname=True)
+        _works(broker.service_url_tls, pki.ca_cert, 3, tls_validate_hostname=False)
 
 
 def test_insecure_client_accepts_any_certificate(tls: EmbeddedBroker, pki: Pki) -> None:
-    client = pulsar.Client(
-        tls.service_url_tls,
-        tls_trust_certs_file_path=str(pki.untrusted_ca_cert),
-        tls_allow_insecure_connection=True,
-        operation_timeout_seconds=10,
-        logger=QUIET,
-    )
-    try:
-        round_trip(client, EARLIEST, 3)
-    finally:
-        client.close()
+    _works(tls.service_url_tls, pki.untrusted_ca_cert, 3, tls_allow_insecure_connection=True)
