@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import re
 import sys
 import threading
 import time
@@ -78,13 +79,18 @@ def zero_queue(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: s
     return out
 
 
-def receive_sigint(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
-    """Block in receive() until the parent sends SIGINT: the exception raised."""
+def _blocked_until_sigint(mod: types.ModuleType, url: str, topic: str, call: str) -> Any:
+    """Block in ``call`` (receive, batch_receive or read_next) until the parent sends SIGINT:
+    the exception raised."""
     client = _client(mod, url)
-    consumer = client.subscribe(topic, "int")
+    if call == "read_next":
+        handle = client.create_reader(topic, mod.MessageId.latest)
+    else:
+        policy = mod.ConsumerBatchReceivePolicy(10, -1, -1)  # waits for 10 messages, no timeout
+        handle = client.subscribe(topic, "int", batch_receive_policy=policy)
     print("READY", flush=True)
     try:
-        consumer.receive()
+        getattr(handle, call)()
         result = "received"
     except BaseException as exc:
         result = _error_name(exc)
@@ -92,6 +98,20 @@ def receive_sigint(mod: types.ModuleType, amod: types.ModuleType, url: str, topi
         result = f"{result}:{'pulsar' if is_pulsar else 'other'}"
     client.close()
     return result
+
+
+def receive_sigint(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
+    return _blocked_until_sigint(mod, url, topic, "receive")
+
+
+def batch_receive_sigint(
+    mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str
+) -> Any:
+    return _blocked_until_sigint(mod, url, topic, "batch_receive")
+
+
+def read_next_sigint(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
+    return _blocked_until_sigint(mod, url, topic, "read_next")
 
 
 def no_close(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
@@ -172,10 +192,45 @@ def close_reconnecting(mod: types.ModuleType, amod: types.ModuleType, url: str, 
     return "closed"
 
 
+def _background_work(mod: types.ModuleType, url: str, topic: str) -> Any:
+    """A client with periodic work running: partition watchers (``topic`` is partitioned)
+    for a producer and a consumer, and the discovery of a pattern subscription."""
+    client = _client(mod, url)
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "bg")
+    prefix = topic.rsplit("/", 1)[0]
+    pattern = client.subscribe(re.compile(prefix + "/bg-.*"), "bg-pattern")
+    producer.send(b"x")
+    consumer.receive(5000)
+    return client, [producer, consumer, pattern]
+
+
+def _end_with_background_work(mod: types.ModuleType, url: str, topic: str, end: str) -> Any:
+    """Close or shut down the client (not its producers and consumers) while periodic work
+    runs; the collector then destroys every leftover task."""
+    client, handles = _background_work(mod, url, topic)
+    getattr(client, end)()
+    del handles, client
+    gc.collect()
+    return end
+
+
+def background_close(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
+    return _end_with_background_work(mod, url, topic, "close")
+
+
+def background_shutdown(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: str) -> Any:
+    return _end_with_background_work(mod, url, topic, "shutdown")
+
+
 SCENARIOS = {
+    "background_close": background_close,
+    "background_shutdown": background_shutdown,
     "close_reconnecting": close_reconnecting,
     "zero_queue": zero_queue,
     "receive_sigint": receive_sigint,
+    "batch_receive_sigint": batch_receive_sigint,
+    "read_next_sigint": read_next_sigint,
     "no_close": no_close,
     "after_shutdown": after_shutdown,
 }

@@ -49,3 +49,22 @@ def test_our_wrap_takes_the_official_clients_ids(official: Any, topic_factory: A
 def test_our_wrap_refuses_what_is_not_an_id() -> None:
     with pytest.raises(TypeError):
         sq.MessageId.wrap(5)
+
+
+def test_multi_topic_ack_of_an_id_without_topic_is_not_supported(
+    client: Any, mod: Any, topic_factory: Any
+) -> None:
+    """The ids a send returns name no topic: a consumer of several topics cannot route them."""
+    topics = [topic_factory("multi-a"), topic_factory("multi-b")]
+    consumer = client.subscribe(topics, "sub", initial_position=mod.InitialPosition.Earliest)
+    producer = client.create_producer(topics[0])
+    sent = producer.send(b"x")
+    received = consumer.receive(5000)
+    with pytest.raises(mod.OperationNotSupported):
+        consumer.acknowledge(sent)
+    with pytest.raises(mod.OperationNotSupported):
+        consumer.acknowledge(mod.MessageId.earliest)
+    consumer.acknowledge(received.message_id())  # a received id knows its topic
+    consumer.acknowledge(received)
+    producer.close()
+    consumer.close()

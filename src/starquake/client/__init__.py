@@ -108,6 +108,7 @@ from starquake.client.exceptions import (
     UnknownError,
     UnsupportedVersionError,
 )
+from starquake.client.schema import BytesSchema
 
 __all__ = [
     "AlreadyClosed",
@@ -120,6 +121,7 @@ __all__ = [
     "BatchingType",
     "BrokerMetadataError",
     "BrokerPersistenceError",
+    "BytesSchema",
     "ChecksumError",
     "Client",
     "CompressionType",

@@ -130,6 +130,11 @@ class ConsumerImpl(HandlerBase):
     def __repr__(self) -> str:
         return f"Consumer({self.topic}, {self.subscription})"
 
+    @property
+    def start_message_id(self) -> MessageId | None:
+        """(Readers) Where reading starts: the id given at creation or by the last seek."""
+        return self._start_id
+
     # --- connection -------------------------------------------------------------------------
 
     def _write(self, cmd: pb.BaseCommand) -> bool:
@@ -531,11 +536,22 @@ class ConsumerImpl(HandlerBase):
 
     # --- requests ---------------------------------------------------------------------------
 
-    def _live_connection(self) -> ClientConnection:
-        cnx = self._cnx
-        if cnx is None or not cnx.is_open:
-            raise NotConnected(f"{self!r} is not connected")
-        return cnx
+    async def _live_connection(self) -> ClientConnection:
+        """The connection; while the consumer reconnects (after a seek the broker closes
+        it), wait for it up to the operation timeout, as the official client does."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._core.operation_timeout
+        delay = 0.005
+        while True:
+            self._check_open()
+            cnx = self._cnx
+            if cnx is not None and cnx.is_open:
+                return cnx
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._core.closed:
+                raise NotConnected(f"{self!r} is not connected")
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.1)
 
     async def seek(self, target: MessageId | int) -> None:
         """Move the subscription to a message id or a publish time (ms).
@@ -544,7 +560,7 @@ class ConsumerImpl(HandlerBase):
         before it, with ``start_message_id_inclusive``) are skipped.
         """
         self._check_open()
-        cnx = self._live_connection()
+        cnx = await self._live_connection()
         rid = self._core.next_request_id()
         durable = self._config.durable
         if isinstance(target, int):
@@ -561,6 +577,7 @@ class ConsumerImpl(HandlerBase):
                 self.consumer_id, rid, message_id=target.to_proto(with_batch=False)
             )
         self.last_dequeued = None
+        self.latest_at_start = None
         await cnx.request(cmd, rid, self._core.operation_timeout)
         self._queue.remove_where(lambda m: m._consumer is self)
         self._forget_deliveries()
@@ -577,7 +594,7 @@ class ConsumerImpl(HandlerBase):
 
     async def get_last_message_id(self) -> MessageId:
         """Id of the last message stored in the topic (partition)."""
-        cnx = self._live_connection()
+        cnx = await self._live_connection()
         rid = self._core.next_request_id()
         cmd = _commands.get_last_message_id(self.consumer_id, rid)
         resp = await cnx.request(cmd, rid, self._core.operation_timeout)
@@ -594,7 +611,7 @@ class ConsumerImpl(HandlerBase):
     async def unsubscribe(self) -> None:
         """Delete the subscription on the broker, then close."""
         self._check_open()
-        cnx = self._live_connection()
+        cnx = await self._live_connection()
         rid = self._core.next_request_id()
         await cnx.request(
             _commands.unsubscribe(self.consumer_id, rid), rid, self._core.operation_timeout

@@ -3,15 +3,12 @@
 A producer encrypts every payload (after compression; a batch as a whole; each chunk of a
 chunked message on its own) with AES-256-GCM under a random 32-byte data key and a fresh
 12-byte IV; the 16-byte GCM tag follows the ciphertext. The data key is wrapped with each
-named RSA public key (OAEP, SHA-1 and MGF1-SHA-1) and travels in the message metadata
-(``encryption_keys``), the IV in ``encryption_param``. A producer makes a new data key every
-four hours. The broker only ever sees ciphertext.
+named public key, RSA or EC (see :mod:`starquake.client._key_wrap`), and travels in the
+message metadata (``encryption_keys``), the IV in ``encryption_param``. A producer makes a new
+data key every four hours. The broker only ever sees ciphertext.
 
-A consumer unwraps the data key with its RSA private key (remembering unwrapped keys for four
+A consumer unwraps the data key with its private key (remembering unwrapped keys for four
 hours, by digest of the wrapped key), decrypts, then decompresses and unbatches.
-
-Only RSA keys are supported: the official Python client (C++ underneath) reads nothing else,
-so an EC key fails with :class:`CryptoError` as it does there.
 """
 
 from __future__ import annotations
@@ -26,11 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from starquake.client._enums import CompressionType, ConsumerCryptoFailureAction
+from starquake.client._key_wrap import load_private, load_public, unwrap, wrap
 from starquake.client.exceptions import CryptoError
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 
@@ -55,10 +51,6 @@ log = logging.getLogger("starquake.client")
 _DATA_KEY_LEN = 32
 _IV_LEN = 12
 _TAG_LEN = 16
-
-
-def _oaep() -> padding.OAEP:
-    return padding.OAEP(mgf=padding.MGF1(hashes.SHA1()), algorithm=hashes.SHA1(), label=None)
 
 
 @dataclass(slots=True)
@@ -118,26 +110,6 @@ class CryptoKeyReader:
         return f"CryptoKeyReader({self.public_key_path!r}, {self.private_key_path!r})"
 
 
-def _load_public(pem: bytes, key_name: str) -> rsa.RSAPublicKey:
-    try:
-        key = serialization.load_pem_public_key(pem)
-    except ValueError as exc:
-        raise CryptoError(f"cannot load public key {key_name!r}: {exc}") from exc
-    if not isinstance(key, rsa.RSAPublicKey):
-        raise CryptoError(f"public key {key_name!r} is not an RSA key")
-    return key
-
-
-def _load_private(pem: bytes, key_name: str) -> rsa.RSAPrivateKey:
-    try:
-        key = serialization.load_pem_private_key(pem, password=None)
-    except (ValueError, TypeError) as exc:
-        raise CryptoError(f"cannot load private key {key_name!r}: {exc}") from exc
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise CryptoError(f"private key {key_name!r} is not an RSA key")
-    return key
-
-
 class MessageEncryptor:
     """A producer's encryption: one data key (renewed every :data:`DATA_KEY_LIFETIME_SECONDS`)
     wrapped for each key name."""
@@ -172,8 +144,8 @@ class MessageEncryptor:
             raise CryptoError("an encryption key name is empty")
         for name in self._names:
             info = self._reader.get_public_key(name, {})
-            public = _load_public(info.key, name)
-            entry = pb.EncryptionKeys(key=name, value=public.encrypt(data_key, _oaep()))
+            public = load_public(info.key, name)
+            entry = pb.EncryptionKeys(key=name, value=wrap(public, data_key))
             for k, v in info.metadata.items():
                 entry.metadata.add(key=k, value=v)
             wrapped.append(entry)
@@ -230,7 +202,7 @@ class MessageDecryptor:
             info = self._reader.get_private_key(
                 entry.key, {kv.key: kv.value for kv in entry.metadata}
             )
-            data_key = _load_private(info.key, entry.key).decrypt(entry.value, _oaep())
+            data_key = unwrap(load_private(info.key, entry.key), entry.value)
         except (CryptoError, ValueError):
             return None
         self._keys = {d: v for d, v in self._keys.items() if now - v[1] < self._lifetime}

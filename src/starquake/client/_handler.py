@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from starquake.client._config import ClientConfig
@@ -15,6 +15,7 @@ from starquake.client._queue import MessageQueue
 from starquake.client.exceptions import (
     RETRYABLE,
     AlreadyClosed,
+    ProducerFenced,
     PulsarException,
     Timeout,
     TopicNotFound,
@@ -23,8 +24,9 @@ from starquake.client.exceptions import (
 
 log = logging.getLogger("starquake.client")
 
-# Errors after which reconnecting cannot help.
-_FATAL = (TopicNotFound, TopicTerminated, AlreadyClosed)
+# Errors after which reconnecting cannot help (a fenced producer stays fenced: another one
+# took the topic with ExclusiveWithFencing).
+_FATAL = (TopicNotFound, TopicTerminated, AlreadyClosed, ProducerFenced)
 
 
 class ClientCore:
@@ -38,6 +40,8 @@ class ClientCore:
         self.producer_ids = itertools.count()
         self.consumer_ids = itertools.count()
         self.handlers: set[Any] = set()
+        # Periodic work (partition watchers, pattern discovery): cancelled when the client closes.
+        self.background: set[asyncio.Task[None]] = set()
         self.closed = False
         # Receiver queues of new consumers (the blocking API puts a thread-safe one here).
         self.queue_factory: Callable[[], MessageQueue] = MessageQueue
@@ -49,6 +53,13 @@ class ClientCore:
     def next_request_id(self) -> int:
         return next(self.request_ids)
 
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``coro`` in the background until it ends or the client closes."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        return task
+
     async def close(self) -> None:
         """Close every producer and consumer, then the connections."""
         self.closed = True
@@ -58,8 +69,11 @@ class ClientCore:
                 await handler.close()
             except PulsarException as exc:
                 log.debug("closing %r: %s", handler, exc)
+        for task in self.background:
+            task.cancel()
         # Reconnections cancelled by the closes must finish before the loop may stop.
         tasks = [h._reconnect_task for h in handlers if getattr(h, "_reconnect_task", None)]
+        tasks.extend(self.background)
         if tasks:
             await asyncio.wait(tasks, timeout=self.operation_timeout)
         await self.pool.close()

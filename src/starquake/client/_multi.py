@@ -119,7 +119,7 @@ class ConsumerFront:
             await self.close()
             raise
         if self._pattern is not None and self._config.pattern_auto_discovery_period > 0:
-            self._discovery = asyncio.get_running_loop().create_task(self._discovery_loop())
+            self._discovery = self._core.spawn(self._discovery_loop())
 
     def _queue_size(self, total_partitions: int) -> int:
         size = self._config.receiver_queue_size
@@ -335,7 +335,7 @@ class ConsumerFront:
             if consumer.has_queued_messages():
                 return True
         for consumer in self.consumers.values():
-            if await _has_more(consumer, self._start, self._config.start_message_id_inclusive):
+            if await _has_more(consumer, self._config.start_message_id_inclusive):
                 return True
         return False
 
@@ -368,8 +368,9 @@ class ConsumerFront:
         return all(c.connected for c in self.consumers.values())
 
 
-async def _has_more(consumer: ConsumerImpl, start: MessageId | None, inclusive: bool) -> bool:
+async def _has_more(consumer: ConsumerImpl, inclusive: bool) -> bool:
     last = await consumer.get_last_message_id()
+    start = consumer.start_message_id
     if last.entry_id() < 0:
         return False
     ref = consumer.last_dequeued

@@ -35,7 +35,7 @@ class PartitionWatcher:
 
     def start(self) -> None:
         if self._core.config.partitions_update_interval_seconds > 0 and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = self._core.spawn(self._run())
 
     def stop(self) -> None:
         if self._task is not None:

@@ -27,6 +27,7 @@ from starquake.client.exceptions import (
     AlreadyClosed,
     MessageTooBig,
     ProducerBlockedQuotaExceededException,
+    ProducerFenced,
     ProducerQueueIsFull,
     PulsarException,
     Timeout,
@@ -140,6 +141,7 @@ class ProducerImpl(HandlerBase):
         self._batch_timer: asyncio.TimerHandle | None = None
         self._timeout_timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self._fatal: PulsarException | None = None  # why the producer can never send again
         self._max_message_size = 5 * 1024 * 1024
         self.schema_version = b""  # from PRODUCER_SUCCESS; set in every message's metadata
         self._encryptor = make_encryptor(config.encryption_key, config.crypto_key_reader)
@@ -191,6 +193,9 @@ class ProducerImpl(HandlerBase):
             cnx.write(op.frame)
 
     def _fail(self, exc: PulsarException) -> None:
+        """The producer cannot come back (e.g. fenced): pending and later sends fail with
+        ``exc`` at once, as in the official client."""
+        self._fatal = exc
         self._fail_pending(exc)
 
     def _reconnect_failed(self, exc: PulsarException) -> None:
@@ -226,10 +231,15 @@ class ProducerImpl(HandlerBase):
                 break
         return self.send_nowait(msg)
 
-    def send_nowait(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
-        """Queue a message without waiting; raises :class:`ProducerQueueIsFull` when full."""
+    def _check_can_send(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
         if self._closed or self._closing or self._core.closed:
             raise AlreadyClosed("producer is closed")
+
+    def send_nowait(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
+        """Queue a message without waiting; raises :class:`ProducerQueueIsFull` when full."""
+        self._check_can_send()
         if self._pending_messages >= self._config.max_pending_messages:
             raise ProducerQueueIsFull("producer queue is full")
         if msg.size > self._max_message_size and not self._chunking:
@@ -387,8 +397,7 @@ class ProducerImpl(HandlerBase):
         :class:`ProducerQueueIsFull` when they do not fit in ``max_pending_messages`` (unless
         nothing is pending) and :class:`MessageTooBig` when the batch exceeds the broker's limit.
         """
-        if self._closed or self._closing or self._core.closed:
-            raise AlreadyClosed("producer is closed")
+        self._check_can_send()
         count = len(msgs)
         if not count:
             raise ValueError("send_batch needs at least one message")
@@ -415,8 +424,7 @@ class ProducerImpl(HandlerBase):
     def send_packed(self, batch: PackedBatch) -> asyncio.Future[MessageId]:
         """Send a batch payload built from columns (:func:`pack_rows`) as one entry now; the
         future completes with the first message's id. Raises as :meth:`send_batch` does."""
-        if self._closed or self._closing or self._core.closed:
-            raise AlreadyClosed("producer is closed")
+        self._check_can_send()
         count = batch.count
         pending = self._pending_messages
         if pending and pending + count > self._config.max_pending_messages:
@@ -512,18 +520,18 @@ class ProducerImpl(HandlerBase):
         ledger = ledger - (1 << 64) if ledger >= 1 << 63 else ledger
         entry = entry - (1 << 64) if entry >= 1 << 63 else entry
         self.last_sequence_id = op.highest_sequence_id
+        # As in the official client, the ids a send returns name no topic: a multi-topic
+        # consumer cannot tell which of its topics such an id belongs to.
         if op.chunks is not None:
-            op.chunks.append(MessageId._make(ledger, entry, self.partition, topic=self.topic))
+            op.chunks.append(MessageId._make(ledger, entry, self.partition))
         for index, fut in enumerate(op.futures):
             if not fut.done():
                 if op.chunks is not None:
-                    result = MessageId._chunked(op.chunks, self.topic)
+                    result = MessageId._chunked(op.chunks)
                 elif op.batched:
-                    result = MessageId._make(
-                        ledger, entry, self.partition, index, op.num_messages, self.topic
-                    )
+                    result = MessageId._make(ledger, entry, self.partition, index, op.num_messages)
                 else:
-                    result = MessageId._make(ledger, entry, self.partition, topic=self.topic)
+                    result = MessageId._make(ledger, entry, self.partition)
                 fut.set_result(result)
         self._release(op.permits)
 
@@ -586,9 +594,14 @@ class ProducerImpl(HandlerBase):
         await asyncio.wait(last)
 
     async def close(self) -> None:
-        """Flush, then close the producer on the broker."""
+        """Flush, then close the producer on the broker. A fenced producer is closed already
+        (the broker dropped it): as in the official client, that raises AlreadyClosed."""
         if self._closed:
             return
+        if isinstance(self._fatal, ProducerFenced):
+            self._closed = True
+            self._core.handlers.discard(self)
+            raise AlreadyClosed("the producer was fenced and is closed")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.flush(), self._core.operation_timeout)
         self._closed = True

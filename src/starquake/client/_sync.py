@@ -34,6 +34,58 @@ log = logging.getLogger("starquake.client")
 R = TypeVar("R")
 SendCallback = Callable[[Result, MessageId | None], None]
 
+# The arguments ``pulsar.Client.subscribe`` and ``create_reader`` take after the listener, in
+# the official order: they may be passed by position.
+_SUBSCRIBE_ARGS = (
+    "receiver_queue_size",
+    "max_total_receiver_queue_size_across_partitions",
+    "consumer_name",
+    "unacked_messages_timeout_ms",
+    "broker_consumer_stats_cache_time_ms",
+    "negative_ack_redelivery_delay_ms",
+    "is_read_compacted",
+    "properties",
+    "pattern_auto_discovery_period",
+    "initial_position",
+    "crypto_key_reader",
+    "replicate_subscription_state_enabled",
+    "max_pending_chunked_message",
+    "auto_ack_oldest_chunked_message_on_queue_full",
+    "start_message_id_inclusive",
+    "batch_receive_policy",
+    "key_shared_policy",
+    "batch_index_ack_enabled",
+    "regex_subscription_mode",
+    "dead_letter_policy",
+    "crypto_failure_action",
+)
+_READER_ARGS = (
+    "receiver_queue_size",
+    "reader_name",
+    "subscription_role_prefix",
+    "is_read_compacted",
+    "crypto_key_reader",
+    "start_message_id_inclusive",
+    "crypto_failure_action",
+)
+
+
+def _named(
+    method: str, names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """``kwargs`` plus ``args`` named by position after ``names``; the ``TypeError`` Python
+    raises for too many positional arguments or an argument given twice."""
+    if len(args) > len(names):
+        raise TypeError(
+            f"{method}() got {len(args)} extra positional arguments, at most {len(names)}"
+        )
+    named = dict(kwargs)
+    for name, value in zip(names, args, strict=False):
+        if name in named:
+            raise TypeError(f"{method}() got multiple values for argument '{name}'")
+        named[name] = value
+    return named
+
 
 class ConsoleLogger:
     """Log to the console at ``log_level`` (maps onto Python logging)."""
@@ -163,11 +215,12 @@ class Client:
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         schema: Any = None,
         message_listener: Any = None,
+        *args: Any,
         **kwargs: Any,
     ) -> Consumer:
         """Subscribe to a topic, a list of topics or a regex pattern.
 
-        The keyword arguments and defaults are those of ``pulsar.Client.subscribe``
+        The arguments, their order and defaults are those of ``pulsar.Client.subscribe``
         (``receiver_queue_size=1000``, ``initial_position=InitialPosition.Latest``,
         ``negative_ack_redelivery_delay_ms=60000``, ``dead_letter_policy``,
         ``batch_receive_policy``, ``max_pending_chunked_message``, ...), plus the Starquake
@@ -176,6 +229,7 @@ class Client:
         ``ack_timeout_redelivery_backoff``, ``expire_time_of_incomplete_chunked_message_ms``,
         ``enable_retry``, ``retry_letter_topic``).
         """
+        kwargs = _named("subscribe", _SUBSCRIBE_ARGS, args, kwargs)
         inner = self._runner.run(
             self._inner.subscribe(topic, subscription_name, consumer_type, schema, **kwargs)
         )
@@ -189,13 +243,15 @@ class Client:
         start_message_id: MessageId,
         schema: Any = None,
         reader_listener: Any = None,
+        *args: Any,
         **kwargs: Any,
     ) -> Reader:
         """Create a reader at ``start_message_id`` (``MessageId.earliest``, ``.latest`` or an id).
 
-        Keyword arguments as ``pulsar.Client.create_reader`` (``receiver_queue_size``,
+        Further arguments, in order, as ``pulsar.Client.create_reader`` (``receiver_queue_size``,
         ``reader_name``, ``subscription_role_prefix``, ``start_message_id_inclusive``, ...).
         """
+        kwargs = _named("create_reader", _READER_ARGS, args, kwargs)
         inner = self._runner.run(
             self._inner.create_reader(topic, start_message_id, schema, **kwargs)
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -54,12 +55,29 @@ class _LoopThread:
         self.loop.call_soon_threadsafe(fn, *args)
 
     def stop(self) -> None:
+        """Cancel what still runs on the loop (partition watchers, pattern discovery, timers
+        of handles never closed), let it finish, then stop and close the loop."""
         if self.loop.is_closed():
             return
+        if threading.current_thread() is not self._thread:
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(_cancel_tasks(), self.loop).result(_STOP_WAIT)
         self.loop.call_soon_threadsafe(self.loop.stop)
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
             self.loop.close()
+
+
+_STOP_WAIT = 5.0  # seconds the loop's remaining tasks get to end once cancelled
+
+
+async def _cancel_tasks() -> None:
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=_STOP_WAIT - 1)
 
 
 _ON_LOOP = "blocking client call made from a client callback thread"

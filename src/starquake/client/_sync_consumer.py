@@ -207,9 +207,12 @@ class Consumer(_Receiver):
         """Block for messages within the ``batch_receive_policy`` (a list, possibly empty)."""
         policy = self._front._config.batch_receive_policy or DEFAULT_BATCH_RECEIVE_POLICY
         max_wait = policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
-        messages = self._queue.take_batch(
-            policy.max_num_message, policy.max_num_bytes, max_wait, self._before_wait
-        )
+        try:
+            messages = self._queue.take_batch(
+                policy.max_num_message, policy.max_num_bytes, max_wait, self._before_wait
+            )
+        except KeyboardInterrupt:  # SIGINT while waiting, as receive() reports it
+            raise Interrupted("interrupted while waiting for messages") from None
         if messages:
             self._taken()
         return [self._decorate(m) for m in messages]

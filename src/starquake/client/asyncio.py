@@ -42,6 +42,7 @@ from starquake.client._decoding import ValueDecoding
 from starquake.client._enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     HashingScheme,
     InitialPosition,
@@ -65,12 +66,19 @@ from starquake.common.schema_info import SchemaInfo, encode_schema_version
 from starquake.protocol.batch_rows import PackedBatch
 
 __all__ = [
+    "BatchingType",
     "Client",
+    "CompressionType",
     "Consumer",
+    "ConsumerCryptoFailureAction",
+    "InitialPosition",
     "OutgoingMessage",
+    "PartitionsRoutingMode",
     "Producer",
+    "ProducerAccessMode",
     "PulsarException",
     "Reader",
+    "RegexSubscriptionMode",
     "TableView",
 ]
 
@@ -451,7 +459,6 @@ class Client:
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         schema: Any = None,
-        message_listener: Any = None,
         receiver_queue_size: int = 1000,
         max_total_receiver_queue_size_across_partitions: int = 50000,
         consumer_name: str | None = None,
@@ -460,7 +467,6 @@ class Client:
         negative_ack_redelivery_delay_ms: int = 60000,
         is_read_compacted: bool = False,
         properties: dict[str, str] | None = None,
-        pattern_auto_discovery_period: int = 60,
         initial_position: InitialPosition = InitialPosition.Latest,
         crypto_key_reader: Any = None,
         replicate_subscription_state_enabled: bool = False,
@@ -473,7 +479,9 @@ class Client:
         regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
         dead_letter_policy: Any = None,
         crypto_failure_action: Any = None,
+        is_pattern_topic: bool = False,
         *,
+        pattern_auto_discovery_period: int = 60,
         tick_duration_ms: int = 1000,
         negative_ack_redelivery_backoff: RedeliveryBackoff | None = None,
         ack_timeout_redelivery_backoff: RedeliveryBackoff | None = None,
@@ -481,10 +489,14 @@ class Client:
         enable_retry: bool = False,
         retry_letter_topic: str | None = None,
     ) -> Consumer:
-        """Subscribe to a topic, a list of topics or a regex pattern (``re.Pattern``).
+        """Subscribe to a topic, a list of topics or a regex pattern (a ``str`` with
+        ``is_pattern_topic=True``, or an ``re.Pattern``).
 
-        The positional arguments are the official client's. Keyword-only Starquake extensions
-        (the official Python client has none of them):
+        The positional arguments are those of ``pulsar.asyncio.Client.subscribe``. Keyword-only
+        extensions (the official asyncio client has none of them):
+
+        - ``pattern_auto_discovery_period``: seconds between checks for new topics matching a
+          pattern (the blocking client's argument of that name).
 
         - ``tick_duration_ms``: granularity of the ack timeout (default 1 s).
         - ``negative_ack_redelivery_backoff`` / ``ack_timeout_redelivery_backoff``: a
@@ -555,8 +567,17 @@ class Client:
             crypto_key_reader=crypto_key_reader,
             crypto_failure_action=failure_action(crypto_failure_action),
         )
-        if isinstance(topic, str):
+        if isinstance(topic, str) and is_pattern_topic:
+            front = ConsumerFront(
+                self._core, [], subscription_name, config, pattern=re.compile(topic)
+            )
+        elif isinstance(topic, str):
             front = ConsumerFront(self._core, [topic], subscription_name, config)
+        elif isinstance(topic, list) and is_pattern_topic:
+            raise ValueError(
+                "Argument 'topic' must be a string when 'is_pattern_topic' is True; lists of "
+                "topics do not support pattern subscriptions"
+            )
         elif isinstance(topic, list):
             front = ConsumerFront(self._core, list(topic), subscription_name, config)
         elif isinstance(topic, re.Pattern):
@@ -573,7 +594,6 @@ class Client:
         topic: str,
         start_message_id: MessageId,
         schema: Any = None,
-        reader_listener: Any = None,
         receiver_queue_size: int = 1000,
         reader_name: str | None = None,
         subscription_role_prefix: str | None = None,
@@ -612,7 +632,12 @@ class Client:
         await front.start()
         if is_latest(start_message_id):
             for consumer in front.consumers.values():
-                consumer.latest_at_start = await consumer.get_last_message_id()
+                last = await consumer.get_last_message_id()
+                if start_message_id_inclusive and last.entry_id() >= 0:
+                    # As the official client: "latest", inclusive, starts at the last message.
+                    await consumer.seek(last)
+                else:
+                    consumer.latest_at_start = last
         return Reader(front, schema)
 
     async def create_table_view(

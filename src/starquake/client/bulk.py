@@ -34,9 +34,11 @@ from typing import TYPE_CHECKING
 
 from starquake.client import _commands
 from starquake.client._connection import ClientConnection
+from starquake.client._crypto import CryptoKeyReader, MessageDecryptor
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client.exceptions import (
     AlreadyClosed,
+    CryptoError,
     NotConnected,
     PulsarException,
     Timeout,
@@ -292,6 +294,7 @@ class BulkReader:
         self.last_position: tuple[int, int] | None = None
         self.fail_on_data_loss = True
         self.with_schema_versions = False
+        self.decryptor: MessageDecryptor | None = None
 
     @classmethod
     async def create(
@@ -305,18 +308,23 @@ class BulkReader:
         wait_timeout: float = 120.0,
         fail_on_data_loss: bool = True,
         with_schema_versions: bool = False,
+        crypto_key_reader: CryptoKeyReader | None = None,
     ) -> BulkReader:
         """Subscribe to ``topic`` (one partition or a non-partitioned topic) at ``start``.
 
         With ``fail_on_data_loss=False`` a range whose first messages are gone is read from
         the first available message on, with a warning, instead of raising
         :class:`DataLossError`. With ``with_schema_versions=True`` the columns read include
-        :attr:`MessageColumns.schema_versions`."""
+        :attr:`MessageColumns.schema_versions`. Messages encrypted end to end are decrypted
+        with ``crypto_key_reader``; without one, or when no key opens a message, the read
+        raises :class:`CryptoError` (rows are never handed out still encrypted)."""
         stream = _EntryStream(client.core, topic, start, receiver_queue_size)
         await stream.start()
         reader = cls(stream, topic, start, end, wait_timeout)
         reader.fail_on_data_loss = fail_on_data_loss
         reader.with_schema_versions = with_schema_versions
+        if crypto_key_reader is not None:
+            reader.decryptor = MessageDecryptor(crypto_key_reader)
         return reader
 
     async def get_last_position(self) -> Position | None:
@@ -422,6 +430,8 @@ class BulkReader:
         parsed = parse_entry(entry)
         meta = parsed.metadata
         payload: bytes | memoryview = parsed.payload
+        if meta.encryption_keys:  # each chunk of a chunked message is encrypted on its own
+            payload = self._decrypt(ledger, entry_id, meta, payload)
         if meta.num_chunks_from_msg > 1 and not meta.HasField("num_messages_in_batch"):
             self._on_chunk(ledger, entry_id, meta, payload, cols)
             return 1
@@ -483,6 +493,18 @@ class BulkReader:
         if self.with_schema_versions:  # one version for the whole batch
             cols.schema_versions.extend([meta.schema_version] * (len(values) - rows_before))
         return count
+
+    def _decrypt(
+        self, ledger: int, entry_id: int, meta: pb.MessageMetadata, payload: bytes | memoryview
+    ) -> bytes:
+        where = f"{self.topic}: entry {ledger}:{entry_id} is encrypted end to end"
+        if self.decryptor is None:
+            raise CryptoError(f"{where}; give the reader a crypto_key_reader to read it")
+        plain = self.decryptor.decrypt(meta, payload)
+        if plain is None:
+            names = ", ".join(k.key for k in meta.encryption_keys)
+            raise CryptoError(f"{where}, and no private key of the key reader opens it ({names})")
+        return plain
 
     def _on_chunk(
         self,

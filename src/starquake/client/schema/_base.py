@@ -56,6 +56,10 @@ class Schema(ABC):
     def decode(self, data: bytes) -> Any:
         """The value of a payload written with this schema."""
 
+    def decode_message(self, msg: Any) -> Any:
+        """The value of a received message's payload."""
+        return self.decode(msg.data())
+
     def decode_with_writer(self, data: bytes, writer: SchemaInfo) -> Any:
         """The value of a payload written with the schema ``writer``, another version of this
         one, read as this schema's type. The default ignores ``writer``: only schemas whose

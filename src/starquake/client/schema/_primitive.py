@@ -33,9 +33,9 @@ class BytesSchema(Schema):
     def __init__(self) -> None:
         super().__init__(bytes, SchemaType.BYTES, None, "BYTES")
 
-    def encode(self, obj: Any) -> bytes:
-        self._validate_object_type(obj)
-        return bytes(obj)
+    def encode(self, data: Any) -> bytes:
+        self._validate_object_type(data)
+        return bytes(data)
 
     def decode(self, data: bytes) -> Any:
         return data
