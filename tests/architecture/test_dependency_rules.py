@@ -13,7 +13,7 @@ STDLIB = set(sys.stdlib_module_names)
 
 # package -> (starquake packages it may import, third-party top-level modules it may import)
 RULES: dict[str, tuple[set[str], set[str]]] = {
-    "common": (set(), set()),
+    "common": (set(), {"mmh3"}),
     "protocol": ({"common"}, {"google", "crc32c", "lz4", "zstandard", "cramjam"}),
     "storage": ({"common"}, set()),
     # aiohttp serves the web port (broker/web.py) and its endpoints (broker/admin/);
