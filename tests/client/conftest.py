@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pulsar
@@ -30,6 +31,13 @@ def client(mod: types.ModuleType, broker: EmbeddedBroker) -> Iterator[Any]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def small_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    """A broker whose maxMessageSize is 10,000 bytes: larger messages must be chunked."""
+    with EmbeddedBroker(tmp_path / "small", maxMessageSize=10_000) as running:
+        yield running
 
 
 @pytest.fixture

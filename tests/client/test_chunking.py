@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from itertools import zip_longest
 from pathlib import Path
 
@@ -23,13 +23,7 @@ from starquake.client._message import MessageId
 from starquake.client._producer import OutgoingMessage, ProducerImpl
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 
-MAX = 10_000  # the test broker's maxMessageSize
-
-
-@pytest.fixture
-def small_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(tmp_path / "data", maxMessageSize=MAX) as running:
-        yield running
+MAX = 10_000  # the small_broker fixture's maxMessageSize
 
 
 class _Capture:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pulsar
@@ -149,12 +147,6 @@ def ec_keys(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
         )
     )
     return KeyPair(str(public), str(private))
-
-
-@pytest.fixture
-def small_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(tmp_path / "small", maxMessageSize=10_000) as running:
-        yield running
 
 
 def _topic() -> str:

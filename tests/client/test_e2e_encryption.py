@@ -263,12 +263,6 @@ def test_reader_decrypts(both: dict[str, Any], keys: KeyPair, side: str) -> None
     reader.close()
 
 
-@pytest.fixture
-def small_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(tmp_path / "small", maxMessageSize=10_000) as running:
-        yield running
-
-
 @pytest.mark.parametrize("producer_side", ["official", "starquake"])
 def test_chunked_encrypted_messages(
     small_broker: EmbeddedBroker, keys: KeyPair, producer_side: str
