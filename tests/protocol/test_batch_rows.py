@@ -47,10 +47,12 @@ def test_pack_rows_equals_protobuf(
         single = pb.SingleMessageMetadata(sequence_id=seqs[i])
         for k, v in (props[i] or []) if props is not None else []:
             single.properties.add(key=k, value=v)
-        if keys is not None and keys[i] is not None:
-            single.partition_key = keys[i]
-        if events is not None and events[i]:
-            single.event_time = events[i]
+        key = keys[i] if keys is not None else None
+        if key is not None:
+            single.partition_key = key
+        event = events[i] if events is not None else None
+        if event:
+            single.event_time = event
         if value is None:
             single.null_value = True
         expected.append((single, value or b""))

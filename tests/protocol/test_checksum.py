@@ -12,7 +12,7 @@ def test_check_values() -> None:
 
 
 def test_protocol_md_send_frame_checksum() -> None:
-    # PROTOCOL.md §1: the checksum covers metadataSize + metadata + payload.
+    # The CRC32C checksum of a SEND frame covers metadataSize + metadata + payload.
     covered = bytes.fromhex("0000000c0a0170100018 80d095ffbc31 6869".replace(" ", ""))
     assert crc32c(covered) == 0x5B4C69AC
 

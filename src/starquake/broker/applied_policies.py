@@ -68,10 +68,12 @@ class RetentionPolicy:
 
     @property
     def infinite(self) -> bool:
+        """Whether acknowledged messages are kept forever (both limits negative)."""
         return self.time_minutes < 0 and self.size_mb < 0
 
 
 def retention(service: BrokerService, topic: TopicName) -> RetentionPolicy:
+    """The retention that applies to a topic: topic, then namespace, then broker default."""
     value = applied(service, topic, "retention_policies")
     if value is None:
         config = service.config
@@ -88,6 +90,7 @@ def message_ttl(service: BrokerService, topic: TopicName) -> int:
 
 
 def deduplication(service: BrokerService, topic: TopicName) -> bool:
+    """Whether message deduplication is on for a topic."""
     value = applied(service, topic, "deduplicationEnabled")
     return service.config.brokerDeduplicationEnabled if value is None else bool(value)
 
@@ -134,6 +137,7 @@ def _limit(service: BrokerService, topic: TopicName, field: str, default: int) -
 
 
 def max_unacked_per_consumer(service: BrokerService, topic: TopicName) -> int:
+    """The unacknowledged-message limit of each consumer of a topic (0: none)."""
     return _limit(
         service,
         topic,
@@ -143,6 +147,7 @@ def max_unacked_per_consumer(service: BrokerService, topic: TopicName) -> int:
 
 
 def max_unacked_per_subscription(service: BrokerService, topic: TopicName) -> int:
+    """The unacknowledged-message limit of each subscription of a topic (0: none)."""
     return _limit(
         service,
         topic,
@@ -174,12 +179,15 @@ def compaction_threshold(service: BrokerService, topic: TopicName) -> int:
 
 @dataclass(frozen=True)
 class InactiveTopicPolicy:
+    """When an inactive topic is deleted: on or off, after how long, and how idle."""
+
     delete_while_inactive: bool
     max_inactive_seconds: int
     mode: str  # delete_when_no_subscriptions | delete_when_subscriptions_caught_up
 
 
 def inactive_topic_policy(service: BrokerService, topic: TopicName) -> InactiveTopicPolicy:
+    """The inactive-topic policy of a topic: topic, then namespace, then broker."""
     value = applied(service, topic, "inactive_topic_policies")
     config = service.config
     default_duration = config.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from starquake.broker import applied_policies
 from starquake.broker.applied_policies import DESTINATION_STORAGE, MESSAGE_AGE, BacklogQuota
 from starquake.broker.errors import BrokerServiceError
+from starquake.broker.message_expiry import expire_older_than
 from starquake.broker.system_topics import is_system_topic
 from starquake.protocol.errors import ProtocolError, ServerError
 from starquake.protocol.framing import entry_metadata
@@ -261,9 +262,6 @@ def _evict_by_size(topic: PersistentTopic, quota: BacklogQuota) -> bool:
 def _evict_by_age(topic: PersistentTopic, quota: BacklogQuota) -> bool:
     """Expire, on every durable subscription, the messages published more than 90 % of the
     quota's time ago; True if a cursor moved."""
-    # imported here: topic_admin imports the topic module, which imports this one
-    from starquake.broker.topic_admin import expire_older_than
-
     seconds = int(REDUCTION_FACTOR * quota.limit_time)
     expired = [
         s.name

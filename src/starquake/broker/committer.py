@@ -92,4 +92,5 @@ class GroupCommitter:
             await asyncio.shield(self._task)
 
     def close(self) -> None:
+        """Wait for the commit under way and stop the commit thread."""
         self._executor.shutdown(wait=True)

@@ -188,6 +188,7 @@ class BrokerConfig:
         setattr(self, key, _convert(key, value, type(default)))
 
     def update(self, values: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Set several keys at once (see :meth:`set`)."""
         for key, value in values.items():
             self.set(key, value, strict=strict)
 
@@ -205,11 +206,8 @@ class BrokerConfig:
                 )
 
     @property
-    def data_path(self) -> Path:
-        return Path(self.dataDir)
-
-    @property
     def advertised_host(self) -> str:
+        """The host clients are told to connect to (loopback for a wildcard bind)."""
         if self.advertisedAddress:
             return self.advertisedAddress
         if self.bindAddress in ("0.0.0.0", "::", ""):

@@ -27,29 +27,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from starquake.broker.consumer_commands import ConsumerCommands
-from starquake.broker.errors import BrokerServiceError
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
-from starquake.broker.schemas.registry import StoredSchema, schema_id
-from starquake.broker.schemas.topic_schemas import add_producer_schema
 from starquake.broker.security.cnx_auth import ConnectionAuthentication
-from starquake.broker.system_topics import hide_system_topics
-from starquake.common.schema_info import decode_schema_version, encode_schema_version
+from starquake.broker.topic_commands import TopicCommands
 from starquake.protocol import commands
-from starquake.protocol._generated import starquake_wire_pb2 as pb
-from starquake.protocol.checksum import crc32c
-from starquake.protocol.errors import (
-    FrameTooLargeError,
-    ProtocolError,
-    ServerError,
-)
+from starquake.protocol.errors import FrameTooLargeError, ProtocolError, ServerError
 from starquake.protocol.framing import FRAME_PADDING, FrameDecoder
-from starquake.protocol.schema import fill_schema, schema_info_of
+from starquake.protocol.wire import pb
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
@@ -74,8 +63,12 @@ _SUBCOMMAND_FIELD: dict[int, str] = {
 _EMPTY_OK = frozenset({T.PING, T.PONG})
 
 
-class ServerCnx(ProducerCommands, ConsumerCommands, ConnectionAuthentication, asyncio.Protocol):
-    """The broker side of one client connection."""
+WRITES = "full write buffer"
+"""The reason reading is held while the peer does not take our writes."""
+
+
+class ServerCnx(ConnectionAuthentication, asyncio.Protocol):
+    """The broker side of one client connection; command handlers are delegated to."""
 
     def __init__(self, service: BrokerService) -> None:
         self.service = service
@@ -92,9 +85,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, ConnectionAuthentication, as
         """The authentication method the client used (``token``, ``basic``, ``tls``...)."""
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
-        self._pending_send_bytes = 0
-        self._pending_sizes: dict[int, deque[int]] = {}
-        self._reading_paused = False
+        self._read_holds: set[str] = set()
         self._last_received = time.monotonic()
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_outstanding = False
@@ -103,35 +94,43 @@ class ServerCnx(ProducerCommands, ConsumerCommands, ConnectionAuthentication, as
         self._flush_scheduled = False
         self._closing = False
         self._write_paused = False
-        self._read_paused_for_writes = False
         self._held_permits: dict[int, tuple[Consumer, int]] = {}
-        self._handlers: dict[int, Callable[[T, bytes | None], None]] = {
+        self._producer_commands = ProducerCommands(self)
+        self._consumer_commands = ConsumerCommands(self)
+        self._handlers = self._handler_table(TopicCommands(self))
+
+    def _handler_table(self, topics: TopicCommands) -> dict[int, Callable[[T, bytes | None], None]]:
+        """The handler of each command type this connection serves."""
+        producing = self._producer_commands
+        consuming = self._consumer_commands
+        return {
             T.CONNECT: self._on_connect,
             T.AUTH_RESPONSE: self._on_auth_response,
             T.PING: self._on_ping,
             T.PONG: self._on_pong,
-            T.PARTITIONED_METADATA: self._on_partitioned_metadata,
-            T.LOOKUP: self._on_lookup,
-            T.PRODUCER: self._on_producer,
-            T.SEND: self._on_send,
-            T.CLOSE_PRODUCER: self._on_close_producer,
-            T.SUBSCRIBE: self._on_subscribe,
+            T.PARTITIONED_METADATA: topics.on_partitioned_metadata,
+            T.LOOKUP: topics.on_lookup,
+            T.GET_TOPICS_OF_NAMESPACE: topics.on_get_topics_of_namespace,
+            T.GET_SCHEMA: topics.on_get_schema,
+            T.GET_OR_CREATE_SCHEMA: topics.on_get_or_create_schema,
+            T.PRODUCER: producing.on_producer,
+            T.SEND: producing.on_send,
+            T.CLOSE_PRODUCER: producing.on_close_producer,
+            T.SUBSCRIBE: consuming.on_subscribe,
             T.FLOW: self._on_flow_unless_paused,
-            T.ACK: self._on_ack,
-            T.REDELIVER_UNACKNOWLEDGED_MESSAGES: self._on_redeliver,
-            T.UNSUBSCRIBE: self._on_unsubscribe,
-            T.CLOSE_CONSUMER: self._on_close_consumer,
-            T.SEEK: self._on_seek,
-            T.GET_LAST_MESSAGE_ID: self._on_get_last_message_id,
-            T.GET_TOPICS_OF_NAMESPACE: self._on_get_topics_of_namespace,
-            T.CONSUMER_STATS: self._on_consumer_stats,
-            T.GET_SCHEMA: self._on_get_schema,
-            T.GET_OR_CREATE_SCHEMA: self._on_get_or_create_schema,
+            T.ACK: consuming.on_ack,
+            T.REDELIVER_UNACKNOWLEDGED_MESSAGES: consuming.on_redeliver,
+            T.UNSUBSCRIBE: consuming.on_unsubscribe,
+            T.CLOSE_CONSUMER: consuming.on_close_consumer,
+            T.SEEK: consuming.on_seek,
+            T.GET_LAST_MESSAGE_ID: consuming.on_get_last_message_id,
+            T.CONSUMER_STATS: consuming.on_consumer_stats,
         }
 
     # --- transport plumbing -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Register the new connection and start its keep-alive checks."""
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -142,17 +141,19 @@ class ServerCnx(ProducerCommands, ConsumerCommands, ConnectionAuthentication, as
             self._keepalive = asyncio.get_running_loop().call_later(interval, self._check_keepalive)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Detach the connection's producers and consumers."""
         self.service.connections.discard(self)
         if self._keepalive is not None:
             self._keepalive.cancel()
         for producer in list(self.producers.values()):
-            self._remove_producer(producer)
+            self._producer_commands.remove_producer(producer)
         for consumer in list(self.consumers.values()):
-            self._remove_consumer(consumer)
+            self._consumer_commands.remove_consumer(consumer)
         self._held_permits.clear()
         self.transport = None
 
     def data_received(self, data: bytes) -> None:
+        """Decode the frames ``data`` completes and handle them in order."""
         self._last_received = time.monotonic()
         try:
             frames = self.decoder.feed(data)
@@ -247,11 +248,10 @@ class ServerCnx(ProducerCommands, ConsumerCommands, ConnectionAuthentication, as
         return self._write_paused
 
     def pause_writing(self) -> None:
+        """The write buffer is full: stop reading and hold back the consumers' permits."""
         self._write_paused = True
-        transport = self.transport
-        if transport is not None and not self._reading_paused and not self._closing:
-            self._read_paused_for_writes = True
-            transport.pause_reading()
+        if self.transport is not None and not self._closing:
+            self.hold_reading(WRITES)
         for consumer_id, consumer in self.consumers.items():
             if consumer.permits > 0:
                 _, held = self._held_permits.get(consumer_id, (consumer, 0))
@@ -259,17 +259,52 @@ class ServerCnx(ProducerCommands, ConsumerCommands, ConnectionAuthentication, as
                 consumer.permits = 0
 
     def resume_writing(self) -> None:
+        """The write buffer drained: read again and hand the held permits back."""
         self._write_paused = False
-        transport = self.transport
-        if self._read_paused_for_writes:
-            self._read_paused_for_writes = False
-            if transport is not None and not self._reading_paused and not self._closing:
-                transport.resume_reading()
+        self.release_reading(WRITES)
         held, self._held_permits = self._held_permits, {}
         for consumer_id, (consumer, permits) in held.items():
             dispatcher = consumer.subscription.dispatcher
             if self.consumers.get(consumer_id) is consumer and dispatcher is not None:
                 dispatcher.consumer_flow(consumer, permits)
+
+    def hold_reading(self, reason: str) -> None:
+        """Stop reading from the peer until every reason is released."""
+        if not self._read_holds and self.transport is not None:
+            self.transport.pause_reading()
+        self._read_holds.add(reason)
+
+    def release_reading(self, reason: str) -> None:
+        """Drop one reason to hold reading; reading resumes once none is left."""
+        if reason not in self._read_holds:
+            return
+        self._read_holds.discard(reason)
+        if not self._read_holds and self.transport is not None and not self._closing:
+            self.transport.resume_reading()
+
+    # --- producers and consumers (their commands are handled by the classes delegated to) ----
+
+    def receipt_sent(self, producer_id: int, *, newest: bool = False) -> None:
+        """A send of ``producer_id`` is answered (receipt or error): give its bytes back."""
+        self._producer_commands.receipt_sent(producer_id, newest=newest)
+
+    def disconnect_producer(self, producer: Producer) -> None:
+        """Close a producer from the broker side; the client creates it again."""
+        self._producer_commands.disconnect_producer(producer)
+
+    def disconnect_consumer(self, consumer: Consumer) -> None:
+        """Close a consumer from the broker side; the client subscribes again."""
+        self._consumer_commands.disconnect_consumer(consumer)
+
+    @property
+    def pending_send_bytes(self) -> int:
+        """Bytes of the sends on this connection still awaiting their receipt."""
+        return self._producer_commands.pending_send_bytes
+
+    @property
+    def reading_paused_for_sends(self) -> bool:
+        """Reading is held because too many sent bytes await their receipt."""
+        return self._producer_commands.reading_paused
 
     def _on_flow_unless_paused(self, command: T, entry: bytes | None) -> None:
         if self._write_paused:
@@ -279,7 +314,7 @@ class ServerCnx(ProducerCommands, ConsumerCommands, ConnectionAuthentication, as
                 _, held = self._held_permits.get(flow.consumer_id, (consumer, 0))
                 self._held_permits[flow.consumer_id] = (consumer, held + flow.messagePermits)
             return
-        self._on_flow(command, entry)
+        self._consumer_commands.on_flow(command, entry)
 
     def _check_keepalive(self) -> None:
         interval = self.service.config.keepAliveIntervalSeconds
@@ -316,143 +351,6 @@ class ServerCnx(ProducerCommands, ConsumerCommands, ConnectionAuthentication, as
     def _on_pong(self, command: T, _: bytes | None) -> None:
         self._ping_outstanding = False
 
-    # --- lookups ------------------------------------------------------------------------------
-
-    def _on_partitioned_metadata(self, command: T, _: bytes | None) -> None:
-        request = command.partition_metadata
-        request_id = request.request_id
-        try:
-            topic = self.service.parse_topic(request.topic)
-            authorization = self.service.authorization
-            authorization.check_lookup(self.auth_role, topic, "Get Partition Metadata")
-            partitions = self.service.partitioned_metadata(topic)
-        except BrokerServiceError as exc:
-            self.write(commands.partitioned_metadata_response(request_id, 0, exc.code, exc.message))
-            return
-        if partitions == 0 and self.service.wants_auto_partitioned(topic):
-            self._spawn(self._create_auto_partitioned(request_id, topic))
-            return
-        self.write(commands.partitioned_metadata_response(request_id, partitions))
-
-    async def _create_auto_partitioned(self, request_id: int, topic: Any) -> None:
-        try:
-            partitions = await self.service.create_auto_partitioned(topic)
-        except BrokerServiceError as exc:
-            self.write(commands.partitioned_metadata_response(request_id, 0, exc.code, exc.message))
-            return
-        self.write(commands.partitioned_metadata_response(request_id, partitions))
-
-    def _on_lookup(self, command: T, _: bytes | None) -> None:
-        request = command.lookup_topic
-        try:
-            topic = self.service.parse_topic(request.topic)
-            self.service.authorization.check_lookup(self.auth_role, topic)
-            urls = self.service.check_lookup_urls(topic, request.advertised_listener_name)
-        except BrokerServiceError as exc:
-            self.write(
-                commands.lookup_response(
-                    request.request_id, error_code=exc.code, message=exc.message
-                )
-            )
-            return
-        self.write(
-            commands.lookup_response(
-                request.request_id, urls.broker_url, broker_service_url_tls=urls.broker_url_tls
-            )
-        )
-
-    def _on_get_topics_of_namespace(self, command: T, _: bytes | None) -> None:
-        request = command.get_topics_of_namespace
-        namespace = request.namespace
-        mode = request.mode
-        refusal = self.service.authorization.get_topics_refusal(self.auth_role, namespace)
-        if refusal is not None:
-            self._error(request.request_id, refusal)
-            return
-        if not self.service.resources.namespace_exists(namespace):
-            self.write(
-                commands.error(
-                    request.request_id,
-                    ServerError.MetadataError,
-                    f"Namespace {namespace} does not exist",
-                )
-            )
-            return
-        topics: list[str] = []
-        if mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
-            topics += self.service.list_topics(namespace)
-        if mode != pb.CommandGetTopicsOfNamespace.PERSISTENT:
-            topics += self.service.list_topics(namespace, persistent=False)
-        topics = hide_system_topics(topics)  # as Pulsar: clients never see system topics
-        filtered = False
-        if request.HasField("topics_pattern"):
-            try:
-                topics = self.service.filter_topics(topics, request.topics_pattern)
-                filtered = True
-            except Exception:
-                filtered = False
-        self.write(
-            commands.get_topics_of_namespace_response(
-                request.request_id, topics, filtered=filtered, topics_hash=topics_hash(topics)
-            )
-        )
-
-    def _on_get_schema(self, command: T, _: bytes | None) -> None:
-        request = command.get_schema
-        version = (
-            decode_schema_version(request.schema_version)
-            if request.HasField("schema_version")
-            else None
-        )
-
-        async def find() -> StoredSchema | None:
-            sid = schema_id(self.service.parse_topic(request.topic))
-            return await asyncio.to_thread(self.service.schemas.get, sid, version)
-
-        def answer(stored: StoredSchema | None) -> None:
-            if stored is None:
-                self.write(
-                    commands.get_schema_response_error(
-                        request.request_id,
-                        ServerError.TopicNotFound,
-                        "Topic not found or no-schema",
-                    )
-                )
-                return
-            schema = pb.Schema()
-            fill_schema(schema, stored.info)
-            version_bytes = encode_schema_version(stored.version)
-            self.write(commands.get_schema_response(request.request_id, schema, version_bytes))
-
-        self._await_then(
-            request.request_id,
-            find(),
-            answer,
-            f"GET_SCHEMA of {request.topic}",
-            lambda rid, exc: self.write(
-                commands.get_schema_response_error(rid, exc.code, exc.message)
-            ),
-        )
-
-    def _on_get_or_create_schema(self, command: T, _: bytes | None) -> None:
-        request = command.get_or_create_schema
-
-        async def register() -> bytes:
-            name = self.service.parse_topic(request.topic)
-            return await add_producer_schema(self.service, name, schema_info_of(request.schema))
-
-        self._await_then(
-            request.request_id,
-            register(),
-            lambda version: self.write(
-                commands.get_or_create_schema_response(request.request_id, version)
-            ),
-            f"GET_OR_CREATE_SCHEMA of {request.topic}",
-            lambda rid, exc: self.write(
-                commands.get_or_create_schema_error(rid, exc.code, exc.message)
-            ),
-        )
-
     # --- helpers --------------------------------------------------------------------------------
 
 
@@ -477,9 +375,3 @@ def _request_id_of(command: T) -> int | None:
             if sub_field.name == "request_id":
                 return int(sub_value)
     return None
-
-
-def topics_hash(topics: list[str]) -> str:
-    """Pulsar's TopicList hash: CRC32C of the sorted names joined by ',', little-endian hex."""
-    value = crc32c(",".join(sorted(topics)).encode())
-    return value.to_bytes(4, "little").hex()

@@ -4,37 +4,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker.rates import RateWindow
 from starquake.protocol.commands import message_frame_header
+from starquake.protocol.enums import SubType
 from starquake.storage import Position
 
 if TYPE_CHECKING:
     from starquake.broker.topic_api import SubscriptionApi
 
 
-class SubType(IntEnum):
-    """Subscription types, numbered as on the wire."""
-
-    Exclusive = 0
-    Shared = 1
-    Failover = 2
-    Key_Shared = 3
-
-
 class ConsumerTransport(Protocol):
     """What a consumer needs from its connection (ServerCnx implements it)."""
 
-    def write_frames(self, frames: list[bytes | memoryview]) -> None: ...
+    def write_frames(self, frames: list[bytes | memoryview]) -> None:
+        """Queue several frames to the client."""
+        ...
 
-    def write(self, frame: bytes) -> None: ...
+    def write(self, frame: bytes) -> None:
+        """Queue one frame to the client."""
+        ...
 
-    def disconnect_consumer(self, consumer: Consumer) -> None: ...
+    def disconnect_consumer(self, consumer: Consumer) -> None:
+        """Close ``consumer`` from the broker side."""
+        ...
+
+    def pending_write_bytes(self) -> int:
+        """Bytes written to the connection that the peer has not taken yet."""
+        ...
 
     @property
-    def remote_address(self) -> str: ...
+    def remote_address(self) -> str:
+        """The client's address, ``host:port``."""
+        ...
 
 
 # (position, entry bytes, messages in the entry, redelivery count, batch ack set or None)
@@ -105,6 +108,7 @@ class Consumer:
 
     @property
     def unacked_messages(self) -> int:
+        """Messages dispatched to this consumer and not acknowledged yet."""
         return self.unacked
 
     def send_entries(self, entries: Sequence[Dispatch]) -> None:
@@ -153,6 +157,7 @@ class Consumer:
         return True
 
     def partially_acked(self, position: Position, remaining: int) -> None:
+        """Some messages of the batch at ``position`` were acknowledged; ``remaining`` are not."""
         count = self.pending_acks.get(position)
         if count is not None and remaining < count:
             self.pending_acks[position] = remaining
@@ -167,6 +172,7 @@ class Consumer:
         return chosen
 
     def clear_pending(self) -> None:
+        """Forget every pending entry (they are redelivered elsewhere)."""
         self.pending_acks.clear()
         self.unacked = 0
 

@@ -5,18 +5,25 @@ from __future__ import annotations
 import logging
 import time
 
-from starquake.broker.cnx_base import CnxBase
+from google.protobuf.message import Message
+
+from starquake.broker.cnx_base import CommandContext
 from starquake.broker.compaction.reading import last_compacted_message
-from starquake.broker.consumer import Consumer, SubType
-from starquake.broker.errors import BrokerServiceError, NotAllowedError
+from starquake.broker.consumer import Consumer
+from starquake.broker.errors import (
+    BrokerServiceError,
+    ConsumerBusyError,
+    ConsumerNotFoundError,
+    NotAllowedError,
+)
 from starquake.broker.schemas.topic_schemas import check_consumer_schema
 from starquake.broker.subscription import Subscription, to_signed
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import SubscriptionApi, TopicApi
 from starquake.protocol import commands
-from starquake.protocol._generated import starquake_wire_pb2 as pb
-from starquake.protocol.errors import ServerError
+from starquake.protocol.enums import AckType, InitialPosition, KeySharedMode, SubType
 from starquake.protocol.schema import schema_info_of
+from starquake.protocol.wire import pb
 from starquake.storage import EARLIEST, Position
 
 log = logging.getLogger(__name__)
@@ -24,36 +31,48 @@ log = logging.getLogger(__name__)
 T = pb.BaseCommand
 
 
-class ConsumerCommands(CnxBase):
-    """Handlers for consumer commands (mixed into ServerCnx)."""
+class ConsumerCommands:
+    """Handles the consumer commands of one connection."""
 
-    auth_role: str | None
+    def __init__(self, cnx: CommandContext) -> None:
+        self._cnx = cnx
+        self._service = cnx.service
 
-    def _on_subscribe(self, command: T, _: bytes | None) -> None:
+    def _consumer(self, request: Message) -> Consumer:
+        """The consumer a request names; raises ConsumerNotFoundError if there is none."""
+        consumer = self._cnx.consumers.get(int(getattr(request, "consumer_id")))  # noqa: B009
+        if consumer is None:
+            raise ConsumerNotFoundError("Consumer not found")
+        return consumer
+
+    # --- SUBSCRIBE ----------------------------------------------------------------------------
+
+    def on_subscribe(self, command: T, _: bytes | None) -> None:
+        """SUBSCRIBE: authorize, load the topic if needed, check the schema, add the consumer."""
         request = command.subscribe
         request_id = request.request_id
         consumer_id = request.consumer_id
-        if consumer_id in self.consumers:
-            existing = self.consumers[consumer_id]
+        if consumer_id in self._cnx.consumers:
+            existing = self._cnx.consumers[consumer_id]
             if existing.subscription.topic.full_name == request.topic:
-                self.write(commands.success(request_id))
+                self._cnx.write(commands.success(request_id))
             else:
-                self._error(request_id, BrokerServiceError("Consumer id already in use"))
+                self._cnx.fail(request, BrokerServiceError("Consumer id already in use"))
             return
         try:
-            topic_name = self.service.parse_topic(request.topic)
-            self.service.authorization.check_subscribe(
-                self.auth_role, topic_name, request.subscription
+            topic_name = self._service.parse_topic(request.topic)
+            self._service.authorization.check_subscribe(
+                self._cnx.auth_role, topic_name, request.subscription
             )
-            loaded = self.service.loaded_topic(topic_name)
+            loaded = self._service.loaded_topic(topic_name)
         except BrokerServiceError as exc:
-            self._error(request_id, exc)
+            self._cnx.fail(request, exc)
             return
         if loaded is None:
-            self._load_then(
+            self._cnx.load_then(
+                request,
                 topic_name,
                 request.force_topic_creation,
-                request_id,
                 lambda t: self._consumer_schema(request, t),
             )
             return
@@ -66,57 +85,47 @@ class ConsumerCommands(CnxBase):
             self._add_consumer(request, topic)
             return
 
-        self._await_then(
-            request.request_id,
+        self._cnx.await_then(
+            request,
             check_consumer_schema(
-                self.service, topic, self.service.parse_topic(topic.full_name), info
+                self._service, topic, self._service.parse_topic(topic.full_name), info
             ),
             lambda _: self._add_consumer(request, topic),
             f"schema check of a consumer on {topic.full_name}",
         )
 
     def _add_consumer(self, request: pb.CommandSubscribe, topic: TopicApi) -> None:
-        request_id = request.request_id
-        consumer_id = request.consumer_id
-        if consumer_id in self.consumers:  # the same id arrived again while the topic loaded
-            self._error(request_id, BrokerServiceError("Consumer id already in use"))
+        """Find or create the subscription; store it first when it is new and durable."""
+        if request.consumer_id in self._cnx.consumers:  # the same id came again while loading
+            self._cnx.fail(request, BrokerServiceError("Consumer id already in use"))
             return
-        if request.read_compacted and request.subType not in (
-            pb.CommandSubscribe.Exclusive,
-            pb.CommandSubscribe.Failover,
+        if request.read_compacted and int(request.subType) not in (
+            SubType.Exclusive,
+            SubType.Failover,
         ):
-            self._error(
-                request_id,
+            self._cnx.fail(
+                request,
                 NotAllowedError(
                     "readCompacted only allowed on failover or exclusive subscriptions"
                 ),
             )
             return
         try:
-            start: Position | None = None
-            inclusive = False
-            if request.HasField("start_message_id"):
-                mid = request.start_message_id
-                start = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
-                # As Pulsar does: start at the given entry itself; the client drops the messages
-                # before its start id (or up to it, for an exclusive start).
-                inclusive = start.ledger_id >= 0 and start.entry_id >= 0
-                if start.ledger_id < 0:
-                    start = EARLIEST
+            start, inclusive = _start_of(request)
             created = request.durable and request.subscription not in topic.subscriptions
             subscription = topic.get_or_create_subscription(
                 request.subscription,
                 durable=request.durable,
-                initial_earliest=request.initialPosition == pb.CommandSubscribe.Earliest,
+                initial_earliest=int(request.initialPosition) == InitialPosition.Earliest,
                 start=start,
                 start_inclusive=inclusive,
             )
         except BrokerServiceError as exc:
-            self._error(request_id, exc)
+            self._cnx.fail(request, exc)
             return
         if created and topic.is_persistent:
-            self._persist_then(
-                request_id, lambda: self._attach_consumer(request, topic, subscription)
+            self._cnx.persist_then(
+                request, lambda: self._attach_consumer(request, topic, subscription)
             )
         else:
             self._attach_consumer(request, topic, subscription)
@@ -124,122 +133,131 @@ class ConsumerCommands(CnxBase):
     def _attach_consumer(
         self, request: pb.CommandSubscribe, topic: TopicApi, subscription: SubscriptionApi
     ) -> None:
-        request_id = request.request_id
-        consumer_id = request.consumer_id
-        if consumer_id in self.consumers:  # the same id arrived again meanwhile
-            self._error(request_id, BrokerServiceError("Consumer id already in use"))
+        """Add the consumer to its subscription and confirm the SUBSCRIBE."""
+        if request.consumer_id in self._cnx.consumers:  # the same id arrived again meanwhile
+            self._cnx.fail(request, BrokerServiceError("Consumer id already in use"))
             return
         try:
-            consumer = Consumer(
-                subscription,
-                self,
-                consumer_id,
-                request.consumer_name,
-                SubType(request.subType),
-                request.priority_level,
-                topic.partition_index,
-            )
-            consumer.read_compacted = request.read_compacted
-            consumer.metadata = {kv.key: kv.value for kv in request.metadata}
-            if request.HasField("keySharedMeta"):
-                meta = request.keySharedMeta
-                consumer.allow_out_of_order = meta.allowOutOfOrderDelivery
-                if meta.keySharedMode == pb.STICKY:
-                    consumer.key_hash_ranges = [(r.start, r.end) for r in meta.hashRanges]
+            consumer = self._new_consumer(request, topic, subscription)
             subscription.add_consumer(consumer)
         except BrokerServiceError as exc:
             if not subscription.durable and not subscription.consumers:
                 topic.remove_subscription(subscription.name)  # a reader that never started
-            self._error(request_id, exc)
+            self._cnx.fail(request, exc)
             return
-        self.consumers[consumer_id] = consumer
+        self._cnx.consumers[request.consumer_id] = consumer
         log.info(
             "consumer %r subscribed to %s/%s (%s) from %s",
             consumer.name,
             topic.full_name,
             subscription.name,
             consumer.sub_type.name,
-            self.remote_address,
+            self._cnx.remote_address,
         )
-        self.write(commands.success(request_id))
+        self._cnx.write(commands.success(request.request_id))
         if subscription.dispatcher is not None:
             subscription.dispatcher.schedule()
 
-    def _on_flow(self, command: T, _: bytes | None) -> None:
+    def _new_consumer(
+        self, request: pb.CommandSubscribe, topic: TopicApi, subscription: SubscriptionApi
+    ) -> Consumer:
+        """The consumer a SUBSCRIBE describes (not yet added to its subscription)."""
+        consumer = Consumer(
+            subscription,
+            self._cnx,
+            request.consumer_id,
+            request.consumer_name,
+            SubType(request.subType),
+            request.priority_level,
+            topic.partition_index,
+        )
+        consumer.read_compacted = request.read_compacted
+        consumer.metadata = {kv.key: kv.value for kv in request.metadata}
+        if request.HasField("keySharedMeta"):
+            meta = request.keySharedMeta
+            consumer.allow_out_of_order = meta.allowOutOfOrderDelivery
+            if int(meta.keySharedMode) == KeySharedMode.STICKY:
+                consumer.key_hash_ranges = [(r.start, r.end) for r in meta.hashRanges]
+        return consumer
+
+    # --- FLOW, ACK, redelivery ----------------------------------------------------------------
+
+    def on_flow(self, command: T, _: bytes | None) -> None:
+        """FLOW: hand the consumer's new permits to its dispatcher."""
         flow = command.flow
-        consumer = self.consumers.get(flow.consumer_id)
+        consumer = self._cnx.consumers.get(flow.consumer_id)
         if consumer is None:
             return
         dispatcher = consumer.subscription.dispatcher
         if dispatcher is not None:
             dispatcher.consumer_flow(consumer, flow.messagePermits)
 
-    def _on_ack(self, command: T, _: bytes | None) -> None:
+    def on_ack(self, command: T, _: bytes | None) -> None:
+        """ACK: individual or cumulative; answered only when it carries a request id."""
         ack = command.ack
-        consumer = self.consumers.get(ack.consumer_id)
         wants_response = ack.HasField("request_id")
-        if consumer is None:
-            if wants_response:
-                self.write(
-                    commands.ack_response(
-                        ack.consumer_id,
-                        ack.request_id,
-                        ServerError.ConsumerNotFound,
-                        "Consumer not found",
-                    )
-                )
-            return
-        subscription = consumer.subscription
         try:
-            if ack.ack_type == pb.CommandAck.Cumulative:
-                if len(ack.message_id) == 1:
-                    mid = ack.message_id[0]
-                    position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
-                    batch_index_ack = self.service.config.acknowledgmentAtBatchIndexLevelEnabled
-                    if batch_index_ack and len(mid.ack_set):
-                        # up to a message inside a batch: the entries before it, and of this
-                        # one the indexes the ack set no longer lists (as Pulsar's cursor does)
-                        size = mid.batch_size if mid.HasField("batch_size") else 0
-                        if size <= 0:
-                            size = subscription.topic.batch_size_of(position)
-                        subscription.acknowledge_cumulative(
-                            consumer, Position(position.ledger_id, position.entry_id - 1)
-                        )
-                        subscription.acknowledge_batch_index(consumer, position, mid.ack_set, size)
-                    else:
-                        subscription.acknowledge_cumulative(consumer, position)
+            consumer = self._consumer(ack)
+            if int(ack.ack_type) == AckType.Cumulative:
+                self._ack_cumulative(consumer, ack)
             else:
-                positions = []
-                batch_index_ack = self.service.config.acknowledgmentAtBatchIndexLevelEnabled
-                for mid in ack.message_id:
-                    position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
-                    if len(mid.ack_set) and any(mid.ack_set):  # some messages still unacked
-                        if not batch_index_ack:
-                            # without batch-index acks the entry goes once the client acks
-                            # all of it; a partial ack must not delete the rest of the batch
-                            continue
-                        size = mid.batch_size if mid.HasField("batch_size") else 0
-                        if size <= 0:
-                            size = subscription.topic.batch_size_of(position)
-                        subscription.acknowledge_batch_index(consumer, position, mid.ack_set, size)
-                    else:
-                        positions.append(position)
-                if positions:
-                    subscription.acknowledge_individual(consumer, positions)
+                self._ack_individual(consumer, ack)
         except BrokerServiceError as exc:
             if wants_response:
-                self.write(
-                    commands.ack_response(ack.consumer_id, ack.request_id, exc.code, exc.message)
-                )
-            else:
-                log.info("ignored ack from %s: %s", self.remote_address, exc)
+                self._cnx.fail(ack, exc)
+            elif not isinstance(exc, ConsumerNotFoundError):
+                log.info("ignored ack from %s: %s", self._cnx.remote_address, exc)
             return
         if wants_response:
-            self.write(commands.ack_response(ack.consumer_id, ack.request_id))
+            self._cnx.write(commands.ack_response(ack.consumer_id, ack.request_id))
 
-    def _on_redeliver(self, command: T, _: bytes | None) -> None:
+    def _ack_cumulative(self, consumer: Consumer, ack: pb.CommandAck) -> None:
+        """Acknowledge everything up to the one message id of a cumulative ACK."""
+        if len(ack.message_id) != 1:
+            return
+        subscription = consumer.subscription
+        mid = ack.message_id[0]
+        position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
+        if self._service.config.acknowledgmentAtBatchIndexLevelEnabled and len(mid.ack_set):
+            # up to a message inside a batch: the entries before it, and of this one the
+            # indexes the ack set no longer lists (as Pulsar's cursor does)
+            size = self._batch_size(consumer, mid, position)
+            subscription.acknowledge_cumulative(
+                consumer, Position(position.ledger_id, position.entry_id - 1)
+            )
+            subscription.acknowledge_batch_index(consumer, position, mid.ack_set, size)
+        else:
+            subscription.acknowledge_cumulative(consumer, position)
+
+    def _ack_individual(self, consumer: Consumer, ack: pb.CommandAck) -> None:
+        """Acknowledge the entries (or the batch indexes) of an individual ACK."""
+        subscription = consumer.subscription
+        batch_index_ack = self._service.config.acknowledgmentAtBatchIndexLevelEnabled
+        positions = []
+        for mid in ack.message_id:
+            position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
+            if not (len(mid.ack_set) and any(mid.ack_set)):  # all of the entry acknowledged
+                positions.append(position)
+            elif batch_index_ack:
+                size = self._batch_size(consumer, mid, position)
+                subscription.acknowledge_batch_index(consumer, position, mid.ack_set, size)
+            # without batch-index acks the entry goes once the client acks all of it; a
+            # partial ack must not delete the rest of the batch
+        if positions:
+            subscription.acknowledge_individual(consumer, positions)
+
+    @staticmethod
+    def _batch_size(consumer: Consumer, mid: pb.MessageIdData, position: Position) -> int:
+        """Messages in the batch at ``position``: as the client says, else as stored."""
+        size = mid.batch_size if mid.HasField("batch_size") else 0
+        if size <= 0:
+            size = consumer.subscription.topic.batch_size_of(position)
+        return size
+
+    def on_redeliver(self, command: T, _: bytes | None) -> None:
+        """REDELIVER_UNACKNOWLEDGED_MESSAGES: of the ids given, or of all unacked ones."""
         request = command.redeliver_unacknowledged_messages
-        consumer = self.consumers.get(request.consumer_id)
+        consumer = self._cnx.consumers.get(request.consumer_id)
         if consumer is None:
             return
         positions: list[Position] | None = None
@@ -249,89 +267,68 @@ class ConsumerCommands(CnxBase):
             ]
         consumer.subscription.redeliver(consumer, positions)
 
-    def _on_unsubscribe(self, command: T, _: bytes | None) -> None:
+    # --- UNSUBSCRIBE, CLOSE_CONSUMER ----------------------------------------------------------
+
+    def on_unsubscribe(self, command: T, _: bytes | None) -> None:
+        """UNSUBSCRIBE: delete the subscription (``force``: even with other consumers)."""
         request = command.unsubscribe
-        consumer = self.consumers.get(request.consumer_id)
-        if consumer is None:
-            self._error(
-                request.request_id,
-                BrokerServiceError("Consumer not found", ServerError.ConsumerNotFound),
-            )
-            return
-        subscription = consumer.subscription
-        others = [c for c in subscription.consumers if c is not consumer]
-        if others and not request.force:
-            self._error(
-                request.request_id,
-                BrokerServiceError(
-                    f"Subscription {subscription.name} has other connected consumers",
-                    ServerError.ConsumerBusy,
-                ),
-            )
+        try:
+            consumer = self._consumer(request)
+            subscription = consumer.subscription
+            others = [c for c in subscription.consumers if c is not consumer]
+            if others and not request.force:
+                raise ConsumerBusyError(
+                    f"Subscription {subscription.name} has other connected consumers"
+                )
+        except BrokerServiceError as exc:
+            self._cnx.fail(request, exc)
             return
         for other in others:
             other.cnx.disconnect_consumer(other)
-        self._remove_consumer(consumer)
+        self.remove_consumer(consumer)
         try:
             subscription.topic.unsubscribe(subscription.name)
         except BrokerServiceError as exc:
             if subscription.durable:
-                self._error(request.request_id, exc)
+                self._cnx.fail(request, exc)
                 return
         log.info("unsubscribed %s/%s", subscription.topic.full_name, subscription.name)
-        self._persist_then(
-            request.request_id, lambda: self.write(commands.success(request.request_id))
+        self._cnx.persist_then(
+            request, lambda: self._cnx.write(commands.success(request.request_id))
         )
 
-    def _on_close_consumer(self, command: T, _: bytes | None) -> None:
+    def on_close_consumer(self, command: T, _: bytes | None) -> None:
+        """CLOSE_CONSUMER: remove the consumer (if any) and confirm."""
         request = command.close_consumer
-        consumer = self.consumers.get(request.consumer_id)
+        consumer = self._cnx.consumers.get(request.consumer_id)
         if consumer is not None:
-            self._remove_consumer(consumer)
-        self.write(commands.success(request.request_id))
+            self.remove_consumer(consumer)
+        self._cnx.write(commands.success(request.request_id))
 
-    def _remove_consumer(self, consumer: Consumer) -> None:
-        self.consumers.pop(consumer.consumer_id, None)
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach ``consumer`` from this connection and its subscription."""
+        self._cnx.consumers.pop(consumer.consumer_id, None)
         consumer.subscription.remove_consumer(consumer)
 
     def disconnect_consumer(self, consumer: Consumer) -> None:
         """Close a consumer from the broker side; the client subscribes again."""
-        self._remove_consumer(consumer)
-        self.write(commands.close_consumer(consumer.consumer_id, 0))
+        self.remove_consumer(consumer)
+        self._cnx.write(commands.close_consumer(consumer.consumer_id, 0))
 
-    def _on_seek(self, command: T, _: bytes | None) -> None:
+    # --- SEEK, GET_LAST_MESSAGE_ID, CONSUMER_STATS --------------------------------------------
+
+    def on_seek(self, command: T, _: bytes | None) -> None:
+        """SEEK: move the subscription's cursor, store it, then confirm."""
         request = command.seek
-        consumer = self.consumers.get(request.consumer_id)
-        if consumer is None:
-            self._error(
-                request.request_id,
-                BrokerServiceError("Consumer not found", ServerError.ConsumerNotFound),
-            )
-            return
-        subscription = consumer.subscription
-        topic = subscription.topic
-        if not isinstance(subscription, Subscription) or not isinstance(topic, PersistentTopic):
-            self._error(
-                request.request_id,
-                BrokerServiceError(
-                    "Seek is not supported on non-persistent topics", ServerError.NotAllowedError
-                ),
-            )
-            return
-        if request.HasField("message_id"):
-            mid = request.message_id
-            position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
-            if position.ledger_id < 0:
-                position = topic.earliest_position()
-            elif position.ledger_id >= (1 << 63) - 1:
-                position = topic.end_position()
-        elif request.HasField("message_publish_time"):
-            position = topic.find_position_by_publish_time(request.message_publish_time)
-        else:
-            self._error(
-                request.request_id,
-                BrokerServiceError("SEEK needs a message id or a publish time"),
-            )
+        try:
+            consumer = self._consumer(request)
+            subscription = consumer.subscription
+            topic = subscription.topic
+            if not isinstance(subscription, Subscription) or not isinstance(topic, PersistentTopic):
+                raise NotAllowedError("Seek is not supported on non-persistent topics")
+            position = _seek_position(request, topic)
+        except BrokerServiceError as exc:
+            self._cnx.fail(request, exc)
             return
         # As Pulsar does: disconnect the subscription's consumers (they re-subscribe and
         # re-send their permits), move the cursor and store it, then confirm. Until the new
@@ -342,20 +339,17 @@ class ConsumerCommands(CnxBase):
         def unfence() -> None:
             subscription.fenced = False
 
-        self._persist_then(
-            request.request_id,
-            lambda: self.write(commands.success(request.request_id)),
-            always=unfence,
+        self._cnx.persist_then(
+            request, lambda: self._cnx.write(commands.success(request.request_id)), always=unfence
         )
 
-    def _on_get_last_message_id(self, command: T, _: bytes | None) -> None:
+    def on_get_last_message_id(self, command: T, _: bytes | None) -> None:
+        """GET_LAST_MESSAGE_ID: the topic's last message and the subscription's mark-delete."""
         request = command.get_last_message_id
-        consumer = self.consumers.get(request.consumer_id)
-        if consumer is None:
-            self._error(
-                request.request_id,
-                BrokerServiceError("Consumer not found", ServerError.ConsumerNotFound),
-            )
+        try:
+            consumer = self._consumer(request)
+        except BrokerServiceError as exc:
+            self._cnx.fail(request, exc)
             return
         topic = consumer.subscription.topic
         if consumer.read_compacted and isinstance(topic, PersistentTopic):
@@ -369,7 +363,7 @@ class ConsumerCommands(CnxBase):
             if isinstance(subscription, Subscription)
             else Position(-1, -1)
         )
-        self.write(
+        self._cnx.write(
             commands.get_last_message_id_response(
                 request.request_id,
                 commands.message_id_data(last.ledger_id, last.entry_id, partition, batch_index),
@@ -377,29 +371,26 @@ class ConsumerCommands(CnxBase):
             )
         )
 
-    def _on_consumer_stats(self, command: T, _: bytes | None) -> None:
+    def on_consumer_stats(self, command: T, _: bytes | None) -> None:
+        """CONSUMER_STATS: the consumer's counters, as Pulsar reports them."""
         request = command.consumer_stats
-        consumer = self.consumers.get(request.consumer_id)
-        if consumer is None:
-            self.write(
-                commands.consumer_stats_error(
-                    request.request_id, ServerError.ConsumerNotFound, "Consumer not found"
-                )
-            )
+        try:
+            consumer = self._consumer(request)
+        except BrokerServiceError as exc:
+            self._cnx.fail(request, exc)
             return
-        subscription = consumer.subscription
-        self.write(
+        self._cnx.write(
             commands.consumer_stats_response(
                 request.request_id,
                 consumerName=consumer.name,
                 availablePermits=max(consumer.permits, 0),
                 unackedMessages=consumer.unacked_messages,
-                address=self.remote_address,
+                address=self._cnx.remote_address,
                 connectedSince=time.strftime(
                     "%Y-%m-%dT%H:%M:%SZ", time.gmtime(consumer.connected_since)
                 ),
                 type=consumer.sub_type.name,
-                msgBacklog=subscription.backlog(),
+                msgBacklog=consumer.subscription.backlog(),
                 msgRateOut=0.0,
                 msgThroughputOut=0.0,
                 msgRateRedeliver=0.0,
@@ -408,3 +399,31 @@ class ConsumerCommands(CnxBase):
                 messageAckRate=0.0,
             )
         )
+
+
+def _start_of(request: pb.CommandSubscribe) -> tuple[Position | None, bool]:
+    """Where a new subscription starts (None: at its initial position) and whether the start
+    entry itself is included."""
+    if not request.HasField("start_message_id"):
+        return None, False
+    mid = request.start_message_id
+    start = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
+    # As Pulsar does: start at the given entry itself; the client drops the messages before
+    # its start id (or up to it, for an exclusive start).
+    inclusive = start.ledger_id >= 0 and start.entry_id >= 0
+    return (EARLIEST if start.ledger_id < 0 else start), inclusive
+
+
+def _seek_position(request: pb.CommandSeek, topic: PersistentTopic) -> Position:
+    """The position a SEEK asks for (by message id or publish time)."""
+    if request.HasField("message_id"):
+        mid = request.message_id
+        position = Position(to_signed(mid.ledgerId), to_signed(mid.entryId))
+        if position.ledger_id < 0:
+            return topic.earliest_position()
+        if position.ledger_id >= (1 << 63) - 1:
+            return topic.end_position()
+        return position
+    if request.HasField("message_publish_time"):
+        return topic.find_position_by_publish_time(request.message_publish_time)
+    raise BrokerServiceError("SEEK needs a message id or a publish time")

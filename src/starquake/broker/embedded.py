@@ -49,6 +49,7 @@ class EmbeddedBroker:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> EmbeddedBroker:
+        """Start the broker on its own thread and event loop; return once it serves."""
         ready = threading.Event()
         failure: list[BaseException] = []
 
@@ -78,6 +79,7 @@ class EmbeddedBroker:
         return self
 
     def stop(self) -> None:
+        """Stop the broker and join its thread (no-op if not running)."""
         if self._server is None or self._loop is None or self._thread is None:
             return
         asyncio.run_coroutine_threadsafe(self._server.stop(), self._loop).result(timeout=60)
@@ -99,12 +101,14 @@ class EmbeddedBroker:
 
     @property
     def server(self) -> BrokerServer:
+        """The running server (RuntimeError when stopped)."""
         if self._server is None:
             raise RuntimeError("broker is not running")
         return self._server
 
     @property
     def service(self) -> BrokerService:
+        """The running broker service."""
         service = self.server.service
         assert service is not None
         return service
@@ -116,6 +120,7 @@ class EmbeddedBroker:
 
     @property
     def web_service_url(self) -> str:
+        """``http://host:port`` of the admin REST API."""
         return self.server.web_service_url
 
     @property
@@ -130,14 +135,17 @@ class EmbeddedBroker:
 
     @property
     def broker_port(self) -> int:
+        """The port of ``pulsar://``."""
         return self.server.broker_port
 
     @property
     def broker_port_tls(self) -> int:
+        """The port of ``pulsar+ssl://`` (0 when off)."""
         return self.server.broker_port_tls
 
     @property
     def web_port_tls(self) -> int:
+        """The port of ``https://`` (0 when off)."""
         return self.server.web_port_tls
 
     # --- running code on the broker's loop ----------------------------------------------------
@@ -150,12 +158,15 @@ class EmbeddedBroker:
     # --- admin operations (in-process; the HTTP admin API wraps the same calls) ---------------
 
     def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        """Create a partitioned topic, as the admin API would."""
         service = self.service
         name = service.parse_topic(topic)
         self.call(asyncio.to_thread(service.resources.create_partitioned_topic, name, partitions))
 
     def create_tenant(self, tenant: str) -> None:
+        """Create a tenant, as the admin API would."""
         self.call(asyncio.to_thread(self.service.resources.create_tenant, tenant))
 
     def create_namespace(self, namespace: str) -> None:
+        """Create a namespace (``tenant/namespace``), as the admin API would."""
         self.call(asyncio.to_thread(self.service.resources.create_namespace, namespace))

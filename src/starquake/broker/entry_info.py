@@ -13,9 +13,9 @@ import base64
 import binascii
 from typing import NamedTuple
 
-from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import entry_metadata
+from starquake.protocol.wire import pb
 from starquake.storage import Position
 
 NONE_KEY = b"NONE_KEY"
@@ -49,6 +49,7 @@ def sticky_key_of(metadata: pb.MessageMetadata) -> bytes:
 
 
 def info_of(metadata: pb.MessageMetadata) -> EntryInfo:
+    """What the broker needs of an entry, read off its message metadata."""
     num = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
     is_chunk = metadata.HasField("chunk_id") and metadata.num_chunks_from_msg > 1
     return EntryInfo(
@@ -75,12 +76,14 @@ class EntryInfoCache:
         self._max = max_items
 
     def put(self, position: Position, info: EntryInfo) -> None:
+        """Remember an entry's info, forgetting the oldest once full."""
         items = self._items
         if len(items) >= self._max:
             del items[next(iter(items))]
         items[position] = info
 
     def get(self, position: Position, data: bytes | memoryview) -> EntryInfo:
+        """An entry's info, from the cache or parsed from ``data``."""
         info = self._items.get(position)
         if info is None:
             try:
@@ -104,4 +107,5 @@ class EntryInfoCache:
         return dropped
 
     def clear(self) -> None:
+        """Forget every entry's info."""
         self._items.clear()

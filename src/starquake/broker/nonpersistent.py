@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker import topic_stats
-from starquake.broker.consumer import Consumer, SubType
+from starquake.broker.consumer import Consumer
 from starquake.broker.dedup import MessageDeduplication
 from starquake.broker.entry_info import EntryInfo, EntryInfoCache
 from starquake.broker.errors import BrokerServiceError, ConsumerBusyError, SubscriptionNotFoundError
 from starquake.broker.limits import check_consumer_limit, check_producer_limit
-from starquake.broker.producers import ProducerRegistry
+from starquake.broker.producer_access import ProducerRegistry
 from starquake.broker.rates import RateWindow
 from starquake.broker.selectors import (
     ConsistentHashingSelector,
@@ -30,6 +30,7 @@ from starquake.broker.selectors import (
 )
 from starquake.common.topic_name import TopicName
 from starquake.protocol import commands
+from starquake.protocol.enums import SubType
 from starquake.protocol.errors import ServerError
 from starquake.storage import Position
 
@@ -58,6 +59,7 @@ class NonPersistentDispatcher:
             )
 
     def add_consumer(self, consumer: Consumer) -> None:
+        """Take a consumer in (Key_Shared: give it its hash ranges)."""
         if self.selector is not None:
             try:
                 self.selector.add_consumer(consumer, consumer.name)
@@ -68,6 +70,7 @@ class NonPersistentDispatcher:
             self._notify_active()
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """Let a consumer go; Failover hands its place to the next one."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         if self.selector is not None:
@@ -89,12 +92,14 @@ class NonPersistentDispatcher:
             )
 
     def consumer_flow(self, consumer: Consumer, permits: int) -> None:
+        """Add a consumer's FLOW permits."""
         consumer.permits += permits
 
     def schedule(self) -> None:
         """Nothing is stored, so there is never anything to catch up on."""
 
     def choose(self, info: EntryInfo) -> Consumer | None:
+        """The consumer that should get a message now, by subscription type; None if nobody."""
         if self.sub_type in (SubType.Exclusive, SubType.Failover):
             return self._active()
         if self.selector is not None:
@@ -126,9 +131,11 @@ class NonPersistentSubscription:
 
     @property
     def consumers(self) -> list[Consumer]:
+        """The connected consumers, in the dispatcher's order."""
         return list(self.dispatcher.consumers) if self.dispatcher else []
 
     def add_consumer(self, consumer: Consumer) -> None:
+        """Attach a consumer, refusing one whose type clashes with those attached."""
         check_consumer_limit(self.topic)
         dispatcher = self.dispatcher
         if dispatcher is not None and dispatcher.consumers:
@@ -145,6 +152,7 @@ class NonPersistentSubscription:
         dispatcher.add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; the subscription goes when its last consumer does."""
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
         messages, size = self.departed_out
@@ -153,9 +161,14 @@ class NonPersistentSubscription:
             self.topic.subscriptions.pop(self.name, None)
 
     def deliver(self, entry: bytes, info: EntryInfo, max_pending: int) -> None:
+        """Send a message to its consumer now, or drop and count it."""
         dispatcher = self.dispatcher
         consumer = dispatcher.choose(info) if dispatcher is not None else None
-        if consumer is None or consumer.permits <= 0 or _pending_bytes(consumer) > max_pending:
+        if (
+            consumer is None
+            or consumer.permits <= 0
+            or consumer.cnx.pending_write_bytes() > max_pending
+        ):
             self.msg_drop_counter += info.num_messages
             return
         header = commands.message_frame_header(
@@ -168,28 +181,26 @@ class NonPersistentSubscription:
 
     # Acknowledgments and redelivery mean nothing without storage.
     def acknowledge_individual(self, consumer: Consumer, positions: Sequence[Position]) -> None:
+        """Nothing to do: non-persistent messages need no acknowledgment."""
         return None
 
     def acknowledge_batch_index(
         self, consumer: Consumer, position: Position, ack_set: Sequence[int], batch_size: int
     ) -> None:
+        """Nothing to do: non-persistent messages need no acknowledgment."""
         return None
 
     def acknowledge_cumulative(self, consumer: Consumer, position: Position) -> None:
+        """Nothing to do: non-persistent messages need no acknowledgment."""
         return None
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """Nothing to do: a non-persistent message is never delivered twice."""
         return None
 
     def backlog(self) -> int:
+        """Always 0: nothing waits for a non-persistent subscription."""
         return 0
-
-
-def _pending_bytes(consumer: Consumer) -> int:
-    transport = getattr(consumer.cnx, "transport", None)
-    if transport is None:
-        return 0
-    return int(transport.get_write_buffer_size())
 
 
 class NonPersistentTopic:
@@ -216,19 +227,24 @@ class NonPersistentTopic:
 
     @property
     def producers(self) -> dict[int, Producer]:
+        """The connected producers by producer id."""
         return self.producer_registry.producers
 
     def add_producer(self, producer: Producer) -> bool:
+        """Admit a producer within the topic's limits and access mode."""
         check_producer_limit(self)
         return self.producer_registry.admit(producer)
 
     def remove_producer(self, producer: Producer) -> None:
+        """Forget a producer that closed or disconnected."""
         self.producer_registry.remove(producer)
 
     def last_sequence_id(self, producer_name: str) -> int:
+        """Always -1: a non-persistent topic keeps no sequence ids."""
         return -1
 
     def generate_producer_name(self) -> str:
+        """A producer name unique in the cluster, for producers that bring none."""
         self._producer_seq += 1
         return (
             f"{self.service.config.clusterName}-np-{self.service.instance_id}-{self._producer_seq}"
@@ -275,12 +291,15 @@ class NonPersistentTopic:
         return subscription
 
     def batch_size_of(self, position: Position) -> int:
+        """Always 1: no entry is kept to look the batch size up in."""
         return 1
 
     def remove_subscription(self, name: str) -> None:
+        """Forget a subscription (no-op if unknown)."""
         self.subscriptions.pop(name, None)
 
     def unsubscribe(self, name: str) -> None:
+        """Delete a subscription that has no connected consumers."""
         subscription = self.subscriptions.get(name)
         if subscription is None:
             raise SubscriptionNotFoundError(f"Subscription {name} not found")
@@ -289,12 +308,15 @@ class NonPersistentTopic:
         del self.subscriptions[name]
 
     def last_message_position(self) -> tuple[Position, int]:
+        """No position and batch index -1: nothing is stored."""
         return NO_POSITION, -1
 
     def stats(self) -> dict[str, Any]:
+        """The topic's stats in Pulsar's JSON shape."""
         return topic_stats.nonpersistent_stats(self)
 
     def close(self) -> None:
+        """Refuse new messages and disconnect every producer and consumer."""
         self.closed = True
         for producer in list(self.producers.values()):
             producer.disconnect()

@@ -16,11 +16,17 @@ if TYPE_CHECKING:
 class ProducerTransport(Protocol):
     """What a producer needs from its connection (ServerCnx implements it)."""
 
-    def write(self, frame: bytes) -> None: ...
+    def write(self, frame: bytes) -> None:
+        """Queue one frame to the client."""
+        ...
 
-    def receipt_sent(self, producer_id: int) -> None: ...
+    def receipt_sent(self, producer_id: int) -> None:
+        """A send of ``producer_id`` is answered (receipt or error)."""
+        ...
 
-    def disconnect_producer(self, producer: Producer) -> None: ...
+    def disconnect_producer(self, producer: Producer) -> None:
+        """Close ``producer`` from the broker side."""
+        ...
 
 
 class Producer:
@@ -64,11 +70,13 @@ class Producer:
         self.schema_version = b""
 
     def on_receipt(self, frame: bytes) -> None:
+        """Send a SEND_RECEIPT frame (unless the producer closed meanwhile)."""
         self.cnx.receipt_sent(self.producer_id)
         if not self.closed:
             self.cnx.write(frame)
 
     def on_send_error(self, sequence_id: int, code: ServerError, message: str) -> None:
+        """Answer the send ``sequence_id`` with SEND_ERROR (unless the producer closed)."""
         self.cnx.receipt_sent(self.producer_id)
         if not self.closed:
             self.cnx.write(commands.send_error(self.producer_id, sequence_id, code, message))

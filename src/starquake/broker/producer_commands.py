@@ -1,4 +1,9 @@
-"""Producer commands of a connection: PRODUCER, SEND (the publish hot path), CLOSE_PRODUCER."""
+"""Producer commands of a connection: PRODUCER, SEND (the publish hot path), CLOSE_PRODUCER.
+
+Read back-pressure: when the bytes of sends waiting for their receipt pass
+``maxPendingSendBytesPerConnection``, the connection stops reading until receipts bring them
+back to half of it.
+"""
 
 from __future__ import annotations
 
@@ -6,66 +11,74 @@ import logging
 from collections import deque
 
 from starquake.broker import backlog_quota
-from starquake.broker.cnx_base import CnxBase
+from starquake.broker.cnx_base import CommandContext
 from starquake.broker.entry_info import info_of
-from starquake.broker.errors import BrokerServiceError, ProducerBusyError
+from starquake.broker.errors import (
+    BrokerServiceError,
+    ChecksumError,
+    NotAllowedError,
+    ProducerBusyError,
+)
 from starquake.broker.producer import Producer
 from starquake.broker.schemas.topic_schemas import add_producer_schema, validation_enforced
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
 from starquake.protocol import commands
-from starquake.protocol._generated import starquake_wire_pb2 as pb
-from starquake.protocol.errors import ChecksumMismatchError, ProtocolError, ServerError
-from starquake.protocol.framing import parse_entry
+from starquake.protocol.enums import ProducerAccessMode
+from starquake.protocol.errors import ChecksumMismatchError, ProtocolError
+from starquake.protocol.framing import ParsedEntry, parse_entry
 from starquake.protocol.schema import schema_info_of
+from starquake.protocol.wire import pb
 
 log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
+PENDING_SENDS = "pending sends"
+"""The reason the connection's reading is held while too many sends await their receipt."""
 
 
-class ProducerCommands(CnxBase):
-    """Handlers for producer commands (mixed into ServerCnx)."""
+class ProducerCommands:
+    """Handles the producer commands of one connection and tracks its sends awaiting receipts."""
 
-    auth_role: str | None
-    _pending_send_bytes: int
-    # Sizes of the entries awaiting a receipt, per producer id, oldest first (receipts of one
-    # producer go out in order): each receipt gives its entry's bytes back.
-    _pending_sizes: dict[int, deque[int]]
-    _reading_paused: bool
-    _write_paused: bool
-    _read_paused_for_writes: bool
+    def __init__(self, cnx: CommandContext) -> None:
+        self._cnx = cnx
+        self._service = cnx.service
+        self.pending_send_bytes = 0
+        """Bytes of the entries sent on this connection whose receipt is not out yet."""
+        self.reading_paused = False
+        """Reading is held because of :attr:`pending_send_bytes`."""
+        # Sizes of the entries awaiting a receipt, per producer id, oldest first (receipts of one
+        # producer go out in order): each receipt gives its entry's bytes back.
+        self._pending_sizes: dict[int, deque[int]] = {}
 
-    def close(self) -> None:
-        raise NotImplementedError
+    # --- PRODUCER -----------------------------------------------------------------------------
 
-    def _on_producer(self, command: T, _: bytes | None) -> None:
+    def on_producer(self, command: T, _: bytes | None) -> None:
+        """PRODUCER: authorize, load the topic if needed, check the schema, add the producer."""
         request = command.producer
-        request_id = request.request_id
-        producer_id = request.producer_id
-        existing = self.producers.get(producer_id)
+        existing = self._cnx.producers.get(request.producer_id)
         if existing is not None:
-            if existing.topic.full_name == request.topic:
-                self.write(
-                    commands.producer_success(
-                        request_id, existing.name, schema_version=existing.schema_version
-                    )
+            if existing.topic.full_name != request.topic:
+                self._cnx.fail(request, ProducerBusyError("Producer id already in use"))
+                return
+            self._cnx.write(
+                commands.producer_success(
+                    request.request_id, existing.name, schema_version=existing.schema_version
                 )
-            else:
-                self._error(request_id, ProducerBusyError("Producer id already in use"))
+            )
             return
         try:
-            topic_name = self.service.parse_topic(request.topic)
-            self.service.authorization.check_produce(
-                self.auth_role, topic_name, request.initial_subscription_name
+            topic_name = self._service.parse_topic(request.topic)
+            self._service.authorization.check_produce(
+                self._cnx.auth_role, topic_name, request.initial_subscription_name
             )
-            topic = self.service.loaded_topic(topic_name)
+            topic = self._service.loaded_topic(topic_name)
         except BrokerServiceError as exc:
-            self._error(request_id, exc)
+            self._cnx.fail(request, exc)
             return
         if topic is None:
-            self._load_then(
-                topic_name, True, request_id, lambda t: self._producer_schema(request, t)
+            self._cnx.load_then(
+                request, topic_name, True, lambda t: self._producer_schema(request, t)
             )
             return
         self._producer_schema(request, topic)
@@ -75,19 +88,18 @@ class ProducerCommands(CnxBase):
         add the producer."""
         if isinstance(topic, PersistentTopic):
             try:  # as Pulsar does: before the schema check, so a refused producer adds none
-                backlog_quota.check_producer(self.service, topic)
+                backlog_quota.check_producer(self._service, topic)
             except BrokerServiceError as exc:
-                self._error(request.request_id, exc)
+                self._cnx.fail(request, exc)
                 return
         info = schema_info_of(request.schema) if request.HasField("schema") else None
-        name = self.service.parse_topic(topic.full_name)
-        if info is None and not validation_enforced(self.service, name.namespace_name):
+        name = self._service.parse_topic(topic.full_name)
+        if info is None and not validation_enforced(self._service, name.namespace_name):
             self._add_producer(request, topic, b"")
             return
-
-        self._await_then(
-            request.request_id,
-            add_producer_schema(self.service, name, info),
+        self._cnx.await_then(
+            request,
+            add_producer_schema(self._service, name, info),
             lambda version: self._add_producer(request, topic, version),
             f"schema check of a producer on {topic.full_name}",
         )
@@ -95,59 +107,74 @@ class ProducerCommands(CnxBase):
     def _add_producer(
         self, request: pb.CommandProducer, topic: TopicApi, schema_version: bytes
     ) -> None:
-        request_id = request.request_id
-        producer_id = request.producer_id
-        if producer_id in self.producers:  # the same id arrived again while the topic loaded
-            self._error(request_id, ProducerBusyError("Producer id already in use"))
+        """Admit the producer to the topic and answer (at once, or when it gets exclusivity)."""
+        if request.producer_id in self._cnx.producers:  # the same id came again while loading
+            self._cnx.fail(request, ProducerBusyError("Producer id already in use"))
             return
         try:
             name = request.producer_name if request.HasField("producer_name") else ""
-            if not name:
-                name = topic.generate_producer_name()
             producer = Producer(
                 topic,
-                self,
-                producer_id,
-                name,
+                self._cnx,
+                request.producer_id,
+                name or topic.generate_producer_name(),
                 request.producer_access_mode,
                 request.epoch,
             )
             producer.schema_version = schema_version
-            initial = request.initial_subscription_name
-            if initial and topic.is_persistent and initial not in topic.subscriptions:
-                if not self.service.auto_subscription_creation(
-                    self.service.parse_topic(topic.full_name).namespace_name
-                ):
-                    raise BrokerServiceError(
-                        f"Cannot create the initial subscription {initial!r}: automatic "
-                        "subscription creation is disabled (allowAutoSubscriptionCreation=false)",
-                        ServerError.NotAllowedError,
-                    )
-                topic.get_or_create_subscription(
-                    initial, durable=True, initial_earliest=True, start=None, start_inclusive=False
-                )
+            self._create_initial_subscription(request, topic)
             admitted = topic.add_producer(producer)
         except BrokerServiceError as exc:
-            self._error(request_id, exc)
+            self._cnx.fail(request, exc)
             return
-        self.producers[producer_id] = producer
-        if not admitted:
-            log.info("producer %s waits for exclusive access to %s", name, topic.full_name)
-            topic.producer_registry.wait(
-                producer, lambda p, epoch: self._producer_ready(p, request_id, epoch)
+        self._cnx.producers[request.producer_id] = producer
+        if admitted:
+            log.info(
+                "producer %s created on %s from %s",
+                producer.name,
+                topic.full_name,
+                self._cnx.remote_address,
             )
-            self.write(
-                commands.producer_success(
-                    request_id, name, -1, producer_ready=False, schema_version=schema_version
-                )
-            )
+            self._producer_ready(producer, request.request_id, topic.producer_registry.epoch)
             return
-        log.info("producer %s created on %s from %s", name, topic.full_name, self.remote_address)
-        self._producer_ready(producer, request_id, topic.producer_registry.epoch)
+        self._wait_for_exclusive(request, producer)
+
+    def _wait_for_exclusive(self, request: pb.CommandProducer, producer: Producer) -> None:
+        """Queue a WaitForExclusive producer and tell the client it is not ready yet."""
+        topic = producer.topic
+        log.info("producer %s waits for exclusive access to %s", producer.name, topic.full_name)
+        topic.producer_registry.wait(
+            producer, lambda p, epoch: self._producer_ready(p, request.request_id, epoch)
+        )
+        self._cnx.write(
+            commands.producer_success(
+                request.request_id,
+                producer.name,
+                -1,
+                producer_ready=False,
+                schema_version=producer.schema_version,
+            )
+        )
+
+    def _create_initial_subscription(self, request: pb.CommandProducer, topic: TopicApi) -> None:
+        """Create the subscription a producer asks for, if the namespace allows it."""
+        initial = request.initial_subscription_name
+        if not initial or not topic.is_persistent or initial in topic.subscriptions:
+            return
+        namespace = self._service.parse_topic(topic.full_name).namespace_name
+        if not self._service.auto_subscription_creation(namespace):
+            raise NotAllowedError(
+                f"Cannot create the initial subscription {initial!r}: automatic "
+                "subscription creation is disabled (allowAutoSubscriptionCreation=false)"
+            )
+        topic.get_or_create_subscription(
+            initial, durable=True, initial_earliest=True, start=None, start_inclusive=False
+        )
 
     def _producer_ready(self, producer: Producer, request_id: int, epoch: int) -> None:
-        exclusive = producer.access_mode != 0
-        self.write(
+        """Tell the client its producer may send (with the topic epoch when exclusive)."""
+        exclusive = producer.access_mode != ProducerAccessMode.Shared
+        self._cnx.write(
             commands.producer_success(
                 request_id,
                 producer.name,
@@ -157,89 +184,77 @@ class ProducerCommands(CnxBase):
             )
         )
 
-    def _on_send(self, command: T, entry: bytes | None) -> None:
+    # --- SEND ---------------------------------------------------------------------------------
+
+    def on_send(self, command: T, entry: bytes | None) -> None:
+        """SEND: check the entry and publish it; its receipt (or error) is sent later."""
         send = command.send
-        producer = self.producers.get(send.producer_id)
+        producer = self._cnx.producers.get(send.producer_id)
         if producer is None or id(producer) not in producer.topic.producers:
             log.warning(
                 "closing connection from %s: SEND for unknown producer %d",
-                self.remote_address,
+                self._cnx.remote_address,
                 send.producer_id,
             )
-            self.close()
-            return
-        sequence_id = send.sequence_id
-        if entry is None:
-            self.write(
-                commands.send_error(
-                    send.producer_id, sequence_id, ServerError.UnknownError, "SEND without payload"
-                )
-            )
+            self._cnx.close()
             return
         try:
-            parsed = parse_entry(entry)
-        except ChecksumMismatchError:
-            self.write(
-                commands.send_error(
-                    send.producer_id,
-                    sequence_id,
-                    ServerError.ChecksumError,
-                    "Checksum failed on the broker",
-                )
-            )
-            return
-        except ProtocolError as exc:
-            self.write(
-                commands.send_error(
-                    send.producer_id, sequence_id, ServerError.UnknownError, str(exc)
-                )
-            )
-            return
-        if parsed.broker_entry_metadata is not None:
-            entry = _strip_broker_entry_metadata(entry)
-        size = len(parsed.payload)
-        if size > self.service.config.maxMessageSize and not send.is_chunk:
-            self.write(
-                commands.send_error(
-                    send.producer_id,
-                    sequence_id,
-                    ServerError.NotAllowedError,
-                    f"Message of {size} bytes exceeds maxMessageSize "
-                    f"({self.service.config.maxMessageSize})",
-                )
-            )
+            entry, parsed = self._checked_entry(send, entry)
+        except BrokerServiceError as exc:
+            self._cnx.fail(send, exc)
             return
         # A batch covers sequence_id .. highest; clients that omit highest_sequence_id number
         # the messages of a batch consecutively.
-        if send.HasField("highest_sequence_id") and send.highest_sequence_id >= sequence_id:
+        if send.HasField("highest_sequence_id") and send.highest_sequence_id >= send.sequence_id:
             highest = send.highest_sequence_id
         else:
-            highest = sequence_id + max(send.num_messages, 1) - 1
-        # counted before publishing: a duplicate's receipt may be sent from within publish
-        queue = self._pending_sizes.get(send.producer_id)
-        if queue is None:
-            queue = self._pending_sizes[send.producer_id] = deque()
-        queue.append(len(entry))
-        self._pending_send_bytes += len(entry)
+            highest = send.sequence_id + max(send.num_messages, 1) - 1
+        self._count_pending(send.producer_id, len(entry))  # a duplicate's receipt may come now
+        metadata = parsed.metadata
+        last_chunk = not metadata.HasField("chunk_id") or (
+            metadata.chunk_id >= metadata.num_chunks_from_msg - 1
+        )
         try:
-            metadata = parsed.metadata
-            last_chunk = not metadata.HasField("chunk_id") or (
-                metadata.chunk_id >= metadata.num_chunks_from_msg - 1
-            )
             producer.topic.publish(
-                producer, sequence_id, highest, info_of(metadata), entry, last_chunk=last_chunk
+                producer, send.sequence_id, highest, info_of(metadata), entry, last_chunk=last_chunk
             )
         except BrokerServiceError as exc:
             self.receipt_sent(send.producer_id, newest=True)
-            self.write(commands.send_error(send.producer_id, sequence_id, exc.code, exc.message))
+            self._cnx.fail(send, exc)
             return
-        if (
-            not self._reading_paused
-            and self._pending_send_bytes > self.service.config.maxPendingSendBytesPerConnection
-            and self.transport is not None
-        ):
-            self._reading_paused = True
-            self.transport.pause_reading()
+        limit = self._service.config.maxPendingSendBytesPerConnection
+        if not self.reading_paused and self.pending_send_bytes > limit:
+            self.reading_paused = True
+            self._cnx.hold_reading(PENDING_SENDS)
+
+    def _checked_entry(
+        self, send: pb.CommandSend, entry: bytes | None
+    ) -> tuple[bytes, ParsedEntry]:
+        """The entry to store (without broker entry metadata) and its parts; raises the error
+        to answer the SEND with when the entry cannot be stored."""
+        if entry is None:
+            raise BrokerServiceError("SEND without payload")
+        try:
+            parsed = parse_entry(entry)
+        except ChecksumMismatchError as exc:
+            raise ChecksumError("Checksum failed on the broker") from exc
+        except ProtocolError as exc:
+            raise BrokerServiceError(str(exc)) from exc
+        if parsed.broker_entry_metadata is not None:
+            entry = _strip_broker_entry_metadata(entry)
+        size = len(parsed.payload)
+        limit = self._service.config.maxMessageSize
+        if size > limit and not send.is_chunk:
+            raise NotAllowedError(f"Message of {size} bytes exceeds maxMessageSize ({limit})")
+        return entry, parsed
+
+    def _count_pending(self, producer_id: int, size: int) -> None:
+        """Count an entry of ``size`` bytes as awaiting its receipt."""
+        queue = self._pending_sizes.get(producer_id)
+        if queue is None:
+            queue = self._pending_sizes[producer_id] = deque()
+        queue.append(size)
+        self.pending_send_bytes += size
 
     def receipt_sent(self, producer_id: int, *, newest: bool = False) -> None:
         """A send of ``producer_id`` is answered (receipt or error): give its bytes back, and
@@ -247,41 +262,39 @@ class ProducerCommands(CnxBase):
         sizes = self._pending_sizes
         queue = sizes.get(producer_id)
         if queue:
-            self._pending_send_bytes -= queue.pop() if newest else queue.popleft()
+            self.pending_send_bytes -= queue.pop() if newest else queue.popleft()
             if not queue:
                 del sizes[producer_id]
-        if (
-            self._reading_paused
-            and self._pending_send_bytes
-            <= self.service.config.maxPendingSendBytesPerConnection // 2
-            and self.transport is not None
-        ):
-            self._reading_paused = False
-            if self._write_paused:
-                # the client cannot take our writes either: reading resumes with writing
-                self._read_paused_for_writes = True
-            else:
-                self.transport.resume_reading()
+        limit = self._service.config.maxPendingSendBytesPerConnection
+        if self.reading_paused and self.pending_send_bytes <= limit // 2 and self._cnx.is_open:
+            self.reading_paused = False
+            self._cnx.release_reading(PENDING_SENDS)
 
-    def _on_close_producer(self, command: T, _: bytes | None) -> None:
+    # --- closing ------------------------------------------------------------------------------
+
+    def on_close_producer(self, command: T, _: bytes | None) -> None:
+        """CLOSE_PRODUCER: remove the producer (if any) and confirm."""
         request = command.close_producer
-        producer = self.producers.get(request.producer_id)
+        producer = self._cnx.producers.get(request.producer_id)
         if producer is not None:
-            self._remove_producer(producer)
+            self.remove_producer(producer)
             log.info("producer %s closed on %s", producer.name, producer.topic.full_name)
-        self.write(commands.success(request.request_id))
+        self._cnx.write(commands.success(request.request_id))
 
-    def _remove_producer(self, producer: Producer) -> None:
+    def remove_producer(self, producer: Producer) -> None:
+        """Detach ``producer`` from this connection and its topic."""
         producer.closed = True
-        self.producers.pop(producer.producer_id, None)
+        self._cnx.producers.pop(producer.producer_id, None)
         producer.topic.remove_producer(producer)
 
     def disconnect_producer(self, producer: Producer) -> None:
-        self._remove_producer(producer)
-        self.write(commands.close_producer(producer.producer_id, 0))
+        """Close a producer from the broker side; the client creates it again."""
+        self.remove_producer(producer)
+        self._cnx.write(commands.close_producer(producer.producer_id, 0))
 
 
 def _strip_broker_entry_metadata(entry: bytes) -> bytes:
+    """The entry without the broker entry metadata a client should not have sent."""
     if entry[:2] == b"\x0e\x02":
         size = int.from_bytes(entry[2:6], "big")
         return entry[6 + size :]

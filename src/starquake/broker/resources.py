@@ -114,12 +114,15 @@ class PulsarResources:
     # --- reads (in memory, safe on the event loop) ---------------------------------------------
 
     def tenants(self) -> list[str]:
+        """The names of all tenants, sorted."""
         return sorted(self._tenants)
 
     def tenant_exists(self, tenant: str) -> bool:
+        """Whether the tenant exists."""
         return tenant in self._tenants
 
     def tenant_info(self, tenant: str) -> dict[str, Any]:
+        """A copy of the tenant's admin roles and allowed clusters."""
         try:
             return dict(self._tenants[tenant])
         except KeyError:
@@ -132,12 +135,15 @@ class PulsarResources:
         return dict(json.loads(raw)) if raw else {}
 
     def namespaces(self, tenant: str) -> list[str]:
+        """The tenant's namespaces (``tenant/namespace``), sorted."""
         return sorted(ns for ns in self._namespaces if ns.split("/", 1)[0] == tenant)
 
     def namespace_exists(self, namespace: str) -> bool:
+        """Whether the namespace exists."""
         return namespace in self._namespaces
 
     def namespace_policies(self, namespace: str) -> dict[str, Any]:
+        """A copy of the namespace's policies."""
         try:
             return dict(self._namespaces[namespace])
         except KeyError:
@@ -163,6 +169,7 @@ class PulsarResources:
         return None if policies is None else policies.get(key)
 
     def partitioned_topics(self, namespace: str) -> list[str]:
+        """The namespace's partitioned topics, sorted."""
         return sorted(
             name for name in self._partitioned if TopicName.parse(name).namespace_name == namespace
         )
@@ -170,6 +177,7 @@ class PulsarResources:
     # --- writes (blocking: call off the event loop) -------------------------------------------
 
     def create_tenant(self, tenant: str, info: dict[str, Any] | None = None) -> None:
+        """Create a tenant (ConflictError if it exists)."""
         with self._lock:
             if tenant in self._tenants:
                 raise ConflictError(f"Tenant {tenant} already exists")
@@ -178,6 +186,7 @@ class PulsarResources:
             self._tenants[tenant] = data
 
     def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
+        """Replace a tenant's admin roles and allowed clusters."""
         with self._lock:
             if tenant not in self._tenants:
                 raise NotFoundError(f"Tenant {tenant} does not exist")
@@ -185,6 +194,7 @@ class PulsarResources:
             self._tenants[tenant] = info
 
     def delete_tenant(self, tenant: str) -> None:
+        """Delete a tenant that has no namespaces left."""
         with self._lock:
             if tenant not in self._tenants:
                 raise NotFoundError(f"Tenant {tenant} does not exist")
@@ -194,6 +204,7 @@ class PulsarResources:
             del self._tenants[tenant]
 
     def create_namespace(self, namespace: str, policies: dict[str, Any] | None = None) -> None:
+        """Create a namespace of an existing tenant (ConflictError if it exists)."""
         tenant, _, ns = namespace.partition("/")
         if not tenant or not ns or "/" in ns:
             raise MetadataError(f"Invalid namespace name {namespace!r}: expected tenant/namespace")
@@ -205,13 +216,6 @@ class PulsarResources:
             data = policies or {}
             self._store.put(f"{_POLICIES}/{namespace}", _dump(data))
             self._namespaces[namespace] = data
-
-    def set_namespace_policies(self, namespace: str, policies: dict[str, Any]) -> None:
-        with self._lock:
-            if namespace not in self._namespaces:
-                raise NotFoundError(f"Namespace {namespace} does not exist")
-            self._store.put(f"{_POLICIES}/{namespace}", _dump(policies))
-            self._namespaces[namespace] = dict(policies)
 
     def update_namespace_policies(
         self, namespace: str, edit: Callable[[dict[str, Any]], None]
@@ -229,6 +233,7 @@ class PulsarResources:
             return dict(policies)
 
     def delete_namespace(self, namespace: str) -> None:
+        """Delete a namespace and its policies."""
         with self._lock:
             if namespace not in self._namespaces:
                 raise NotFoundError(f"Namespace {namespace} does not exist")
@@ -241,6 +246,7 @@ class PulsarResources:
         )
 
     def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        """Record a partitioned topic and its partition count."""
         if partitions < 1:
             raise MetadataError("The number of partitions must be at least 1")
         if topic.is_partition:
@@ -254,6 +260,7 @@ class PulsarResources:
             self._partitioned[str(topic)] = partitions
 
     def update_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        """Raise a partitioned topic's partition count (it never shrinks)."""
         with self._lock:
             current = self._partitioned.get(str(topic))
             if current is None:
@@ -286,6 +293,7 @@ class PulsarResources:
                 self._topic_policies.pop(name, None)
 
     def delete_partitioned_topic(self, topic: TopicName) -> None:
+        """Forget a partitioned topic's metadata."""
         with self._lock:
             if str(topic) not in self._partitioned:
                 raise NotFoundError(f"Partitioned topic {topic} does not exist")

@@ -86,6 +86,7 @@ class BrokerServer:
         return self.urls.any_web_service_url
 
     async def start(self) -> None:
+        """Open the storage and start listening on the configured ports."""
         started = time.monotonic()
         config = self.config
         if config.extra:
@@ -186,6 +187,7 @@ class BrokerServer:
         log.info("Starquake broker stopped")
 
     async def wait_stopped(self) -> None:
+        """Wait until the server has stopped."""
         await self._stopped.wait()
 
 

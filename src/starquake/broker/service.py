@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-import os
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -21,6 +20,7 @@ from starquake.broker import (
     policy_events,
     system_topics,
     topic_admin,
+    topic_listing,
     topic_stats,
 )
 from starquake.broker.committer import GroupCommitter
@@ -34,6 +34,7 @@ from starquake.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
+from starquake.broker.message_expiry import expire_older_than
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.resources import PulsarResources
 from starquake.broker.schemas.registry import SchemaRegistry
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 
 
 def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
+    """The managed-ledger settings that the broker configuration asks for."""
     return ManagedLedgerConfig(
         max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
         max_size_per_ledger_bytes=config.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024,
@@ -122,6 +124,7 @@ class BrokerService:
         self.resources.ensure_defaults(urls)
 
     def start(self, urls: BrokerUrls) -> None:
+        """Start the background work (commits, cursors, stats, expiry, trims) for ``urls``."""
         self.urls = urls
         self.service_url = urls.any_service_url
         self.web_service_url = urls.any_web_service_url
@@ -139,6 +142,7 @@ class BrokerService:
             )
 
     async def stop(self) -> None:
+        """Stop the background work, close the topics and release the storage."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -256,7 +260,7 @@ class BrokerService:
             if not ttl:
                 continue
             for subscription in list(topic.subscriptions.values()):
-                if subscription.durable and topic_admin.expire_older_than(subscription, ttl):
+                if subscription.durable and expire_older_than(subscription, ttl):
                     moved += 1
         return moved
 
@@ -307,12 +311,14 @@ class BrokerService:
     # --- names and lookups --------------------------------------------------------------------
 
     def parse_topic(self, name: str) -> TopicName:
+        """Parse a topic name; raises InvalidTopicNameError for one that cannot be parsed."""
         try:
             return TopicName.parse(name)
         except BadName as exc:
             raise InvalidTopicNameError(str(exc)) from None
 
     def check_namespace(self, topic: TopicName) -> None:
+        """Raise TopicNotFoundError unless ``topic``'s namespace exists."""
         if not self.resources.namespace_exists(topic.namespace_name):
             raise TopicNotFoundError(f"Namespace {topic.namespace_name} does not exist")
 
@@ -336,6 +342,7 @@ class BrokerService:
         )
 
     async def create_auto_partitioned(self, topic: TopicName) -> int:
+        """Create ``topic`` as a partitioned topic (auto-creation); returns its partition count."""
         partitions = max(1, self.auto_topic_creation(topic)[2])
         try:
             await asyncio.to_thread(self.resources.create_partitioned_topic, topic, partitions)
@@ -375,6 +382,7 @@ class BrokerService:
         policy_events.refresh(self, scope)
 
     def topic_exists(self, topic: TopicName) -> bool:
+        """Whether ``topic`` is loaded, stored, or a (partition of a) partitioned topic."""
         name = str(topic)
         if name in self.topics or self.factory.exists(name):
             return True
@@ -491,6 +499,7 @@ class BrokerService:
         return loaded
 
     def dedup_enabled_for(self, topic: TopicName) -> bool:
+        """Whether message deduplication applies to ``topic`` (policies, then configuration)."""
         return applied_policies.deduplication(self, topic)
 
     def store_metadata_later(
@@ -549,6 +558,7 @@ class BrokerService:
         return existing
 
     def unload_topic(self, topic: PersistentTopic) -> None:
+        """Close a loaded topic and its ledger and forget it (it loads again on next use)."""
         if self.topics.get(topic.full_name) is topic:
             del self.topics[topic.full_name]
             self._by_ledger.pop(topic.ledger.name, None)
@@ -562,44 +572,14 @@ class BrokerService:
     def list_topics(self, namespace: str, persistent: bool = True) -> list[str]:
         """Topics of a namespace, with partitions listed as ``<name>-partition-<i>``."""
         if not persistent:
-            return sorted(
-                name
-                for name, t in self.nonpersistent_topics.items()
-                if t.name.namespace_name == namespace
-            )
-        names: set[str] = set()
-        for name in self._all_ledger_names():
-            try:
-                parsed = TopicName.parse(name)
-            except BadName:
-                continue
-            if parsed.namespace_name == namespace and parsed.is_persistent:
-                names.add(name)
-        for base in self.resources.partitioned_topics(namespace):
-            parsed = TopicName.parse(base)
-            if parsed.is_persistent:
-                n = self.resources.partitions(parsed)
-                names.update(str(parsed.partition(i)) for i in range(n))
-        return sorted(names)
-
-    def _all_ledger_names(self) -> Iterable[str]:
-        yield from self.topics
-        yield from self.factory.list_names()
+            return topic_listing.non_persistent_topics(self.nonpersistent_topics, namespace)
+        stored = itertools.chain(self.topics, self.factory.list_names())
+        return topic_listing.persistent_topics(stored, self.resources, namespace)
 
     @staticmethod
     def filter_topics(topics: Iterable[str], pattern: str) -> list[str]:
         """Topics whose name matches ``pattern`` (the domain prefix is optional in patterns)."""
-        regex = re.compile(pattern)
-        out = []
-        for topic in topics:
-            bare = topic.split("://", 1)[-1]
-            if regex.fullmatch(topic) or regex.fullmatch(bare):
-                out.append(topic)
-        return out
-
-
-def default_data_dir() -> str:
-    return os.path.join(os.getcwd(), "data")
+        return topic_listing.filter_topics(topics, pattern)
 
 
 __all__ = ["BrokerService", "BrokerServiceError"]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from starquake.broker import applied_policies
 from starquake.broker.compaction.reading import CompactedReads
-from starquake.broker.consumer import Consumer, SubType
+from starquake.broker.consumer import Consumer
 from starquake.broker.delayed_delivery import InMemoryDelayedDeliveryTracker
 from starquake.broker.dispatch.base import Dispatcher
 from starquake.broker.dispatch.key_shared import KeySharedDispatcher
@@ -18,6 +18,7 @@ from starquake.broker.errors import BrokerServiceError, ConsumerBusyError
 from starquake.broker.limits import check_consumer_limit
 from starquake.broker.rates import RateWindow
 from starquake.protocol import commands
+from starquake.protocol.enums import SubType
 from starquake.protocol.errors import ServerError
 from starquake.storage import Entry, InvalidPositionError, ManagedCursor, Position
 
@@ -81,6 +82,7 @@ class Subscription:
 
     @property
     def consumers(self) -> list[Consumer]:
+        """The connected consumers, in the dispatcher's order."""
         return list(self.dispatcher.consumers) if self.dispatcher else []
 
     # --- consumers ----------------------------------------------------------------------------
@@ -147,6 +149,7 @@ class Subscription:
         return SingleActiveConsumerDispatcher(self, batch, failover=sub_type == SubType.Failover)
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; its unacknowledged messages go to the others."""
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
         messages, size = self.departed_out
@@ -160,6 +163,7 @@ class Subscription:
     # --- acknowledgments ----------------------------------------------------------------------
 
     def acknowledge_individual(self, consumer: Consumer, positions: Sequence[Position]) -> None:
+        """Acknowledge these messages one by one and move the cursor."""
         counts = self.redelivery_counts
         tracker = self.delayed_tracker
         dispatcher = self.dispatcher
@@ -197,6 +201,7 @@ class Subscription:
         self._after_ack(consumer, before)
 
     def acknowledge_cumulative(self, consumer: Consumer, position: Position) -> None:
+        """Acknowledge everything up to ``position`` (not on Shared types)."""
         if self.sub_type in (SubType.Shared, SubType.Key_Shared):
             raise BrokerServiceError(
                 "Cumulative acknowledgment is not allowed on Shared or Key_Shared subscriptions",
@@ -228,6 +233,7 @@ class Subscription:
             dispatcher.on_mark_delete_moved()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """Send a consumer's unacknowledged messages again (all of them if None)."""
         if self.dispatcher is not None:
             self.dispatcher.redeliver(consumer, positions)
 
@@ -277,10 +283,12 @@ class Subscription:
             self.dispatcher.reset()
 
     def on_new_entries(self) -> None:
+        """Wake the dispatcher: the topic has new entries."""
         if self.dispatcher is not None and self.dispatcher.consumers:
             self.dispatcher.schedule()
 
     def backlog(self) -> int:
+        """How many messages wait to be acknowledged."""
         return self.cursor.backlog()
 
     def check_end_of_topic(self) -> None:
@@ -294,5 +302,6 @@ class Subscription:
                     consumer.cnx.write(commands.reached_end_of_topic(consumer.consumer_id))
 
     def close(self) -> None:
+        """Stop dispatching."""
         if self.dispatcher is not None:
             self.dispatcher.close()

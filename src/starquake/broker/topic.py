@@ -19,7 +19,7 @@ from starquake.broker.dedup import DedupStatus, MessageDeduplication
 from starquake.broker.entry_info import EntryInfo, EntryInfoCache
 from starquake.broker.errors import BrokerServiceError, PersistenceError, SubscriptionNotFoundError
 from starquake.broker.limits import check_producer_limit
-from starquake.broker.producers import ProducerRegistry
+from starquake.broker.producer_access import ProducerRegistry
 from starquake.broker.rates import RateWindow
 from starquake.broker.subscription import Subscription
 from starquake.common.topic_name import TopicName
@@ -81,6 +81,7 @@ class PersistentTopic:
 
     @property
     def producers(self) -> dict[int, Producer]:
+        """The connected producers by producer id."""
         return self.producer_registry.producers
 
     def add_producer(self, producer: Producer) -> bool:
@@ -95,6 +96,7 @@ class PersistentTopic:
         return admitted
 
     def remove_producer(self, producer: Producer) -> None:
+        """Forget a producer that closed or disconnected."""
         self.producer_registry.remove(producer)
         self.dedup.producer_disconnected(producer.name)
 
@@ -105,6 +107,7 @@ class PersistentTopic:
         return self.dedup.last_sequence_id(producer_name)
 
     def generate_producer_name(self) -> str:
+        """A producer name unique in the cluster, for producers that bring none."""
         self._producer_seq += 1
         return f"{self.service.config.clusterName}-{self.service.instance_id}-{self._producer_seq}"
 
@@ -272,6 +275,7 @@ class PersistentTopic:
         start: Position | None,
         start_inclusive: bool,
     ) -> Subscription:
+        """The named subscription, created at the given start if new."""
         if durable:
             subscription = self.subscriptions.get(name)
             if subscription is not None:
@@ -303,11 +307,13 @@ class PersistentTopic:
         return subscription
 
     def remove_subscription(self, name: str) -> None:
+        """Close and forget a subscription (no-op if unknown)."""
         subscription = self.subscriptions.pop(name, None)
         if subscription is not None:
             subscription.close()
 
     def unsubscribe(self, name: str) -> None:
+        """Delete a subscription that has no connected consumers, and its cursor."""
         subscription = self.subscriptions.get(name)
         if subscription is None:
             raise SubscriptionNotFoundError(f"Subscription {name} not found")

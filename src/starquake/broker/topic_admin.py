@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ from starquake.broker.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
+from starquake.broker.message_expiry import cursor_moved, expire_older_than
 from starquake.broker.resources import ConflictError
 from starquake.broker.schemas.registry import schema_id
 from starquake.broker.subscription import Subscription
@@ -42,6 +42,7 @@ class PreconditionFailed(BrokerServiceError):
 
 
 def terminated_key(name: str) -> str:
+    """The metadata key that marks a topic terminated."""
     return TERMINATED_PREFIX + name
 
 
@@ -65,6 +66,7 @@ async def existing_topic(
 async def persistent_topic(
     service: BrokerService, topic: TopicName, *, create: bool = False
 ) -> PersistentTopic:
+    """The loaded persistent topic (NotAllowedError for a non-persistent one)."""
     loaded = await existing_topic(service, topic, create=create)
     if not isinstance(loaded, PersistentTopic):
         raise NotAllowedError(f"{topic} is not a persistent topic: it has no stored messages")
@@ -175,6 +177,7 @@ async def terminate(service: BrokerService, topic: TopicName) -> Position:
 
 
 def subscription_of(topic: PersistentTopic, name: str) -> Subscription:
+    """A topic's subscription by name (SubscriptionNotFoundError if none)."""
     subscription = topic.subscriptions.get(name)
     if subscription is None:
         raise SubscriptionNotFoundError(f"Subscription {name} not found")
@@ -200,6 +203,7 @@ async def create_subscription(
 async def delete_subscription(
     service: BrokerService, topic: PersistentTopic, name: str, *, force: bool
 ) -> None:
+    """Delete a subscription; ``force`` disconnects its consumers first."""
     subscription = subscription_of(topic, name)
     if subscription.consumers:
         if not force:
@@ -217,7 +221,7 @@ async def skip(service: BrokerService, subscription: Subscription, count: int) -
     chosen = list(itertools.islice(_unacked_positions(subscription), count))
     if chosen:
         subscription.cursor.delete(chosen)
-        _after_move(subscription)
+        cursor_moved(subscription)
         await service.persist_cursors()
     return len(chosen)
 
@@ -227,7 +231,7 @@ async def clear_backlog(service: BrokerService, subscription: Subscription) -> N
     last = subscription.topic.ledger.last_confirmed
     if last > subscription.cursor.mark_delete_position:
         subscription.cursor.mark_delete(last)
-        _after_move(subscription)
+        cursor_moved(subscription)
     await service.persist_cursors()
 
 
@@ -235,27 +239,6 @@ async def expire_messages(service: BrokerService, subscription: Subscription, se
     """Acknowledge the messages published more than ``seconds`` ago, and store the cursor."""
     expire_older_than(subscription, seconds)
     await service.persist_cursors()
-
-
-def expire_older_than(subscription: Subscription, seconds: int) -> bool:
-    """Acknowledge the messages published more than ``seconds`` ago (the cursor is stored
-    with the next periodic flush); True if the cursor moved."""
-    topic = subscription.topic
-    cutoff_ms = int(time.time() * 1000) - seconds * 1000
-    first_kept = topic.find_position_by_publish_time(cutoff_ms)
-    before = Position(first_kept.ledger_id, first_kept.entry_id - 1)
-    last = topic.ledger.last_confirmed
-    if before > last:
-        before = last
-    cursor = subscription.cursor
-    if before > cursor.mark_delete_position:
-        expired = cursor.backlog()
-        cursor.mark_delete(before)
-        subscription.expired_counter += max(expired - cursor.backlog(), 0)
-        subscription.last_expire_timestamp = int(time.time() * 1000)
-        _after_move(subscription)
-        return True
-    return False
 
 
 async def reset_cursor(
@@ -277,13 +260,6 @@ async def reset_cursor(
         subscription.topic.full_name,
         position,
     )
-
-
-def _after_move(subscription: Subscription) -> None:
-    """The cursor moved forward under the dispatcher: wake it (entries may be freed)."""
-    dispatcher = subscription.dispatcher
-    if dispatcher is not None:
-        dispatcher.schedule()
 
 
 def _unacked_positions(subscription: Subscription) -> Iterator[Position]:
@@ -310,6 +286,7 @@ def nth_unacked_entry(subscription: Subscription, n: int) -> Entry:
 
 
 def entry_at(topic: PersistentTopic, position: Position) -> Entry:
+    """The stored entry at ``position`` (TopicNotFoundError if none)."""
     entry = topic.ledger.read_entry(position) if topic.ledger.entry_exists(position) else None
     if entry is None:
         raise TopicNotFoundError(f"Message {position.ledger_id}:{position.entry_id} not found")

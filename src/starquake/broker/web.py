@@ -50,6 +50,7 @@ class WebServer:
         self.authorize: Authorize | None = None
 
     def route(self, method: str, path: str, handler: Handler) -> None:
+        """Serve ``method`` on exactly ``path`` with ``handler``."""
         self.routes[(method, path)] = handler
 
     def route_pattern(self, method: str, pattern: str, handler: PatternHandler) -> None:
@@ -112,6 +113,7 @@ class WebServer:
         return int(address[1])
 
     async def stop(self) -> None:
+        """Stop serving and close the listening sockets."""
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()

@@ -1,4 +1,7 @@
-"""Pure functions that build command frames.
+"""Pure functions that build command frames (ready to write) for what a broker sends.
+
+Commands a client sends are built by :mod:`starquake.protocol.client_commands`; the ones both
+sides send (PING, PONG, CLOSE_PRODUCER, CLOSE_CONSUMER) are framed here from those same builders.
 
 Most builders fill a ``BaseCommand`` and serialize it. The two commands sent once per entry on the
 hot path, MESSAGE and SEND_RECEIPT, are encoded by hand (a few varints) because protobuf object
@@ -10,23 +13,19 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol import client_commands
+from starquake.protocol.client_commands import MAX_PROTOCOL_VERSION
 from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import encode_command, payload_frame_header
-from starquake.protocol.varint import SMALL_VARINTS, varint
+from starquake.protocol.varint import varint
+from starquake.protocol.wire import pb
+
+__all__ = ["MAX_PROTOCOL_VERSION"]  # re-exported: clients import it from here
 
 T = pb.BaseCommand
 _U64_MASK = (1 << 64) - 1
 
-# Highest protocol version this implementation speaks.
-MAX_PROTOCOL_VERSION = 20
-
-
 _FRAME_HEAD = struct.Struct(">II")
-
-
-def _len_field(tag: int, body: bytes) -> bytes:
-    return SMALL_VARINTS[tag] + varint(len(body)) + body
 
 
 def encode_message_id(
@@ -124,6 +123,7 @@ def message_id_data(
 
 
 def connected(server_version: str, protocol_version: int, max_message_size: int) -> bytes:
+    """CONNECTED frame: the answer to a successful CONNECT."""
     cmd = T(type=T.CONNECTED)
     c = cmd.connected
     c.server_version = server_version
@@ -133,24 +133,24 @@ def connected(server_version: str, protocol_version: int, max_message_size: int)
 
 
 def ping() -> bytes:
-    cmd = T(type=T.PING)
-    cmd.ping.SetInParent()
-    return encode_command(cmd)
+    """PING frame (keep-alive probe)."""
+    return encode_command(client_commands.ping())
 
 
 def pong() -> bytes:
-    cmd = T(type=T.PONG)
-    cmd.pong.SetInParent()
-    return encode_command(cmd)
+    """PONG frame (the answer to a PING)."""
+    return encode_command(client_commands.pong())
 
 
 def success(request_id: int) -> bytes:
+    """SUCCESS frame answering ``request_id``."""
     cmd = T(type=T.SUCCESS)
     cmd.success.request_id = request_id
     return encode_command(cmd)
 
 
 def error(request_id: int, code: ServerError, message: str) -> bytes:
+    """ERROR frame answering ``request_id`` with ``code``."""
     cmd = T(type=T.ERROR)
     e = cmd.error
     e.request_id = request_id
@@ -168,6 +168,7 @@ def producer_success(
     producer_ready: bool = True,
     schema_version: bytes = b"",
 ) -> bytes:
+    """PRODUCER_SUCCESS frame (``producer_ready=False``: a WaitForExclusive producer waits)."""
     cmd = T(type=T.PRODUCER_SUCCESS)
     p = cmd.producer_success
     p.request_id = request_id
@@ -182,6 +183,7 @@ def producer_success(
 
 
 def send_error(producer_id: int, sequence_id: int, code: ServerError, message: str) -> bytes:
+    """SEND_ERROR frame: the send ``sequence_id`` of ``producer_id`` failed with ``code``."""
     cmd = T(type=T.SEND_ERROR)
     e = cmd.send_error
     e.producer_id = producer_id
@@ -197,6 +199,7 @@ def partitioned_metadata_response(
     error_code: ServerError | None = None,
     message: str = "",
 ) -> bytes:
+    """PARTITIONED_METADATA_RESPONSE frame: the partition count, or Failed with ``error_code``."""
     cmd = T(type=T.PARTITIONED_METADATA_RESPONSE)
     r = cmd.partition_metadata_response
     r.request_id = request_id
@@ -239,6 +242,7 @@ def lookup_response(
 
 
 def active_consumer_change(consumer_id: int, is_active: bool) -> bytes:
+    """ACTIVE_CONSUMER_CHANGE frame: the consumer became (or stopped being) the active one."""
     cmd = T(type=T.ACTIVE_CONSUMER_CHANGE)
     a = cmd.active_consumer_change
     a.consumer_id = consumer_id
@@ -247,30 +251,26 @@ def active_consumer_change(consumer_id: int, is_active: bool) -> bytes:
 
 
 def reached_end_of_topic(consumer_id: int) -> bytes:
+    """REACHED_END_OF_TOPIC frame: the topic is terminated and the consumer read all of it."""
     cmd = T(type=T.REACHED_END_OF_TOPIC)
     cmd.reached_end_of_topic.consumer_id = consumer_id
     return encode_command(cmd)
 
 
 def close_producer(producer_id: int, request_id: int) -> bytes:
-    cmd = T(type=T.CLOSE_PRODUCER)
-    c = cmd.close_producer
-    c.producer_id = producer_id
-    c.request_id = request_id
-    return encode_command(cmd)
+    """CLOSE_PRODUCER frame (request id 0 when the broker closes the producer itself)."""
+    return encode_command(client_commands.close_producer(producer_id, request_id))
 
 
 def close_consumer(consumer_id: int, request_id: int) -> bytes:
-    cmd = T(type=T.CLOSE_CONSUMER)
-    c = cmd.close_consumer
-    c.consumer_id = consumer_id
-    c.request_id = request_id
-    return encode_command(cmd)
+    """CLOSE_CONSUMER frame (request id 0 when the broker closes the consumer itself)."""
+    return encode_command(client_commands.close_consumer(consumer_id, request_id))
 
 
 def ack_response(
     consumer_id: int, request_id: int, error_code: ServerError | None = None, message: str = ""
 ) -> bytes:
+    """ACK_RESPONSE frame: success, or ``error_code`` when given."""
     cmd = T(type=T.ACK_RESPONSE)
     r = cmd.ack_response
     r.consumer_id = consumer_id
@@ -286,6 +286,7 @@ def get_last_message_id_response(
     last: pb.MessageIdData,
     mark_delete: pb.MessageIdData | None = None,
 ) -> bytes:
+    """GET_LAST_MESSAGE_ID_RESPONSE frame (with the subscription's mark-delete position)."""
     cmd = T(type=T.GET_LAST_MESSAGE_ID_RESPONSE)
     r = cmd.get_last_message_id_response
     r.request_id = request_id
@@ -303,6 +304,7 @@ def get_topics_of_namespace_response(
     topics_hash: str | None = None,
     changed: bool = True,
 ) -> bytes:
+    """GET_TOPICS_OF_NAMESPACE_RESPONSE frame listing ``topics``."""
     cmd = T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
     r = cmd.get_topics_of_namespace_response
     r.request_id = request_id
@@ -315,6 +317,7 @@ def get_topics_of_namespace_response(
 
 
 def consumer_stats_response(request_id: int, **fields: object) -> bytes:
+    """CONSUMER_STATS_RESPONSE frame with the given fields set."""
     cmd = T(type=T.CONSUMER_STATS_RESPONSE)
     r = cmd.consumer_stats_response
     r.request_id = request_id
@@ -324,6 +327,7 @@ def consumer_stats_response(request_id: int, **fields: object) -> bytes:
 
 
 def consumer_stats_error(request_id: int, code: ServerError, message: str) -> bytes:
+    """CONSUMER_STATS_RESPONSE frame carrying an error."""
     cmd = T(type=T.CONSUMER_STATS_RESPONSE)
     r = cmd.consumer_stats_response
     r.request_id = request_id
@@ -333,6 +337,7 @@ def consumer_stats_error(request_id: int, code: ServerError, message: str) -> by
 
 
 def get_schema_response_error(request_id: int, code: ServerError, message: str) -> bytes:
+    """GET_SCHEMA_RESPONSE frame carrying an error."""
     cmd = T(type=T.GET_SCHEMA_RESPONSE)
     r = cmd.get_schema_response
     r.request_id = request_id
@@ -342,6 +347,7 @@ def get_schema_response_error(request_id: int, code: ServerError, message: str) 
 
 
 def get_schema_response(request_id: int, schema: pb.Schema, schema_version: bytes) -> bytes:
+    """GET_SCHEMA_RESPONSE frame with the schema and its version."""
     cmd = T(type=T.GET_SCHEMA_RESPONSE)
     r = cmd.get_schema_response
     r.request_id = request_id
@@ -351,6 +357,7 @@ def get_schema_response(request_id: int, schema: pb.Schema, schema_version: byte
 
 
 def get_or_create_schema_error(request_id: int, code: ServerError, message: str) -> bytes:
+    """GET_OR_CREATE_SCHEMA_RESPONSE frame carrying an error."""
     cmd = T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE)
     r = cmd.get_or_create_schema_response
     r.request_id = request_id
@@ -360,6 +367,7 @@ def get_or_create_schema_error(request_id: int, code: ServerError, message: str)
 
 
 def get_or_create_schema_response(request_id: int, schema_version: bytes) -> bytes:
+    """GET_OR_CREATE_SCHEMA_RESPONSE frame with the schema version."""
     cmd = T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE)
     r = cmd.get_or_create_schema_response
     r.request_id = request_id
@@ -367,16 +375,14 @@ def get_or_create_schema_response(request_id: int, schema_version: bytes) -> byt
     return encode_command(cmd)
 
 
-# --- client -> broker ---------------------------------------------------------------------------
+# --- client -> broker (framed, for tests and tools that speak raw bytes) ----------------------
 
 
 def connect(client_version: str, protocol_version: int = MAX_PROTOCOL_VERSION) -> bytes:
-    cmd = T(type=T.CONNECT)
-    c = cmd.connect
-    c.client_version = client_version
-    c.auth_method_name = "none"
-    c.protocol_version = protocol_version
-    return encode_command(cmd)
+    """A bare CONNECT frame, without feature flags (as an old client sends it)."""
+    return encode_command(
+        client_commands.connect(client_version, protocol_version, feature_flags=False)
+    )
 
 
 def send_frame_header(
@@ -388,14 +394,7 @@ def send_frame_header(
     highest_sequence_id: int | None = None,
     is_chunk: bool = False,
 ) -> bytes:
-    """Frame header + SEND command to write in front of an entry."""
-    cmd = T(type=T.SEND)
-    s = cmd.send
-    s.producer_id = producer_id
-    s.sequence_id = sequence_id
-    s.num_messages = num_messages
-    if highest_sequence_id is not None:
-        s.highest_sequence_id = highest_sequence_id
-    if is_chunk:
-        s.is_chunk = True
+    """Frame header + SEND command to write in front of an entry of ``entry_size`` bytes."""
+    highest = sequence_id if highest_sequence_id is None else highest_sequence_id
+    cmd = client_commands.send(producer_id, sequence_id, num_messages, highest, is_chunk=is_chunk)
     return payload_frame_header(cmd.SerializeToString(), entry_size)

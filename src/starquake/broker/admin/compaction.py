@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker import topic_admin
-from starquake.broker.admin.replies import NO_CONTENT, Endpoint, Reply, guarded
+from starquake.broker.admin.replies import NO_CONTENT, Endpoint, Reply, serve_routes
 from starquake.broker.admin.topics import TOPIC, topic_of
 from starquake.broker.compaction.state import ERROR, NOT_RUN, RUNNING, SUCCESS
 from starquake.broker.resources import ConflictError
@@ -65,5 +65,4 @@ def install(web: WebServer, service: BrokerService) -> None:
         ("PUT", TOPIC + "/compaction", trigger),
         ("GET", TOPIC + "/compaction", status),
     ]
-    for method, pattern, handler in routes:
-        web.route_pattern(method, pattern, guarded(handler))
+    serve_routes(web, routes)

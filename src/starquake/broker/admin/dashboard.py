@@ -35,6 +35,7 @@ class StaticFiles:
         self._cache: dict[str, bytes] = {}
 
     def get(self, name: str) -> Reply | None:
+        """The reply serving a file of the dashboard; None for an unknown or hidden one."""
         suffix = name[name.rfind(".") :] if "." in name else ""
         ctype = CONTENT_TYPES.get(suffix)
         if ctype is None or name.startswith("."):

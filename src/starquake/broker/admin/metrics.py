@@ -156,6 +156,7 @@ class BrokerCollector:
         return self._families().all()
 
     def collect(self) -> list[Metric]:
+        """The broker's metric families at this instant, for a /metrics scrape."""
         families = self._families()
         service = self._service
         cluster = service.config.clusterName

@@ -37,8 +37,8 @@ from starquake.broker.admin.replies import (
     BadRequest,
     Endpoint,
     Reply,
-    guarded,
     json_body,
+    serve_routes,
 )
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import NotFoundError
@@ -77,6 +77,7 @@ def parse_actions(body: bytes) -> list[str]:
 
 
 def parse_roles(body: bytes) -> list[str]:
+    """The role names of a JSON list body, deduplicated and sorted (BadRequest otherwise)."""
     value = json_body(body)
     if not isinstance(value, list) or not all(isinstance(i, str) and i for i in value):
         raise BadRequest("the body must be a JSON list of role names")
@@ -96,7 +97,12 @@ def effective_topic_permissions(auth: dict[str, Any], topic: TopicName) -> dict[
     merged = {role: set(actions) for role, actions in auth["namespace_auth"].items()}
     for role, actions in (auth["destination_auth"].get(str(topic)) or {}).items():
         merged.setdefault(role, set()).update(actions)
-    return {role: sorted(actions) for role, actions in sorted(merged.items())}
+    return sorted_grants(merged)
+
+
+def sorted_grants(grants: dict[str, Any]) -> dict[str, list[str]]:
+    """Grants (name -> actions or roles) as answered: names in order, each list sorted."""
+    return {name: sorted(values) for name, values in sorted(grants.items())}
 
 
 def install(web: WebServer, service: BrokerService) -> None:
@@ -129,8 +135,7 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     async def get_namespace(params: dict[str, str], _body: bytes) -> Reply:
         auth = authorization.auth_policies(namespace_of(params))
-        grants = {role: sorted(actions) for role, actions in auth["namespace_auth"].items()}
-        return json_reply(200, dict(sorted(grants.items())))
+        return json_reply(200, sorted_grants(auth["namespace_auth"]))
 
     async def grant_namespace(params: dict[str, str], body: bytes) -> Reply:
         namespace = namespace_of(params)
@@ -152,8 +157,7 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     async def get_subscriptions(params: dict[str, str], _body: bytes) -> Reply:
         auth = authorization.auth_policies(namespace_of(params))
-        roles = {sub: sorted(names) for sub, names in auth["subscription_auth_roles"].items()}
-        return json_reply(200, dict(sorted(roles.items())))
+        return json_reply(200, sorted_grants(auth["subscription_auth_roles"]))
 
     async def grant_subscription(params: dict[str, str], body: bytes) -> Reply:
         namespace = namespace_of(params)
@@ -253,5 +257,4 @@ def install(web: WebServer, service: BrokerService) -> None:
         ("POST", f"{TOPIC}/permissions/{ROLE}", grant_topic),
         ("DELETE", f"{TOPIC}/permissions/{ROLE}", revoke_topic),
     ]
-    for method, pattern, handler in routes:
-        web.route_pattern(method, pattern, guarded(handler))
+    serve_routes(web, routes)

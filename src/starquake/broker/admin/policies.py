@@ -44,8 +44,8 @@ from starquake.broker.admin.replies import (
     BadRequest,
     Endpoint,
     Reply,
-    guarded,
     json_body,
+    serve_routes,
 )
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import NotFoundError
@@ -221,6 +221,7 @@ def backlog_quota_type(params: dict[str, str]) -> str:
 
 
 def check_backlog_quota(value: Any) -> Any:
+    """A backlog quota body, checked field by field (BadRequest on a wrong one)."""
     return _object(
         value,
         {
@@ -442,5 +443,4 @@ def install(web: WebServer, service: BrokerService) -> None:
         ("POST", f"{_NAMESPACE}/backlogQuota", set_quota),
         ("DELETE", f"{_NAMESPACE}/backlogQuota", delete_quota),
     ]
-    for method, pattern, handler in routes:
-        web.route_pattern(method, pattern, guarded(handler))
+    serve_routes(web, routes)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from starquake.broker.errors import (
@@ -12,7 +12,7 @@ from starquake.broker.errors import (
     TopicNotFoundError,
 )
 from starquake.broker.resources import ConflictError, NotFoundError
-from starquake.broker.web import Reply, json_reply
+from starquake.broker.web import Reply, WebServer, json_reply
 from starquake.common.topic_name import InvalidTopicNameError
 
 __all__ = [
@@ -72,3 +72,9 @@ def guarded(handler: Endpoint) -> Endpoint:
             return json_reply(status, {"reason": str(exc)})
 
     return run
+
+
+def serve_routes(web: WebServer, routes: Iterable[tuple[str, str, Endpoint]]) -> None:
+    """Serve each (method, path pattern, endpoint), failures answered as by :func:`guarded`."""
+    for method, pattern, handler in routes:
+        web.route_pattern(method, pattern, guarded(handler))

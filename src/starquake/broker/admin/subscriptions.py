@@ -27,8 +27,8 @@ from starquake.broker.admin.replies import (
     BadRequest,
     Endpoint,
     Reply,
-    guarded,
     json_body,
+    serve_routes,
 )
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import (
@@ -228,8 +228,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         ("GET", SUBSCRIPTION + r"/position/(?P<position>[^/]+)", peek),
         ("GET", TOPIC + r"/ledger/(?P<ledger>[^/]+)/entry/(?P<entry>[^/]+)", get_message),
     ]
-    for method, pattern, handler in routes:
-        web.route_pattern(method, pattern, guarded(handler))
+    serve_routes(web, routes)
 
 
 def _count(text: str) -> int:

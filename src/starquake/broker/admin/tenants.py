@@ -26,8 +26,8 @@ from starquake.broker.admin.replies import (
     SEGMENT,
     BadRequest,
     Reply,
-    guarded,
     json_body,
+    serve_routes,
 )
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import ConflictError, NotFoundError
@@ -171,5 +171,4 @@ def install(web: WebServer, service: BrokerService) -> None:
             delete_namespace,
         ),
     ]
-    for method, pattern, handler in routes:
-        web.route_pattern(method, pattern, guarded(handler))
+    serve_routes(web, routes)

@@ -20,7 +20,7 @@ from starquake.broker.admin.replies import (
     BadRequest,
     Endpoint,
     Reply,
-    guarded,
+    serve_routes,
 )
 from starquake.broker.errors import TopicNotFoundError
 from starquake.broker.system_topics import CREATE_REFUSED, hide_system_topics, is_system_topic
@@ -48,6 +48,7 @@ def topic_of(params: dict[str, str]) -> TopicName:
 
 
 def flag(params: dict[str, str], name: str, default: bool = False) -> bool:
+    """A boolean query parameter (``true`` in any case is True)."""
     value = params.get(name)
     return default if value is None else value.lower() == "true"
 
@@ -213,5 +214,4 @@ def install(web: WebServer, service: BrokerService) -> None:
         ("POST", TOPIC + "/terminate", terminate),
         ("PUT", TOPIC + "/unload", unload),
     ]
-    for method, pattern, handler in routes:
-        web.route_pattern(method, pattern, guarded(handler))
+    serve_routes(web, routes)

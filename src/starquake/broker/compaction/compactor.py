@@ -89,11 +89,13 @@ class CompactionRecord(NamedTuple):
     file: str
 
     def encode(self) -> bytes:
+        """The record as stored in the metadata store (compact JSON)."""
         doc = {"ledgerId": self.ledger_id, "horizon": list(self.horizon), "file": self.file}
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> CompactionRecord:
+        """The record stored as ``raw`` (ValueError if it is not one)."""
         try:
             doc = json.loads(raw)
             horizon = Position(int(doc["horizon"][0]), int(doc["horizon"][1]))

@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from starquake.broker.compaction.selection import EntryFacts, MessageFacts, MessageRef
-from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.batch import BatchFormatError, iter_batch, pack_batch, unpack_batch
 from starquake.protocol.compression import CompressionError, compress, decompress
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import encode_entry, parse_entry
+from starquake.protocol.wire import pb
 from starquake.storage import Position
 
 __all__ = ["entry_facts", "rebuild_batch"]

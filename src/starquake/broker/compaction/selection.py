@@ -70,6 +70,7 @@ class Selection(NamedTuple):
     kept_chunks: frozenset[str]
 
     def keeps(self, message: MessageFacts) -> bool:
+        """Whether compaction keeps this message (a chunk goes with its message)."""
         if message.chunk_uuid is not None and not message.last_chunk:
             return message.chunk_uuid in self.kept_chunks
         return message.ref in self.kept
@@ -87,6 +88,7 @@ class LatestPerKey:
         """Messages seen (chunks of one chunked message count once)."""
 
     def add(self, messages: Iterable[MessageFacts]) -> None:
+        """Take these messages in: each key's latest one wins, an empty payload deletes it."""
         latest = self._latest
         for message in messages:
             if message.chunk_uuid is not None and not message.last_chunk:
@@ -105,6 +107,7 @@ class LatestPerKey:
                 latest[key] = message
 
     def add_entries(self, entries: Iterable[EntryFacts]) -> None:
+        """Take in the messages of readable entries, skipping markers."""
         for entry in entries:
             if entry.readable and not entry.marker:
                 self.add(entry.messages)
@@ -115,6 +118,7 @@ class LatestPerKey:
         return len(self._latest)
 
     def result(self) -> Selection:
+        """The messages and chunked messages kept so far."""
         kept = {m.ref for m in self._latest.values()}
         kept.update(self._null_keyed)
         chunks = {m.chunk_uuid for m in self._latest.values() if m.chunk_uuid is not None}

@@ -34,6 +34,7 @@ class TopicCompaction:
 
     @property
     def running(self) -> bool:
+        """Whether a compaction of the topic is under way."""
         return self.status == RUNNING
 
     def install(self, view: CompactedView | None) -> None:

@@ -52,14 +52,17 @@ class CompactedView:
 
     @property
     def ledger_id(self) -> int:
+        """The id of the compacted ledger."""
         return self.ledger.ledger_id
 
     @property
     def entries(self) -> int:
+        """How many entries the compacted ledger holds."""
         return len(self.ledger)
 
     @property
     def size(self) -> int:
+        """The compacted ledger's size in bytes."""
         return self.ledger.size
 
     def read_from(
@@ -116,6 +119,7 @@ class CompactedView:
         return record.position, -1
 
     def close(self) -> None:
+        """Close the compacted ledger's file."""
         self.ledger.close()
 
     def __repr__(self) -> str:

@@ -53,15 +53,18 @@ class Dispatcher:
     # --- consumers ----------------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer) -> None:
+        """Take a consumer in and dispatch to it."""
         self.consumers.append(consumer)
         self.schedule()
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """Let a consumer go and dispatch to the others."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         self.schedule()
 
     def consumer_flow(self, consumer: Consumer, permits: int) -> None:
+        """Add a consumer's FLOW permits, then dispatch."""
         consumer.permits += permits
         self.schedule()
 
@@ -134,6 +137,7 @@ class Dispatcher:
         return bool(plan)
 
     def dispatch(self) -> None:
+        """Send what the consumers have permits for (each subscription type decides how)."""
         raise NotImplementedError
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
@@ -148,11 +152,13 @@ class Dispatcher:
         self.schedule()
 
     def close(self) -> None:
+        """Stop dispatching."""
         self.closed = True
 
     # --- helpers -----------------------------------------------------------------------------
 
     def info(self, entry: Entry) -> EntryInfo:
+        """What the broker needs to know of a stored entry (cached per topic)."""
         return self.subscription.topic.entry_infos.get(entry.position, entry.data)
 
     def prepared(self, entry: Entry, info: EntryInfo) -> Dispatch:
@@ -165,6 +171,7 @@ class Dispatcher:
         return (position, entry.data, info.num_messages, count, ack_set)
 
     def note_redelivered(self, positions: list[Position]) -> None:
+        """Count one more delivery of each of these positions."""
         counts = self.subscription.redelivery_counts
         for position in positions:
             counts[position] = counts.get(position, 0) + 1

@@ -72,6 +72,7 @@ class KeySharedDispatcher(SharedDispatcher):
     # --- membership -----------------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer) -> None:
+        """Give a consumer its hash ranges; it waits for keys already in flight."""
         try:
             self.selector.add_consumer(consumer, consumer.name, consumer.key_hash_ranges)
         except ConsumerAssignError as exc:
@@ -90,6 +91,7 @@ class KeySharedDispatcher(SharedDispatcher):
         self.schedule()
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """Hand a consumer's hash ranges and unacknowledged messages to others."""
         self.selector.remove_consumer(consumer)
         self.recently_joined.pop(consumer, None)
         super().remove_consumer(consumer)
@@ -107,6 +109,7 @@ class KeySharedDispatcher(SharedDispatcher):
             self.schedule()
 
     def key_hash_ranges(self) -> dict[Consumer, list[tuple[int, int]]]:
+        """Each consumer's hash ranges (for the stats)."""
         return self.selector.consumer_key_hash_ranges()
 
     # --- replay bookkeeping ---------------------------------------------------------------------
@@ -128,6 +131,7 @@ class KeySharedDispatcher(SharedDispatcher):
         self.to_redeliver.add(position)
 
     def add_replay(self, positions: list[Position]) -> None:
+        """Queue positions for redelivery, holding back later messages of their keys."""
         infos = self.subscription.topic.entry_infos
         ledger = self.subscription.topic.ledger
         for position in positions:
@@ -140,6 +144,7 @@ class KeySharedDispatcher(SharedDispatcher):
             self._hold(position, self._hash(infos.get(position, entry.data)))
 
     def discard_replay(self, position: Position) -> None:
+        """Drop a position from redelivery; its key may flow again when none is left."""
         self.to_redeliver.discard(position)
         key_hash = self._replay_hashes.pop(position, None)
         if key_hash is not None:
@@ -150,6 +155,7 @@ class KeySharedDispatcher(SharedDispatcher):
                 del self._held_hashes[key_hash]
 
     def reset(self) -> None:
+        """Forget the redelivery and key bookkeeping (after a rewind)."""
         self._replay_hashes.clear()
         self._held_hashes.clear()
         self._draining.clear()
@@ -175,6 +181,7 @@ class KeySharedDispatcher(SharedDispatcher):
     # --- dispatching ----------------------------------------------------------------------------
 
     def assign(self, batch: list[tuple[Entry, EntryInfo]], replaying: bool) -> bool:
+        """Send a batch of entries to their keys' consumers; False if none went."""
         plan: dict[int, tuple[Consumer, list[Dispatch]]] = {}
         blocked: set[int] = set()
         select = self.selector.select

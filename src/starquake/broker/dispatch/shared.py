@@ -35,6 +35,7 @@ _MAX_PASSES = 64
 
 
 def now_ms() -> int:
+    """The wall clock in milliseconds (delayed delivery times)."""
     return int(time.time() * 1000)
 
 
@@ -51,6 +52,7 @@ class SharedDispatcher(Dispatcher):
     # --- consumers and redelivery -------------------------------------------------------------
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """Let a consumer go; its unacknowledged messages go to the others."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         for uuid in [u for u, c in self._chunk_owner.items() if c is consumer]:
@@ -64,6 +66,7 @@ class SharedDispatcher(Dispatcher):
         self.schedule()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """Send a consumer's unacknowledged messages again, to whoever has permits."""
         chosen = consumer.take_pending(positions)
         for position in chosen:
             self.entry_done(position)
@@ -72,12 +75,15 @@ class SharedDispatcher(Dispatcher):
         self.schedule()
 
     def add_replay(self, positions: list[Position]) -> None:
+        """Queue positions for redelivery."""
         self.to_redeliver.update(positions)
 
     def discard_replay(self, position: Position) -> None:
+        """Drop a position from redelivery (it was acknowledged)."""
         self.to_redeliver.discard(position)
 
     def reset(self) -> None:
+        """Forget redeliveries, chunk owners and delayed messages (after a rewind)."""
         self.to_redeliver.clear()
         self._chunk_owner.clear()
         tracker = self.subscription.delayed_tracker
@@ -86,6 +92,7 @@ class SharedDispatcher(Dispatcher):
         super().reset()
 
     def close(self) -> None:
+        """Stop dispatching and cancel the delayed-delivery timer."""
         super().close()
         if self._timer is not None:
             self._timer.cancel()
@@ -162,6 +169,7 @@ class SharedDispatcher(Dispatcher):
         return None
 
     def dispatch(self) -> None:
+        """Send redeliveries, due delayed messages and new entries round-robin."""
         cursor = self.subscription.cursor
         self._take_due_delayed(self.max_read_batch)
         for _ in range(_MAX_PASSES):

@@ -41,10 +41,12 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self.max_unacked_per_subscription = 0
 
     def add_consumer(self, consumer: Consumer) -> None:
+        """Take a consumer in and elect the active one again."""
         self.consumers.append(consumer)
         self._elect(notify_all=True)
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """Let a consumer go and elect the active one again."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         self._elect(notify_all=False)
@@ -76,6 +78,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self.schedule()
 
     def dispatch(self) -> None:
+        """Send entries in order to the active consumer while it has permits."""
         consumer = self.active
         if consumer is None:
             return
@@ -99,6 +102,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         # Ordering forbids redelivering single messages here: rewind and resend all unacked.
+        """Rewind and resend the active consumer's unacknowledged messages."""
         if consumer is not self.active:
             return
         pending = consumer.take_pending(positions)
@@ -109,6 +113,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self.schedule()
 
     def info(self, entry: Entry) -> EntryInfo:
+        """As the base, but a compacted entry's batch may be smaller than stored."""
         if isinstance(entry, CompactedEntry):  # its batch may be smaller than the stored one
             return compacted_entry_info(entry)
         return super().info(entry)

@@ -61,6 +61,7 @@ class StoredSchema:
     deleted: bool = False
 
     def to_json(self) -> bytes:
+        """The schema as stored in the metadata store (JSON, data in base64)."""
         return json.dumps(
             {
                 "type": self.info.type.name,
@@ -75,6 +76,7 @@ class StoredSchema:
 
     @classmethod
     def from_json(cls, version: int, raw: bytes) -> StoredSchema:
+        """The schema version ``version`` stored as ``raw``."""
         value: dict[str, Any] = json.loads(raw)
         info = SchemaInfo(
             SchemaType[value["type"]],

@@ -52,6 +52,7 @@ def _flag(service: BrokerService, namespace: str, key: str, default: bool) -> bo
 
 
 def allow_auto_update(service: BrokerService, namespace: str) -> bool:
+    """Whether producers may register new schema versions in the namespace."""
     return _flag(
         service,
         namespace,
@@ -61,6 +62,7 @@ def allow_auto_update(service: BrokerService, namespace: str) -> bool:
 
 
 def validation_enforced(service: BrokerService, namespace: str) -> bool:
+    """Whether producers without a schema are refused on topics that have one."""
     return _flag(
         service, namespace, "schema_validation_enforced", service.config.isSchemaValidationEnforced
     )

@@ -85,6 +85,7 @@ class BasicAuthenticationProvider:
         self._verdicts: BoundedCache[bytes, bool] = BoundedCache(CACHE_ENTRIES)
 
     async def authenticate(self, credentials: Credentials) -> AuthResult:
+        """The role of ``user:password`` credentials checked against the users file."""
         user, sep, password = credentials.data.decode("utf-8", "replace").partition(":")
         if not sep or not user:
             raise AuthenticationError("basic credentials must be user:password")
@@ -120,6 +121,7 @@ class BasicAuthenticationProvider:
         return self._checks
 
     def close(self) -> None:
+        """Stop the password-checking thread."""
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None

@@ -23,6 +23,7 @@ class TlsAuthenticationProvider:
         del config  # the certificate checks are the TLS context's (tlsTrustCertsFilePath)
 
     async def authenticate(self, credentials: Credentials) -> AuthResult:
+        """The role of a connection: its verified client certificate's common name."""
         role = credentials.tls_common_name
         if not role:
             raise AuthenticationError(
@@ -32,4 +33,4 @@ class TlsAuthenticationProvider:
         return AuthResult(role, self.method)
 
     def close(self) -> None:
-        pass
+        """Nothing to release."""

@@ -63,6 +63,7 @@ class TokenAuthenticationProvider:
         self._verdicts: BoundedCache[bytes, _Verdict] = BoundedCache(CACHE_ENTRIES)
 
     async def authenticate(self, credentials: Credentials) -> AuthResult:
+        """The role of a JSON Web Token (its ``sub`` claim)."""
         return self.verify(credentials.data)
 
     def verify(self, data: bytes, now: float | None = None) -> AuthResult:
@@ -120,4 +121,4 @@ class TokenAuthenticationProvider:
         return role, None if exp is None else float(exp)
 
     def close(self) -> None:
-        pass
+        """Nothing to release."""

@@ -49,7 +49,7 @@ from starquake.broker.security.provider import (
     AuthResult,
     Credentials,
 )
-from starquake.broker.security.tls import peer_common_name
+from starquake.broker.security.tls import request_common_name
 from starquake.broker.web import WebAuthenticationError
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def provider_method(name: str) -> str:
 class ExpiringConnection(Protocol):
     """A connection whose credentials may expire (``ServerCnx``)."""
 
-    def check_credentials_expiry(self, now: float) -> None: ...
+    def check_credentials_expiry(self, now: float) -> None:
+        """Challenge or close the connection if its credentials expired by ``now``."""
 
 
 class AuthenticationService:
@@ -267,7 +268,7 @@ def _http_credentials(request: web.Request, tls: bool) -> tuple[str, Credentials
             raise AuthenticationError(f"unsupported Authorization scheme {scheme!r}")
         return method, Credentials(data)
     if tls:
-        common_name = peer_common_name(request.transport)
+        common_name = request_common_name(request)
         if common_name is not None:
             return "tls", Credentials(tls_common_name=common_name)
     return "none", Credentials()

@@ -104,6 +104,7 @@ class AuthorizationService:
     # --- roles ----------------------------------------------------------------------------------
 
     def is_super_user(self, role: str | None) -> bool:
+        """Whether ``role`` is one of ``superUserRoles``."""
         return role is not None and role in self.super_users
 
     def is_tenant_admin(self, tenant: str, role: str | None) -> bool:
@@ -157,6 +158,7 @@ class AuthorizationService:
         return base != topic and self._granted(by_topic.get(str(base)), role, action)
 
     def can_produce(self, topic: TopicName, role: str | None) -> bool:
+        """Whether ``role`` may produce to ``topic``."""
         return self.is_super_user(role) or self.has_permission(topic, role, "produce")
 
     def can_consume(
@@ -173,6 +175,7 @@ class AuthorizationService:
         return self.has_permission(topic, role, "consume")
 
     def can_lookup(self, topic: TopicName, role: str | None) -> bool:
+        """Whether ``role`` may look ``topic`` up (it may produce or consume)."""
         return self.can_produce(topic, role) or self.can_consume(topic, role)
 
     # --- operations -----------------------------------------------------------------------------

@@ -30,11 +30,10 @@ from typing import TYPE_CHECKING
 from starquake import __version__
 from starquake.broker.cnx_base import CnxBase
 from starquake.broker.security.provider import AuthenticationError, AuthResult, Credentials
-from starquake.broker.security.tls import peer_common_name
 from starquake.protocol import commands
-from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import encode_command
+from starquake.protocol.wire import pb
 
 if TYPE_CHECKING:
     from starquake.broker.security.authentication import AuthenticationService
@@ -69,6 +68,7 @@ class ConnectionAuthentication(CnxBase):
     _auth_challenge_pending = False
 
     def close(self) -> None:
+        """Close the connection (ServerCnx implements it)."""
         raise NotImplementedError
 
     def _on_connect(self, command: T, _: bytes | None) -> None:
@@ -91,12 +91,12 @@ class ConnectionAuthentication(CnxBase):
         else:
             method = "none"
         self._authenticating = True
-        self._spawn(
+        self.spawn(
             self._authenticate(authentication, method, self._credentials(method, connect.auth_data))
         )
 
     def _credentials(self, method: str, data: bytes) -> Credentials:
-        common_name = peer_common_name(self.transport) if method == "tls" else None
+        common_name = self.peer_common_name() if method == "tls" else None
         return Credentials(data, common_name)
 
     async def _authenticate(
@@ -104,7 +104,7 @@ class ConnectionAuthentication(CnxBase):
     ) -> None:
         result = await self._check(authentication, method, credentials)
         self._authenticating = False
-        if result is None or self.transport is None:
+        if result is None or not self.is_open:
             return
         authentication.successes += 1
         self.auth_role = result.role
@@ -158,7 +158,7 @@ class ConnectionAuthentication(CnxBase):
     def check_credentials_expiry(self, now: float) -> None:
         """Challenge (or close) the connection if its credentials expired by ``now``."""
         expires_at = self.auth_expires_at
-        if not self.connected or self.transport is None or expires_at is None or expires_at > now:
+        if not self.connected or not self.is_open or expires_at is None or expires_at > now:
             return
         if not self._supports_auth_refresh:
             log.info(
@@ -193,13 +193,13 @@ class ConnectionAuthentication(CnxBase):
             self._refuse(authentication, method, reason)
             return
         credentials = self._credentials(method, response.auth_data)
-        self._spawn(self._reauthenticate(authentication, method, credentials))
+        self.spawn(self._reauthenticate(authentication, method, credentials))
 
     async def _reauthenticate(
         self, authentication: AuthenticationService, method: str, credentials: Credentials
     ) -> None:
         result = await self._check(authentication, method, credentials)
-        if result is None or self.transport is None:
+        if result is None or not self.is_open:
             return
         if result.role != self.auth_role:
             log.warning(

@@ -66,12 +66,14 @@ class BoundedCache(Generic[_K, _V]):
         self._items: OrderedDict[_K, _V] = OrderedDict()
 
     def get(self, key: _K) -> _V | None:
+        """The value of ``key`` (now the most recently used), or None."""
         value = self._items.get(key)
         if value is not None:
             self._items.move_to_end(key)
         return value
 
     def put(self, key: _K, value: _V) -> None:
+        """Store a value, evicting the least recently used beyond the capacity."""
         self._items[key] = value
         self._items.move_to_end(key)
         while len(self._items) > self.capacity:

@@ -35,8 +35,12 @@ import asyncio
 import logging
 import ssl
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from starquake.broker.config import BrokerConfig, ConfigError
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -229,3 +233,8 @@ def peer_common_name(transport: asyncio.BaseTransport | None) -> str | None:
             if attribute[0] == "commonName":
                 return str(attribute[1])
     return None
+
+
+def request_common_name(request: web.BaseRequest) -> str | None:
+    """:func:`peer_common_name` of the connection that carried a web request."""
+    return peer_common_name(request.transport)

@@ -4,8 +4,8 @@
 * :class:`HashRangeAutoSplitSelector`: AUTO_SPLIT by halving the largest slot range.
 * :class:`HashRangeExclusiveSelector`: STICKY, consumer-declared slot ranges.
 
-All three satisfy :class:`StickyKeyConsumerSelector`; see SPEC.md section 5 and PROTOCOL.md
-section 9.
+All three satisfy :class:`StickyKeyConsumerSelector`. A sticky key is the message's ordering key,
+else its partition key, else ``NONE_KEY``; its hash is murmur3 (32-bit) masked to 31 bits.
 """
 
 from __future__ import annotations

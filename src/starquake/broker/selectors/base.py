@@ -31,10 +31,10 @@ DEFAULT_RANGE_SIZE = 65536
 #: The largest sticky-key hash: hashes are 31-bit (``murmur3 & 0x7fffffff``).
 HASH_SPACE_MAX = 0x7FFFFFFF
 
-#: The sticky key of an entry with neither ordering key nor partition key. SPEC.md section 5
-#: spells it ``NON_KEY``; Pulsar's brokers (``PersistentStickyKeyDispatcherMultipleConsumers``,
-#: ``Commands.peekStickyKey``) and PROTOCOL.md use ``"NONE_KEY"``, which we keep so keyless
-#: messages hash to the same consumer slot as on a Pulsar broker.
+#: The sticky key of an entry with neither ordering key nor partition key. Some of Pulsar's
+#: documentation spells it ``NON_KEY``; Pulsar's brokers (``Commands.peekStickyKey``) use
+#: ``"NONE_KEY"``, which we keep so keyless messages hash to the same consumer slot as on a
+#: Pulsar broker.
 NONE_KEY = b"NONE_KEY"
 
 C = TypeVar("C", bound=Hashable)
@@ -96,7 +96,7 @@ def sticky_key_hash(key: bytes) -> int:
 def slot_of(hash_: int) -> int:
     """Return the hash-range slot of a sticky-key hash: ``hash_ % 65536``.
 
-    This is the 2.x/3.x rule that SPEC.md section 5 states. Pulsar 4.0 (PIP-379) additionally maps
+    This is Pulsar 2.x/3.x's documented rule. Pulsar 4.0 (PIP-379) additionally maps
     slot 0 to 1 to reserve 0 as "not set" for its draining-hash bookkeeping; we have no such
     bookkeeping, so slot 0 stays a real slot and a STICKY range ``[0, x]`` owns it. Because 65536
     divides 2**31, the raw 32-bit murmur value and the masked 31-bit one give the same slot.

@@ -1,14 +1,14 @@
 """Key_Shared AUTO_SPLIT by consistent hashing (the default selector).
 
-The ring follows SPEC.md section 5, i.e. Pulsar 2.x: each consumer puts ``replica_points``
+The ring follows Pulsar 2.x's documented behaviour: each consumer puts ``replica_points``
 points on a ring of 31-bit hashes, point ``i`` at ``murmur3_32_masked((name + str(i)).encode())``.
 A key hash goes to the first point at or after it, wrapping to the first point. Consumers whose
 points collide (always the case for two consumers of the same name) share the ring entry; the
 entry's list is sorted by name, ties in join order, and a hash picks ``list[hash % len(list)]``.
 
 Current Pulsar keys points as ``name + "\\0" + nameIndex + "\\0" + i`` hashed into slots 1..65535,
-and resolves collisions by keeping the first consumer; SPEC.md asks for the 2.x ring, so we
-deliberately do not follow it.
+and resolves collisions by keeping the first consumer; we keep the 2.x ring on purpose, so
+that keys go to the same consumers as on the brokers that use it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Used when ``subscriptionKeySharedUseConsistentHashing=false``.
 
 The slots ``0 .. range_size - 1`` are cut into contiguous regions, one per consumer, and a hash
-goes to the region holding ``hash % range_size``. SPEC.md section 5:
+goes to the region holding ``hash % range_size``, as in Pulsar 2.x's documented behaviour:
 
 * the first consumer owns every slot;
 * a new consumer takes the lower half of the largest region (ties: the lowest region) and the
@@ -11,13 +11,13 @@ goes to the region holding ``hash % range_size``. SPEC.md section 5:
   ``n - n // 2`` slots, as in Pulsar's ``splitRange``;
 * a leaving consumer's region merges into its right neighbour, the last region into its left one.
 
-The SPEC example writes regions half-open (``C2 [0, 32768)``); :meth:`consumer_key_hash_ranges`
-reports them inclusive (``(0, 32767)``), the form of the stats' ``keyHashRanges``. Pulsar keys
-its map by region end and routes ``slot`` to the ceiling end, which gives the new consumer one
-slot more (``0..32768``); we follow SPEC.md's boundaries instead.
+Pulsar's documentation writes regions half-open (``C2 [0, 32768)``);
+:meth:`consumer_key_hash_ranges` reports them inclusive (``(0, 32767)``), the form of the stats'
+``keyHashRanges``. Pulsar keys its map by region end and routes ``slot`` to the ceiling end, which
+gives the new consumer one slot more (``0..32768``); we keep the documented boundaries instead.
 
 ``select`` takes the masked 31-bit sticky-key hash. ``range_size`` is a power of two dividing
-2**31, so the raw 32-bit murmur value lands in the same slot: SPEC's ``Order-3459134`` example
+2**31, so the raw 32-bit murmur value lands in the same slot: the key ``Order-3459134``
 (raw 3112179635, masked 964695987) is slot 6067 either way.
 """
 

@@ -3,7 +3,7 @@
 Ranges are inclusive ``(start, end)`` pairs over the slots ``0 .. range_size - 1``; a hash goes to
 the consumer whose range holds ``hash % range_size``, or to nobody. A subscribe whose ranges are
 missing, out of bounds, reversed or overlapping (another consumer's or each other) fails and
-leaves the selector as if it had never been tried (SPEC.md section 5).
+leaves the selector as if it had never been tried, as on a Pulsar broker.
 """
 
 from __future__ import annotations

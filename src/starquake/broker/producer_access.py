@@ -19,18 +19,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from starquake.broker.errors import BrokerServiceError, ProducerBusyError
+from starquake.protocol.enums import ProducerAccessMode
 from starquake.protocol.errors import ServerError
 
 if TYPE_CHECKING:
     from starquake.broker.producer import Producer
 
-SHARED = 0
-EXCLUSIVE = 1
-WAIT_FOR_EXCLUSIVE = 2
-EXCLUSIVE_WITH_FENCING = 3
-
 
 class ProducerFencedError(BrokerServiceError):
+    """A producer refused because an ExclusiveWithFencing producer fenced its name."""
+
     code = ServerError.ProducerFenced
 
 
@@ -61,11 +59,11 @@ class ProducerRegistry:
                 raise ProducerBusyError(
                     f"Producer with name '{producer.name}' is already connected to topic"
                 )
-        if producer.name in self._fenced_names and mode != EXCLUSIVE_WITH_FENCING:
+        if producer.name in self._fenced_names and mode != ProducerAccessMode.ExclusiveWithFencing:
             raise ProducerFencedError(
                 f"Producer {producer.name} was fenced by an ExclusiveWithFencing producer"
             )
-        if mode == EXCLUSIVE_WITH_FENCING:
+        if mode == ProducerAccessMode.ExclusiveWithFencing:
             self._fencing = True
             try:
                 for other in list(self.producers.values()):
@@ -81,21 +79,24 @@ class ProducerRegistry:
         holder = self.exclusive.name if self.exclusive is not None else None
         if holder is None and self.waiting:
             holder = self.waiting[0].producer.name
-        if mode == WAIT_FOR_EXCLUSIVE:
+        if mode == ProducerAccessMode.WaitForExclusive:
             if self.exclusive is not None or self.producers:
                 return False
         elif holder is not None:
-            error = ProducerFencedError if mode == EXCLUSIVE else ProducerBusyError
+            error = (
+                ProducerFencedError if mode == ProducerAccessMode.Exclusive else ProducerBusyError
+            )
             raise error(f"Topic has an existing exclusive producer: {holder}")
-        elif mode == EXCLUSIVE and self.producers:
+        elif mode == ProducerAccessMode.Exclusive and self.producers:
             raise ProducerFencedError("Topic has existing shared producers")
-        if mode in (EXCLUSIVE, WAIT_FOR_EXCLUSIVE):
+        if mode in (ProducerAccessMode.Exclusive, ProducerAccessMode.WaitForExclusive):
             self._add_exclusive(producer)
             return True
         self.producers[id(producer)] = producer
         return True
 
     def wait(self, producer: Producer, on_ready: Callable[[Producer, int], None]) -> None:
+        """Queue a WaitForExclusive producer; ``on_ready`` runs when it gets the topic."""
         self.waiting.append(Waiter(producer, on_ready))
 
     def _add_exclusive(self, producer: Producer) -> None:
@@ -104,6 +105,7 @@ class ProducerRegistry:
         self.producers[id(producer)] = producer
 
     def remove(self, producer: Producer) -> None:
+        """Forget ``producer`` and promote the next waiting one if the topic is now free."""
         self.producers.pop(id(producer), None)
         if self.exclusive is producer:
             self.exclusive = None

@@ -1,40 +1,58 @@
-"""Client-side command builders (pure functions returning ``BaseCommand`` objects)."""
+"""Builders of the commands a client sends, as ``BaseCommand`` objects (not yet framed).
+
+PING, PONG, CLOSE_PRODUCER and CLOSE_CONSUMER are sent by brokers too: the broker frames the
+same builders (see :mod:`starquake.protocol.commands`), so each command is built in one place.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
 from starquake.common.schema_info import SchemaInfo
-from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.schema import fill_schema
+from starquake.protocol.wire import pb
 
 T = pb.BaseCommand
 
+MAX_PROTOCOL_VERSION = 20
+"""Highest protocol version this implementation speaks."""
 
-def connect(client_version: str, protocol_version: int) -> T:
+
+def connect(
+    client_version: str,
+    protocol_version: int = MAX_PROTOCOL_VERSION,
+    *,
+    feature_flags: bool = True,
+) -> T:
+    """CONNECT without credentials; ``feature_flags`` announces auth refresh and broker entry
+    metadata support (a bare CONNECT, as from an old client, leaves them out)."""
     cmd = T(type=T.CONNECT)
     c = cmd.connect
     c.client_version = client_version
     c.auth_method_name = "none"
     c.protocol_version = protocol_version
-    c.feature_flags.supports_auth_refresh = True
-    c.feature_flags.supports_broker_entry_metadata = True
+    if feature_flags:
+        c.feature_flags.supports_auth_refresh = True
+        c.feature_flags.supports_broker_entry_metadata = True
     return cmd
 
 
 def ping() -> T:
+    """PING (keep-alive probe; either side sends it)."""
     cmd = T(type=T.PING)
     cmd.ping.SetInParent()
     return cmd
 
 
 def pong() -> T:
+    """PONG (the answer to a PING)."""
     cmd = T(type=T.PONG)
     cmd.pong.SetInParent()
     return cmd
 
 
 def partitioned_metadata(topic: str, request_id: int) -> T:
+    """PARTITIONED_METADATA: ask how many partitions ``topic`` has."""
     cmd = T(type=T.PARTITIONED_METADATA)
     cmd.partition_metadata.topic = topic
     cmd.partition_metadata.request_id = request_id
@@ -42,6 +60,7 @@ def partitioned_metadata(topic: str, request_id: int) -> T:
 
 
 def lookup(topic: str, request_id: int, authoritative: bool, listener_name: str = "") -> T:
+    """LOOKUP: ask which broker serves ``topic`` (for ``listener_name``, if given)."""
     cmd = T(type=T.LOOKUP)
     r = cmd.lookup_topic
     r.topic = topic
@@ -70,6 +89,7 @@ def producer(
     initial_subscription_name: str | None = None,
     schema: SchemaInfo | None = None,
 ) -> T:
+    """PRODUCER: create a producer on ``topic`` (``access_mode``: a ProducerAccessMode)."""
     cmd = T(type=T.PRODUCER)
     p = cmd.producer
     p.topic = topic
@@ -99,6 +119,7 @@ def send(
     *,
     is_chunk: bool = False,
 ) -> T:
+    """SEND (without its entry); ``highest_sequence_id`` is sent only when above ``sequence_id``."""
     cmd = T(type=T.SEND)
     s = cmd.send
     s.producer_id = producer_id
@@ -112,6 +133,7 @@ def send(
 
 
 def close_producer(producer_id: int, request_id: int) -> T:
+    """CLOSE_PRODUCER (a broker sends it with request id 0 to close a producer itself)."""
     cmd = T(type=T.CLOSE_PRODUCER)
     cmd.close_producer.producer_id = producer_id
     cmd.close_producer.request_id = request_id
@@ -135,6 +157,7 @@ def subscribe(
     replicate_subscription_state: bool = False,
     schema: SchemaInfo | None = None,
 ) -> T:
+    """SUBSCRIBE a consumer (``sub_type``/``initial_position``: SubType/InitialPosition)."""
     cmd = T(type=T.SUBSCRIBE)
     s = cmd.subscribe
     s.topic = topic
@@ -159,6 +182,7 @@ def subscribe(
 
 
 def flow(consumer_id: int, permits: int) -> T:
+    """FLOW: grant ``permits`` more messages to a consumer."""
     cmd = T(type=T.FLOW)
     cmd.flow.consumer_id = consumer_id
     cmd.flow.messagePermits = permits
@@ -166,6 +190,7 @@ def flow(consumer_id: int, permits: int) -> T:
 
 
 def ack(consumer_id: int, ack_type: int, message_ids: Iterable[pb.MessageIdData]) -> T:
+    """ACK of ``message_ids`` (``ack_type``: an :class:`~starquake.protocol.enums.AckType`)."""
     cmd = T(type=T.ACK)
     a = cmd.ack
     a.consumer_id = consumer_id
@@ -175,6 +200,7 @@ def ack(consumer_id: int, ack_type: int, message_ids: Iterable[pb.MessageIdData]
 
 
 def redeliver(consumer_id: int, message_ids: Iterable[pb.MessageIdData] = ()) -> T:
+    """REDELIVER_UNACKNOWLEDGED_MESSAGES: of ``message_ids``, or of all when empty."""
     cmd = T(type=T.REDELIVER_UNACKNOWLEDGED_MESSAGES)
     r = cmd.redeliver_unacknowledged_messages
     r.consumer_id = consumer_id
@@ -183,6 +209,7 @@ def redeliver(consumer_id: int, message_ids: Iterable[pb.MessageIdData] = ()) ->
 
 
 def close_consumer(consumer_id: int, request_id: int) -> T:
+    """CLOSE_CONSUMER (a broker sends it with request id 0 to close a consumer itself)."""
     cmd = T(type=T.CLOSE_CONSUMER)
     cmd.close_consumer.consumer_id = consumer_id
     cmd.close_consumer.request_id = request_id
@@ -190,6 +217,7 @@ def close_consumer(consumer_id: int, request_id: int) -> T:
 
 
 def unsubscribe(consumer_id: int, request_id: int) -> T:
+    """UNSUBSCRIBE the consumer's subscription."""
     cmd = T(type=T.UNSUBSCRIBE)
     cmd.unsubscribe.consumer_id = consumer_id
     cmd.unsubscribe.request_id = request_id
@@ -202,6 +230,7 @@ def seek(
     message_id: pb.MessageIdData | None = None,
     publish_time: int | None = None,
 ) -> T:
+    """SEEK the consumer's subscription to a message id or a publish time."""
     cmd = T(type=T.SEEK)
     s = cmd.seek
     s.consumer_id = consumer_id
@@ -214,6 +243,7 @@ def seek(
 
 
 def get_last_message_id(consumer_id: int, request_id: int) -> T:
+    """GET_LAST_MESSAGE_ID of the consumer's topic."""
     cmd = T(type=T.GET_LAST_MESSAGE_ID)
     cmd.get_last_message_id.consumer_id = consumer_id
     cmd.get_last_message_id.request_id = request_id
@@ -221,6 +251,7 @@ def get_last_message_id(consumer_id: int, request_id: int) -> T:
 
 
 def get_topics_of_namespace(namespace: str, request_id: int, mode: int) -> T:
+    """GET_TOPICS_OF_NAMESPACE (``mode``: a :class:`~starquake.protocol.enums.TopicListMode`)."""
     cmd = T(type=T.GET_TOPICS_OF_NAMESPACE)
     g = cmd.get_topics_of_namespace
     g.namespace = namespace
@@ -230,6 +261,7 @@ def get_topics_of_namespace(namespace: str, request_id: int, mode: int) -> T:
 
 
 def get_schema(topic: str, request_id: int, schema_version: bytes | None) -> T:
+    """GET_SCHEMA of ``topic``: the given version, or the latest when None or empty."""
     cmd = T(type=T.GET_SCHEMA)
     g = cmd.get_schema
     g.request_id = request_id
