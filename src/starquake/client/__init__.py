@@ -22,7 +22,7 @@ event-loop thread.
 from __future__ import annotations
 
 from starquake.client import schema
-from starquake.client._api import (
+from starquake.client._arg_checks import (
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
     ConsumerKeySharedPolicy,

@@ -6,12 +6,14 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable
 
-from starquake.client import _commands
 from starquake.client._message import MessageId
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.client._timeouts import pop_due
+from starquake.protocol import client_commands
+from starquake.protocol.enums import AckType
+from starquake.protocol.wire import pb
 
-_INDIVIDUAL = pb.CommandAck.Individual
-_CUMULATIVE = pb.CommandAck.Cumulative
+_INDIVIDUAL = AckType.Individual
+_CUMULATIVE = AckType.Cumulative
 EntryKey = tuple[int, int]
 
 
@@ -72,13 +74,13 @@ class AckGroupingTracker:
             self._timer.cancel()
             self._timer = None
         if self._cumulative_dirty and self._cumulative is not None:
-            cmd = _commands.ack(self._consumer_id, _CUMULATIVE, [self._cumulative])
+            cmd = client_commands.ack(self._consumer_id, _CUMULATIVE, [self._cumulative])
             if self._send(cmd):
                 self._cumulative_dirty = False
         if self._individual:
             ids = list(self._individual.values())
             for start in range(0, len(ids), self._max_size):
-                cmd = _commands.ack(
+                cmd = client_commands.ack(
                     self._consumer_id, _INDIVIDUAL, ids[start : start + self._max_size]
                 )
                 if not self._send(cmd):
@@ -132,9 +134,9 @@ class NegativeAcksTracker:
     def _on_timer(self) -> None:
         self._timer = None
         now = time.monotonic()
-        due = [key for key, (deadline, _) in self._entries.items() if deadline <= now]
+        due = pop_due(self._entries, now)
         if due:
-            self._redeliver([self._entries.pop(key)[1] for key in due])
+            self._redeliver(due)
         if self._entries:
             self._arm(min(deadline for deadline, _ in self._entries.values()))
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from starquake.client._message import MessageId
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.wire import pb
 
 log = logging.getLogger("starquake.client")
 

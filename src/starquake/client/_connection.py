@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from starquake.client import _commands
 from starquake.client.exceptions import (
     AuthenticationError,
     ConnectError,
@@ -32,7 +31,7 @@ from starquake.client.exceptions import (
     Timeout,
     from_server_error,
 )
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol import client_commands
 from starquake.protocol.commands import MAX_PROTOCOL_VERSION
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import (
@@ -41,6 +40,7 @@ from starquake.protocol.framing import (
     FrameDecoder,
     encode_command,
 )
+from starquake.protocol.wire import pb
 
 if TYPE_CHECKING:
     from starquake.client._auth import Authentication
@@ -134,7 +134,7 @@ class ClientConnection(asyncio.Protocol):
             raise ConnectError(f"no CONNECTED from {self.logical_address}") from None
 
     async def _send_connect_and_wait(self) -> None:
-        command = _commands.connect(self._client_version, MAX_PROTOCOL_VERSION)
+        command = client_commands.connect(self._client_version, MAX_PROTOCOL_VERSION)
         if self._authentication is not None:
             method, data = await self._credentials()
             command.connect.auth_method_name = method
@@ -218,7 +218,7 @@ class ClientConnection(asyncio.Protocol):
                 self.close()
                 return
             self._ping_outstanding = True
-            self.write_command(_commands.ping())
+            self.write_command(client_commands.ping())
         loop = asyncio.get_running_loop()
         self._keepalive_timer = loop.call_later(self._keep_alive, self._check_keepalive)
 
@@ -312,7 +312,7 @@ class ClientConnection(asyncio.Protocol):
             if producer is not None:
                 producer.on_send_error(cmd.send_error)
         elif kind == T.PING:
-            self.write_command(_commands.pong())
+            self.write_command(client_commands.pong())
         elif kind == T.PONG:
             pass
         elif kind == T.AUTH_CHALLENGE:
@@ -355,8 +355,6 @@ class ClientConnection(asyncio.Protocol):
                 c = self.consumers.pop(migrated.resource_id, None)
                 if c is not None:
                     c.on_disconnected(self)
-        elif kind == T.ERROR:
-            pass
         else:
             log.debug("ignoring %s from %s", T.Type.Name(kind), self.logical_address)
 

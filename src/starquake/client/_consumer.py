@@ -12,20 +12,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from starquake.client import _commands
-from starquake.client._acks import AckGroupingTracker, NegativeAcksTracker
 from starquake.client._chunks import ChunkAssembler, is_chunk
 from starquake.client._config import ConsumerConfig, declared_schema
 from starquake.client._connection import ClientConnection
 from starquake.client._crypto import EncryptionContext, MessageDecryptor, encryption_context
+from starquake.client._deliveries import SHARED_TYPES, DeliveryTracker, signed_64
 from starquake.client._enums import ConsumerCryptoFailureAction, ConsumerType, KeySharedMode
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._message import Message, MessageId
 from starquake.client._queue import MessageQueue
-from starquake.client._timeouts import UnackedMessageTracker
 from starquake.client.exceptions import (
     AlreadyClosed,
     CumulativeAcknowledgementNotAllowedError,
@@ -33,22 +30,19 @@ from starquake.client.exceptions import (
     PulsarException,
     Timeout,
 )
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol import client_commands
 from starquake.protocol.batch import unpack_batch
 from starquake.protocol.compression import decompress
+from starquake.protocol.enums import AckType
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import parse_entry
+from starquake.protocol.wire import pb
 
 if TYPE_CHECKING:
     from starquake.client._dlq import DeadLetterHandler
 
 log = logging.getLogger("starquake.client")
 _I64_MAX = (1 << 63) - 1
-_SHARED = (ConsumerType.Shared, ConsumerType.KeyShared)
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value > _I64_MAX else value
 
 
 def is_earliest(mid: MessageId) -> bool:
@@ -98,37 +92,34 @@ class ConsumerImpl(HandlerBase):
             self._filter = start_message_id
         self.last_dequeued: MessageId | None = None
         self.latest_at_start: MessageId | None = None  # readers from "latest": last id at start
-        self._batch_pending: dict[tuple[int, int], set[int]] = {}
-        self._acks = AckGroupingTracker(
-            self.consumer_id, self._write, config.ack_grouping_time_ms, config.ack_grouping_max_size
+        self._deliveries = DeliveryTracker(
+            self.consumer_id,
+            topic,
+            config,
+            write=self._write,
+            redeliver_all=self.redeliver_unacknowledged_messages,
+            earn_permits=self._increase_permits,
+            dead_letter=dead_letter,
         )
-        self._nacks = NegativeAcksTracker(self._redeliver)
-        self._unacked: UnackedMessageTracker | None = None
-        if config.unacked_messages_timeout_ms:
-            self._unacked = UnackedMessageTracker(
-                config.unacked_messages_timeout_ms,
-                config.tick_duration_ms,
-                self._redeliver,
-                config.ack_timeout_redelivery_backoff,
-            )
         reader = config.crypto_key_reader
         self._decryptor = MessageDecryptor(reader) if reader is not None else None
         self._chunks = ChunkAssembler(
             config.max_pending_chunked_message,
             config.auto_ack_oldest_chunked_message_on_queue_full,
             config.expire_time_of_incomplete_chunked_message_ms,
-            self._discard_chunks,
+            self._deliveries.discard_chunks,
         )
-        # Dead letter candidates (Shared / Key_Shared only): entry -> its delivered messages.
-        self._dead_letter = dead_letter if config.consumer_type in _SHARED else None
-        self._dlq_candidates: dict[tuple[int, int], list[Message]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self.is_active = True
         self.reached_end_of_topic = False
         self._closed = False
 
     def __repr__(self) -> str:
         return f"Consumer({self.topic}, {self.subscription})"
+
+    @property
+    def queue(self) -> MessageQueue:
+        """The queue this consumer delivers into (shared by the partitions of one front)."""
+        return self._queue
 
     @property
     def start_message_id(self) -> MessageId | None:
@@ -178,9 +169,9 @@ class ConsumerImpl(HandlerBase):
             # comes again, so drop it before the resume point is fixed (a receive during the
             # subscribe round trip would otherwise hand those messages out twice).
             self._queue.settle()
-            self._queue.remove_where(lambda m: m._consumer is self)
+            self._queue.remove_where(lambda m: m.received_by is self)
         rid = self._core.next_request_id()
-        cmd = _commands.subscribe(
+        cmd = client_commands.subscribe(
             self.topic,
             self.subscription,
             int(self._config.consumer_type),
@@ -201,7 +192,7 @@ class ConsumerImpl(HandlerBase):
             await cnx.request(cmd, rid, self._core.operation_timeout)
         except Timeout:
             cnx.consumers.pop(self.consumer_id, None)
-            close = _commands.close_consumer(self.consumer_id, self._core.next_request_id())
+            close = client_commands.close_consumer(self.consumer_id, self._core.next_request_id())
             cnx.write_command(close)
             raise
         except BaseException:
@@ -212,14 +203,15 @@ class ConsumerImpl(HandlerBase):
             return
         self._queue.settle()  # count what other threads took before the permits start over
         self._cnx = cnx
-        self._queue.remove_where(lambda m: m._consumer is self)
+        log.info("%r subscribed", self)
+        self._queue.remove_where(lambda m: m.received_by is self)
         self._forget_deliveries()
         self._permits = 0
         if self._queue_size > 0:
-            cnx.write_command(_commands.flow(self.consumer_id, self._queue_size))
+            cnx.write_command(client_commands.flow(self.consumer_id, self._queue_size))
         elif self._zero_waiting:  # a receive still waits: ask again on the new connection
-            cnx.write_command(_commands.flow(self.consumer_id, 1))
-        self._acks.flush()
+            cnx.write_command(client_commands.flow(self.consumer_id, 1))
+        self._deliveries.flush_acks()
 
     # --- incoming ---------------------------------------------------------------------------
 
@@ -229,18 +221,18 @@ class ConsumerImpl(HandlerBase):
         if self._queue_size > 0 or self._closed:
             return
         self._zero_waiting = True
-        self._write(_commands.flow(self.consumer_id, 1))
+        self._write(client_commands.flow(self.consumer_id, 1))
 
     def on_message(self, command: pb.CommandMessage, entry: bytes) -> None:
         self._zero_waiting = False
         mid = command.message_id
-        ledger, entry_id = _signed(mid.ledgerId), _signed(mid.entryId)
+        ledger, entry_id = signed_64(mid.ledgerId), signed_64(mid.entryId)
         redelivery = command.redelivery_count
         try:
             parsed = parse_entry(entry)
             meta = parsed.metadata
             payload: bytes | memoryview = parsed.payload
-            msg_id = MessageId._make(ledger, entry_id, self.partition, topic=self.topic)
+            msg_id = MessageId.from_parts(ledger, entry_id, self.partition, topic=self.topic)
             context, sealed = None, False
             if meta.encryption_keys:  # each chunk is encrypted on its own
                 payload, context = self._decrypt(meta, payload, msg_id)
@@ -256,7 +248,7 @@ class ConsumerImpl(HandlerBase):
                     self._increase_permits(1)
                     return
                 payload, chunk_ids = whole
-                msg_id = MessageId._chunked(chunk_ids, self.topic)
+                msg_id = MessageId.from_chunks(chunk_ids, self.topic)
             if meta.compression and not sealed:
                 payload = decompress(meta.compression, payload, meta.uncompressed_size)
         except (ProtocolError, ValueError) as exc:
@@ -267,9 +259,8 @@ class ConsumerImpl(HandlerBase):
             if msg_id.first_chunk_message_id is None and self._skip(msg_id, meta.publish_time):
                 self._increase_permits(1)
                 return
-            msg = Message._received(meta, None, bytes(payload), msg_id, redelivery, self)
-            msg._encryption_context = context
-            if not self._dead_letter_check(msg_id, [msg], redelivery):
+            msg = Message.from_wire(meta, None, bytes(payload), msg_id, redelivery, self, context)
+            if not self._deliveries.hold_dead_letter(msg_id, [msg], redelivery):
                 self._queue.put(msg)
             return
         self._on_batch(command, meta, payload, ledger, entry_id, context)
@@ -288,14 +279,13 @@ class ConsumerImpl(HandlerBase):
             return payload, encryption_context(meta, failed=True)
         if action == ConsumerCryptoFailureAction.DISCARD:
             log.warning("%r: discarding message %s that cannot be decrypted", self, msg_id)
-            cmd = _commands.ack(self.consumer_id, pb.CommandAck.Individual, [msg_id.to_proto()])
+            cmd = client_commands.ack(self.consumer_id, AckType.Individual, [msg_id.to_proto()])
             cmd.ack.validation_error = pb.CommandAck.DecryptionError
             self._write(cmd)
             self._increase_permits(1)
         else:  # FAIL: not delivered (redelivered after the ack timeout, if there is one)
             log.error("%r: message %s cannot be decrypted, not delivered", self, msg_id)
-            if self._unacked is not None:
-                self._unacked.add(msg_id)
+            self._deliveries.undelivered(msg_id)
         return payload, None
 
     def _on_batch(
@@ -319,7 +309,7 @@ class ConsumerImpl(HandlerBase):
             return
         partition, topic, publish_time = self.partition, self.topic, meta.publish_time
         filtering = self._filter is not None or self._min_publish_time
-        make_id = MessageId._make
+        make_id = MessageId.from_parts
         entries: list[tuple[pb.SingleMessageMetadata, bytes, MessageId]] = []
         indexes: set[int] = set()
         for index, (single, data) in enumerate(items):
@@ -332,17 +322,16 @@ class ConsumerImpl(HandlerBase):
                 continue
             entries.append((single, bytes(data), msg_id))
             indexes.add(index)
-        messages = Message._received_batch(meta, entries, redelivery, self) if entries else []
-        if context is not None:
-            for msg in messages:
-                msg._encryption_context = context
-        if messages and self._dead_letter_check(
-            MessageId._make(ledger, entry_id, partition), messages, redelivery
+        messages = (
+            Message.from_wire_batch(meta, entries, redelivery, self, context) if entries else []
+        )
+        if messages and self._deliveries.hold_dead_letter(
+            MessageId.from_parts(ledger, entry_id, partition), messages, redelivery
         ):
             skipped += len(messages) - 1
             messages = []
         if messages:
-            self._batch_pending[(ledger, entry_id)] = indexes
+            self._deliveries.delivered_batch((ledger, entry_id), indexes)
             self._queue.put_many(messages)
         if skipped:
             self._increase_permits(skipped)
@@ -367,8 +356,7 @@ class ConsumerImpl(HandlerBase):
         """The application took ``msg`` from the queue."""
         self.last_dequeued = msg.message_id()
         self._increase_permits(1)
-        if self._unacked is not None:
-            self._unacked.add(msg.message_id(), msg.redelivery_count())
+        self._deliveries.dequeued(msg)
 
     def on_dequeued_many(self, messages: list[Message]) -> None:
         """:meth:`on_dequeued` for several messages taken in this order."""
@@ -376,16 +364,14 @@ class ConsumerImpl(HandlerBase):
             return
         self.last_dequeued = messages[-1].message_id()
         self._increase_permits(len(messages))
-        if self._unacked is not None:
-            for msg in messages:
-                self._unacked.add(msg.message_id(), msg.redelivery_count())
+        self._deliveries.dequeued_many(messages)
 
     def _increase_permits(self, count: int) -> None:
         if self._queue_size <= 0:
             return
         self._permits += count
         if self._permits >= max(1, self._queue_size // 2) and self._write(
-            _commands.flow(self.consumer_id, self._permits)
+            client_commands.flow(self.consumer_id, self._permits)
         ):
             self._permits = 0
 
@@ -400,135 +386,36 @@ class ConsumerImpl(HandlerBase):
     def acknowledge(self, msg_id: MessageId) -> None:
         """Acknowledge one message (a batch entry is acked once all its messages are)."""
         self._check_open()
-        if msg_id.batch_index() >= 0 and msg_id.batch_size > 0:
-            key = msg_id.entry_key
-            pending = self._batch_pending.get(key)
-            if pending is None:
-                pending = self._batch_pending[key] = set(range(msg_id.batch_size))
-            pending.discard(msg_id.batch_index())
-            if pending:
-                if self._config.batch_index_ack_enabled:
-                    # the broker keeps which messages of the batch are acknowledged, so they
-                    # are not delivered again after a reconnect or to another consumer
-                    self._acks.add_individual([_batch_index_ack(msg_id, pending)])
-                return
-            del self._batch_pending[key]
-        self._entry_done(msg_id.entry_key)
-        self._acks.add_individual([c.to_proto(with_batch=False) for c in msg_id.chunk_message_ids])
+        self._deliveries.acknowledge(msg_id)
 
     def acknowledge_cumulative(self, msg_id: MessageId) -> None:
         """Acknowledge everything up to and including ``msg_id``."""
         self._check_open()
-        if self._config.consumer_type in _SHARED:
+        if self._config.consumer_type in SHARED_TYPES:
             raise CumulativeAcknowledgementNotAllowedError(
                 "cumulative acknowledgement is not allowed on Shared/KeyShared subscriptions"
             )
-        target = msg_id
-        if (
-            msg_id.batch_index() >= 0
-            and msg_id.batch_size > 0
-            and (msg_id.batch_index() < msg_id.batch_size - 1)
-        ):  # the batch is not complete: ack up to the previous entry
-            target = MessageId._make(msg_id.ledger_id(), msg_id.entry_id() - 1, msg_id.partition())
-        for key in [k for k in self._batch_pending if k <= target.entry_key]:
-            del self._batch_pending[key]
-        for key in [k for k in self._dlq_candidates if k <= target.entry_key]:
-            del self._dlq_candidates[key]
-        if self._unacked is not None:
-            self._unacked.remove_up_to(target.entry_key)
-        self._acks.add_cumulative(target.to_proto(with_batch=False))
-
-    def _entry_done(self, key: tuple[int, int]) -> None:
-        self._dlq_candidates.pop(key, None)
-        if self._unacked is not None:
-            self._unacked.remove(key)
+        self._deliveries.acknowledge_cumulative(msg_id)
 
     def negative_acknowledge(self, msg_id: MessageId, redelivery_count: int = 0) -> None:
         """Ask for redelivery of ``msg_id`` after the negative-ack delay (or backoff)."""
         self._check_open()
-        self._batch_pending.pop(msg_id.entry_key, None)
-        if self._unacked is not None:
-            self._unacked.remove(msg_id.entry_key)
-        backoff = self._config.negative_ack_redelivery_backoff
-        delay = (
-            backoff.next(redelivery_count)
-            if backoff is not None
-            else self._config.negative_ack_redelivery_delay_ms
-        )
-        self._nacks.add(msg_id, delay)
-
-    def _redeliver(self, ids: list[MessageId]) -> None:
-        """Redeliver these (nack or ack timeout), or dead-letter the candidates among them."""
-        if self._config.consumer_type not in _SHARED:
-            self.redeliver_unacknowledged_messages()
-            return
-        wire: list[pb.MessageIdData] = []
-        for mid in ids:
-            messages = self._dlq_candidates.pop(mid.entry_key, None)
-            if messages is not None and self._dead_letter is not None:
-                self._spawn(self._send_to_dead_letter(mid, messages))
-            else:
-                wire.extend(c.to_proto(with_batch=False) for c in mid.chunk_message_ids)
-        if wire:
-            self._write(_commands.redeliver(self.consumer_id, wire))
-
-    def _dead_letter_check(self, entry: MessageId, messages: list[Message], count: int) -> bool:
-        """Remember dead letter candidates; True if they must not be delivered at all."""
-        handler = self._dead_letter
-        if handler is None:
-            return False
-        if count < handler.max_redeliver_count:
-            return False
-        self._dlq_candidates[entry.entry_key] = messages
-        if count == handler.max_redeliver_count:
-            return False
-        self._redeliver([entry])
-        self._increase_permits(1)
-        return True
-
-    async def _send_to_dead_letter(self, mid: MessageId, messages: list[Message]) -> None:
-        assert self._dead_letter is not None
-        if await self._dead_letter.send_to_dead_letter(messages, self.topic) and not self._closed:
-            for msg in messages:
-                self.acknowledge(msg.message_id())
-        elif not self._closed:
-            ids = [c.to_proto(with_batch=False) for c in mid.chunk_message_ids]
-            self._write(_commands.redeliver(self.consumer_id, ids))
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _discard_chunks(self, ids: list[MessageId], acknowledge: bool) -> None:
-        """Chunks of a message the assembler gave up on: ack silently or redeliver later."""
-        if acknowledge:
-            self._acks.add_individual([mid.to_proto(with_batch=False) for mid in ids])
-        else:
-            delay = self._config.negative_ack_redelivery_delay_ms
-            for mid in ids:
-                self._nacks.add(mid, delay)
+        self._deliveries.negative_acknowledge(msg_id, redelivery_count)
 
     def _forget_deliveries(self) -> None:
         """Everything unacknowledged will come again: drop per-delivery state."""
-        self._batch_pending.clear()
-        self._dlq_candidates.clear()
+        self._deliveries.forget()
         self._chunks.clear()
-        if self._unacked is not None:
-            self._unacked.clear()
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Ask the broker to send every unacknowledged message again."""
         if not self.connected:
             return
-        removed = self._queue.remove_where(lambda m: m._consumer is self)
+        removed = self._queue.remove_where(lambda m: m.received_by is self)
         self._forget_deliveries()
-        self._write(_commands.redeliver(self.consumer_id))
+        self._write(client_commands.redeliver(self.consumer_id))
         if removed:
             self._increase_permits(removed)
-
-    def flush_acks(self) -> None:
-        self._acks.flush()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -566,22 +453,22 @@ class ConsumerImpl(HandlerBase):
         if isinstance(target, int):
             if not durable:  # readers re-subscribe from the start and filter by publish time
                 self._start_id = MessageId.earliest
-            cmd = _commands.seek(self.consumer_id, rid, publish_time=target)
+            cmd = client_commands.seek(self.consumer_id, rid, publish_time=target)
         else:
             if not durable:
                 self._start_id = target
             first_chunk = target.first_chunk_message_id
             if first_chunk is not None and self._config.start_message_id_inclusive:
                 target = first_chunk  # include the whole chunked message
-            cmd = _commands.seek(
+            cmd = client_commands.seek(
                 self.consumer_id, rid, message_id=target.to_proto(with_batch=False)
             )
         self.last_dequeued = None
         self.latest_at_start = None
         await cnx.request(cmd, rid, self._core.operation_timeout)
-        self._queue.remove_where(lambda m: m._consumer is self)
+        self._queue.remove_where(lambda m: m.received_by is self)
         self._forget_deliveries()
-        self._acks.reset()
+        self._deliveries.reset_acks()
         self.last_dequeued = None
         self._inclusive = self._config.start_message_id_inclusive
         if isinstance(target, int):
@@ -596,7 +483,7 @@ class ConsumerImpl(HandlerBase):
         """Id of the last message stored in the topic (partition)."""
         cnx = await self._live_connection()
         rid = self._core.next_request_id()
-        cmd = _commands.get_last_message_id(self.consumer_id, rid)
+        cmd = client_commands.get_last_message_id(self.consumer_id, rid)
         resp = await cnx.request(cmd, rid, self._core.operation_timeout)
         return MessageId.from_proto(
             resp.get_last_message_id_response.last_message_id, self.partition, self.topic
@@ -604,7 +491,7 @@ class ConsumerImpl(HandlerBase):
 
     def has_queued_messages(self) -> bool:
         """True if the receiver queue holds messages of this consumer."""
-        return any(m._consumer is self for m in self._queue)
+        return any(m.received_by is self for m in self._queue)
 
     # --- close ------------------------------------------------------------------------------
 
@@ -614,7 +501,7 @@ class ConsumerImpl(HandlerBase):
         cnx = await self._live_connection()
         rid = self._core.next_request_id()
         await cnx.request(
-            _commands.unsubscribe(self.consumer_id, rid), rid, self._core.operation_timeout
+            client_commands.unsubscribe(self.consumer_id, rid), rid, self._core.operation_timeout
         )
         await self._close(send_close=False)
 
@@ -625,24 +512,20 @@ class ConsumerImpl(HandlerBase):
     async def _close(self, *, send_close: bool) -> None:
         if self._closed:
             return
-        self._acks.close()
-        self._nacks.close()
+        self._deliveries.close()
         self._chunks.close()
-        if self._unacked is not None:
-            self._unacked.close()
-        for task in list(self._tasks):
-            task.cancel()
         self._closed = True
         self._stop_reconnecting()
         self._core.handlers.discard(self)
-        self._queue.remove_where(lambda m: m._consumer is self)
+        log.info("%r closed", self)
+        self._queue.remove_where(lambda m: m.received_by is self)
         cnx, self._cnx = self._cnx, None
         if cnx is None or not cnx.is_open:
             return
         cnx.consumers.pop(self.consumer_id, None)
         if send_close:
             rid = self._core.next_request_id()
-            cmd = _commands.close_consumer(self.consumer_id, rid)
+            cmd = client_commands.close_consumer(self.consumer_id, rid)
             try:
                 await cnx.request(cmd, rid, self._core.operation_timeout)
             except PulsarException as exc:
@@ -651,15 +534,3 @@ class ConsumerImpl(HandlerBase):
     @property
     def is_closed(self) -> bool:
         return self._closed
-
-
-def _batch_index_ack(msg_id: MessageId, unacked: set[int]) -> pb.MessageIdData:
-    """The ack of a batch entry's acknowledged messages: ``ack_set`` has a bit set for each
-    message still unacknowledged (64 per word, lowest bit first)."""
-    data = msg_id.to_proto(with_batch=False)
-    data.batch_size = msg_id.batch_size
-    words = [0] * ((msg_id.batch_size + 63) // 64)
-    for index in unacked:
-        words[index >> 6] |= 1 << (index & 63)
-    data.ack_set.extend(_signed(w) for w in words)  # int64 on the wire
-    return data

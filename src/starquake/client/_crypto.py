@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from starquake.client._enums import CompressionType, ConsumerCryptoFailureAction
 from starquake.client._key_wrap import load_private, load_public, unwrap, wrap
 from starquake.client.exceptions import CryptoError
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.wire import pb
 
 __all__ = [
     "DATA_KEY_LIFETIME_SECONDS",

@@ -39,15 +39,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starquake.client._config import ConsumerConfig, ProducerConfig
-from starquake.client._enums import ConsumerType, InitialPosition
+from starquake.client._config import ProducerConfig
 from starquake.client._handler import ClientCore
 from starquake.client._message import Message
+from starquake.client._outgoing import OutgoingMessage
 from starquake.client._partitioned import PartitionedProducer, open_producer
-from starquake.client._producer import OutgoingMessage, ProducerImpl
-from starquake.client.exceptions import ConsumerBusy, PulsarException
+from starquake.client._producer import ProducerImpl
+from starquake.client.exceptions import PulsarException
 from starquake.common.topic_name import TopicName
 
 log = logging.getLogger("starquake.client")
@@ -61,6 +62,8 @@ RETRY_SUFFIX = "-RETRY"
 MAX_RECONSUME_TIMES = 16  # the Java client's default when retry is on without a DLQ policy
 
 AnyProducer = ProducerImpl | PartitionedProducer
+# Creates a subscription on a topic (all its partitions) if it does not exist: (topic, name).
+CreateSubscription = Callable[[str, str], Awaitable[None]]
 
 
 def base_topic(topic: str) -> str:
@@ -80,8 +83,10 @@ class DeadLetterHandler:
         *,
         enable_retry: bool = False,
         retry_letter_topic: str | None = None,
+        create_subscription: CreateSubscription,
     ) -> None:
         self._core = core
+        self._create_subscription = create_subscription
         self._subscription = subscription
         prefix = f"{base_topic(topic)}-{subscription}"
         self.max_redeliver_count: int = (
@@ -129,21 +134,6 @@ class DeadLetterHandler:
             initial_subscription_name=initial,
         )
         return await open_producer(self._core, topic, config)
-
-    async def _create_subscription(self, topic: str, subscription: str) -> None:
-        from starquake.client._multi import ConsumerFront
-
-        config = ConsumerConfig(
-            consumer_type=ConsumerType.Shared,
-            receiver_queue_size=0,
-            initial_position=InitialPosition.Earliest,
-        )
-        front = ConsumerFront(self._core, [topic], subscription, config)
-        try:
-            await front.start()
-        except ConsumerBusy:  # it exists, with an exclusive consumer attached
-            return
-        await front.close()
 
     # --- dead letters -----------------------------------------------------------------------
 
@@ -213,7 +203,7 @@ def _republished(msg: Message, properties: dict[str, str]) -> OutgoingMessage:
         None if msg.has_null_value() else msg.data(),
         properties=properties,
         partition_key=msg.partition_key() or None,
-        ordering_key=msg._ordering_key or None,
+        ordering_key=msg.ordering_key_bytes or None,
         event_timestamp=msg.event_timestamp() or None,
     )
 

@@ -32,7 +32,9 @@ _FATAL = (TopicNotFound, TopicTerminated, AlreadyClosed, ProducerFenced)
 class ClientCore:
     """What every producer and consumer of one client shares: config, pool, lookups, ids."""
 
-    def __init__(self, config: ClientConfig) -> None:
+    def __init__(
+        self, config: ClientConfig, queue_factory: Callable[[], MessageQueue] = MessageQueue
+    ) -> None:
         self.config = config
         self.pool = ConnectionPool(config)
         self.request_ids = itertools.count()
@@ -43,8 +45,8 @@ class ClientCore:
         # Periodic work (partition watchers, pattern discovery): cancelled when the client closes.
         self.background: set[asyncio.Task[None]] = set()
         self.closed = False
-        # Receiver queues of new consumers (the blocking API puts a thread-safe one here).
-        self.queue_factory: Callable[[], MessageQueue] = MessageQueue
+        # Receiver queues of new consumers (the blocking API asks for thread-safe ones).
+        self.queue_factory = queue_factory
 
     @property
     def operation_timeout(self) -> float:
@@ -72,7 +74,11 @@ class ClientCore:
         for task in self.background:
             task.cancel()
         # Reconnections cancelled by the closes must finish before the loop may stop.
-        tasks = [h._reconnect_task for h in handlers if getattr(h, "_reconnect_task", None)]
+        tasks = [
+            h.reconnecting
+            for h in handlers
+            if isinstance(h, HandlerBase) and h.reconnecting is not None
+        ]
         tasks.extend(self.background)
         if tasks:
             await asyncio.wait(tasks, timeout=self.operation_timeout)
@@ -93,6 +99,11 @@ class HandlerBase:
         self._closing = False
         self._reconnect_task: asyncio.Task[None] | None = None
         self._epoch = 0
+
+    @property
+    def reconnecting(self) -> asyncio.Task[None] | None:
+        """The task reconnecting this handler, if one was started (it may have ended)."""
+        return self._reconnect_task
 
     @property
     def connected(self) -> bool:

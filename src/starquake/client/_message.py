@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.wire import pb
 
 __all__ = ["Message", "MessageId"]
 
@@ -79,7 +80,7 @@ class MessageId:
         return self._batch_size
 
     @classmethod
-    def _make(
+    def from_parts(
         cls,
         ledger_id: int,
         entry_id: int,
@@ -88,7 +89,8 @@ class MessageId:
         batch_size: int = 0,
         topic: str | None = None,
     ) -> MessageId:
-        mid = object.__new__(cls)  # the fields of __init__, set once (a hot path)
+        """An id from its parts, as the broker reports them (a hot path: no checks)."""
+        mid = object.__new__(cls)  # the fields of __init__, set once
         mid._partition = partition
         mid._ledger_id = ledger_id
         mid._entry_id = entry_id
@@ -100,13 +102,13 @@ class MessageId:
         return mid
 
     @classmethod
-    def _chunked(cls, chunks: list[MessageId], topic: str | None = None) -> MessageId:
+    def from_chunks(cls, chunks: list[MessageId], topic: str | None = None) -> MessageId:
         """The id of a message sent in chunks: the last chunk's position, remembering them all.
 
         As the official ``ChunkMessageIdImpl``: acknowledging it acknowledges every chunk.
         """
         last = chunks[-1]
-        mid = cls._make(last._ledger_id, last._entry_id, last._partition, topic=topic)
+        mid = cls.from_parts(last._ledger_id, last._entry_id, last._partition, topic=topic)
         mid._first_chunk = chunks[0]
         mid._chunk_ids = tuple(chunks)
         return mid
@@ -131,7 +133,7 @@ class MessageId:
     ) -> MessageId:
         """Build from a wire ``MessageIdData`` (``partition`` overrides the field when given)."""
         part = data.partition if data.HasField("partition") else -1
-        mid = cls._make(
+        mid = cls.from_parts(
             _signed(data.ledgerId),
             _signed(data.entryId),
             part if partition is None else partition,
@@ -149,7 +151,9 @@ class MessageId:
         """This id without its chunk information."""
         if self._first_chunk is None:
             return self
-        return MessageId._make(self._ledger_id, self._entry_id, self._partition, topic=self._topic)
+        return MessageId.from_parts(
+            self._ledger_id, self._entry_id, self._partition, topic=self._topic
+        )
 
     def to_proto(self, *, with_batch: bool = True) -> pb.MessageIdData:
         """The wire ``MessageIdData``; ``with_batch=False`` names the whole entry."""
@@ -293,7 +297,7 @@ class Message:
         self._encryption_context: Any = None
 
     @classmethod
-    def _received(
+    def from_wire(
         cls,
         meta: pb.MessageMetadata,
         single: pb.SingleMessageMetadata | None,
@@ -301,10 +305,11 @@ class Message:
         msg_id: MessageId,
         redelivery: int,
         consumer: Any,
+        encryption: Any = None,
     ) -> Message:
         """A message from a MESSAGE command (``single``: its entry in a batch, if batched)."""
         own: pb.MessageMetadata | pb.SingleMessageMetadata = meta if single is None else single
-        return cls(
+        msg = cls(
             data,
             properties={kv.key: kv.value for kv in own.properties},
             partition_key=own.partition_key,
@@ -319,16 +324,19 @@ class Message:
             null_value=own.null_value,
             consumer=consumer,
         )
+        msg._encryption_context = encryption
+        return msg
 
     @classmethod
-    def _received_batch(
+    def from_wire_batch(
         cls,
         meta: pb.MessageMetadata,
         entries: list[tuple[pb.SingleMessageMetadata, bytes, MessageId]],
         redelivery: int,
         consumer: Any,
+        encryption: Any = None,
     ) -> list[Message]:
-        """The messages of one batch (:meth:`_received` for each, reading ``meta`` once)."""
+        """The messages of one batch (:meth:`from_wire` for each, reading ``meta`` once)."""
         publish_time = meta.publish_time
         producer_name = meta.producer_name
         schema_version = meta.schema_version
@@ -352,13 +360,31 @@ class Message:
             msg._null_value = single.null_value
             msg._consumer = consumer
             msg._value_decoder = None
-            msg._encryption_context = None
+            msg._encryption_context = encryption
             append(msg)
         return messages
 
     def data(self) -> bytes:
         """The payload bytes."""
         return self._data
+
+    # --- internal helpers (not in the official client) ----------------------------------------
+
+    @property
+    def received_by(self) -> Any:
+        """The consumer (one topic or partition) that received the message, or None."""
+        return self._consumer
+
+    @property
+    def ordering_key_bytes(self) -> bytes:
+        """The ordering key as sent (b"" when unset)."""
+        return self._ordering_key
+
+    def set_value_decoder(self, decoder: Callable[[bytes], Any] | None) -> None:
+        """Make :meth:`value` decode the payload with ``decoder`` (None: the bytes themselves)."""
+        self._value_decoder = decoder
+
+    # --- the official client's accessors -----------------------------------------------------
 
     def encryption_context(self) -> Any:
         """The :class:`EncryptionContext` of an encrypted message (whether decrypted or not),

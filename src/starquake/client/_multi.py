@@ -9,13 +9,14 @@ deleted topics (the pattern must fully match the topic name, as in the official 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 
 from starquake.client._config import ConsumerConfig
 from starquake.client._consumer import ConsumerImpl
 from starquake.client._dlq import DeadLetterHandler
-from starquake.client._enums import RegexSubscriptionMode
+from starquake.client._enums import ConsumerType, InitialPosition, RegexSubscriptionMode
 from starquake.client._handler import ClientCore
 from starquake.client._message import Message, MessageId
 from starquake.client._partition_updates import PartitionWatcher
@@ -23,6 +24,7 @@ from starquake.client._pool import LookupService
 from starquake.client._producer import partition_topic
 from starquake.client._queue import MessageQueue
 from starquake.client.exceptions import (
+    ConsumerBusy,
     InvalidConfiguration,
     OperationNotSupported,
     PulsarException,
@@ -41,6 +43,22 @@ _MODES = {
 def normalize_topic(topic: str) -> str:
     """The fully qualified name of ``topic``."""
     return str(TopicName.parse(topic))
+
+
+async def create_subscription(core: ClientCore, topic: str, subscription: str) -> None:
+    """Create ``subscription`` on ``topic`` (every partition), from the earliest message, if
+    it does not exist yet: subscribe once and close."""
+    config = ConsumerConfig(
+        consumer_type=ConsumerType.Shared,
+        receiver_queue_size=0,
+        initial_position=InitialPosition.Earliest,
+    )
+    front = ConsumerFront(core, [topic], subscription, config)
+    try:
+        await front.start()
+    except ConsumerBusy:  # it exists, with an exclusive consumer attached
+        return
+    await front.close()
 
 
 class ConsumerFront:
@@ -74,6 +92,7 @@ class ConsumerFront:
                 config.dead_letter_policy,
                 enable_retry=config.enable_retry,
                 retry_letter_topic=config.retry_letter_topic,
+                create_subscription=functools.partial(create_subscription, core),
             )
             retry = self.dead_letter.retry_letter_topic
             if retry is not None and retry not in self._topics:
@@ -84,6 +103,16 @@ class ConsumerFront:
         self._watchers: dict[str, PartitionWatcher] = {}
         self._discovery: asyncio.Task[None] | None = None
         self._closed = False
+
+    @property
+    def config(self) -> ConsumerConfig:
+        """The configuration this consumer (or reader) was made with."""
+        return self._config
+
+    @property
+    def has_fixed_topics(self) -> bool:
+        """Whether the inner consumers never change after starting (no pattern to follow)."""
+        return self._pattern is None
 
     @property
     def lookup(self) -> LookupService:
@@ -241,7 +270,7 @@ class ConsumerFront:
     async def receive(self, max_wait: float | None = None) -> Message:
         """Next message (waits at most ``max_wait`` seconds, then raises Timeout)."""
         msg = await self.queue.get(max_wait)
-        owner: ConsumerImpl = msg._consumer
+        owner: ConsumerImpl = msg.received_by
         owner.on_dequeued(msg)
         return msg
 
@@ -252,21 +281,15 @@ class ConsumerFront:
         timeout = timeout_ms / 1000 if timeout_ms > 0 else None
         messages = await self.queue.get_batch(max_messages, max_bytes, timeout)
         for msg in messages:
-            msg._consumer.on_dequeued(msg)
+            msg.received_by.on_dequeued(msg)
         return messages
-
-    def receive_nowait(self) -> Message | None:
-        msg = self.queue.get_nowait()
-        if msg is not None:
-            msg._consumer.on_dequeued(msg)
-        return msg
 
     # --- acks -------------------------------------------------------------------------------
 
     def route(self, target: Message | MessageId) -> tuple[ConsumerImpl, MessageId]:
         """The inner consumer a message (id) belongs to."""
         if isinstance(target, Message):
-            owner = target._consumer
+            owner = target.received_by
             if isinstance(owner, ConsumerImpl) and owner.topic in self.consumers:
                 return owner, target.message_id()
             target = target.message_id()

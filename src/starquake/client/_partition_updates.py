@@ -17,7 +17,7 @@ from starquake.client.exceptions import PulsarException
 if TYPE_CHECKING:
     from starquake.client._handler import ClientCore
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("starquake.client")
 
 # (partitions known so far, partitions now) -> attach to the new ones
 OnGrown = Callable[[int, int], Awaitable[None]]

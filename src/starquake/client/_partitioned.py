@@ -32,8 +32,9 @@ class MessageRouter:
     decides itself.
     """
 
-    def __init__(self, config: ProducerConfig) -> None:
+    def __init__(self, config: ProducerConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self._config = config
+        self._clock = clock
         self._hash = _HASHES[config.hashing_scheme]
         self._mode = config.message_routing_mode
         if config.message_router is not None:
@@ -44,7 +45,7 @@ class MessageRouter:
         self._cursor = random.randrange(1 << 16)
         self._count = 0
         self._bytes = 0
-        self._since = time.monotonic()
+        self._since = clock()
 
     def choose(self, msg: OutgoingMessage, num_partitions: int) -> int:
         """Partition index for ``msg``."""
@@ -70,7 +71,7 @@ class MessageRouter:
             return self._cursor % num_partitions
         self._count += 1
         self._bytes += msg.size
-        now = time.monotonic()
+        now = self._clock()
         if (
             self._count > config.batching_max_messages
             or self._bytes > config.batching_max_allowed_size_in_bytes

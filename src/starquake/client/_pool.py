@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from starquake.client import _commands
 from starquake.client._config import CLIENT_VERSION, ClientConfig
 from starquake.client._connection import ClientConnection, TlsHandshakeError
 from starquake.client.exceptions import (
@@ -26,8 +25,9 @@ from starquake.client.exceptions import (
 )
 from starquake.common.schema_info import SchemaInfo
 from starquake.common.tls import TlsSettingsError, client_ssl_context
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol import client_commands
 from starquake.protocol.schema import schema_info_of
+from starquake.protocol.wire import pb
 
 log = logging.getLogger("starquake.client")
 _MAX_REDIRECTS = 20
@@ -209,7 +209,7 @@ class LookupService:
         async def attempt() -> int:
             cnx = await self._pool.get_connection(self._service_url)
             rid = self.next_request_id()
-            cmd = _commands.partitioned_metadata(topic, rid)
+            cmd = client_commands.partitioned_metadata(topic, rid)
             resp = (await cnx.request(cmd, rid, self._timeout)).partition_metadata_response
             if resp.response == pb.CommandPartitionedTopicMetadataResponse.Failed:
                 raise _lookup_error(resp.error, resp.message)
@@ -226,7 +226,7 @@ class LookupService:
             for _ in range(_MAX_REDIRECTS):
                 cnx = await self._pool.get_connection(url)
                 rid = self.next_request_id()
-                cmd = _commands.lookup(topic, rid, authoritative, self._config.listener_name)
+                cmd = client_commands.lookup(topic, rid, authoritative, self._config.listener_name)
                 resp = (await cnx.request(cmd, rid, self._timeout)).lookup_topic_response
                 if resp.response == pb.CommandLookupTopicResponse.Failed:
                     raise _lookup_error(resp.error, resp.message)
@@ -258,7 +258,7 @@ class LookupService:
         async def attempt() -> list[str]:
             cnx = await self._pool.get_connection(self._service_url)
             rid = self.next_request_id()
-            cmd = _commands.get_topics_of_namespace(namespace, rid, mode)
+            cmd = client_commands.get_topics_of_namespace(namespace, rid, mode)
             resp = (await cnx.request(cmd, rid, self._timeout)).get_topics_of_namespace_response
             return list(resp.topics)
 
@@ -282,7 +282,7 @@ class LookupService:
         async def attempt() -> SchemaInfo | None:
             cnx = await self._pool.get_connection(await self.lookup(topic))
             rid = self.next_request_id()
-            cmd = _commands.get_schema(topic, rid, version)
+            cmd = client_commands.get_schema(topic, rid, version)
             resp = (await cnx.request(cmd, rid, self._timeout)).get_schema_response
             if resp.HasField("error_code"):
                 if resp.error_code == pb.TopicNotFound:

@@ -13,16 +13,23 @@ import collections
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from starquake.client import _commands
 from starquake.client._chunks import chunk_count, chunk_metadata
 from starquake.client._config import ProducerConfig, declared_schema
 from starquake.client._connection import ClientConnection
 from starquake.client._crypto import make_encryptor
-from starquake.client._enums import BatchingType
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._message import MessageId
+from starquake.client._outgoing import (
+    Batch,
+    BatchContainers,
+    OutgoingMessage,
+    batch_metadata,
+    entry_metadata,
+    message_metadata,
+    single_metadata,
+)
 from starquake.client.exceptions import (
     AlreadyClosed,
     MessageTooBig,
@@ -35,60 +42,15 @@ from starquake.client.exceptions import (
     from_server_error,
 )
 from starquake.common.topic_name import TopicName
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol import client_commands
 from starquake.protocol.batch import pack_batch
 from starquake.protocol.batch_rows import PackedBatch
 from starquake.protocol.compression import compress
 from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import encode_entry, encode_payload_command
+from starquake.protocol.wire import pb
 
 log = logging.getLogger("starquake.client")
-
-
-@dataclass(slots=True)
-class OutgoingMessage:
-    """A message on its way to the broker (built from the ``send`` arguments)."""
-
-    content: bytes | None
-    properties: dict[str, str] = field(default_factory=dict)
-    partition_key: str | None = None
-    ordering_key: bytes | None = None
-    sequence_id: int | None = None
-    event_timestamp: int | None = None
-    deliver_at: int | None = None
-    replication_clusters: list[str] | None = None
-    disable_replication: bool = False
-
-    @property
-    def size(self) -> int:
-        return len(self.content or b"")
-
-    @property
-    def key(self) -> str | bytes | None:
-        return self.ordering_key if self.ordering_key else self.partition_key
-
-
-def _single_metadata(msg: OutgoingMessage, seq: int, size: int) -> pb.SingleMessageMetadata:
-    """The per-message metadata of ``msg`` inside a batch."""
-    single = pb.SingleMessageMetadata(payload_size=size, sequence_id=seq)
-    _set_message_fields(single, msg)
-    return single
-
-
-def _set_message_fields(
-    meta: pb.MessageMetadata | pb.SingleMessageMetadata, msg: OutgoingMessage
-) -> None:
-    """The fields a message's metadata and its metadata inside a batch have in common."""
-    for k, v in msg.properties.items():
-        meta.properties.add(key=k, value=v)
-    if msg.partition_key is not None:
-        meta.partition_key = msg.partition_key
-    if msg.ordering_key is not None:
-        meta.ordering_key = msg.ordering_key
-    if msg.event_timestamp:
-        meta.event_time = msg.event_timestamp
-    if msg.content is None:
-        meta.null_value = True
 
 
 @dataclass(slots=True)
@@ -103,20 +65,6 @@ class _Op:
     permits: int  # pending-queue slots released by the receipt (0 for all but a last chunk)
     chunks: list[MessageId] | None = None  # shared by the chunks of one message
     last_chunk: bool = False
-
-
-@dataclass(slots=True)
-class _Batch:
-    items: list[tuple[pb.SingleMessageMetadata, bytes, OutgoingMessage]] = field(
-        default_factory=list
-    )
-    futures: list[asyncio.Future[MessageId]] = field(default_factory=list)
-    sequence_ids: list[int] = field(default_factory=list)
-    size: int = 0
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ProducerImpl(HandlerBase):
@@ -137,8 +85,7 @@ class ProducerImpl(HandlerBase):
         self._pending: collections.deque[_Op] = collections.deque()
         self._pending_messages = 0
         self._space_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._batches: dict[str | bytes | None, _Batch] = {}
-        self._batch_timer: asyncio.TimerHandle | None = None
+        self._batches = BatchContainers(config, self._send_batched)
         self._timeout_timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._fatal: PulsarException | None = None  # why the producer can never send again
@@ -153,7 +100,7 @@ class ProducerImpl(HandlerBase):
 
     async def _register(self, cnx: ClientConnection) -> None:
         rid = self._core.next_request_id()
-        cmd = _commands.producer(
+        cmd = client_commands.producer(
             self.topic,
             self.producer_id,
             rid,
@@ -171,7 +118,7 @@ class ProducerImpl(HandlerBase):
         except Timeout:
             cnx.producers.pop(self.producer_id, None)
             cnx.write_command(
-                _commands.close_producer(self.producer_id, self._core.next_request_id())
+                client_commands.close_producer(self.producer_id, self._core.next_request_id())
             )
             raise
         except BaseException:
@@ -189,6 +136,7 @@ class ProducerImpl(HandlerBase):
             self._next_sequence_id = success.last_sequence_id + 1
         self._max_message_size = cnx.max_message_size
         self._cnx = cnx
+        log.info("%r registered on the broker", self)
         for op in self._pending:  # resend, in order, whatever was not confirmed
             cnx.write(op.frame)
 
@@ -255,7 +203,7 @@ class ProducerImpl(HandlerBase):
             self._next_sequence_id += 1
         self._pending_messages += 1
         if self._config.batching_enabled and msg.deliver_at is None:
-            self._add_to_batch(msg, seq, fut)
+            self._batches.add(msg, seq, fut)
         else:
             self.flush_batches()
             meta = self._metadata(msg, seq)
@@ -315,80 +263,23 @@ class ProducerImpl(HandlerBase):
             )
 
     def _metadata(self, msg: OutgoingMessage, seq: int) -> pb.MessageMetadata:
-        meta = pb.MessageMetadata(
-            producer_name=self.producer_name, sequence_id=seq, publish_time=_now_ms()
-        )
-        if self.schema_version:
-            meta.schema_version = self.schema_version
-        _set_message_fields(meta, msg)
-        if msg.deliver_at is not None:
-            meta.deliver_at_time = msg.deliver_at
-        if msg.replication_clusters:
-            meta.replicate_to.extend(msg.replication_clusters)
-        if msg.disable_replication:
-            meta.replicate_to.append("__local__")
-        return meta
-
-    def _add_to_batch(self, msg: OutgoingMessage, seq: int, fut: asyncio.Future[MessageId]) -> None:
-        config = self._config
-        key = msg.key if config.batching_type == BatchingType.KeyBased else None
-        batch = self._batches.get(key)
-        size = msg.size
-        if (
-            batch is not None
-            and batch.items
-            and (batch.size + size > config.batching_max_allowed_size_in_bytes)
-        ):
-            self._flush_batch(key)
-            batch = None
-        if batch is None:
-            batch = self._batches[key] = _Batch()
-        single = _single_metadata(msg, seq, size)
-        batch.items.append((single, msg.content or b"", msg))
-        batch.futures.append(fut)
-        batch.sequence_ids.append(seq)
-        batch.size += size
-        if (
-            len(batch.items) >= config.batching_max_messages
-            or batch.size >= config.batching_max_allowed_size_in_bytes
-        ):
-            self._flush_batch(key)
-        elif self._batch_timer is None:
-            delay = config.batching_max_publish_delay_ms / 1000
-            self._batch_timer = asyncio.get_running_loop().call_later(delay, self._on_batch_timer)
-
-    def _on_batch_timer(self) -> None:
-        self._batch_timer = None
-        self.flush_batches()
+        return message_metadata(self.producer_name, self.schema_version, msg, seq)
 
     def flush_batches(self) -> None:
         """Turn every open batch into a SEND now."""
-        for key in list(self._batches):
-            self._flush_batch(key)
-        if self._batch_timer is not None:
-            self._batch_timer.cancel()
-            self._batch_timer = None
+        self._batches.flush()
 
-    def _flush_batch(self, key: str | bytes | None) -> None:
-        batch = self._batches.pop(key, None)
-        if batch is None or not batch.items:
-            return
+    def _send_batched(self, batch: Batch) -> None:
+        """(Batch containers) Send a complete or due batch as one entry."""
         seq = batch.sequence_ids[0]
-        meta = self._batch_metadata(batch.items[0][2], seq, len(batch.items))
+        count = len(batch.items)
+        meta = batch_metadata(
+            self.producer_name, self.schema_version, batch.items[0][2], seq, count
+        )
         payload = self._compress(
             meta, pack_batch([(single, data) for single, data, _ in batch.items])
         )
-        self._send_op(
-            meta, payload, seq, max(batch.sequence_ids), len(batch.items), batch.futures, True
-        )
-
-    def _batch_metadata(self, first: OutgoingMessage, seq: int, count: int) -> pb.MessageMetadata:
-        meta = self._metadata(first, seq)
-        del meta.properties[:]
-        meta.ClearField("event_time")
-        meta.ClearField("null_value")
-        meta.num_messages_in_batch = count
-        return meta
+        self._send_op(meta, payload, seq, max(batch.sequence_ids), count, batch.futures, True)
 
     def send_batch(self, msgs: list[OutgoingMessage]) -> asyncio.Future[MessageId]:
         """Send ``msgs`` now as one batch entry; the future completes with the first one's id.
@@ -415,10 +306,10 @@ class ProducerImpl(HandlerBase):
         for msg, seq in zip(msgs, sequence_ids, strict=True):
             size = msg.size
             total += size
-            items.append((_single_metadata(msg, seq, size), msg.content or b""))  # type: ignore[arg-type]
+            items.append((single_metadata(msg, seq, size), msg.content or b""))  # type: ignore[arg-type]
         if total > self._max_message_size:
             raise MessageTooBig(f"a batch of {total} bytes exceeds {self._max_message_size}")
-        meta = self._batch_metadata(msgs[0], first_seq, count)
+        meta = batch_metadata(self.producer_name, self.schema_version, msgs[0], first_seq, count)
         return self._send_whole_batch(meta, pack_batch(items), first_seq, last_seq, count)
 
     def send_packed(self, batch: PackedBatch) -> asyncio.Future[MessageId]:
@@ -432,14 +323,7 @@ class ProducerImpl(HandlerBase):
         if batch.size > self._max_message_size:
             raise MessageTooBig(f"a batch of {batch.size} bytes exceeds {self._max_message_size}")
         first, last = batch.first_sequence_id, batch.last_sequence_id
-        meta = pb.MessageMetadata(
-            producer_name=self.producer_name,
-            sequence_id=first,
-            publish_time=_now_ms(),
-            num_messages_in_batch=count,
-        )
-        if self.schema_version:
-            meta.schema_version = self.schema_version
+        meta = entry_metadata(self.producer_name, self.schema_version, first, count)
         if batch.partition_key is not None:
             meta.partition_key = batch.partition_key
         return self._send_whole_batch(meta, batch.payload, first, last, count)
@@ -491,7 +375,7 @@ class ProducerImpl(HandlerBase):
         *,
         is_chunk: bool = False,
     ) -> bytes:
-        cmd = _commands.send(self.producer_id, seq, num_messages, highest, is_chunk=is_chunk)
+        cmd = client_commands.send(self.producer_id, seq, num_messages, highest, is_chunk=is_chunk)
         return encode_payload_command(cmd, encode_entry(meta, payload))
 
     def _write_op(self, op: _Op) -> None:
@@ -523,15 +407,17 @@ class ProducerImpl(HandlerBase):
         # As in the official client, the ids a send returns name no topic: a multi-topic
         # consumer cannot tell which of its topics such an id belongs to.
         if op.chunks is not None:
-            op.chunks.append(MessageId._make(ledger, entry, self.partition))
+            op.chunks.append(MessageId.from_parts(ledger, entry, self.partition))
         for index, fut in enumerate(op.futures):
             if not fut.done():
                 if op.chunks is not None:
-                    result = MessageId._chunked(op.chunks)
+                    result = MessageId.from_chunks(op.chunks)
                 elif op.batched:
-                    result = MessageId._make(ledger, entry, self.partition, index, op.num_messages)
+                    result = MessageId.from_parts(
+                        ledger, entry, self.partition, index, op.num_messages
+                    )
                 else:
-                    result = MessageId._make(ledger, entry, self.partition)
+                    result = MessageId.from_parts(ledger, entry, self.partition)
                 fut.set_result(result)
         self._release(op.permits)
 
@@ -555,18 +441,14 @@ class ProducerImpl(HandlerBase):
     def _fail_pending(self, exc: PulsarException) -> None:
         ops = list(self._pending)
         self._pending.clear()
-        batches = list(self._batches.values())
-        self._batches.clear()
-        for op in ops:
-            for fut in op.futures:
+        batches = self._batches.take_all()
+        failed = [(op.futures, op.permits) for op in ops]
+        failed += [(batch.futures, len(batch.futures)) for batch in batches]
+        for futures, permits in failed:
+            for fut in futures:
                 if not fut.done():
                     fut.set_exception(exc)
-            self._release(op.permits)
-        for batch in batches:
-            for fut in batch.futures:
-                if not fut.done():
-                    fut.set_exception(exc)
-            self._release(len(batch.futures))
+            self._release(permits)
 
     def _arm_send_timeout(self) -> None:
         timeout = self._config.send_timeout_millis / 1000
@@ -610,13 +492,14 @@ class ProducerImpl(HandlerBase):
         if self._timeout_timer is not None:
             self._timeout_timer.cancel()
         self._core.handlers.discard(self)
+        log.info("%r closed", self)
         cnx, self._cnx = self._cnx, None
         if cnx is not None and cnx.is_open:
             cnx.producers.pop(self.producer_id, None)
             rid = self._core.next_request_id()
             try:
                 await cnx.request(
-                    _commands.close_producer(self.producer_id, rid),
+                    client_commands.close_producer(self.producer_id, rid),
                     rid,
                     self._core.operation_timeout,
                 )
@@ -626,6 +509,11 @@ class ProducerImpl(HandlerBase):
     @property
     def is_closed(self) -> bool:
         return self._closed
+
+    @property
+    def max_pending_messages(self) -> int:
+        """How many messages may wait for the broker's receipt at once (0: no limit)."""
+        return self._config.max_pending_messages
 
 
 def partition_topic(topic: str, index: int) -> str:

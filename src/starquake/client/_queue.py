@@ -64,26 +64,34 @@ class MessageQueue:
                 if self._items:
                     self._wake()  # pass the turn on
                 return msg
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                if deadline is None:
-                    await waiter
-                else:
-                    remaining = deadline - loop.time()
-                    if remaining <= 0:
-                        raise Timeout("no message within the timeout")
-                    await asyncio.wait_for(asyncio.shield(waiter), remaining)
-            except TimeoutError:
-                raise Timeout("no message within the timeout") from None
-            finally:
-                if not waiter.done():
-                    waiter.cancel()
+            if not await self._wait(deadline):
+                raise Timeout("no message within the timeout")
+
+    async def _wait(self, deadline: float | None) -> bool:
+        """Wait to be woken up, until ``deadline`` (loop time; None: no limit); False when
+        it passed first."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        try:
+            if deadline is None:
+                await waiter
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await asyncio.wait_for(asyncio.shield(waiter), remaining)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            if not waiter.done():
+                waiter.cancel()
 
     def _has_batch(self, max_messages: int, max_bytes: int) -> bool:
         if max_messages > 0 and len(self._items) >= max_messages:
             return True
-        return max_bytes > 0 and sum(len(m._data) for m in self._items) >= max_bytes
+        return max_bytes > 0 and sum(len(m.data()) for m in self._items) >= max_bytes
 
     def _take_batch(self, max_messages: int, max_bytes: int) -> list[Message]:
         taken: list[Message] = []
@@ -92,10 +100,10 @@ class MessageQueue:
             if max_messages > 0 and len(taken) >= max_messages:
                 break
             msg = self._items[0]
-            if max_bytes > 0 and taken and size + len(msg._data) > max_bytes:
+            if max_bytes > 0 and taken and size + len(msg.data()) > max_bytes:
                 break
             taken.append(self._items.popleft())
-            size += len(msg._data)
+            size += len(msg.data())
         return taken
 
     async def get_batch(
@@ -111,21 +119,8 @@ class MessageQueue:
         while not self._has_batch(max_messages, max_bytes):
             if self._error is not None and not self._items:
                 raise self._error
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                if deadline is None:
-                    await waiter
-                else:
-                    remaining = deadline - loop.time()
-                    if remaining <= 0:
-                        break
-                    await asyncio.wait_for(asyncio.shield(waiter), remaining)
-            except TimeoutError:
+            if not await self._wait(deadline):
                 break
-            finally:
-                if not waiter.done():
-                    waiter.cancel()
             if self._error is not None:
                 break
         taken = self._take_batch(max_messages, max_bytes)
@@ -216,11 +211,11 @@ class ThreadSafeQueue(MessageQueue):
         if not taken:
             return
         start = 0
-        owner = taken[0]._consumer
+        owner = taken[0].received_by
         for index, msg in enumerate(taken):  # runs of one consumer's messages, in order
-            if msg._consumer is not owner:
+            if msg.received_by is not owner:
                 owner.on_dequeued_many(taken[start:index])
-                start, owner = index, msg._consumer
+                start, owner = index, msg.received_by
         owner.on_dequeued_many(taken[start:])
 
     def remove_where(self, predicate: Callable[[Message], bool]) -> int:

@@ -15,16 +15,16 @@ from starquake.client._enums import (
     ConsumerType,
     HashingScheme,
     InitialPosition,
-    LoggerLevel,
     PartitionsRoutingMode,
     ProducerAccessMode,
     RegexSubscriptionMode,
     Result,
 )
+from starquake.client._logging import ConsoleLogger, FileLogger
 from starquake.client._message import Message, MessageId
 from starquake.client._queue import ThreadSafeQueue
-from starquake.client._sync_base import _LoopThread
-from starquake.client._sync_consumer import Consumer, Reader, _Receiver
+from starquake.client._sync_base import LoopThread
+from starquake.client._sync_consumer import Consumer, Reader, Receiver
 from starquake.client._sync_producer import Producer
 from starquake.client._sync_table_view import TableView
 from starquake.client.exceptions import AlreadyClosed
@@ -87,21 +87,6 @@ def _named(
     return named
 
 
-class ConsoleLogger:
-    """Log to the console at ``log_level`` (maps onto Python logging)."""
-
-    def __init__(self, log_level: LoggerLevel = LoggerLevel.Info) -> None:
-        self.log_level = log_level
-
-
-class FileLogger:
-    """Log to ``log_file`` at ``log_level`` (maps onto Python logging)."""
-
-    def __init__(self, log_level: LoggerLevel, log_file: str) -> None:
-        self.log_level = log_level
-        self.log_file = log_file
-
-
 class Client:
     """The Pulsar client: one instance shares connections among its producers and consumers."""
 
@@ -126,8 +111,6 @@ class Client:
         tls_certificate_file_path: str | None = None,
         partitions_update_interval_seconds: int = 60,
     ) -> None:
-        if not isinstance(service_url, str):
-            raise ValueError("Argument service_url is expected to be of type 'str'")
         self._inner = aio.Client(
             service_url,
             authentication,
@@ -141,12 +124,17 @@ class Client:
             tls_validate_hostname=tls_validate_hostname,
             tls_private_key_file_path=tls_private_key_file_path,
             tls_certificate_file_path=tls_certificate_file_path,
+            logger=logger,
+            queue_factory=ThreadSafeQueue,
+            io_threads=io_threads,
+            message_listener_threads=message_listener_threads,
+            concurrent_lookup_requests=concurrent_lookup_requests,
+            log_conf_file_path=log_conf_file_path,
+            stats_interval_in_seconds=stats_interval_in_seconds,
         )
-        self._inner._core.queue_factory = ThreadSafeQueue
-        self._runner = _LoopThread()
+        self._runner = LoopThread()
         self._shut_down = False
-        self._logger = logger
-        self._handles: weakref.WeakSet[Producer | _Receiver] = weakref.WeakSet()
+        self._handles: weakref.WeakSet[Producer | Consumer | Reader] = weakref.WeakSet()
 
     def create_producer(
         self,
@@ -303,19 +291,19 @@ class Client:
             self._runner.run(self._close(handles))
         finally:
             for handle in handles:
-                if isinstance(handle, _Receiver):
-                    handle._closed = True
+                if isinstance(handle, Receiver):
+                    handle.mark_closed()
             self._runner.stop()
 
-    async def _close(self, handles: list[Producer | _Receiver]) -> None:
+    async def _close(self, handles: list[Producer | Consumer | Reader]) -> None:
         for handle in handles:  # what callers queued goes first
-            handle._hand_over()
+            handle.hand_over()
         try:
             await self._inner.close()
         finally:
             for handle in handles:  # wake threads blocked in receive()
-                if isinstance(handle, _Receiver):
-                    handle._queue.close()
+                if isinstance(handle, Receiver):
+                    handle.release_waiters()
 
 
 __all__ = [

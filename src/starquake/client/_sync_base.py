@@ -13,7 +13,7 @@ from starquake.client._enums import (
     Result,
 )
 from starquake.client._message import MessageId
-from starquake.client._producer import OutgoingMessage
+from starquake.client._outgoing import OutgoingMessage
 from starquake.client.exceptions import AlreadyClosed
 
 log = logging.getLogger("starquake.client")
@@ -21,7 +21,7 @@ R = TypeVar("R")
 SendCallback = Callable[[Result, MessageId | None], None]
 
 
-class _LoopThread:
+class LoopThread:
     """An event loop running forever on a daemon thread."""
 
     def __init__(self) -> None:
@@ -39,7 +39,7 @@ class _LoopThread:
         """Run ``coro`` on the loop and wait for its result (cancelled if we are interrupted)."""
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError(_ON_LOOP)
+            raise RuntimeError(ON_LOOP)
         try:
             future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         except RuntimeError:  # the loop is closed: the client was closed or shut down
@@ -80,12 +80,12 @@ async def _cancel_tasks() -> None:
         await asyncio.wait(tasks, timeout=_STOP_WAIT - 1)
 
 
-_ON_LOOP = "blocking client call made from a client callback thread"
+ON_LOOP = "blocking client call made from a client callback thread"
 # Acks and permits handed over without a blocking call reach the loop within this delay.
-_HAND_OVER_DELAY = 0.01
+HAND_OVER_DELAY = 0.01
 
 
-class _Mailbox:
+class Mailbox:
     """Runs ``process`` on the loop for work that caller threads queued, waking the loop once
     per burst rather than once per call.
 
@@ -135,7 +135,7 @@ class _Mailbox:
         self._process()
 
 
-class _Waiter:
+class Waiter:
     """The caller's end of one blocking ``send``: a lock the loop releases with the result."""
 
     __slots__ = ("_done", "_error", "_value")
@@ -160,4 +160,4 @@ class _Waiter:
 
 
 # A send handed to the loop: (message or None when refused for a full queue, callback, waiter).
-_Send = tuple[OutgoingMessage | None, SendCallback | None, _Waiter | None]
+PendingSend = tuple[OutgoingMessage | None, SendCallback | None, Waiter | None]

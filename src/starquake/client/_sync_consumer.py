@@ -8,14 +8,15 @@ import logging
 import threading
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from starquake.client import asyncio as aio
-from starquake.client._api import (
+from starquake.client._arg_checks import (
     DEFAULT_BATCH_RECEIVE_POLICY,
     check_type_or_none,
     message_id_of,
 )
+from starquake.client._async_handles import Receiving
 from starquake.client._consumer import ConsumerImpl
 from starquake.client._decoding import ValueDecoding
 from starquake.client._enums import (
@@ -23,9 +24,8 @@ from starquake.client._enums import (
     Result,
 )
 from starquake.client._message import Message, MessageId
-from starquake.client._multi import ConsumerFront
 from starquake.client._queue import ThreadSafeQueue
-from starquake.client._sync_base import _HAND_OVER_DELAY, _ON_LOOP, _LoopThread, _Mailbox
+from starquake.client._sync_base import HAND_OVER_DELAY, ON_LOOP, LoopThread, Mailbox
 from starquake.client.exceptions import (
     AlreadyClosed,
     CumulativeAcknowledgementNotAllowedError,
@@ -36,6 +36,7 @@ from starquake.client.exceptions import (
 
 log = logging.getLogger("starquake.client")
 R = TypeVar("R")
+H = TypeVar("H", bound=Receiving)
 SendCallback = Callable[[Result, MessageId | None], None]
 
 
@@ -71,28 +72,53 @@ _ACK, _ACK_CUMULATIVE, _NACK, _REDELIVER = range(4)
 _Op = tuple[int, ConsumerImpl | None, MessageId | None, int]
 
 
-class _Receiver:
+class Receiver(Generic[H]):
     """What consumers and readers share: the receive fast path and the hand-over to the loop.
 
     Received messages wait in the front's :class:`ThreadSafeQueue`; the calling thread takes
     them without a round trip. What the loop must learn (messages taken, which earn permits
-    back; acks; nacks) is queued and handed over by a :class:`_Mailbox`: soon when half the
+    back; acks; nacks) is queued and handed over by a :class:`Mailbox`: soon when half the
     receiver queue was taken or the caller is about to wait for a message, otherwise within
-    ``_HAND_OVER_DELAY``. Blocking calls (seek, close, ...) hand everything over first.
+    ``HAND_OVER_DELAY``. Blocking calls (seek, close, ...) hand everything over first.
     """
 
-    def __init__(self, runner: _LoopThread, front: ConsumerFront, schema: Any) -> None:
+    def __init__(self, runner: LoopThread, inner: H, listener: Any) -> None:
+        front = inner.front
         queue = front.queue
         assert isinstance(queue, ThreadSafeQueue)
         self._runner = runner
+        self._inner = inner
         self._front = front
         self._queue = queue
-        self._decoding = ValueDecoding(schema, front.lookup)
+        self._decoding = ValueDecoding(inner.schema, front.lookup)
         self._ops: collections.deque[_Op] = collections.deque()
-        self._mailbox = _Mailbox(runner.loop, self._process, _HAND_OVER_DELAY)
-        self._settle_at = max(1, front._config.receiver_queue_size // 2)
-        self._zero_queue = front._config.receiver_queue_size == 0
+        self._mailbox = Mailbox(runner.loop, self._process, HAND_OVER_DELAY)
+        self._settle_at = max(1, front.config.receiver_queue_size // 2)
+        self._zero_queue = front.config.receiver_queue_size == 0
         self._closed = False
+        self._listener = _ListenerThread(self, self._listen, listener) if listener else None
+
+    def _listen(self) -> Message:
+        return self._take(None)
+
+    def topic(self) -> str:
+        """The topic (or a consumer's pattern)."""
+        return self._inner.topic()
+
+    def seek(self, messageid: MessageId | int) -> None:
+        """Move the subscription to a message id or a publish timestamp (ms)."""
+        self._run(self._inner.seek(messageid))
+
+    def close(self) -> None:
+        """Close (acknowledgements made before are sent first)."""
+        try:
+            self._run(self._inner.close())
+        finally:
+            self._closed = True
+
+    def is_connected(self) -> bool:
+        """True while connected."""
+        return self._inner.is_connected()
 
     def _process(self) -> None:
         """(Loop) Settle the messages taken, then apply the operations queued before."""
@@ -115,8 +141,17 @@ class _Receiver:
             except PulsarException as exc:
                 log.debug("%r: acknowledgement dropped: %s", consumer, exc)
 
-    def _hand_over(self) -> None:
+    def hand_over(self) -> None:
+        """(Loop) Apply what callers queued (before the client closes)."""
         self._process()
+
+    def release_waiters(self) -> None:
+        """(Loop) The client closed: wake the threads waiting for a message, with an error."""
+        self._queue.close()
+
+    def mark_closed(self) -> None:
+        """The client closed: refuse further acknowledgements."""
+        self._closed = True
 
     async def _after_hand_over(self, coro: Coroutine[Any, Any, R]) -> R:
         self._process()
@@ -141,7 +176,7 @@ class _Receiver:
     def _before_wait(self) -> None:
         """The caller is about to wait for messages: settle what it took first."""
         if self._runner.in_loop_thread():
-            raise RuntimeError(_ON_LOOP)
+            raise RuntimeError(ON_LOOP)
         if self._queue.unsettled:
             self._mailbox.wake()
         if self._zero_queue:  # no prefetching: ask the broker for the message waited for
@@ -166,27 +201,18 @@ class _Receiver:
         self._mailbox.wake_later()
 
 
-class Consumer(_Receiver):
+class Consumer(Receiver[aio.Consumer]):
     """Blocking consumer; create it with :meth:`Client.subscribe`."""
 
-    def __init__(self, runner: _LoopThread, inner: aio.Consumer, listener: Any) -> None:
-        super().__init__(runner, inner.front, inner._schema)
-        self._inner = inner
+    def __init__(self, runner: LoopThread, inner: aio.Consumer, listener: Any) -> None:
         # Without a pattern the inner consumers never change after subscribing, so ids can
         # be routed to them from any thread.
-        self._fixed = front_is_fixed(inner.front)
-        self._shared = inner.front._config.consumer_type in (
+        self._fixed = inner.front.has_fixed_topics
+        self._shared = inner.front.config.consumer_type in (
             ConsumerType.Shared,
             ConsumerType.KeyShared,
         )
-        self._listener = _ListenerThread(self, self._listen, listener) if listener else None
-
-    def _listen(self) -> Message:
-        return self._take(None)
-
-    def topic(self) -> str:
-        """The topic (or pattern) of this consumer."""
-        return self._inner.topic()
+        super().__init__(runner, inner, listener)
 
     def subscription_name(self) -> str:
         """The subscription name."""
@@ -205,7 +231,7 @@ class Consumer(_Receiver):
 
     def batch_receive(self) -> list[Message]:
         """Block for messages within the ``batch_receive_policy`` (a list, possibly empty)."""
-        policy = self._front._config.batch_receive_policy or DEFAULT_BATCH_RECEIVE_POLICY
+        policy = self._front.config.batch_receive_policy or DEFAULT_BATCH_RECEIVE_POLICY
         max_wait = policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
         try:
             messages = self._queue.take_batch(
@@ -233,7 +259,7 @@ class Consumer(_Receiver):
         if self._fixed:
             consumer, mid = self._front.route(target)
         elif isinstance(target, Message) and _owned_by(target, self._queue):
-            consumer, mid = target._consumer, target.message_id()
+            consumer, mid = target.received_by, target.message_id()
         else:
             return None
         if self._closed:
@@ -287,55 +313,23 @@ class Consumer(_Receiver):
         if self._listener is not None:
             self._listener.running.set()
 
-    def seek(self, messageid: MessageId | int) -> None:
-        """Reset the subscription to a message id or a publish timestamp (ms)."""
-        self._run(self._inner.seek(messageid))
-
     def unsubscribe(self) -> None:
         """Delete the subscription and close the consumer."""
         self._run(self._inner.unsubscribe())
         self._closed = True
-
-    def close(self) -> None:
-        """Close the consumer (acknowledgements made before are sent first)."""
-        try:
-            self._run(self._inner.close())
-        finally:
-            self._closed = True
-
-    def is_connected(self) -> bool:
-        """True while connected."""
-        return self._inner.is_connected()
 
     def get_last_message_id(self) -> MessageId:
         """Id of the last message in the topic."""
         return self._run(self._inner.get_last_message_id())
 
 
-def front_is_fixed(front: ConsumerFront) -> bool:
-    """True if the inner consumers of ``front`` cannot change any more (no pattern)."""
-    return front._pattern is None
-
-
 def _owned_by(msg: Message, queue: ThreadSafeQueue) -> bool:
-    owner = msg._consumer
-    return isinstance(owner, ConsumerImpl) and owner._queue is queue
+    owner = msg.received_by
+    return isinstance(owner, ConsumerImpl) and owner.queue is queue
 
 
-class Reader(_Receiver):
+class Reader(Receiver[aio.Reader]):
     """Blocking reader; create it with :meth:`Client.create_reader`."""
-
-    def __init__(self, runner: _LoopThread, inner: aio.Reader, listener: Any) -> None:
-        super().__init__(runner, inner.front, inner._schema)
-        self._inner = inner
-        self._listener = _ListenerThread(self, self._listen, listener) if listener else None
-
-    def _listen(self) -> Message:
-        return self._take(None)
-
-    def topic(self) -> str:
-        """The topic being read."""
-        return self._inner.topic()
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
         """Block for the next message; raises Timeout after ``timeout_millis`` if given."""
@@ -345,18 +339,3 @@ class Reader(_Receiver):
     def has_message_available(self) -> bool:
         """True if a message after the last one read is available."""
         return self._run(self._inner.has_message_available())
-
-    def seek(self, messageid: MessageId | int) -> None:
-        """Move the reader to a message id or a publish timestamp (ms)."""
-        self._run(self._inner.seek(messageid))
-
-    def close(self) -> None:
-        """Close the reader."""
-        try:
-            self._run(self._inner.close())
-        finally:
-            self._closed = True
-
-    def is_connected(self) -> bool:
-        """True while connected."""
-        return self._inner.is_connected()

@@ -12,15 +12,17 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from starquake.client import asyncio as aio
-from starquake.client._api import (
+from starquake.client._arg_checks import (
     build_message,
 )
+from starquake.client._async_handles import AnyProducer
 from starquake.client._enums import (
     Result,
 )
 from starquake.client._message import MessageId
-from starquake.client._producer import OutgoingMessage, ProducerImpl
-from starquake.client._sync_base import _ON_LOOP, _LoopThread, _Mailbox, _Send, _Waiter
+from starquake.client._outgoing import OutgoingMessage
+from starquake.client._producer import ProducerImpl
+from starquake.client._sync_base import ON_LOOP, LoopThread, Mailbox, PendingSend, Waiter
 from starquake.client.exceptions import (
     ProducerQueueIsFull,
     PulsarException,
@@ -40,7 +42,7 @@ class _Sent:
         self,
         slots: threading.Semaphore | None,
         callback: SendCallback | None,
-        waiter: _Waiter | None,
+        waiter: Waiter | None,
     ) -> None:
         self.slots = slots
         self.callback = callback
@@ -68,11 +70,11 @@ def _result_of(error: BaseException) -> Result:
     return Result.UnknownError
 
 
-def _max_pending(impl: aio.AnyProducer) -> int:
+def _max_pending(impl: AnyProducer) -> int:
     """How many messages the core lets ``impl`` hold pending (0: no limit applies)."""
     if isinstance(impl, ProducerImpl):
-        return impl._config.max_pending_messages
-    return sum(p._config.max_pending_messages for p in impl.producers)
+        return impl.max_pending_messages
+    return sum(p.max_pending_messages for p in impl.producers)
 
 
 class Producer:
@@ -85,15 +87,15 @@ class Producer:
     core freed its own, so the core never finds a non-partitioned producer full.
     """
 
-    def __init__(self, runner: _LoopThread, inner: aio.Producer, block: bool) -> None:
+    def __init__(self, runner: LoopThread, inner: aio.Producer, block: bool) -> None:
         self._runner = runner
         self._inner = inner
-        self._impl = inner._impl
+        self._impl = inner.impl
         self._block = block
-        limit = _max_pending(inner._impl)
+        limit = _max_pending(inner.impl)
         self._slots = threading.Semaphore(limit) if limit > 0 else None
-        self._items: collections.deque[_Send] = collections.deque()
-        self._mailbox = _Mailbox(runner.loop, self._drain, 0.0)
+        self._items: collections.deque[PendingSend] = collections.deque()
+        self._mailbox = Mailbox(runner.loop, self._drain, 0.0)
         self._stalled: asyncio.Task[None] | None = None  # loop only
 
     def topic(self) -> str:
@@ -123,7 +125,7 @@ class Producer:
     ) -> MessageId:
         """Publish a message and block until the broker stored it; returns its id."""
         msg = build_message(
-            self._inner._schema,
+            self._inner.schema,
             content,
             properties,
             partition_key,
@@ -136,13 +138,13 @@ class Producer:
             deliver_after,
         )
         if self._runner.in_loop_thread():
-            raise RuntimeError(_ON_LOOP)
+            raise RuntimeError(ON_LOOP)
         slots = self._slots
         if slots is not None and not slots.acquire(False):
             if not self._block:
                 raise ProducerQueueIsFull("producer queue is full")
             slots.acquire()
-        waiter = _Waiter()
+        waiter = Waiter()
         self._items.append((msg, None, waiter))
         self._mailbox.wake()
         return waiter.wait()
@@ -168,7 +170,7 @@ class Producer:
         The callback runs on the client's I/O thread and must not block on the client.
         """
         msg = build_message(
-            self._inner._schema,
+            self._inner.schema,
             content,
             properties,
             partition_key,
@@ -187,7 +189,7 @@ class Producer:
                 self._mailbox.wake()
                 return
             if self._runner.in_loop_thread():
-                raise RuntimeError(_ON_LOOP)
+                raise RuntimeError(ON_LOOP)
             slots.acquire()
         self._items.append((msg, callback, None))
         self._mailbox.wake()
@@ -224,7 +226,7 @@ class Producer:
             fut.add_done_callback(_Sent(slots, callback, waiter))
 
     async def _send_when_space(
-        self, msg: OutgoingMessage, callback: SendCallback | None, waiter: _Waiter | None
+        self, msg: OutgoingMessage, callback: SendCallback | None, waiter: Waiter | None
     ) -> None:
         try:
             fut = await self._impl.send_async(msg)
@@ -237,7 +239,7 @@ class Producer:
         self._drain()
 
     def _failed(
-        self, error: BaseException, callback: SendCallback | None, waiter: _Waiter | None
+        self, error: BaseException, callback: SendCallback | None, waiter: Waiter | None
     ) -> None:
         if self._slots is not None:
             self._slots.release()
@@ -263,7 +265,8 @@ class Producer:
         await self._submit_all()
         await self._inner.close()
 
-    def _hand_over(self) -> None:
+    def hand_over(self) -> None:
+        """(Loop) Hand the sends callers queued to the core (before the client closes)."""
         self._drain()
 
     # --- blocking calls ---------------------------------------------------------------------

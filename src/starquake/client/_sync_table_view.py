@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from starquake.client._sync_base import _LoopThread
+from starquake.client._sync_base import LoopThread
 from starquake.client._table_view import TableViewCore, describe_table_view
 from starquake.client.exceptions import ConsumerNotInitialized
 
@@ -31,7 +31,7 @@ class TableView:
 
     def __init__(
         self,
-        runner: _LoopThread,
+        runner: LoopThread,
         view: TableViewCore,
         topic: str,
         subscription: str | None,

@@ -71,6 +71,12 @@ class MultiplierRedeliveryBackoff:
         )
 
 
+def pop_due(entries: dict[EntryKey, tuple[float, MessageId]], now: float) -> list[MessageId]:
+    """Remove the entries whose deadline is ``now`` or earlier; their ids, in order."""
+    due = [key for key, (deadline, _) in entries.items() if deadline <= now]
+    return [entries.pop(key)[1] for key in due]
+
+
 class UnackedMessageTracker:
     """Redelivers messages the application received but did not acknowledge in time.
 
@@ -124,9 +130,9 @@ class UnackedMessageTracker:
     def _on_tick(self) -> None:
         self._timer = None
         now = time.monotonic()
-        due = [key for key, (deadline, _) in self._entries.items() if deadline <= now]
+        due = pop_due(self._entries, now)
         if due:
-            self._redeliver([self._entries.pop(key)[1] for key in due])
+            self._redeliver(due)
         if self._entries:
             self._timer = asyncio.get_running_loop().call_later(self._tick, self._on_tick)
 

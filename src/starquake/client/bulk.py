@@ -32,7 +32,6 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from starquake.client import _commands
 from starquake.client._connection import ClientConnection
 from starquake.client._crypto import CryptoKeyReader, MessageDecryptor
 from starquake.client._handler import ClientCore, HandlerBase
@@ -44,13 +43,15 @@ from starquake.client.exceptions import (
     Timeout,
 )
 from starquake.common.topic_name import TopicName
-from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol import client_commands
 from starquake.protocol.batch import BatchFormatError, DecodeError
 from starquake.protocol.batch_rows import PackedBatch, pack_rows
 from starquake.protocol.commands import encode_message_id
 from starquake.protocol.compression import decompress
+from starquake.protocol.enums import InitialPosition, SubType
 from starquake.protocol.framing import parse_entry
 from starquake.protocol.varint import varint
+from starquake.protocol.wire import pb
 
 if TYPE_CHECKING:
     from starquake.client.asyncio import Client
@@ -159,15 +160,15 @@ class _EntryStream(HandlerBase):
         rid = self._core.next_request_id()
         ledger, entry = self._resume
         start = pb.MessageIdData(ledgerId=ledger % _U64, entryId=entry % _U64)
-        cmd = _commands.subscribe(
+        cmd = client_commands.subscribe(
             self.topic,
             self.subscription,
-            int(pb.CommandSubscribe.Exclusive),
+            SubType.Exclusive,
             self.consumer_id,
             rid,
             consumer_name=self.subscription,
             durable=False,
-            initial_position=int(pb.CommandSubscribe.Earliest),
+            initial_position=InitialPosition.Earliest,
             read_compacted=False,
             metadata={},
             start_message_id=start,
@@ -186,7 +187,7 @@ class _EntryStream(HandlerBase):
         self._cnx = cnx
         self._permits = 0
         if self._queue_size:  # 0: a probe that reads nothing (last message id only)
-            cnx.write_command(_commands.flow(self.consumer_id, self._queue_size))
+            cnx.write_command(client_commands.flow(self.consumer_id, self._queue_size))
 
     def on_message(self, command: pb.CommandMessage, entry: bytes) -> None:
         mid = command.message_id
@@ -224,7 +225,7 @@ class _EntryStream(HandlerBase):
         self._permits += messages
         cnx = self._cnx
         if self._permits >= max(1, self._queue_size // 2) and cnx is not None and cnx.is_open:
-            cnx.write_command(_commands.flow(self.consumer_id, self._permits))
+            cnx.write_command(client_commands.flow(self.consumer_id, self._permits))
             self._permits = 0
 
     async def get_last_message_id(self) -> pb.MessageIdData:
@@ -233,7 +234,9 @@ class _EntryStream(HandlerBase):
             raise NotConnected(f"{self.topic}: not connected")
         rid = self._core.next_request_id()
         resp = await cnx.request(
-            _commands.get_last_message_id(self.consumer_id, rid), rid, self._core.operation_timeout
+            client_commands.get_last_message_id(self.consumer_id, rid),
+            rid,
+            self._core.operation_timeout,
         )
         return resp.get_last_message_id_response.last_message_id
 
@@ -246,7 +249,7 @@ class _EntryStream(HandlerBase):
             rid = self._core.next_request_id()
             try:
                 await cnx.request(
-                    _commands.close_consumer(self.consumer_id, rid),
+                    client_commands.close_consumer(self.consumer_id, rid),
                     rid,
                     self._core.operation_timeout,
                 )

@@ -292,10 +292,6 @@ class Interrupted(PulsarException):
     result = Result.Interrupted
 
 
-_BY_RESULT: dict[Result, type[PulsarException]] = {
-    cls.result: cls for cls in PulsarException.__subclasses__()
-}
-
 _BY_SERVER_ERROR: dict[int, type[PulsarException]] = {
     ServerError.UnknownError: UnknownError,
     ServerError.MetadataError: BrokerMetadataError,
@@ -327,11 +323,6 @@ _BY_SERVER_ERROR: dict[int, type[PulsarException]] = {
 
 # Errors after which a lookup and a new attempt may succeed.
 RETRYABLE = (ServiceUnitNotReady, TooManyLookupRequestException, ConnectError, NotConnected)
-
-
-def from_result(result: Result, message: str = "") -> PulsarException:
-    """The exception for a :class:`Result` code."""
-    return _BY_RESULT.get(result, UnknownError)(message or f"Pulsar error: {result.name}")
 
 
 def from_server_error(code: int, message: str) -> PulsarException:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from starquake.client.schema._fields import Field, PythonType, _as_node, _type_name
+from starquake.client.schema._fields import (
+    Field,
+    PythonType,
+    as_node,
+    node_from_wire,
+    node_item_schema,
+    node_python_type,
+    type_name,
+)
 
 __all__ = ["Array", "CustomEnum", "Map"]
 
@@ -24,7 +32,7 @@ class CustomEnum(Field):
         required_default: bool = False,
     ) -> None:
         if not (isinstance(enum_type, type) and issubclass(enum_type, enum.Enum)):
-            raise TypeError(f"{_type_name(enum_type)} is not a valid Enum type")
+            raise TypeError(f"{type_name(enum_type)} is not a valid Enum type")
         self.enum_type = enum_type
         self.values: dict[Any, enum.Enum] = {m.value: m for m in enum_type.__members__.values()}
         super().__init__(default, required, required_default)
@@ -76,7 +84,7 @@ class Array(Field):
         required: bool = False,
         required_default: bool = False,
     ) -> None:
-        self.array_type: Any = _as_node(array_type)
+        self.array_type: Any = as_node(array_type)
         super().__init__(default=default, required=required, required_default=required_default)
 
     def type(self) -> str:
@@ -89,23 +97,23 @@ class Array(Field):
         if val is None:
             return None
         super().validate_type(name, val)
-        item_type = self.array_type._node_python_type()
+        item_type = node_python_type(self.array_type)
         for item in val:
             if not isinstance(item, item_type):
                 raise TypeError(
-                    f"Array field {name} items should all be of type {_type_name(item_type)}"
+                    f"Array field {name} items should all be of type {type_name(item_type)}"
                 )
         return val
 
     def schema_info(self, defined_names: set[str]) -> Any:
-        return {"type": "array", "items": self.array_type._node_item_schema(defined_names)}
+        return {"type": "array", "items": node_item_schema(self.array_type, defined_names)}
 
     def _node_item_schema(self, names: set[str]) -> Any:
         return self.schema_info(names)
 
     def _node_from_wire(self, value: Any) -> Any:
         if isinstance(value, list):
-            return [self.array_type._node_from_wire(item) for item in value]
+            return [node_from_wire(self.array_type, item) for item in value]
         return value
 
 
@@ -119,7 +127,7 @@ class Map(Field):
         required: bool = False,
         required_default: bool = False,
     ) -> None:
-        self.value_type: Any = _as_node(value_type)
+        self.value_type: Any = as_node(value_type)
         super().__init__(default=default, required=required, required_default=required_default)
 
     def type(self) -> str:
@@ -132,23 +140,23 @@ class Map(Field):
         if val is None:
             return None
         super().validate_type(name, val)
-        value_type = self.value_type._node_python_type()
+        value_type = node_python_type(self.value_type)
         for key, item in val.items():
             if not isinstance(key, str):
                 raise TypeError(f"Map keys for field {name} should all be strings")
             if not isinstance(item, value_type):
                 raise TypeError(
-                    f"Map values for field {name} should all be of type {_type_name(value_type)}"
+                    f"Map values for field {name} should all be of type {type_name(value_type)}"
                 )
         return val
 
     def schema_info(self, defined_names: set[str]) -> Any:
-        return {"type": "map", "values": self.value_type._node_item_schema(defined_names)}
+        return {"type": "map", "values": node_item_schema(self.value_type, defined_names)}
 
     def _node_item_schema(self, names: set[str]) -> Any:
         return self.schema_info(names)
 
     def _node_from_wire(self, value: Any) -> Any:
         if isinstance(value, dict):
-            return {key: self.value_type._node_from_wire(item) for key, item in value.items()}
+            return {key: node_from_wire(self.value_type, item) for key, item in value.items()}
         return value

@@ -4,10 +4,11 @@ Every field knows its Avro type, the Python types its values may have, and its d
 ``required=True``, a field is nullable: its Avro type is the union ``["null", type]``. With
 ``required_default=True`` the generated Avro schema also states the field's default.
 
-Fields and records share a small private protocol (the ``_node_*`` methods of :class:`_Node`) so
-that containers (:class:`Array`, :class:`Map`) and records can hold either. The private names
-keep working when a record declares a field called ``type`` or ``default``, which would hide the
-public methods of that name on its instances.
+Fields and records share a small protocol (the ``_node_*`` methods of :class:`Node`) so that
+containers (:class:`Array`, :class:`Map`) and records can hold either. The private names keep
+working when a record declares a field called ``type`` or ``default``, which would hide the
+public methods of that name on its instances; other modules call them through the ``node_*``
+functions here.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ __all__ = [
 PythonType = type | tuple[type, ...]
 
 
-def _type_name(kind: Any) -> str:
+def type_name(kind: Any) -> str:
+    """The name of a type (or of anything else) in error messages."""
     return str(getattr(kind, "__name__", kind))
 
 
-class _Node:
+class Node:
     """What records and containers need from a field or a nested record."""
 
     _required: bool
@@ -62,16 +64,56 @@ class _Node:
         return value
 
 
-def _as_node(kind: Any) -> _Node:
+def as_node(kind: Any) -> Node:
     """An item or value type of a container: a field, a record, or a record class."""
-    if isinstance(kind, type) and issubclass(kind, _Node):
+    if isinstance(kind, type) and issubclass(kind, Node):
         kind = kind()
-    if not isinstance(kind, _Node):
-        raise TypeError(f"Argument {_type_name(kind)} is not a Record or a Field")
+    if not isinstance(kind, Node):
+        raise TypeError(f"Argument {type_name(kind)} is not a Record or a Field")
     return kind
 
 
-class Field(_Node):
+def node_schema(node: Node, names: set[str]) -> Any:
+    """The Avro type of ``node`` as a record field (``names``: named types defined so far)."""
+    return node._node_schema(names)
+
+
+def node_item_schema(node: Node, names: set[str]) -> Any:
+    """The Avro type of ``node`` as an array item or a map value."""
+    return node._node_item_schema(names)
+
+
+def node_default(node: Node) -> Any:
+    """The value a new record gets for a field declared as ``node``."""
+    return node._node_default()
+
+
+def node_states_default(node: Node) -> bool:
+    """Whether the record's Avro schema states the default of ``node``."""
+    return node._node_states_default()
+
+
+def node_is_required(node: Node) -> bool:
+    """Whether a field declared as ``node`` is non-nullable."""
+    return node._required
+
+
+def node_python_type(node: Node) -> PythonType:
+    """The Python type (or types) the values of ``node`` must have."""
+    return node._node_python_type()
+
+
+def node_validate(node: Node, name: str, value: Any) -> Any:
+    """``value`` checked (and possibly converted) for the field ``name`` declared as ``node``."""
+    return node._node_validate(name, value)
+
+
+def node_from_wire(node: Node, value: Any) -> Any:
+    """``value`` as decoded from JSON or Avro, with records rebuilt from their dicts."""
+    return node._node_from_wire(value)
+
+
+class Field(Node):
     """Base of the field types: a typed, optionally nullable attribute of a record.
 
     ``default`` is the value a new record gets (validated like any value), ``required=True``
@@ -106,7 +148,7 @@ class Field(_Node):
         if not isinstance(val, self.python_type()):
             raise TypeError(
                 f"Invalid type '{type(val)}' for field '{name}'. "
-                f"Expected: {_type_name(self.python_type())}"
+                f"Expected: {type_name(self.python_type())}"
             )
         return val
 

@@ -32,9 +32,18 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 from starquake.client.schema._complex import CustomEnum
-from starquake.client.schema._fields import PythonType, _Node
+from starquake.client.schema._fields import (
+    Node,
+    PythonType,
+    node_default,
+    node_from_wire,
+    node_is_required,
+    node_schema,
+    node_states_default,
+    node_validate,
+)
 
-__all__ = ["Record"]
+__all__ = ["Record", "field_values", "record_from_mapping", "record_schema"]
 
 R = TypeVar("R", bound="Record")
 
@@ -42,14 +51,14 @@ R = TypeVar("R", bound="Record")
 _SETTINGS = frozenset({"_default", "_required", "_required_default"})
 
 
-def _collect_fields(namespace: Mapping[str, Any]) -> dict[str, _Node]:
-    fields: dict[str, _Node] = {}
+def _collect_fields(namespace: Mapping[str, Any]) -> dict[str, Node]:
+    fields: dict[str, Node] = {}
     for name, value in namespace.items():
         if isinstance(value, type) and issubclass(value, enum.Enum):
             value = CustomEnum(value)
         elif isinstance(value, type) and issubclass(value, Record):
             value = value()
-        if isinstance(value, _Node):
+        if isinstance(value, Node):
             fields[name] = value
     return fields
 
@@ -59,10 +68,10 @@ def _schema_default(value: Any) -> Any:
 
 
 def _fresh(value: Any) -> Any:
-    return copy.deepcopy(value) if isinstance(value, list | dict | _Node) else value
+    return copy.deepcopy(value) if isinstance(value, list | dict | Node) else value
 
 
-class Record(_Node):
+class Record(Node):
     """Base class of user-defined records; see the module documentation.
 
     Keyword arguments set fields (a ``dict`` is accepted for a nested record, a list of dicts
@@ -76,7 +85,7 @@ class Record(_Node):
 
     _avro_namespace: ClassVar[str | None] = None
     _sorted_fields: ClassVar[bool] = False
-    _fields: ClassVar[dict[str, _Node]] = {}
+    _fields: ClassVar[dict[str, Node]] = {}
     _default: Any
     _required_default: bool
 
@@ -104,11 +113,11 @@ class Record(_Node):
     def _populate(self, values: Mapping[str, Any]) -> None:
         for name, node in self._fields.items():
             if name in values:
-                setattr(self, name, node._node_from_wire(values[name]))
+                setattr(self, name, node_from_wire(node, values[name]))
             elif isinstance(node, Record):
                 object.__setattr__(self, name, copy.deepcopy(node))
             else:
-                object.__setattr__(self, name, _fresh(node._node_default()))
+                object.__setattr__(self, name, _fresh(node_default(node)))
 
     @classmethod
     def _from_mapping(cls: type[R], values: Mapping[str, Any]) -> R:
@@ -152,11 +161,11 @@ class Record(_Node):
         order = sorted(cls._fields) if cls._sorted_fields else list(cls._fields)
         for name in order:
             node = cls._fields[name]
-            field_type = node._node_schema(names)
-            if not node._required:
+            field_type = node_schema(node, names)
+            if not node_is_required(node):
                 field_type = ["null", field_type]
-            if node._node_states_default():
-                default = _schema_default(node._node_default())
+            if node_states_default(node):
+                default = _schema_default(node_default(node))
                 fields.append({"name": name, "default": default, "type": field_type})
             else:
                 fields.append({"name": name, "type": field_type})
@@ -223,7 +232,7 @@ class Record(_Node):
         node = self._fields.get(key)
         if node is None:
             raise AttributeError(f"Cannot set undeclared field {key} on record")
-        object.__setattr__(self, key, node._node_validate(key, value))
+        object.__setattr__(self, key, node_validate(node, key, value))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Record):
@@ -240,3 +249,18 @@ class Record(_Node):
         return f"{type(self).__name__}({shown})"
 
     __str__ = __repr__
+
+
+def field_values(record: Record) -> dict[str, Any]:
+    """The field values of ``record`` by name, in declaration order."""
+    return record._field_values()
+
+
+def record_schema(record_cls: type[Record]) -> Any:
+    """The Avro schema of ``record_cls`` (even if it declares a field called ``schema``)."""
+    return record_cls._record_schema(set())
+
+
+def record_from_mapping(record_cls: type[R], values: Mapping[str, Any]) -> R:
+    """A record of ``record_cls`` with the fields found in ``values`` (others default)."""
+    return record_cls._from_mapping(values)

@@ -23,7 +23,12 @@ import json
 from typing import Any
 
 from starquake.client.schema._base import Schema
-from starquake.client.schema._record import Record
+from starquake.client.schema._record import (
+    Record,
+    field_values,
+    record_from_mapping,
+    record_schema,
+)
 from starquake.common.schema_info import SchemaInfo, SchemaType
 
 __all__ = ["AvroSchema", "JsonSchema"]
@@ -45,7 +50,7 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode()
     if isinstance(value, Record):
-        return value._field_values()
+        return field_values(value)
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
@@ -54,7 +59,7 @@ def _avro_datum(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, Record):
-        return {name: _avro_datum(item) for name, item in value._field_values().items()}
+        return {name: _avro_datum(item) for name, item in field_values(value).items()}
     if isinstance(value, list):
         return [_avro_datum(item) for item in value]
     if isinstance(value, dict):
@@ -71,18 +76,18 @@ class JsonSchema(Schema):
 
     def __init__(self, record_cls: type[Record]) -> None:
         cls = _record_class(record_cls, "JsonSchema")
-        super().__init__(cls, SchemaType.JSON, cls._record_schema(set()), "JSON")
+        super().__init__(cls, SchemaType.JSON, record_schema(cls), "JSON")
 
     def encode(self, obj: Any) -> bytes:
         self._validate_object_type(obj)
-        text = json.dumps(obj._field_values(), default=_json_default, indent=1)
+        text = json.dumps(field_values(obj), default=_json_default, indent=1)
         return text.encode("utf-8")
 
     def decode(self, data: bytes) -> Any:
         loaded = json.loads(data)
         if not isinstance(loaded, dict):
             raise TypeError(f"JSON payload is a {type(loaded).__name__}, not an object")
-        return self._record_cls._from_mapping(loaded)
+        return record_from_mapping(self._record_cls, loaded)
 
     def __repr__(self) -> str:
         return f"JsonSchema({self._record_cls.__name__})"
@@ -100,7 +105,7 @@ class AvroSchema(Schema):
             raise AssertionError("AvroSchema needs a record class or a schema definition")
         if record_cls is not None:
             record_cls = _record_class(record_cls, "AvroSchema")
-            schema_definition = record_cls._record_schema(set())
+            schema_definition = record_schema(record_cls)
         super().__init__(record_cls, SchemaType.AVRO, schema_definition, "AVRO")
         self._definition: Any = schema_definition
         self._parsed: Any = None
@@ -173,7 +178,7 @@ class AvroSchema(Schema):
             return value
         if not isinstance(value, dict):
             raise TypeError(f"Avro payload holds a {type(value).__name__}, not a record")
-        return self._record_cls._from_mapping(value)
+        return record_from_mapping(self._record_cls, value)
 
     def __repr__(self) -> str:
         if self._record_cls is None:

@@ -9,7 +9,7 @@ from typing import Any
 from starquake.client._config import KeySharedPolicy
 from starquake.client._enums import KeySharedMode
 from starquake.client._message import Message, MessageId
-from starquake.client._producer import OutgoingMessage
+from starquake.client._outgoing import OutgoingMessage
 
 
 def check_type(var_type: type | tuple[type, ...], var: Any, name: str) -> None:
@@ -27,6 +27,32 @@ def check_type_or_none(var_type: type | tuple[type, ...], var: Any, name: str) -
     if var is not None and not isinstance(var, var_type):
         type_name = getattr(var_type, "__name__", str(var_type))
         raise ValueError(f"Argument {name} is expected to be either None or of type '{type_name}'")
+
+
+# Options of the official ``Client`` that tune its C++ runtime (threads, lookups, statistics,
+# log configuration file): nothing here uses them, so only their defaults are accepted.
+UNSUPPORTED_CLIENT_OPTIONS: dict[str, Any] = {
+    "io_threads": 1,
+    "message_listener_threads": 1,
+    "concurrent_lookup_requests": 50000,
+    "log_conf_file_path": None,
+    "stats_interval_in_seconds": 600,
+}
+
+
+def refuse_unsupported(options: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Raise NotImplementedError for an option of ``defaults`` given another value than its
+    default, TypeError for a name not in ``defaults`` (options accepted but not implemented
+    must never be dropped silently)."""
+    for name, value in options.items():
+        if name not in defaults:
+            raise TypeError(f"got an unexpected keyword argument '{name}'")
+        default = defaults[name]
+        if value != default or type(value) is not type(default):
+            raise NotImplementedError(
+                f"{name}={value!r} is not supported by starquake.client (only the default, "
+                f"{default!r})"
+            )
 
 
 def build_message(
