@@ -83,9 +83,11 @@ class Broker:
 
     @property
     def url(self) -> str:
+        """The broker's pulsar:// URL."""
         return f"pulsar://127.0.0.1:{self.port}"
 
     def token(self, role: str) -> str:
+        """A token for ``role`` signed with the broker's secret key."""
         import jwt
 
         return jwt.encode({"sub": role}, self.key, algorithm="HS256")
@@ -108,6 +110,7 @@ class Broker:
         raise RuntimeError("the broker did not become ready")
 
     def stop(self) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after 30 s)."""
         self.process.terminate()
         try:
             self.process.wait(timeout=30)
@@ -210,6 +213,7 @@ async def _storm(
 
 
 def storm_main(args: argparse.Namespace) -> None:
+    """The storm process: run one storm and print its figures as JSON."""
     result = asyncio.run(
         _storm(args.port, args.kind, args.seconds, args.concurrency, args.max_attempts)
     )
@@ -220,6 +224,7 @@ def storm_main(args: argparse.Namespace) -> None:
 
 
 def measure(broker: Broker, kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Round trips of a good client alone, then while a storm of ``kind`` runs."""
     import pulsar
 
     client = pulsar.Client(
@@ -273,6 +278,7 @@ def measure(broker: Broker, kind: str, args: argparse.Namespace) -> dict[str, An
 
 
 def main() -> None:
+    """Run the measurements and print their comparison."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="each measurement's length")
     parser.add_argument("--concurrency", type=int, default=64, help="storm connections at once")

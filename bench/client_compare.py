@@ -29,20 +29,37 @@ import json
 import logging
 import os
 import shutil
-import statistics
 import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bench_common import align_columns, drain_distinct, percentile
+from bench_brokers import (
+    accepts,
+    default_starquake_cmd,
+    free_port,
+    log,
+    machine_info,
+    spawn,
+    wait_ready,
+)
+from bench_common import (
+    Metric,
+    add_json_option,
+    align_columns,
+    drain_distinct,
+    format_cell,
+    latency_figures,
+    print_report,
+    produce_async,
+    run_stats,
+    timed_sends,
+)
 
 BENCH = Path(__file__).resolve().parent
 
@@ -62,53 +79,6 @@ _U32 = struct.Struct(">I")
 # imports only the module under test (``pulsar`` or ``starquake.client``), never both.
 
 
-class Completion:
-    """Counts send callbacks (from the client's I/O thread) and wakes the waiter at the end."""
-
-    def __init__(self, expected: int, ok: Any) -> None:
-        self.expected = expected
-        self.ok = ok
-        self.done = 0
-        self.failed = 0
-        self.first_error: str | None = None
-        self.last_at = 0.0
-        self._lock = threading.Lock()
-        self._finished = threading.Event()
-
-    def callback(self, result: Any, _msg_id: Any) -> None:
-        with self._lock:
-            self.done += 1
-            if result != self.ok:
-                self.failed += 1
-                if self.first_error is None:
-                    self.first_error = str(result)
-            if self.done >= self.expected:
-                self.last_at = time.perf_counter()
-                self._finished.set()
-
-
-def _produce_async(
-    pulsar: ModuleType, producer: Any, payloads: list[bytes], timeout: float
-) -> tuple[float, float]:
-    """send_async every payload with a callback each; (seconds to last callback, client CPU s)."""
-    completion = Completion(len(payloads), pulsar.Result.Ok)
-    send = producer.send_async
-    callback = completion.callback
-    cpu0 = time.process_time()
-    start = time.perf_counter()
-    for payload in payloads:
-        send(payload, callback)
-    producer.flush()
-    if not completion._finished.wait(timeout):
-        raise TimeoutError(
-            f"only {completion.done}/{len(payloads)} send callbacks after {timeout:.0f}s"
-        )
-    cpu = time.process_time() - cpu0
-    if completion.failed:
-        raise RuntimeError(f"{completion.failed} sends failed, first: {completion.first_error}")
-    return completion.last_at - start, cpu
-
-
 def _figures(count: int, seconds: float, cpu: float) -> Record:
     return {
         "messages": count,
@@ -126,6 +96,7 @@ def _client(pulsar: ModuleType, args: argparse.Namespace) -> Any:
 
 
 def w_produce(pulsar: ModuleType, args: argparse.Namespace, batched: bool) -> Record:
+    """send_async a fresh topic full, batched or not; throughput and client CPU."""
     client = _client(pulsar, args)
     try:
         producer = client.create_producer(
@@ -135,7 +106,7 @@ def w_produce(pulsar: ModuleType, args: argparse.Namespace, batched: bool) -> Re
             max_pending_messages=args.max_pending,
         )
         payloads = [b"x" * args.size] * args.messages
-        seconds, cpu = _produce_async(pulsar, producer, payloads, args.timeout)
+        seconds, cpu = produce_async(producer, payloads, pulsar.Result.Ok, args.timeout)
         producer.close()
         figures = _figures(args.messages, seconds, cpu)
         figures["max_pending_messages"] = args.max_pending
@@ -162,7 +133,7 @@ def w_preproduce(pulsar: ModuleType, args: argparse.Namespace) -> Record:
         )
         filler = b"x" * max(0, args.size - 4)
         payloads = [_U32.pack(i) + filler for i in range(args.messages)]
-        seconds, cpu = _produce_async(pulsar, producer, payloads, args.timeout)
+        seconds, cpu = produce_async(producer, payloads, pulsar.Result.Ok, args.timeout)
         producer.close()
         return _figures(args.messages, seconds, cpu)
     finally:
@@ -184,42 +155,24 @@ def w_consume(pulsar: ModuleType, args: argparse.Namespace) -> Record:
         drained = drain_distinct(consumer, count, pulsar.Timeout)
         consumer.close()
         figures = _figures(count, drained.seconds, drained.cpu)
-        figures["first_message_ms"] = drained.first_message_ms
-        figures["duplicates"] = drained.received - count
-        figures["extra_after_end"] = drained.extra_after_end
+        figures.update(drained.figures(count))
         return figures
     finally:
         client.close()
 
 
 def w_sync_latency(pulsar: ModuleType, args: argparse.Namespace) -> Record:
+    """Blocking send() calls one at a time, batching off; latency percentiles."""
     client = _client(pulsar, args)
     try:
         producer = client.create_producer(
             f"persistent://public/default/cc-sl-{uuid.uuid4().hex[:12]}", batching_enabled=False
         )
-        payload = b"x" * args.size
-        send = producer.send
-        for _ in range(args.warmup):
-            send(payload)
-        latencies: list[float] = []
-        clock = time.perf_counter_ns
-        cpu0 = time.process_time()
-        for _ in range(args.messages):
-            t0 = clock()
-            send(payload)
-            latencies.append((clock() - t0) / 1e6)
-        cpu = time.process_time() - cpu0
+        latencies, cpu = timed_sends(producer.send, b"x" * args.size, args.warmup, args.messages)
         producer.close()
-        latencies.sort()
-        return {
-            "messages": len(latencies),
-            "p50_ms": round(percentile(latencies, 50), 4),
-            "p99_ms": round(percentile(latencies, 99), 4),
-            "max_ms": round(latencies[-1], 4),
-            "mean_ms": round(statistics.fmean(latencies), 4),
-            "client_cpu_us_per_msg": round(cpu / len(latencies) * 1e6, 2),
-        }
+        figures = latency_figures(latencies, 50, 99)
+        figures["client_cpu_us_per_msg"] = round(cpu / len(latencies) * 1e6, 2)
+        return figures
     finally:
         client.close()
 
@@ -234,6 +187,7 @@ WORKERS = {
 
 
 def worker_main(argv: list[str]) -> int:
+    """The worker process: run one scenario with one client module, print its JSON."""
     p = argparse.ArgumentParser(prog="client_compare.py worker")
     p.add_argument("--module", required=True, choices=sorted(MODULES.values()))
     p.add_argument("--scenario", required=True, choices=list(WORKERS))
@@ -265,24 +219,6 @@ def worker_main(argv: list[str]) -> int:
 
 
 # =========================================================================== driver side
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One figure of one scenario, and how to judge the ratio ours/official."""
-
-    key: str
-    higher_is_better: bool
-    target: float | None = None
-
-    def target_text(self) -> str:
-        if self.target is None:
-            return ""
-        return f"{'>=' if self.higher_is_better else '<='} {self.target:g}x"
-
-    def met(self, ratio: float) -> bool:
-        assert self.target is not None
-        return ratio >= self.target if self.higher_is_better else ratio <= self.target
 
 
 CPU = Metric("client_cpu_us_per_msg", higher_is_better=False)
@@ -435,14 +371,7 @@ def summarize(results: dict[str, list[Record]]) -> list[Record]:
             row: Record = {"scenario": scenario, "metric": metric.key}
             for client in CLIENTS:
                 runs = results[f"{client}/{scenario}"]
-                values = [r[metric.key] for r in runs if r.get("ok") and metric.key in r]
-                row[client] = {
-                    "median": statistics.median(values) if values else None,
-                    "min": min(values) if values else None,
-                    "max": max(values) if values else None,
-                    "runs": values,
-                    "failed": sum(1 for r in runs if not r.get("ok")),
-                }
+                row[client] = run_stats(runs, metric.key)
             ours, official = row[OURS]["median"], row[OFFICIAL]["median"]
             if ours is not None and official:
                 row["ratio"] = round(ours / official, 3)
@@ -456,6 +385,7 @@ def summarize(results: dict[str, list[Record]]) -> list[Record]:
 
 
 def render_table(rows: list[Record]) -> str:
+    """The summary rows as a text table."""
     header = ["scenario", "metric", OFFICIAL, OURS, "ours/official", "target", "status"]
     lines = [header]
     for row in rows:
@@ -464,8 +394,8 @@ def render_table(rows: list[Record]) -> str:
             [
                 row["scenario"],
                 row["metric"],
-                _cell(row[OFFICIAL]),
-                _cell(row[OURS]),
+                format_cell(row[OFFICIAL]),
+                format_cell(row[OURS]),
                 f"{row['ratio']:.2f}x" if "ratio" in row else "",
                 row.get("target", ""),
                 status,
@@ -488,12 +418,13 @@ def start_broker(args: argparse.Namespace) -> Any:
         *("--log-level", "WARNING"),
         *args.starquake_args.split(),
     ]
-    broker = _spawn("starquake", command, workdir, port)
-    _wait_ready(broker, lambda: accepts(port), timeout=60)
+    broker = spawn("starquake", command, workdir, port)
+    wait_ready(broker, lambda: accepts(port), timeout=60)
     return broker
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The driver's command line."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--runs", type=int, default=3, help="runs per scenario and client")
     p.add_argument(
@@ -517,13 +448,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="extra arguments after the standalone command",
     )
     p.add_argument("--keep", action="store_true", help="keep the broker's temp dir")
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="PATH",
-        help="write the full record as JSON to PATH ('-' or no value: stdout, table to stderr)",
-    )
+    add_json_option(p)
     args = p.parse_args(argv)
     if args.size < 4:
         p.error("--size must be at least 4 (consume-backlog numbers its payloads)")
@@ -531,6 +456,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
+    """Run the comparison and print its table; 1 if any run failed."""
     args = parse_args(argv)
     info = machine_info()
     began = time.monotonic()
@@ -560,18 +486,12 @@ def main(argv: list[str]) -> int:
         "summary": rows,
         "runs": results,
     }
-    out = sys.stderr if args.json == "-" else sys.stdout
-    print(render_table(rows), file=out)
-    print(
-        f"\nruns={args.runs} scale={args.scale} elapsed={record['elapsed_s']}s "
+    footer = (
+        f"runs={args.runs} scale={args.scale} elapsed={record['elapsed_s']}s "
         f"{info['date']}; medians, ±half the min-max spread; ours = {MODULES[OURS]}, "
-        f"official = pulsar-client {info['pulsar_client']}",
-        file=out,
+        f"official = pulsar-client {info['pulsar_client']}"
     )
-    if args.json == "-":
-        print(json.dumps(record, indent=1))
-    elif args.json:
-        Path(args.json).write_text(json.dumps(record, indent=1))
+    print_report(render_table(rows), footer, record, args.json)
     failures = sum(row[c]["failed"] for row in rows for c in CLIENTS)
     return 1 if failures else 0
 
@@ -584,17 +504,4 @@ if __name__ == "__main__":
         # The official client can abort in its static destructors after large async runs
         # ("terminate called without an active exception"); the figures are already out.
         os._exit(code)
-    # The driver reuses compare.py's broker helpers; it imports neither client module.
-    sys.path.insert(0, str(BENCH))
-    from compare import (
-        _cell,
-        _spawn,
-        _wait_ready,
-        accepts,
-        default_starquake_cmd,
-        free_port,
-        log,
-        machine_info,
-    )
-
     sys.exit(main(sys.argv[1:]))

@@ -20,28 +20,38 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import platform
 import shutil
-import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_common import align_columns
+from bench_brokers import (
+    Broker,
+    accepts,
+    default_starquake_cmd,
+    free_port,
+    healthy,
+    log,
+    machine_info,
+    spawn,
+    wait_ready,
+)
+from bench_common import (
+    Metric,
+    add_json_option,
+    align_columns,
+    format_cell,
+    print_report,
+    run_stats,
+)
 
 BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
 CACHE = BENCH / ".cache"
 RESULTS = BENCH / "results"
 PULSAR_LITE_VERSION = "0.2.0"
@@ -56,25 +66,9 @@ Record = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class Metric:
-    """One figure of one scenario, and how to judge the Starquake/pulsar-lite ratio."""
-
-    key: str
-    higher_is_better: bool
-    target: float | None = None  # on the ratio starquake / pulsar-lite
-
-    def target_text(self) -> str:
-        if self.target is None:
-            return ""
-        return f"{'>=' if self.higher_is_better else '<='} {self.target:g}x"
-
-    def met(self, ratio: float) -> bool:
-        assert self.target is not None
-        return ratio >= self.target if self.higher_is_better else ratio <= self.target
-
-
-@dataclass(frozen=True)
 class Scenario:
+    """One client scenario: its script, its arguments and the figures it is judged on."""
+
     name: str
     script: str
     argv: Callable[[argparse.Namespace], list[str]]
@@ -151,103 +145,6 @@ SCENARIOS: tuple[Scenario, ...] = (
 # --------------------------------------------------------------------------- brokers
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-@dataclass
-class Broker:
-    """A broker process this script started, and where it keeps its files."""
-
-    name: str
-    port: int
-    proc: subprocess.Popen[bytes]
-    workdir: Path
-    log_path: Path
-    command: list[str]
-
-    @property
-    def service_url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.port}"
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def cpu_seconds(self) -> float:
-        """utime + stime of the broker and its live descendants."""
-        return sum(_proc_cpu(pid) for pid in _process_tree(self.proc.pid))
-
-    def peak_rss_mb(self) -> float | None:
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-        except OSError:
-            pass
-        return None
-
-    def stop(self) -> None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                log(f"{self.name} did not stop on SIGTERM, killing pid {self.proc.pid}")
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _proc_cpu(pid: int) -> float:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime
-
-
-def _process_tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
 def ensure_pulsar_lite(version: str) -> Path:
     """The pulsar-lite binary from its PyPI wheel, downloaded into bench/.cache if missing."""
     binary = CACHE / f"pulsar-lite-{version}" / "pulsar-lite"
@@ -279,36 +176,8 @@ def ensure_pulsar_lite(version: str) -> Path:
     return binary
 
 
-def _wait_ready(broker: Broker, ready: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not broker.alive():
-            raise RuntimeError(
-                f"{broker.name} exited with {broker.proc.returncode}:\n{broker.log_tail()}"
-            )
-        if ready():
-            return
-        time.sleep(0.1)
-    broker.stop()
-    raise RuntimeError(f"{broker.name} not ready after {timeout:.0f}s:\n{broker.log_tail()}")
-
-
-def _spawn(name: str, command: list[str], workdir: Path, port: int, **env: str) -> Broker:
-    log_path = workdir / "broker.log"
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            command,
-            cwd=workdir,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, **env},
-        )
-    log(f"started {name} pid {proc.pid}: {' '.join(command)}")
-    return Broker(name, port, proc, workdir, log_path, command)
-
-
 def start_pulsar_lite(args: argparse.Namespace) -> Broker:
+    """A pulsar-lite broker on a free loopback port, once it accepts connections."""
     binary = ensure_pulsar_lite(args.pulsar_lite_version)
     workdir = Path(tempfile.mkdtemp(prefix="bench-pulsar-lite-"))
     port = free_port()
@@ -327,22 +196,13 @@ def start_pulsar_lite(args: argparse.Namespace) -> Broker:
         args.pulsar_lite_log_level,
     ]
     (workdir / "data").mkdir()
-    broker = _spawn(PULSAR_LITE, command, workdir, port)
-    _wait_ready(broker, lambda: accepts(port), timeout=30)
+    broker = spawn(PULSAR_LITE, command, workdir, port)
+    wait_ready(broker, lambda: accepts(port), timeout=30)
     return broker
 
 
-def _healthy(web_port: int) -> bool:
-    url = f"http://127.0.0.1:{web_port}/admin/v2/brokers/health"
-    try:
-        with urllib.request.urlopen(url, timeout=1.0) as resp:
-            body = resp.read().decode(errors="replace").strip().strip('"')
-            return bool(resp.status == 200 and body == "ok")
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def start_starquake(args: argparse.Namespace) -> Broker:
+    """A Starquake broker on free loopback ports, once it is healthy."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-starquake-"))
     port, web_port = free_port(), free_port()
     command = [
@@ -356,17 +216,9 @@ def start_starquake(args: argparse.Namespace) -> Broker:
         str(web_port),
         *args.starquake_args.split(),
     ]
-    broker = _spawn(STARQUAKE, command, workdir, port)
-    _wait_ready(broker, lambda: _healthy(web_port) and accepts(port), timeout=60)
+    broker = spawn(STARQUAKE, command, workdir, port)
+    wait_ready(broker, lambda: healthy(web_port) and accepts(port), timeout=60)
     return broker
-
-
-def default_starquake_cmd() -> str:
-    sibling = Path(sys.executable).parent / "starquake"
-    if sibling.exists():
-        return str(sibling)
-    venv = REPO / ".venv" / "bin" / "starquake"
-    return str(venv) if venv.exists() else (shutil.which("starquake") or "starquake")
 
 
 # --------------------------------------------------------------------------- running
@@ -452,14 +304,7 @@ def summarize(results: dict[str, list[Record]], names: list[str]) -> list[Record
                 if runs is None:
                     continue
                 present = True
-                values = [r[metric.key] for r in runs if r.get("ok") and metric.key in r]
-                row[name] = {
-                    "median": statistics.median(values) if values else None,
-                    "min": min(values) if values else None,
-                    "max": max(values) if values else None,
-                    "runs": values,
-                    "failed": sum(1 for r in runs if not r.get("ok")),
-                }
+                row[name] = run_stats(runs, metric.key)
             if not present:
                 continue
             sq = row.get(STARQUAKE, {}).get("median")
@@ -479,28 +324,8 @@ def summarize(results: dict[str, list[Record]], names: list[str]) -> list[Record
     return rows
 
 
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if abs(value) >= 100_000:
-        return f"{value / 1000:,.0f}k"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3f}"
-
-
-def _cell(stats: Record | None) -> str:
-    if not stats or stats["median"] is None:
-        return "FAILED" if stats and stats["failed"] else "-"
-    med = stats["median"]
-    spread = (stats["max"] - stats["min"]) / med * 50 if med and len(stats["runs"]) > 1 else 0.0
-    text = _fmt(med) + (f" ±{spread:.0f}%" if spread else "")
-    return text + (f" ({stats['failed']} failed)" if stats["failed"] else "")
-
-
 def render_table(rows: list[Record], names: list[str]) -> str:
+    """The summary rows as a text table."""
     header = ["scenario", "metric", *names, "sq/pl", "speedup", "target", "status"]
     lines = [header]
     for row in rows:
@@ -513,7 +338,7 @@ def render_table(rows: list[Record], names: list[str]) -> str:
             [
                 row["scenario"],
                 row["metric"],
-                *(_cell(row.get(n)) for n in names),
+                *(format_cell(row.get(n)) for n in names),
                 f"{row['ratio']:.2f}x" if "ratio" in row else "",
                 f"{row['speedup']:.2f}x" if "speedup" in row else "",
                 row.get("target", ""),
@@ -523,31 +348,11 @@ def render_table(rows: list[Record], names: list[str]) -> str:
     return align_columns(lines)
 
 
-def machine_info() -> Record:
-    import importlib.metadata as md
-
-    def version(pkg: str) -> str | None:
-        try:
-            return md.version(pkg)
-        except md.PackageNotFoundError:
-            return None
-
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "host": platform.node(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "pulsar_client": version("pulsar-client"),
-        "starquake": version("starquake"),
-        "loadavg": os.getloadavg(),
-    }
-
-
 # --------------------------------------------------------------------------- main
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--only", choices=BROKERS, help="run one broker only")
     p.add_argument("--runs", type=int, default=3, help="runs per scenario and broker")
@@ -582,17 +387,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pulsar-lite-version", default=PULSAR_LITE_VERSION)
     p.add_argument("--pulsar-lite-log-level", default="warn")
     p.add_argument("--keep", action="store_true", help="keep the brokers' temp dirs")
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="PATH",
-        help="write the full record as JSON to PATH ('-' or no value: stdout, table to stderr)",
-    )
+    add_json_option(p)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the comparison and print its table; 1 if any run failed."""
     args = parse_args(argv)
     names = [args.only] if args.only else list(BROKERS)
     info = machine_info()
@@ -626,18 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     saved = RESULTS / f"compare-{stamp}.json"
     saved.write_text(json.dumps(record, indent=1))
-    table_out = sys.stderr if args.json == "-" else sys.stdout
-    print(table, file=table_out)
     rss = ", ".join(f"{n} {v} MB" for n, v in peak_rss.items())
-    print(
-        f"\nruns={args.runs} scale={args.scale} elapsed={record['elapsed_s']}s "
-        f"peak RSS: {rss}; medians, ±half the min-max spread; record: {saved}",
-        file=table_out,
+    footer = (
+        f"runs={args.runs} scale={args.scale} elapsed={record['elapsed_s']}s "
+        f"peak RSS: {rss}; medians, ±half the min-max spread; record: {saved}"
     )
-    if args.json == "-":
-        print(json.dumps(record, indent=1))
-    elif args.json:
-        Path(args.json).write_text(json.dumps(record, indent=1))
+    print_report(table, footer, record, args.json)
     failures = sum(r.get(n, {}).get("failed", 0) for r in rows for n in names)
     return 1 if failures else 0
 

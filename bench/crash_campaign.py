@@ -33,6 +33,7 @@ from crash_model import (  # noqa: E402
 
 
 def main() -> int:
+    """Run seeded crash walks until the time is up; 1 if any violated an invariant."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30, help="wall time to run (30)")
     parser.add_argument("--seed", type=int, default=None, help="first seed (default: from time)")

@@ -123,6 +123,7 @@ class Generator:
         raise AssertionError(fd.type)
 
     def fill(self, message: Any, depth: int = 0) -> None:
+        """Set random values on the fields of ``message`` (nested up to a depth)."""
         rng = self.rng
         desc: Descriptor = message.DESCRIPTOR
         for fd in desc.fields:
@@ -144,6 +145,7 @@ class Generator:
                 setattr(message, fd.name, self._scalar(fd))
 
     def entry(self) -> bytes:
+        """A random message entry: metadata, payload and sometimes a checksum."""
         rng = self.rng
         payload = rng.randbytes(rng.randrange(64))
         meta = pb.MessageMetadata(
@@ -165,6 +167,7 @@ class Generator:
         return struct.pack(">HI", 0x0E01, crc32c(body)) + body if rng.random() < 0.7 else body
 
     def command(self, types: list[int]) -> bytes:
+        """A random frame of one of ``types``, sometimes malformed."""
         rng = self.rng
         type_ = rng.choice(types)
         cmd = T(type=type_)  # type: ignore[arg-type]

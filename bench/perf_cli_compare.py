@@ -187,6 +187,7 @@ def _last_json(text: str) -> Record:
 
 
 def run_official(scenario: Scenario, url: str, timeout: float) -> Record:
+    """One scenario with the official client (pulsar-perf or the paced sender); its figures."""
     python = sys.executable
     if scenario.official == "paced":
         command = [
@@ -215,6 +216,7 @@ def run_official(scenario: Scenario, url: str, timeout: float) -> Record:
 
 
 def run_perf(scenario: Scenario, url: str, starquake: str, timeout: float) -> Record:
+    """One scenario with ``starquake perf``; its figures."""
     topic = f"persistent://public/default/perf-cli-{uuid.uuid4().hex[:12]}"
     command = [
         starquake, "perf", "produce", "--service-url", url, topic,
@@ -238,6 +240,7 @@ def run_perf(scenario: Scenario, url: str, starquake: str, timeout: float) -> Re
 
 
 def summarize(scenarios: list[Scenario], results: dict[str, dict[str, list[Record]]]) -> str:
+    """The results of both tools side by side, as a text table."""
     lines: list[list[Any]] = [
         ["scenario", "metric", "official (median)", "perf (median)", "perf/official", "±20%"]
     ]
@@ -264,6 +267,7 @@ def summarize(scenarios: list[Scenario], results: dict[str, dict[str, list[Recor
 
 
 def start_broker(starquake: str) -> Any:
+    """A Starquake broker on free loopback ports."""
     import tempfile
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-perf-cli-"))
@@ -280,6 +284,7 @@ def start_broker(starquake: str) -> Any:
 
 
 def main(argv: list[str]) -> int:
+    """Run the comparison and print its table."""
     if argv[:1] == ["paced"]:
         return paced_main(argv[1:])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)

@@ -16,18 +16,15 @@ import argparse
 import json
 import logging
 import os
-import statistics
 import struct
 import sys
-import threading
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pulsar
-from bench_common import drain_distinct, percentile
+from bench_common import drain_distinct, latency_figures, produce_async, timed_sends
 
 _U32 = struct.Struct(">I")
 
@@ -62,70 +59,13 @@ def new_topic(settings: Settings, scenario: str) -> str:
 
 
 def make_client(settings: Settings) -> pulsar.Client:
+    """An official client of the service URL, logging through Python's logging."""
     logger = logging.getLogger("pulsar")
     return pulsar.Client(
         settings.service_url,
         operation_timeout_seconds=settings.operation_timeout_s,
         logger=logger,
     )
-
-
-class Completion:
-    """Counts send callbacks from the client's I/O thread and wakes the waiter at the end."""
-
-    def __init__(self, expected: int) -> None:
-        self.expected = expected
-        self.done = 0
-        self.failed = 0
-        self.first_error: str | None = None
-        self.last_at = 0.0
-        self._lock = threading.Lock()
-        self._finished = threading.Event()
-
-    def callback(self, result: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
-        with self._lock:
-            self.done += 1
-            if result != pulsar.Result.Ok:
-                self.failed += 1
-                if self.first_error is None:
-                    self.first_error = str(result)
-            if self.done >= self.expected:
-                self.last_at = time.perf_counter()
-                self._finished.set()
-
-    def wait(self, timeout: float) -> bool:
-        return self._finished.wait(timeout)
-
-
-def _produce_async(
-    producer: pulsar.Producer, payloads: Sequence[bytes], callbacks: str, timeout: float
-) -> tuple[float, float]:
-    """Send every payload with send_async; return (seconds to the last callback, client CPU s).
-
-    callbacks="each" gives every message a Python callback, as applications do. "last" gives
-    only the final message one (receipts arrive in order, a failure fails all pending sends):
-    each callback costs the client a GIL hand-off from its I/O thread, which on a small machine
-    can make the client, not the broker, the bottleneck.
-    """
-    count = len(payloads)
-    completion = Completion(count if callbacks == "each" else 1)
-    send = producer.send_async
-    callback = completion.callback
-    cpu0 = time.process_time()
-    start = time.perf_counter()
-    if callbacks == "each":
-        for payload in payloads:
-            send(payload, callback)
-    else:
-        for payload in payloads[:-1]:
-            send(payload, None)
-        send(payloads[-1], callback)
-    producer.flush()
-    if not completion.wait(timeout):
-        raise TimeoutError(f"only {completion.done}/{count} send callbacks after {timeout}s")
-    if completion.failed:
-        raise RuntimeError(f"{completion.failed} sends failed, first: {completion.first_error}")
-    return completion.last_at - start, time.process_time() - cpu0
 
 
 def _throughput(count: int, seconds: float, size: int) -> Figures:
@@ -149,7 +89,7 @@ def _produce(
             max_pending_messages=max_pending,
         )
         payloads = [b"x" * settings.size] * count
-        seconds, cpu = _produce_async(producer, payloads, settings.callbacks, timeout=600)
+        seconds, cpu = produce_async(producer, payloads, pulsar.Result.Ok, 600, settings.callbacks)
         producer.close()
         figures = _throughput(count, seconds, settings.size)
         figures["client_cpu_s"] = round(cpu, 3)
@@ -214,7 +154,7 @@ def consume_backlog(settings: Settings) -> Figures:
         # Each payload starts with its index, so redelivered duplicates are not counted.
         filler = b"x" * max(0, settings.size - 4)
         payloads = [_U32.pack(i) + filler for i in range(count)]
-        produce_s, _ = _produce_async(producer, payloads, settings.callbacks, timeout=600)
+        produce_s, _ = produce_async(producer, payloads, pulsar.Result.Ok, 600, settings.callbacks)
         producer.close()
         del payloads
 
@@ -223,11 +163,9 @@ def consume_backlog(settings: Settings) -> Figures:
         consumer.close()
         figures = _throughput(count, drained.seconds, settings.size)
         figures["client_cpu_s"] = round(drained.cpu, 3)
-        figures["first_message_ms"] = drained.first_message_ms
+        figures.update(drained.figures(count))
         figures["produce_msgs_per_s"] = round(count / produce_s, 1)
         figures["subscription_type"] = settings.subscription_type
-        figures["duplicates"] = drained.received - count
-        figures["extra_after_end"] = drained.extra_after_end
         return figures
     finally:
         client.close()
@@ -239,26 +177,13 @@ def sync_latency(settings: Settings) -> Figures:
     try:
         producer = client.create_producer(new_topic(settings, "sl"), batching_enabled=False)
         payload = b"x" * settings.size
-        send = producer.send
-        for _ in range(settings.sync_warmup):
-            send(payload)
-        latencies: list[float] = []
-        clock = time.perf_counter_ns
-        for _ in range(settings.sync_sends):
-            t0 = clock()
-            send(payload)
-            latencies.append((clock() - t0) / 1e6)
+        latencies, _ = timed_sends(
+            producer.send, payload, settings.sync_warmup, settings.sync_sends
+        )
         producer.close()
-        latencies.sort()
-        return {
-            "messages": len(latencies),
-            "p50_ms": round(percentile(latencies, 50), 4),
-            "p95_ms": round(percentile(latencies, 95), 4),
-            "p99_ms": round(percentile(latencies, 99), 4),
-            "max_ms": round(latencies[-1], 4),
-            "mean_ms": round(statistics.fmean(latencies), 4),
-            "msgs_per_s": round(len(latencies) / (sum(latencies) / 1e3), 1),
-        }
+        figures = latency_figures(latencies, 50, 95, 99)
+        figures["msgs_per_s"] = round(len(latencies) / (sum(latencies) / 1e3), 1)
+        return figures
     finally:
         client.close()
 
@@ -272,6 +197,7 @@ RUNNERS: dict[str, Callable[[Settings], Figures]] = {
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line."""
     d = Settings(service_url="")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--service-url", default="pulsar://127.0.0.1:6650")
@@ -311,6 +237,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the chosen scenarios and print one JSON line each; 1 if any failed."""
     args = parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))

@@ -115,6 +115,7 @@ class Connection:
         self.buf = bytearray()
 
     def send(self, cmd: pb.BaseCommand) -> None:
+        """Write one command frame."""
         self.sock.sendall(simple_frame(cmd))
 
     def frames(self) -> list[tuple[bytes, memoryview]]:
@@ -137,6 +138,7 @@ class Connection:
         return out
 
     def fill(self) -> int:
+        """Read what the socket has into the buffer; the bytes read."""
         data = self.sock.recv(1 << 20)
         if not data:
             raise BrokerError("connection closed by broker")
@@ -149,6 +151,7 @@ class Connection:
         return self.wait_for(want)
 
     def wait_for(self, want: set[int]) -> pb.BaseCommand:
+        """Block until a reply of one of the wanted types (PINGs answered)."""
         while True:
             for raw, _rest in self.frames():
                 reply = pb.BaseCommand.FromString(raw)
@@ -274,6 +277,7 @@ def blast(conn: Connection, frames: list[bytes], window: int) -> float:
 
 
 def close_producer(conn: Connection, producer_id: int) -> None:
+    """Close the producer, ignoring a broker that does not answer."""
     try:
         conn.sock.settimeout(5.0)
         conn.request(
@@ -329,6 +333,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the replay and print its figures as one JSON line."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--service-url", default="pulsar://127.0.0.1:6650")
     p.add_argument("--frames", "-k", type=int, default=100_000, help="SEND frames (entries)")

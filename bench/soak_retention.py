@@ -34,6 +34,7 @@ from disk_usage import disk_bytes
 
 
 def rss_bytes(pid: int) -> int:
+    """The resident memory of process ``pid`` in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
@@ -41,6 +42,7 @@ def rss_bytes(pid: int) -> int:
 
 
 def main() -> int:
+    """Run the soak and report disk and memory use; 1 if the disk use passed its bound."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=180.0)
     parser.add_argument("--rate", type=int, default=2000, help="messages per second")

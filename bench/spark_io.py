@@ -76,9 +76,11 @@ class Phase:
 
     @property
     def median(self) -> float:
+        """The median rate of the runs."""
         return statistics.median(self.rates)
 
     def add(self, rows: int, seconds: float, cpu: float) -> float:
+        """Record one run; its rate."""
         rate = rows / seconds
         self.rates.append(rate)
         self.seconds.append(seconds)
@@ -87,6 +89,8 @@ class Phase:
 
 
 class Bench:
+    """The broker, the official client and the Spark session of one benchmark."""
+
     def __init__(self, args: argparse.Namespace, broker: BrokerProcess) -> None:
         self.args = args
         self.broker = broker
@@ -178,6 +182,7 @@ class Bench:
     # --- Spark ------------------------------------------------------------------------------
 
     def start_spark(self) -> None:
+        """Start a local Spark session for the data source."""
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
         from pyspark.sql import SparkSession
@@ -195,17 +200,21 @@ class Bench:
         self.spark.sparkContext.setLogLevel("ERROR")
 
     def options(self, topic: str) -> dict[str, str]:
+        """The data source's options for ``topic``."""
         return {"service.url": self.url, "admin.url": self.admin_url, "topic": topic}
 
     def spark_read(self, topic: str) -> None:
+        """Read ``topic`` with Spark into a no-op sink."""
         df = self.spark.read.format("pulsar").options(**self.options(topic)).load()
         df.write.format("noop").mode("overwrite").save()
 
     def spark_count(self, topic: str) -> int:
+        """The number of rows Spark reads from ``topic``."""
         df = self.spark.read.format("pulsar").options(**self.options(topic)).load()
         return int(df.count())
 
     def spark_write(self, topic: str, rows: int) -> None:
+        """Write ``rows`` rows to ``topic`` with Spark."""
         df = (
             self.spark.range(rows)
             .selectExpr(
@@ -217,20 +226,24 @@ class Bench:
         df.write.format("pulsar").options(**self.options(topic)).mode("append").save()
 
     def close(self) -> None:
+        """Stop Spark and close the client."""
         if self.spark is not None:
             self.spark.stop()
         self.client.close()
 
 
 def new_topic(kind: str) -> str:
+    """A fresh topic name for ``kind``."""
     return f"persistent://public/default/spark-io-{kind}-{uuid.uuid4().hex[:8]}"
 
 
 def log(message: str) -> None:
+    """A timestamped progress line on stderr."""
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
+    """Every phase ``--runs`` times; the phases with their figures."""
     n = args.messages
     phases = {
         "produce": Phase("official produce (batched)", "msgs/s"),
@@ -278,10 +291,12 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
 
 
 def fmt_rate(value: float) -> str:
+    """A rate as the table prints it."""
     return f"{value / 1000:,.1f}k" if value >= 10_000 else f"{value:,.0f}"
 
 
 def spread(values: list[float]) -> str:
+    """± half the min-max spread in % of the median (empty for one run)."""
     if len(values) < 2:
         return ""
     mid = statistics.median(values)
@@ -289,6 +304,7 @@ def spread(values: list[float]) -> str:
 
 
 def table(phases: dict[str, Phase]) -> str:
+    """The phases as a text table."""
     lines: list[list[Any]] = [
         ["phase", "median", "runs", "s (median)", "broker CPU s", "target", "median/target"]
     ]
@@ -318,6 +334,7 @@ def table(phases: dict[str, Phase]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--messages", type=int, default=1_000_000, help="backlog and write rows")
     parser.add_argument("--runs", type=int, default=3, help="runs of each measured phase")

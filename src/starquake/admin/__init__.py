@@ -15,28 +15,6 @@ It works against any broker that serves Pulsar's admin API, Starquake's or Apach
 
 from __future__ import annotations
 
-from starquake.admin.client import (
-    AdminConnectError,
-    AdminResponse,
-    PeekedMessage,
-    PulsarAdmin,
-    PulsarAdminError,
-    TopicRef,
-    parse_message_id,
-    parse_relative_seconds,
-    parse_size_mb,
-    topic_ref,
-)
-
-__all__ = [
-    "AdminConnectError",
-    "AdminResponse",
-    "PeekedMessage",
-    "PulsarAdmin",
-    "PulsarAdminError",
-    "TopicRef",
-    "parse_message_id",
-    "parse_relative_seconds",
-    "parse_size_mb",
-    "topic_ref",
-]
+# The client module's __all__ is the package's API.
+from starquake.admin.client import *  # noqa: F403
+from starquake.admin.client import __all__ as __all__

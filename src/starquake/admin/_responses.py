@@ -99,6 +99,7 @@ class PeekedMessage:
 
     @classmethod
     def of(cls, response: AdminResponse) -> PeekedMessage:
+        """The message of a peek response (its headers and body)."""
         properties: dict[str, str] = {}
         metadata: dict[str, str] = {}
         message_id: str | None = None

@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import http.client
 import json
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
+from starquake.admin._parsing import (
+    LATEST,
+    parse_message_id,
+    parse_relative_seconds,
+    parse_size_mb,
+)
 from starquake.admin._responses import (
     AdminConnectError,
     AdminResponse,
@@ -48,9 +53,6 @@ __all__ = [
 ]
 
 V2 = "/admin/v2"
-# MessageId.latest and MessageId.earliest as Pulsar's admin API spells them
-LATEST = (2**63 - 1, 2**63 - 1)
-EARLIEST = (-1, -1)
 
 TopicRef = TopicName
 Names = list[str]
@@ -78,51 +80,6 @@ def _namespace_path(namespace: str) -> str:
     return f"{_quote(tenant)}/{_quote(ns)}"
 
 
-def parse_message_id(text: str) -> tuple[int, int]:
-    """``ledgerId:entryId``, ``earliest`` or ``latest`` as ``(ledger, entry)``."""
-    lowered = text.strip().lower()
-    if lowered == "latest":
-        return LATEST
-    if lowered == "earliest":
-        return EARLIEST
-    parts = lowered.split(":")
-    if len(parts) != 2:
-        raise ValueError(f"invalid message id {text!r}: expected LEDGER:ENTRY")
-    try:
-        return int(parts[0]), int(parts[1])
-    except ValueError:
-        raise ValueError(f"invalid message id {text!r}: expected LEDGER:ENTRY") from None
-
-
-_TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
-_RELATIVE_TIME = re.compile(r"(-?\d+)([smhdwy]?)")
-
-
-def parse_relative_seconds(text: str) -> int:
-    """A duration such as ``30``, ``90s``, ``10m``, ``1h``, ``2d``, ``1w`` in seconds (a bare
-    number is seconds, as in pulsar-admin)."""
-    match = _RELATIVE_TIME.fullmatch(text.strip().lower())
-    if not match:
-        raise ValueError(f"invalid time {text!r}: expected a number with s, m, h, d, w or y")
-    return int(match.group(1)) * _TIME_UNITS[match.group(2) or "s"]
-
-
-_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_SIZE = re.compile(r"(-?\d+)([kmgt]?)")
-
-
-def parse_size_mb(text: str) -> int:
-    """A size such as ``4096``, ``10M``, ``16G``, ``3T`` (a bare number is bytes) in MB, as
-    pulsar-admin's ``--size``; ``-1`` stays -1 (no limit)."""
-    match = _SIZE.fullmatch(text.strip().lower())
-    if not match:
-        raise ValueError(f"invalid size {text!r}: expected a number with k, M, G or T")
-    value = int(match.group(1))
-    if value < 0:
-        return -1
-    return value * _SIZE_UNITS[match.group(2)] // 1024**2
-
-
 Peeked = list[PeekedMessage]
 
 
@@ -138,9 +95,11 @@ class Clusters(_Group):
     """``/admin/v2/clusters``."""
 
     def list(self) -> Names:
+        """The cluster names."""
         return list(self._call("GET", f"{V2}/clusters"))
 
     def get(self, cluster: str) -> Any:
+        """A cluster's data (service URLs)."""
         return self._call("GET", f"{V2}/clusters/{_quote(cluster)}")
 
 
@@ -148,9 +107,11 @@ class Tenants(_Group):
     """``/admin/v2/tenants``: TenantInfo is ``{"adminRoles": [...], "allowedClusters": [...]}``."""
 
     def list(self) -> Names:
+        """The tenant names."""
         return list(self._call("GET", f"{V2}/tenants"))
 
     def get(self, tenant: str) -> Any:
+        """A tenant's admin roles and allowed clusters."""
         return self._call("GET", f"{V2}/tenants/{_quote(tenant)}")
 
     def create(
@@ -181,6 +142,7 @@ class Tenants(_Group):
         self._call("POST", f"{V2}/tenants/{_quote(tenant)}", info)
 
     def delete(self, tenant: str) -> None:
+        """Delete a tenant that has no namespaces."""
         self._call("DELETE", f"{V2}/tenants/{_quote(tenant)}")
 
 
@@ -188,21 +150,26 @@ class Namespaces(_Group):
     """``/admin/v2/namespaces``: namespaces are ``tenant/namespace``."""
 
     def list(self, tenant: str) -> Names:
+        """The namespaces of ``tenant``."""
         return list(self._call("GET", f"{V2}/namespaces/{_quote(tenant)}"))
 
     def create(self, namespace: str) -> None:
+        """Create a namespace."""
         self._call("PUT", f"{V2}/namespaces/{_namespace_path(namespace)}")
 
     def delete(self, namespace: str) -> None:
+        """Delete a namespace that has no topics."""
         self._call("DELETE", f"{V2}/namespaces/{_namespace_path(namespace)}")
 
     def policies(self, namespace: str) -> Any:
+        """All the policies of a namespace."""
         return self._call("GET", f"{V2}/namespaces/{_namespace_path(namespace)}")
 
     def _policy(self, namespace: str, policy: str) -> str:
         return f"{V2}/namespaces/{_namespace_path(namespace)}/{policy}"
 
     def get_retention(self, namespace: str) -> Any:
+        """The retention: time in minutes and size in MB."""
         return self._call("GET", self._policy(namespace, "retention"))
 
     def set_retention(self, namespace: str, time_minutes: int, size_mb: int) -> None:
@@ -211,24 +178,31 @@ class Namespaces(_Group):
         self._call("POST", self._policy(namespace, "retention"), body)
 
     def remove_retention(self, namespace: str) -> None:
+        """Remove the retention (the broker's default applies)."""
         self._call("DELETE", self._policy(namespace, "retention"))
 
     def get_message_ttl(self, namespace: str) -> Any:
+        """The message TTL in seconds."""
         return self._call("GET", self._policy(namespace, "messageTTL"))
 
     def set_message_ttl(self, namespace: str, seconds: int) -> None:
+        """Expire messages left unacknowledged longer than ``seconds``."""
         self._call("POST", self._policy(namespace, "messageTTL"), seconds)
 
     def remove_message_ttl(self, namespace: str) -> None:
+        """Remove the message TTL (the broker's default applies)."""
         self._call("DELETE", self._policy(namespace, "messageTTL"))
 
     def get_deduplication(self, namespace: str) -> Any:
+        """Whether deduplication is on (None: the broker's default applies)."""
         return self._call("GET", self._policy(namespace, "deduplication"))
 
     def set_deduplication(self, namespace: str, enabled: bool) -> None:
+        """Turn message deduplication on or off."""
         self._call("POST", self._policy(namespace, "deduplication"), enabled)
 
     def remove_deduplication(self, namespace: str) -> None:
+        """Remove the deduplication setting (the broker's default applies)."""
         self._call("DELETE", self._policy(namespace, "deduplication"))
 
     # Any other policy by its path (Pulsar's names: maxUnackedMessagesPerConsumer,
@@ -240,10 +214,12 @@ class Namespaces(_Group):
         return self._call("GET", self._policy(namespace, policy))
 
     def set_policy(self, namespace: str, policy: str, value: Any) -> None:
+        """Set the namespace's value of ``policy``."""
         method = "PUT" if policy in _PUT_POLICIES else "POST"
         self._call(method, self._policy(namespace, policy), value)
 
     def remove_policy(self, namespace: str, policy: str) -> None:
+        """Remove the namespace's value of ``policy``."""
         self._call("DELETE", self._policy(namespace, policy))
 
     def get_backlog_quotas(self, namespace: str) -> Any:
@@ -253,10 +229,12 @@ class Namespaces(_Group):
     def set_backlog_quota(
         self, namespace: str, quota: dict[str, Any], quota_type: str = "destination_storage"
     ) -> None:
+        """Set the backlog quota of ``quota_type``."""
         path = self._policy(namespace, "backlogQuota") + _quota_query(quota_type)
         self._call("POST", path, quota)
 
     def remove_backlog_quota(self, namespace: str, quota_type: str = "destination_storage") -> None:
+        """Remove the backlog quota of ``quota_type``."""
         self._call("DELETE", self._policy(namespace, "backlogQuota") + _quota_query(quota_type))
 
     # Permissions: actions are produce, consume, functions, sources, sinks, packages.
@@ -270,6 +248,7 @@ class Namespaces(_Group):
         self._call("POST", self._policy(namespace, f"permissions/{_quote(role)}"), list(actions))
 
     def revoke_permission(self, namespace: str, role: str) -> None:
+        """Take back the actions granted to ``role``."""
         self._call("DELETE", self._policy(namespace, f"permissions/{_quote(role)}"))
 
     def subscription_permissions(self, namespace: str) -> Any:
@@ -284,6 +263,7 @@ class Namespaces(_Group):
         self._call("POST", path, list(roles))
 
     def revoke_subscription_permission(self, namespace: str, subscription: str, role: str) -> None:
+        """Remove ``role`` from those allowed to use ``subscription``."""
         path = self._policy(namespace, f"permissions/{_quote(subscription)}/{_quote(role)}")
         self._call("DELETE", path)
 
@@ -316,9 +296,11 @@ class Topics(_Group):
         self._call("DELETE", _topic_path(topic) + suffix)
 
     def create_partitioned(self, topic: str, partitions: int) -> None:
+        """Create a topic of ``partitions`` partitions."""
         self._call("PUT", _topic_path(topic) + "/partitions", partitions)
 
     def update_partitioned(self, topic: str, partitions: int) -> None:
+        """Raise a partitioned topic's number of partitions."""
         self._call("POST", _topic_path(topic) + "/partitions", partitions)
 
     def partitioned_metadata(self, topic: str) -> Any:
@@ -326,6 +308,7 @@ class Topics(_Group):
         return self._call("GET", _topic_path(topic) + "/partitions")
 
     def delete_partitioned(self, topic: str, force: bool = False) -> None:
+        """Delete a partitioned topic and its partitions."""
         suffix = "?force=true" if force else ""
         self._call("DELETE", _topic_path(topic) + "/partitions" + suffix)
 
@@ -338,10 +321,12 @@ class Topics(_Group):
         return self._call("GET", _topic_path(topic) + "/internalStats")
 
     def partitioned_stats(self, topic: str, per_partition: bool = True) -> Any:
+        """A partitioned topic's stats, summed (and per partition)."""
         query = "" if per_partition else "?perPartition=false"
         return self._call("GET", _topic_path(topic) + "/partitioned-stats" + query)
 
     def last_message_id(self, topic: str) -> Any:
+        """The id of the topic's last message."""
         return self._call("GET", _topic_path(topic) + "/lastMessageId")
 
     def terminate(self, topic: str) -> Any:
@@ -349,6 +334,7 @@ class Topics(_Group):
         return self._call("POST", _topic_path(topic) + "/terminate")
 
     def unload(self, topic: str) -> None:
+        """Unload the topic (its clients reconnect)."""
         self._call("PUT", _topic_path(topic) + "/unload")
 
     def trigger_compaction(self, topic: str) -> None:
@@ -368,6 +354,7 @@ class Topics(_Group):
         self._call("POST", f"{_topic_path(topic)}/permissions/{_quote(role)}", list(actions))
 
     def revoke_permission(self, topic: str, role: str) -> None:
+        """Take back the actions granted to ``role`` on the topic itself."""
         self._call("DELETE", f"{_topic_path(topic)}/permissions/{_quote(role)}")
 
 
@@ -379,6 +366,7 @@ class Subscriptions(_Group):
         return f"{_topic_path(topic)}/subscription/{_quote(subscription)}"
 
     def list(self, topic: str) -> Names:
+        """The subscription names of a topic."""
         return list(self._call("GET", _topic_path(topic) + "/subscriptions"))
 
     def create(
@@ -391,13 +379,16 @@ class Subscriptions(_Group):
         self._call("PUT", self._path(topic, subscription), body)
 
     def delete(self, topic: str, subscription: str, force: bool = False) -> None:
+        """Delete a subscription (``force``: even with consumers)."""
         suffix = "?force=true" if force else ""
         self._call("DELETE", self._path(topic, subscription) + suffix)
 
     def skip(self, topic: str, subscription: str, count: int) -> None:
+        """Acknowledge the next ``count`` messages of a subscription."""
         self._call("POST", f"{self._path(topic, subscription)}/skip/{count}")
 
     def clear_backlog(self, topic: str, subscription: str) -> None:
+        """Acknowledge every message of a subscription's backlog."""
         self._call("POST", f"{self._path(topic, subscription)}/skip_all")
 
     def reset_cursor_to_time(self, topic: str, subscription: str, timestamp_ms: int) -> None:
@@ -407,6 +398,7 @@ class Subscriptions(_Group):
     def reset_cursor_to_message_id(
         self, topic: str, subscription: str, message_id: tuple[int, int]
     ) -> None:
+        """Move a subscription to a message id."""
         body = {"ledgerId": message_id[0], "entryId": message_id[1]}
         self._call("POST", f"{self._path(topic, subscription)}/resetcursor", body)
 
@@ -450,10 +442,12 @@ class TopicPolicies(_Group):
     """
 
     def get(self, topic: str, policy: str, applied: bool = False) -> Any:
+        """The topic's value of ``policy`` (``applied``: the value in force)."""
         query = "?applied=true" if applied else ""
         return self._call("GET", f"{_topic_path(topic)}/{policy}{query}")
 
     def set(self, topic: str, policy: str, value: Any) -> None:
+        """Set the topic's value of ``policy``."""
         path = f"{_topic_path(topic)}/{policy}"
         if policy == "messageTTL":  # a query parameter, as Pulsar's admin client sends it
             self._call("POST", f"{path}?messageTTL={int(value)}")
@@ -461,6 +455,7 @@ class TopicPolicies(_Group):
             self._call("POST", path, value)
 
     def remove(self, topic: str, policy: str) -> None:
+        """Remove the topic's value of ``policy``."""
         self._call("DELETE", f"{_topic_path(topic)}/{policy}")
 
     def get_backlog_quotas(self, topic: str, applied: bool = False) -> Any:
@@ -470,9 +465,11 @@ class TopicPolicies(_Group):
     def set_backlog_quota(
         self, topic: str, quota: dict[str, Any], quota_type: str = "destination_storage"
     ) -> None:
+        """Set the topic's backlog quota of ``quota_type``."""
         self._call("POST", f"{_topic_path(topic)}/backlogQuota{_quota_query(quota_type)}", quota)
 
     def remove_backlog_quota(self, topic: str, quota_type: str = "destination_storage") -> None:
+        """Remove the topic's backlog quota of ``quota_type``."""
         self._call("DELETE", f"{_topic_path(topic)}/backlogQuota{_quota_query(quota_type)}")
 
 

@@ -7,26 +7,27 @@ import time
 
 import click
 
-from starquake.cli.admin_commands import AdminContext, _admin_command, _check_topic, topics
+from starquake.cli.admin_group import AdminContext, admin_command, topics
+from starquake.cli.params import check_topic
 
 _POLL_SECONDS = 1.0
 
 
-@_admin_command(topics, "compact")
+@admin_command(topics, "compact")
 @click.argument("topic")
 def topics_compact(ctx: AdminContext, topic: str) -> None:
     """Start compacting a topic (every partition of a partitioned topic)."""
-    ctx.admin.topics.trigger_compaction(_check_topic(topic))
+    ctx.admin.topics.trigger_compaction(check_topic(topic))
 
 
-@_admin_command(topics, "compaction-status")
+@admin_command(topics, "compaction-status")
 @click.argument("topic")
 @click.option(
     "-w", "--wait-complete", is_flag=True, help="wait for a running compaction to complete"
 )
 def topics_compaction_status(ctx: AdminContext, topic: str, wait_complete: bool) -> None:
     """Show the status of the topic's last compaction (exit status 1 if it failed)."""
-    name = _check_topic(topic)
+    name = check_topic(topic)
     status = ctx.admin.topics.compaction_status(name)
     while wait_complete and status.get("status") == "RUNNING":
         time.sleep(_POLL_SECONDS)

@@ -16,14 +16,8 @@ from __future__ import annotations
 
 import click
 
-from starquake.cli.admin_commands import (
-    AdminContext,
-    _admin_command,
-    _check_topic,
-    _split,
-    namespaces,
-    topics,
-)
+from starquake.cli.admin_group import AdminContext, admin_command, namespaces, topics
+from starquake.cli.params import check_topic, split_values
 
 ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
 
@@ -37,7 +31,7 @@ _ACTIONS = click.option(
 
 
 def _actions(values: tuple[str, ...]) -> list[str]:
-    actions = _split(values) or []
+    actions = split_values(values) or []
     unknown = [action for action in actions if action not in ACTIONS]
     if unknown or not actions:
         raise click.BadParameter(
@@ -50,14 +44,14 @@ def _actions(values: tuple[str, ...]) -> list[str]:
 # --- namespaces --------------------------------------------------------------------------------
 
 
-@_admin_command(namespaces, "permissions")
+@admin_command(namespaces, "permissions")
 @click.argument("namespace")
 def namespaces_permissions(ctx: AdminContext, namespace: str) -> None:
     """Show the roles granted actions on a namespace."""
     ctx.show(ctx.admin.namespaces.permissions(namespace))
 
 
-@_admin_command(namespaces, "grant-permission")
+@admin_command(namespaces, "grant-permission")
 @click.argument("namespace")
 @_ROLE
 @_ACTIONS
@@ -68,7 +62,7 @@ def namespaces_grant_permission(
     ctx.admin.namespaces.grant_permission(namespace, role, _actions(actions))
 
 
-@_admin_command(namespaces, "revoke-permission")
+@admin_command(namespaces, "revoke-permission")
 @click.argument("namespace")
 @_ROLE
 def namespaces_revoke_permission(ctx: AdminContext, namespace: str, role: str) -> None:
@@ -76,7 +70,7 @@ def namespaces_revoke_permission(ctx: AdminContext, namespace: str, role: str) -
     ctx.admin.namespaces.revoke_permission(namespace, role)
 
 
-@_admin_command(namespaces, "grant-subscription-permission")
+@admin_command(namespaces, "grant-subscription-permission")
 @click.argument("namespace")
 @click.option("--subscription", required=True, help="the subscription name")
 @click.option("--roles", required=True, multiple=True, help="roles, comma-separated (repeatable)")
@@ -84,13 +78,13 @@ def namespaces_grant_subscription_permission(
     ctx: AdminContext, namespace: str, subscription: str, roles: tuple[str, ...]
 ) -> None:
     """Let only these roles consume with a subscription on the namespace's topics."""
-    names = _split(roles)
+    names = split_values(roles)
     if not names:
         raise click.BadParameter("no role given", param_hint="--roles")
     ctx.admin.namespaces.grant_subscription_permission(namespace, subscription, names)
 
 
-@_admin_command(namespaces, "revoke-subscription-permission")
+@admin_command(namespaces, "revoke-subscription-permission")
 @click.argument("namespace")
 @click.option("--subscription", required=True, help="the subscription name")
 @_ROLE
@@ -104,14 +98,14 @@ def namespaces_revoke_subscription_permission(
 # --- topics ------------------------------------------------------------------------------------
 
 
-@_admin_command(topics, "permissions")
+@admin_command(topics, "permissions")
 @click.argument("topic")
 def topics_permissions(ctx: AdminContext, topic: str) -> None:
     """Show the roles granted actions on a topic (its namespace's grants included)."""
-    ctx.show(ctx.admin.topics.permissions(_check_topic(topic)))
+    ctx.show(ctx.admin.topics.permissions(check_topic(topic)))
 
 
-@_admin_command(topics, "grant-permission")
+@admin_command(topics, "grant-permission")
 @click.argument("topic")
 @_ROLE
 @_ACTIONS
@@ -119,12 +113,12 @@ def topics_grant_permission(
     ctx: AdminContext, topic: str, role: str, actions: tuple[str, ...]
 ) -> None:
     """Let a role do actions on a topic (every partition of a partitioned topic)."""
-    ctx.admin.topics.grant_permission(_check_topic(topic), role, _actions(actions))
+    ctx.admin.topics.grant_permission(check_topic(topic), role, _actions(actions))
 
 
-@_admin_command(topics, "revoke-permission")
+@admin_command(topics, "revoke-permission")
 @click.argument("topic")
 @_ROLE
 def topics_revoke_permission(ctx: AdminContext, topic: str, role: str) -> None:
     """Take back what a role was granted on a topic itself."""
-    ctx.admin.topics.revoke_permission(_check_topic(topic), role)
+    ctx.admin.topics.revoke_permission(check_topic(topic), role)

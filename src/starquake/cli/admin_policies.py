@@ -15,13 +15,8 @@ from typing import Any
 
 import click
 
-from starquake.cli.admin_commands import (
-    AdminContext,
-    _admin_command,
-    _check_topic,
-    namespaces,
-    topics,
-)
+from starquake.cli.admin_group import AdminContext, admin_command, namespaces, topics
+from starquake.cli.params import check_topic, relative_seconds
 
 _SIZE = re.compile(r"(-?\d+)([kmgt]?)b?")
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -41,15 +36,6 @@ def _bytes(text: str, hint: str) -> int:
     return -1 if value < 0 else value * _SIZE_UNITS[match.group(2)]
 
 
-def _seconds(text: str, hint: str) -> int:
-    from starquake.admin.client import parse_relative_seconds
-
-    try:
-        return parse_relative_seconds(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=hint) from None
-
-
 class _Scope:
     """Where a policy lives: on a topic (``topics``) or on a namespace (``namespaces``)."""
 
@@ -66,7 +52,7 @@ class _Scope:
         return self.argument == "topic"
 
     def name(self, value: str) -> str:
-        return _check_topic(value) if self.is_topic else value
+        return check_topic(value) if self.is_topic else value
 
     def get(self, ctx: AdminContext, target: str, policy: str, applied: bool) -> Any:
         if self.is_topic:
@@ -103,13 +89,13 @@ def _getter_and_remover(scope: _Scope, noun: str, policy: str, what: str) -> Non
     get.__doc__ = f"Show the {what} (null: not set here)."
     if scope.is_topic:
         get = _APPLIED(get)
-    _admin_command(scope.group, f"get-{noun}")(scope.arg()(get))
+    admin_command(scope.group, f"get-{noun}")(scope.arg()(get))
 
     def remove(ctx: AdminContext, target: str) -> None:
         scope.remove(ctx, scope.name(target), policy)
 
     remove.__doc__ = f"Remove the {what} (the level above applies)."
-    _admin_command(scope.group, f"remove-{noun}")(scope.arg()(remove))
+    admin_command(scope.group, f"remove-{noun}")(scope.arg()(remove))
 
 
 def _setter(
@@ -129,7 +115,7 @@ def _setter(
     command: Any = set_
     for option in reversed(options):
         command = option(command)
-    _admin_command(scope.group, f"set-{noun}")(scope.arg()(command))
+    admin_command(scope.group, f"set-{noun}")(scope.arg()(command))
 
 
 def _int_policy(scope: _Scope, noun: str, policy: str, what: str, *flags: str) -> None:
@@ -152,7 +138,7 @@ _setter(
         click.option("-t", "--time", "time_", required=True, help="seconds, or 100m, 3h; -1 none"),
     ],
     lambda size, time_: {
-        "retentionTimeInMinutes": max(_seconds(time_, "--time") // 60, -1),
+        "retentionTimeInMinutes": max(relative_seconds(time_, "--time") // 60, -1),
         "retentionSizeInMB": max(_bytes(size, "--size") // 1024**2, -1),
     },
 )
@@ -164,7 +150,7 @@ _setter(
     "messageTTL",
     "message TTL",
     [click.option("-t", "--ttl", required=True, help="seconds, or with m/h/d (1h)")],
-    lambda ttl: _seconds(ttl, "--ttl"),
+    lambda ttl: relative_seconds(ttl, "--ttl"),
 )
 _getter_and_remover(TOPIC, "message-ttl", "messageTTL", "message TTL in seconds")
 
@@ -278,8 +264,8 @@ for _scope in (TOPIC, NAMESPACE):
         ],
         lambda enable, disable, tick, max_delay: {
             "active": _switch(enable, disable),
-            "tickTime": _seconds(tick, "--time") * 1000,
-            "maxDeliveryDelayInMillis": _seconds(max_delay, "--maxDelay") * 1000,
+            "tickTime": relative_seconds(tick, "--time") * 1000,
+            "maxDeliveryDelayInMillis": relative_seconds(max_delay, "--maxDelay") * 1000,
         },
     )
     _getter_and_remover(_scope, "delayed-delivery", "delayedDelivery", "delayed delivery")
@@ -322,7 +308,7 @@ for _scope in (TOPIC, NAMESPACE):
         ],
         lambda enable, disable, duration, mode: {
             "deleteWhileInactive": _switch(enable, disable),
-            "maxInactiveDurationSeconds": _seconds(duration, "--max-inactive-duration"),
+            "maxInactiveDurationSeconds": relative_seconds(duration, "--max-inactive-duration"),
             "inactiveTopicDeleteMode": mode,
         },
     )
@@ -347,7 +333,7 @@ def _quota_commands(scope: _Scope) -> None:
             raise click.UsageError("give --limit or --limitTime")
         quota = {
             "limitSize": -1 if limit is None else _bytes(limit, "--limit"),
-            "limitTime": -1 if limit_time is None else _seconds(limit_time, "--limitTime"),
+            "limitTime": -1 if limit_time is None else relative_seconds(limit_time, "--limitTime"),
             "policy": policy,
         }
         name = scope.name(target)
@@ -384,7 +370,7 @@ def _quota_commands(scope: _Scope) -> None:
     ):
         command = option(command)
     set_quota.__doc__ = "Set a backlog quota and what happens past it."
-    _admin_command(scope.group, "set-backlog-quota")(scope.arg()(command))
+    admin_command(scope.group, "set-backlog-quota")(scope.arg()(command))
 
     def get_quotas(ctx: AdminContext, target: str, applied: bool = False) -> None:
         name = scope.name(target)
@@ -395,7 +381,7 @@ def _quota_commands(scope: _Scope) -> None:
 
     get_quotas.__doc__ = "Show the backlog quotas, by type."
     getter: Any = _APPLIED(get_quotas) if scope.is_topic else get_quotas
-    _admin_command(scope.group, "get-backlog-quotas")(scope.arg()(getter))
+    admin_command(scope.group, "get-backlog-quotas")(scope.arg()(getter))
 
     def remove_quota(ctx: AdminContext, target: str, type_: str) -> None:
         name = scope.name(target)
@@ -405,7 +391,7 @@ def _quota_commands(scope: _Scope) -> None:
             ctx.admin.namespaces.remove_backlog_quota(name, type_)
 
     remove_quota.__doc__ = "Remove a backlog quota (the level above applies)."
-    _admin_command(scope.group, "remove-backlog-quota")(scope.arg()(_TYPE(remove_quota)))
+    admin_command(scope.group, "remove-backlog-quota")(scope.arg()(_TYPE(remove_quota)))
 
 
 _quota_commands(TOPIC)

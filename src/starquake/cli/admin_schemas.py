@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from starquake.cli.admin_commands import AdminContext, _admin_command, _check_topic, admin
+from starquake.cli.admin_group import AdminContext, admin, admin_command
+from starquake.cli.params import check_topic
 
 
 @admin.group("schemas")
@@ -42,39 +43,39 @@ _FILE = click.option(
 )
 
 
-@_admin_command(schemas, "get")
+@admin_command(schemas, "get")
 @click.argument("topic")
 @click.option("--version", type=int, default=None, help="this version instead of the latest")
 @click.option("-a", "--all-versions", is_flag=True, help="every version since the last deletion")
 def schemas_get(ctx: AdminContext, topic: str, version: int | None, all_versions: bool) -> None:
     """Show the topic's schema."""
-    name = _check_topic(topic)
+    name = check_topic(topic)
     if all_versions:
         ctx.show(ctx.admin.schemas.versions(name), raw=False)
     else:
         ctx.show(ctx.admin.schemas.get(name, version))
 
 
-@_admin_command(schemas, "upload")
+@admin_command(schemas, "upload")
 @click.argument("topic")
 @_FILE
 def schemas_upload(ctx: AdminContext, topic: str, filename: Path) -> None:
     """Register a schema (refused when the namespace's strategy finds it incompatible)."""
-    version = ctx.admin.schemas.upload(_check_topic(topic), _payload(filename))
+    version = ctx.admin.schemas.upload(check_topic(topic), _payload(filename))
     ctx.show({"version": version}, raw=False)
 
 
-@_admin_command(schemas, "compatibility")
+@admin_command(schemas, "compatibility")
 @click.argument("topic")
 @_FILE
 def schemas_compatibility(ctx: AdminContext, topic: str, filename: Path) -> None:
     """Test whether a schema could be registered (nothing is stored)."""
-    ctx.show(ctx.admin.schemas.compatibility(_check_topic(topic), _payload(filename)))
+    ctx.show(ctx.admin.schemas.compatibility(check_topic(topic), _payload(filename)))
 
 
-@_admin_command(schemas, "delete")
+@admin_command(schemas, "delete")
 @click.argument("topic")
 @click.option("-f", "--force", is_flag=True, help="remove every version for good")
 def schemas_delete(ctx: AdminContext, topic: str, force: bool) -> None:
     """Delete the topic's schema."""
-    ctx.admin.schemas.delete(_check_topic(topic), force)
+    ctx.admin.schemas.delete(check_topic(topic), force)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,9 +16,10 @@ from starquake.cli.output import (
     CannotConnect,
     CommandError,
     default_output,
+    payload_fields,
     print_json_line,
 )
-from starquake.cli.params import key_values
+from starquake.cli.params import check_topic, count_option, key_values
 from starquake.cli.security_options import security_args, security_options
 
 if TYPE_CHECKING:
@@ -43,17 +43,8 @@ class ClientContext:
         """Keyword arguments of Client (TLS settings, ...)."""
 
     def json(self, output: str | None) -> bool:
+        """Whether output is JSON, given the command's own ``--output``."""
         return (output or self.output or default_output()) == "json"
-
-
-def check_topic(topic: str) -> str:
-    """The full name of ``topic`` (short forms allowed); a usage error if malformed."""
-    from starquake.common.topic_name import TopicName
-
-    try:
-        return str(TopicName.parse(topic))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="TOPIC") from None
 
 
 @contextmanager
@@ -136,11 +127,6 @@ def message_id_text(msg: Message) -> str:
 
 def message_json(msg: Message) -> dict[str, Any]:
     """A received message as one JSON object (payload as text when it is UTF-8)."""
-    data = msg.data()
-    try:
-        text: str | None = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
     return {
         "topic": msg.topic_name(),
         "messageId": message_id_text(msg),
@@ -149,8 +135,7 @@ def message_json(msg: Message) -> dict[str, Any]:
         "publishTime": msg.publish_timestamp(),
         "eventTime": msg.event_timestamp(),
         "redeliveryCount": msg.redelivery_count(),
-        "payload": text,
-        "payloadBase64": base64.b64encode(data).decode("ascii"),
+        **payload_fields(msg.data()),
     }
 
 
@@ -192,14 +177,7 @@ def client(ctx: click.Context, url: str, output: str | None) -> None:
     help="send this file's content as a message (repeatable)",
 )
 @click.option("-s", "--separator", default=None, help="also split each -m value at this text")
-@click.option(
-    "-n",
-    "--num-produce",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="send the messages this many times",
-)
+@count_option("-n", "--num-produce", default=1, help="send the messages this many times")
 @click.option("-k", "--key", default=None, help="the messages' key (routing and Key_Shared)")
 @click.option(
     "-p", "--properties", multiple=True, help="KEY=VALUE properties, comma-separated (repeatable)"
@@ -261,12 +239,11 @@ def produce(
 @client.command("consume")
 @click.argument("topic")
 @click.option("-s", "--subscription-name", required=True, help="subscription name")
-@click.option(
+@count_option(
     "-n",
     "--num-messages",
-    type=click.IntRange(min=0),
     default=1,
-    show_default=True,
+    minimum=0,
     help="messages to consume (0: until interrupted)",
 )
 @subscription_options

@@ -105,6 +105,7 @@ def standalone(args: tuple[str, ...]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``starquake ARGV`` (default: the process's arguments); the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["standalone"]:
         return _standalone(args[1:])

@@ -7,6 +7,7 @@ be reached. rich is imported only when a table is drawn.
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ class CommandError(click.ClickException):
     exit_code = EXIT_REFUSED
 
     def show(self, file: IO[Any] | None = None) -> None:
+        """Print ``error: <message>`` on stderr."""
         click.echo(f"error: {self.format_message()}", file=file or sys.stderr)
 
 
@@ -62,6 +64,20 @@ def print_json_line(value: Any) -> None:
     """One compact JSON value on a line of stdout."""
     sys.stdout.write(json.dumps(value, separators=(",", ":")) + "\n")
     sys.stdout.flush()
+
+
+def utf8_or_none(data: bytes) -> str | None:
+    """``data`` as text when it is valid UTF-8, else None."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def payload_fields(data: bytes) -> dict[str, str | None]:
+    """A message payload's JSON fields: ``payload`` (text, null if not UTF-8) and
+    ``payloadBase64``."""
+    return {"payload": utf8_or_none(data), "payloadBase64": base64.b64encode(data).decode("ascii")}
 
 
 def print_raw_json(body: bytes) -> None:
@@ -231,6 +247,7 @@ class Tables:
                 self.rows(key, item)
 
     def rows(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """A table of ``rows``, one column per key."""
         table = self._table(name or None)
         columns = _columns(name, rows)
         for column in columns:
@@ -240,6 +257,7 @@ class Tables:
         self.console.print(table)
 
     def named_rows(self, name: str, rows: dict[str, dict[str, Any]]) -> None:
+        """A table of ``rows`` by name: a ``name`` column, then one column per key."""
         table = self._table(name)
         columns = _columns(name, list(rows.values()))
         table.add_column("name")

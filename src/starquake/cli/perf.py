@@ -24,109 +24,24 @@ import click
 
 from starquake.cli.client_commands import (
     URL_OPTION,
-    check_topic,
     checked_url,
+    client_errors,
     consumer_type_of,
     subscription_options,
 )
 from starquake.cli.connect import DEFAULT_SERVICE_URL
-from starquake.cli.output import CannotConnect, CommandError, print_json_line
+from starquake.cli.output import CommandError, print_json_line
+from starquake.cli.params import check_topic, count_option
+from starquake.cli.perf_meter import Meter, print_summary, report_progress
 from starquake.cli.security_options import security_args, security_options
 
 if TYPE_CHECKING:
-    from starquake.client.asyncio import Consumer, Producer
+    from starquake.client.asyncio import Client, Consumer, Producer
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
-PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 COMPRESSIONS = ("none", "lz4", "zlib", "zstd", "snappy")
-_HIGHEST_MICROS = 600_000_000  # latencies above 10 minutes are counted as 10 minutes
-
-
-class Latencies:
-    """Latencies in microseconds in an HdrHistogram (1 µs to 10 min, 3 significant digits)."""
-
-    def __init__(self) -> None:
-        from hdrh.histogram import HdrHistogram
-
-        self._histogram = HdrHistogram(1, _HIGHEST_MICROS, 3)
-        self.count = 0
-
-    def record(self, micros: int) -> None:
-        self._histogram.record_value(min(max(micros, 1), _HIGHEST_MICROS))
-        self.count += 1
-
-    def add(self, other: Latencies) -> None:
-        self._histogram.add(other._histogram)
-        self.count += other.count
-
-    def reset(self) -> None:
-        self._histogram.reset()
-        self.count = 0
-
-    def summary_ms(self) -> dict[str, float]:
-        """mean, p50, p95, p99, p99.9 and max in milliseconds (zeros when empty)."""
-        if not self.count:
-            return {"mean": 0.0, **{f"p{p:g}": 0.0 for p in PERCENTILES}, "max": 0.0}
-        h = self._histogram
-        values = h.get_percentile_to_value_dict(list(PERCENTILES))
-        out = {"mean": round(h.get_mean_value() / 1000, 3)}
-        for p in PERCENTILES:
-            out[f"p{p:g}"] = round(values[p] / 1000, 3)
-        out["max"] = round(h.get_max_value() / 1000, 3)
-        return out
-
-
-@dataclass
-class Meter:
-    """Counts of one run and of the current progress interval."""
-
-    messages: int = 0
-    bytes: int = 0
-    failed: int = 0
-    first_at: float = 0.0  # perf_counter of the first send (produce) or receive (consume)
-    last_at: float = 0.0  # perf_counter of the last receipt or receive
-    first_error: str | None = None
-    interval: Latencies = field(default_factory=Latencies)
-    total: Latencies = field(default_factory=Latencies)
-    _interval_messages: int = 0
-    _interval_bytes: int = 0
-    _interval_start: float = field(default_factory=time.perf_counter)
-
-    def progress(self, what: str) -> str:
-        """The progress line of the interval since the last call (and start a new one)."""
-        now = time.perf_counter()
-        seconds = max(now - self._interval_start, 1e-9)
-        count = self.messages - self._interval_messages
-        size = self.bytes - self._interval_bytes
-        lat = self.interval.summary_ms()
-        self.total.add(self.interval)
-        self.interval.reset()
-        self._interval_start = now
-        self._interval_messages = self.messages
-        self._interval_bytes = self.bytes
-        return (
-            f"{what}: {count / seconds:,.1f} msg/s, {size / seconds / 1e6:,.2f} MB/s, "
-            f"{self.messages:,} total, {self.failed} failed --- latency ms: "
-            f"mean {lat['mean']:.3f} p50 {lat['p50']:.3f} p95 {lat['p95']:.3f} "
-            f"p99 {lat['p99']:.3f} p99.9 {lat['p99.9']:.3f} max {lat['max']:.3f}"
-        )
-
-    def summary(self) -> dict[str, Any]:
-        self.total.add(self.interval)
-        self.interval.reset()
-        seconds = max(self.last_at - self.first_at, 0.0) if self.messages else 0.0
-        rate = self.messages / seconds if seconds else 0.0
-        return {
-            "messages": self.messages,
-            "failed": self.failed,
-            "bytes": self.bytes,
-            "seconds": round(seconds, 4),
-            "msgs_per_s": round(rate, 1),
-            "mb_per_s": round(self.bytes / seconds / 1e6, 3) if seconds else 0.0,
-            "latency_ms": self.total.summary_ms(),
-        }
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -155,17 +70,6 @@ def _run(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
     return uvloop.run(wrapper())
 
 
-async def _progress(meter: Meter, what: str, interval: float, stop: asyncio.Event) -> None:
-    from rich.console import Console
-
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), interval)
-        except TimeoutError:
-            console.print(meter.progress(what), markup=False)
-
-
 async def _stop_after(seconds: float, stop: asyncio.Event) -> None:
     if seconds > 0:
         try:
@@ -175,51 +79,9 @@ async def _stop_after(seconds: float, stop: asyncio.Event) -> None:
 
 
 async def _guard(url: str, step: Awaitable[T]) -> T:
-    from starquake.client.exceptions import PulsarException
-
-    try:
+    """Await ``step`` with the client's errors turned into exit codes."""
+    with client_errors(url):
         return await step
-    except PulsarException as exc:
-        text = str(exc)
-        if "cannot connect" in text:
-            raise CannotConnect(f"cannot connect to {url}: {text}") from None
-        raise CommandError(f"{text} ({type(exc).__name__})") from None
-
-
-def _print_summary(title: str, summary: dict[str, Any], settings: dict[str, Any]) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    lat = summary["latency_ms"]
-    table = Table(
-        title=title,
-        box=box.SIMPLE_HEAD,
-        title_justify="left",
-        title_style="bold",
-        show_header=False,
-        show_edge=False,
-    )
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_row("messages", f"{summary['messages']:,}")
-    table.add_row("failed", f"{summary['failed']:,}")
-    table.add_row("seconds", f"{summary['seconds']:.3f}")
-    table.add_row("throughput", f"{summary['msgs_per_s']:,.1f} msg/s")
-    table.add_row("", f"{summary['mb_per_s']:,.3f} MB/s")
-    for key in ("mean", *(f"p{p:g}" for p in PERCENTILES), "max"):
-        table.add_row(f"latency {key}", f"{lat[key]:.3f} ms")
-    for key, value in settings.items():
-        if isinstance(value, bool):
-            text = "on" if value else "off"
-        elif isinstance(value, list):
-            text = ", ".join(str(v) for v in value)
-        elif key == "rate":
-            text = f"{value:,g} msg/s" if value else "unlimited"
-        else:
-            text = str(value)
-        table.add_row(key, text)
-    Console(highlight=False).print(table)
 
 
 def _run_options(command: F) -> F:
@@ -266,13 +128,78 @@ def _service_url(ctx: click.Context, service_url: str | None) -> str:
     return checked_url(service_url or str(ctx.obj or DEFAULT_SERVICE_URL))
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """What every perf run is given: where, on which topics, and for how long."""
+
+    url: str
+    topics: list[str]
+    num_messages: int
+    duration: float
+    interval: float
+    client_args: dict[str, Any] = field(default_factory=dict)
+
+    def client(self) -> Client:
+        """A new asyncio client of the broker."""
+        from starquake.client.asyncio import Client
+
+        return Client(self.url, operation_timeout_seconds=30, **self.client_args)
+
+
+def _run_settings(
+    ctx: click.Context,
+    service_url: str | None,
+    topics: tuple[str, ...],
+    num_messages: int,
+    duration: float,
+    interval: float,
+) -> dict[str, Any]:
+    """The :class:`RunSettings` fields from a command's options (URL and topics checked)."""
+    return {
+        "url": _service_url(ctx, service_url),
+        "client_args": security_args(ctx),
+        "topics": [check_topic(t) for t in topics],
+        "num_messages": num_messages,
+        "duration": duration,
+        "interval": interval,
+    }
+
+
+def _measure(
+    load: Callable[[Meter, asyncio.Event], Coroutine[Any, Any, None]],
+    command: str,
+    title: str,
+    shown: dict[str, Any],
+    as_json: bool,
+) -> Meter:
+    """Run ``load`` until it ends or is stopped, then print its summary with ``shown``."""
+    meter = Meter()
+    _run(functools.partial(load, meter))
+    summary = meter.summary()
+    if as_json:
+        print_json_line({"command": command, **summary, **shown})
+    else:
+        print_summary(title, summary, shown)
+    return meter
+
+
+def _start_reporting(
+    settings: RunSettings, meter: Meter, what: str, stop: asyncio.Event
+) -> list[asyncio.Future[None]]:
+    """The tasks printing progress and ending the run after its duration."""
+    return [
+        asyncio.ensure_future(report_progress(meter, what, settings.interval, stop)),
+        asyncio.ensure_future(_stop_after(settings.duration, stop)),
+    ]
+
+
 # --- produce -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ProduceSettings:
-    url: str
-    topics: list[str]
+@dataclass(frozen=True, kw_only=True)
+class ProduceSettings(RunSettings):
+    """The settings of ``perf produce``."""
+
     rate: float
     size: int
     producers_per_topic: int
@@ -280,11 +207,7 @@ class ProduceSettings:
     batching: bool
     batch_max_messages: int
     batch_max_publish_delay_ms: int
-    num_messages: int
-    duration: float
-    interval: float
     compression: str
-    client_args: dict[str, Any] = field(default_factory=dict)
 
 
 @perf.command("produce")
@@ -298,47 +221,29 @@ class ProduceSettings:
     show_default=True,
     help="messages per second across all producers (0: as fast as possible)",
 )
-@click.option(
-    "-s", "--size", type=click.IntRange(min=0), default=1024, show_default=True, help="bytes"
-)
-@click.option(
-    "-n",
-    "--num-producers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="producers per topic",
-)
-@click.option(
+@count_option("-s", "--size", default=1024, minimum=0, help="bytes")
+@count_option("-n", "--num-producers", default=1, help="producers per topic")
+@count_option(
     "-o",
     "--max-outstanding",
-    type=click.IntRange(min=1),
     default=1000,
-    show_default=True,
     help="messages a producer may have waiting for a receipt",
 )
-@click.option(
-    "-bm",
-    "--batch-max-messages",
-    type=click.IntRange(min=1),
-    default=1000,
-    show_default=True,
-    help="messages per batch",
-)
-@click.option(
+@count_option("-bm", "--batch-max-messages", default=1000, help="messages per batch")
+@count_option(
     "-b",
     "--batch-max-publish-delay",
-    type=click.IntRange(min=0),
     default=1,
-    show_default=True,
+    minimum=0,
     help="ms a batch waits for more messages",
 )
 @click.option("-bd", "--disable-batching", is_flag=True, help="one entry per message")
-@click.option(
+@count_option(
     "-m",
     "--num-messages",
-    type=click.IntRange(min=0),
     default=0,
+    minimum=0,
+    show_default=False,
     help="messages to send in total (0: no limit)",
 )
 @click.option(
@@ -369,9 +274,9 @@ def produce(
 ) -> None:
     """Publish to TOPICS and report throughput and publish latency."""
     settings = ProduceSettings(
-        url=_service_url(ctx, service_url),
-        client_args=security_args(ctx),
-        topics=[check_topic(t) for t in topics],
+        **_run_settings(
+            ctx, service_url, topics, num_messages, test_duration, stats_interval_seconds
+        ),
         rate=rate,
         size=size,
         producers_per_topic=num_producers,
@@ -379,14 +284,8 @@ def produce(
         batching=not disable_batching,
         batch_max_messages=batch_max_messages,
         batch_max_publish_delay_ms=batch_max_publish_delay,
-        num_messages=num_messages,
-        duration=test_duration,
-        interval=stats_interval_seconds,
         compression=compression.lower(),
     )
-    meter = Meter()
-    _run(functools.partial(_produce, settings, meter))
-    summary = meter.summary()
     shown = {
         "topics": settings.topics,
         "producers": len(settings.topics) * settings.producers_per_topic,
@@ -397,19 +296,15 @@ def produce(
         "batch_max_publish_delay_ms": settings.batch_max_publish_delay_ms,
         "max_outstanding": settings.max_outstanding,
     }
-    if as_json:
-        print_json_line({"command": "produce", **summary, **shown})
-    else:
-        _print_summary("Produced", summary, shown)
+    meter = _measure(functools.partial(_produce, settings), "produce", "Produced", shown, as_json)
     if meter.failed:
         raise CommandError(f"{meter.failed} sends failed, the first: {meter.first_error}")
 
 
 async def _produce(settings: ProduceSettings, meter: Meter, stop: asyncio.Event) -> None:
     from starquake.client import CompressionType
-    from starquake.client.asyncio import Client
 
-    client = Client(settings.url, operation_timeout_seconds=30, **settings.client_args)
+    client = settings.client()
     producers: list[Producer] = []
     try:
         compression = {
@@ -437,10 +332,7 @@ async def _produce(settings: ProduceSettings, meter: Meter, stop: asyncio.Event)
                     ),
                 )
                 producers.append(producer)
-        helpers = [
-            asyncio.ensure_future(_progress(meter, "Produced", settings.interval, stop)),
-            asyncio.ensure_future(_stop_after(settings.duration, stop)),
-        ]
+        helpers = _start_reporting(settings, meter, "Produced", stop)
         try:
             await _send_all(settings, producers, meter, stop)
             stop.set()
@@ -514,19 +406,15 @@ async def _send_all(
 # --- consume -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ConsumeSettings:
-    url: str
-    topics: list[str]
+@dataclass(frozen=True, kw_only=True)
+class ConsumeSettings(RunSettings):
+    """The settings of ``perf consume``."""
+
     subscription: str
     subscription_type: str
     position: str
     consumers_per_topic: int
     receiver_queue_size: int
-    num_messages: int
-    duration: float
-    interval: float
-    client_args: dict[str, Any] = field(default_factory=dict)
 
 
 @perf.command("consume")
@@ -534,26 +422,14 @@ class ConsumeSettings:
 @_SERVICE_URL
 @click.option("-s", "--subscription", default="sub", show_default=True, help="subscription name")
 @subscription_options
-@click.option(
-    "-n",
-    "--num-consumers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="consumers per topic",
-)
-@click.option(
-    "-q",
-    "--receiver-queue-size",
-    type=click.IntRange(min=1),
-    default=1000,
-    show_default=True,
-)
-@click.option(
+@count_option("-n", "--num-consumers", default=1, help="consumers per topic")
+@count_option("-q", "--receiver-queue-size", default=1000)
+@count_option(
     "-m",
     "--num-messages",
-    type=click.IntRange(min=0),
     default=0,
+    minimum=0,
+    show_default=False,
     help="stop after this many messages in total (0: no limit)",
 )
 @_run_options
@@ -574,40 +450,30 @@ def consume(
 ) -> None:
     """Consume TOPICS and report throughput and end-to-end latency (from publish time)."""
     settings = ConsumeSettings(
-        url=_service_url(ctx, service_url),
-        client_args=security_args(ctx),
-        topics=[check_topic(t) for t in topics],
+        **_run_settings(
+            ctx, service_url, topics, num_messages, test_duration, stats_interval_seconds
+        ),
         subscription=subscription,
         subscription_type=subscription_type,
         position=subscription_position,
         consumers_per_topic=num_consumers,
         receiver_queue_size=receiver_queue_size,
-        num_messages=num_messages,
-        duration=test_duration,
-        interval=stats_interval_seconds,
     )
-    meter = Meter()
-    _run(functools.partial(_consume, settings, meter))
-    summary = meter.summary()
     shown = {
         "topics": settings.topics,
         "subscription": settings.subscription,
         "subscription_type": settings.subscription_type,
         "consumers": len(settings.topics) * settings.consumers_per_topic,
     }
-    if as_json:
-        print_json_line({"command": "consume", **summary, **shown})
-    else:
-        _print_summary("Consumed", summary, shown)
+    _measure(functools.partial(_consume, settings), "consume", "Consumed", shown, as_json)
 
 
 async def _consume(settings: ConsumeSettings, meter: Meter, stop: asyncio.Event) -> None:
     from starquake.client import InitialPosition
-    from starquake.client.asyncio import Client
 
     consumer_type = consumer_type_of(settings.subscription_type)
     position = getattr(InitialPosition, settings.position.capitalize())
-    client = Client(settings.url, operation_timeout_seconds=30, **settings.client_args)
+    client = settings.client()
     consumers: list[Consumer] = []
     try:
         for topic in settings.topics:
@@ -623,10 +489,7 @@ async def _consume(settings: ConsumeSettings, meter: Meter, stop: asyncio.Event)
                     ),
                 )
                 consumers.append(consumer)
-        helpers = [
-            asyncio.ensure_future(_progress(meter, "Consumed", settings.interval, stop)),
-            asyncio.ensure_future(_stop_after(settings.duration, stop)),
-        ]
+        helpers = _start_reporting(settings, meter, "Consumed", stop)
         readers = [asyncio.ensure_future(_receive(c, settings, meter, stop)) for c in consumers]
         try:
             await stop.wait()

@@ -16,6 +16,7 @@ from starquake.broker.server import BrokerServer, BrokerStartError, storage_faul
 
 
 def run_standalone(args: argparse.Namespace) -> int:
+    """Run a standalone broker with the parsed command line until stopped; the exit code."""
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

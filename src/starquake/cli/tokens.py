@@ -28,7 +28,7 @@ from typing import Any
 import click
 
 from starquake.cli.output import CommandError
-from starquake.cli.params import key_values
+from starquake.cli.params import key_values, relative_seconds
 
 _SECRET_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
 _KEY_PAIR_ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512")
@@ -226,12 +226,7 @@ def _write_private(path: str, data: bytes) -> None:
 
 
 def _seconds(text: str) -> int:
-    from starquake.admin.client import parse_relative_seconds
-
-    try:
-        seconds = parse_relative_seconds(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--expiry-time") from None
+    seconds = relative_seconds(text, "--expiry-time")
     if seconds <= 0:
         raise click.BadParameter("must be positive", param_hint="--expiry-time")
     return seconds

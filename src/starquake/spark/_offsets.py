@@ -7,7 +7,7 @@ from typing import Any
 
 from starquake.client.bulk import EARLIEST, Position
 from starquake.client.topics import partition_name
-from starquake.spark._options import PulsarOptionError, StartSpec, _topic
+from starquake.spark._option_types import PulsarOptionError, StartSpec, checked_topic
 
 __all__ = ["is_latest_sentinel", "parse_offsets"]
 
@@ -61,7 +61,7 @@ def parse_offsets(key: str, text: str, default: str) -> StartSpec:
     positions: dict[str, Position] = {}
     defaults: dict[str, str] = {}
     for topic_text, value in data.items():
-        topic = _topic(key, topic_text)
+        topic = checked_topic(key, topic_text)
         if isinstance(value, dict) and not {"ledger", "entry"} <= set(value):
             for index_text, inner in value.items():
                 try:

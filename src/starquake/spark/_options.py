@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from starquake.client._auth import create_authentication
-from starquake.client.bulk import Position
-from starquake.client.topics import InvalidTopicNameError, normalize_topic
+from starquake.spark._offsets import parse_offsets
+from starquake.spark._option_types import PulsarOptionError, StartSpec, checked_topic
 
 __all__ = ["PulsarOptionError", "ReadOptions", "StartSpec", "WriteOptions"]
 
@@ -54,24 +54,6 @@ _WRITE_KEYS = {
 }
 
 _COMPRESSION = {"none", "lz4", "zlib", "zstd", "snappy"}
-
-
-class PulsarOptionError(ValueError):
-    """An option of the ``pulsar`` data source is unknown, malformed or conflicts with another."""
-
-
-@dataclass(frozen=True, slots=True)
-class StartSpec:
-    """Where reading starts: ``earliest``, ``latest``, a publish time, or per-partition positions.
-
-    ``positions`` maps a partition's full name to a position; ``default`` applies to partitions
-    it does not name (``earliest`` or ``latest``).
-    """
-
-    kind: str  # "earliest" | "latest" | "time" | "positions"
-    time_ms: int = 0
-    positions: Mapping[str, Position] = field(default_factory=dict)
-    default: str = "earliest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,13 +108,6 @@ def _bool(key: str, text: str) -> bool:
     if lowered in ("true", "false"):
         return lowered == "true"
     raise PulsarOptionError(f"option {key!r}: {text!r} is not true or false")
-
-
-def _topic(key: str, text: str) -> str:
-    try:
-        return normalize_topic(text.strip())
-    except InvalidTopicNameError as exc:
-        raise PulsarOptionError(f"option {key!r}: {exc}") from None
 
 
 def _service_url(options: Mapping[str, str]) -> str:
@@ -329,12 +304,12 @@ def _topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
             + (f" (got {', '.join(given)})" if given else "")
         )
     if given[0] == "topic":
-        return (_topic("topic", _get(options, "topic") or ""),), None
+        return (checked_topic("topic", _get(options, "topic") or ""),), None
     if given[0] == "topics":
         names = [t for t in (_get(options, "topics") or "").split(",") if t.strip()]
         if not names:
             raise PulsarOptionError("option 'topics': no topic named")
-        return tuple(dict.fromkeys(_topic("topics", t) for t in names)), None
+        return tuple(dict.fromkeys(checked_topic("topics", t) for t in names)), None
     return (), _pattern(_get(options, "topicspattern") or "")
 
 
@@ -372,8 +347,6 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         ("pulsar.client.", "pulsar.reader."),
         "streaming read" if streaming else "batch read",
     )
-    from starquake.spark._offsets import parse_offsets
-
     service_url = _service_url(options)
     topics, pattern = _topics(options)
     default_start = "latest" if streaming else "earliest"
@@ -450,7 +423,7 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     return WriteOptions(
         service_url=service_url,
         admin_url=_admin_url(options, service_url, _tls(service_url, client_args)),
-        topic=_topic("topic", topic_text) if topic_text else None,
+        topic=checked_topic("topic", topic_text) if topic_text else None,
         write_id=write_id,
         exactly_once=_bool("exactlyOnce", _get(options, "exactlyonce") or "true"),
         poll_timeout_s=_int("pollTimeoutMs", _get(options, "polltimeoutms") or "120000", minimum=1)

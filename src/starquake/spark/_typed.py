@@ -54,6 +54,7 @@ from pyspark.sql.types import (
 )
 
 from starquake.client.schema import SchemaInfo, SchemaType
+from starquake.spark._avro_names import full_name, reference_candidates
 from starquake.spark._options import PulsarOptionError
 from starquake.spark._rows import METADATA_FIELDS, SOURCE_SCHEMA
 
@@ -101,18 +102,9 @@ class _Names:
     def __init__(self) -> None:
         self.types: dict[str, DataType | None] = {}  # None: a record still being mapped
 
-    @staticmethod
-    def full_name(schema: dict[str, Any], namespace: str) -> tuple[str, str]:
-        """The full name of a named type and the namespace its own fields are in."""
-        name = str(schema.get("name", ""))
-        if "." in name:
-            return name, name.rpartition(".")[0]
-        space = schema.get("namespace")
-        space = namespace if space is None else str(space)
-        return (f"{space}.{name}" if space else name), space
-
     def lookup(self, name: str, namespace: str) -> DataType:
-        for candidate in (f"{namespace}.{name}" if namespace else name, name):
+        """The Spark type of the named type ``name`` refers to from ``namespace``."""
+        for candidate in reference_candidates(name, namespace):
             if candidate in self.types:
                 found = self.types[candidate]
                 if found is None:
@@ -146,13 +138,13 @@ def _map(schema: Any, names: _Names, namespace: str) -> tuple[DataType, bool]:
         found = _logical(schema, str(logical))
         if found is not None:
             if kind == "fixed":
-                names.types[names.full_name(schema, namespace)[0]] = found
+                names.types[full_name(schema, namespace)[0]] = found
             return found, False
     if kind in ("record", "error"):
         return _record(schema, names, namespace), False
     if kind in ("enum", "fixed"):
         named: DataType = StringType() if kind == "enum" else BinaryType()
-        names.types[names.full_name(schema, namespace)[0]] = named
+        names.types[full_name(schema, namespace)[0]] = named
         return named, False
     if kind == "array":
         items, items_null = _map(schema.get("items"), names, namespace)
@@ -192,7 +184,7 @@ def _union(branches: list[Any], names: _Names, namespace: str) -> tuple[DataType
 
 
 def _record(schema: dict[str, Any], names: _Names, namespace: str) -> StructType:
-    full, own_space = names.full_name(schema, namespace)
+    full, own_space = full_name(schema, namespace)
     names.types[full] = None
     fields = []
     for f in schema.get("fields") or []:

@@ -15,6 +15,8 @@ import decimal
 from collections.abc import Callable
 from typing import Any
 
+from starquake.spark._avro_names import full_name, reference_candidates
+
 __all__ = ["avro_fixer", "json_reader"]
 
 Convert = Callable[[Any], Any]
@@ -24,17 +26,8 @@ _EPOCH_NAIVE = datetime.datetime(1970, 1, 1)
 _EPOCH_DATE = datetime.date(1970, 1, 1)
 
 
-def _full_name(schema: dict[str, Any], namespace: str) -> tuple[str, str]:
-    name = str(schema.get("name", ""))
-    if "." in name:
-        return name, name.rpartition(".")[0]
-    space = schema.get("namespace")
-    space = namespace if space is None else str(space)
-    return (f"{space}.{name}" if space else name), space
-
-
 def _lookup(named: dict[str, Any], name: str, namespace: str) -> Any:
-    for candidate in (f"{namespace}.{name}" if namespace else name, name):
+    for candidate in reference_candidates(name, namespace):
         if candidate in named:
             return named[candidate]
     raise ValueError(f"unknown Avro type {name!r}")
@@ -69,7 +62,7 @@ def _fixer(schema: Any, named: dict[str, Any], namespace: str) -> Convert | None
         value = _fixer(schema.get("values"), named, namespace)
         return None if value is None else (lambda v: {k: value(x) for k, x in v.items()})
     if kind in ("record", "error"):
-        full, space = _full_name(schema, namespace)
+        full, space = full_name(schema, namespace)
         named[full] = None
         fields = [(f["name"], _fixer(f.get("type"), named, space)) for f in schema["fields"]]
         fixes = [(name, fix) for name, fix in fields if fix is not None]
@@ -128,12 +121,12 @@ def _reader(schema: Any, named: dict[str, Any], namespace: str, where: str) -> C
     elif found is None:
         return _reader(kind, named, namespace, where)
     if kind in ("enum", "fixed"):
-        named[_full_name(schema, namespace)[0]] = found
+        named[full_name(schema, namespace)[0]] = found
     return found
 
 
 def _record(schema: dict[str, Any], named: dict[str, Any], namespace: str) -> Convert:
-    full, space = _full_name(schema, namespace)
+    full, space = full_name(schema, namespace)
     fields: list[tuple[str, Convert, bool, Any]] = []
     for f in schema["fields"]:
         name = str(f["name"])

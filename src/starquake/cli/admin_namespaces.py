@@ -1,0 +1,135 @@
+"""``starquake admin namespaces ...``: namespaces, their retention, message TTL and
+deduplication, as pulsar-admin (the other namespace policies are in ``admin_policies``)."""
+
+from __future__ import annotations
+
+import click
+
+from starquake.cli.admin_group import AdminContext, admin_command, namespaces
+from starquake.cli.params import relative_seconds
+
+
+@admin_command(namespaces, "list")
+@click.argument("tenant")
+def namespaces_list(ctx: AdminContext, tenant: str) -> None:
+    """List a tenant's namespaces."""
+    ctx.show(ctx.admin.namespaces.list(tenant), header="namespace")
+
+
+@admin_command(namespaces, "create")
+@click.argument("namespace")
+def namespaces_create(ctx: AdminContext, namespace: str) -> None:
+    """Create a namespace."""
+    ctx.admin.namespaces.create(namespace)
+
+
+@admin_command(namespaces, "delete")
+@click.argument("namespace")
+def namespaces_delete(ctx: AdminContext, namespace: str) -> None:
+    """Delete a namespace that has no topics."""
+    ctx.admin.namespaces.delete(namespace)
+
+
+@admin_command(namespaces, "policies")
+@click.argument("namespace")
+def namespaces_policies(ctx: AdminContext, namespace: str) -> None:
+    """Show a namespace's policies."""
+    ctx.show(ctx.admin.namespaces.policies(namespace))
+
+
+@admin_command(namespaces, "set-retention")
+@click.argument("namespace")
+@click.option(
+    "-s",
+    "--size",
+    required=True,
+    help="retention size: bytes, or with k/M/G/T (10M, 16G); -1 no limit, 0 none",
+)
+@click.option(
+    "-t",
+    "--time",
+    "time_",
+    required=True,
+    help="retention time: seconds, or with m/h/d/w (100m, 3h, 2d); -1 no limit, 0 none",
+)
+def namespaces_set_retention(ctx: AdminContext, namespace: str, size: str, time_: str) -> None:
+    """Keep acknowledged messages up to this size and time."""
+    from starquake.admin.client import parse_size_mb
+
+    try:
+        size_mb = parse_size_mb(size)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    seconds = relative_seconds(time_)
+    minutes = -1 if seconds < 0 else seconds // 60
+    ctx.admin.namespaces.set_retention(namespace, minutes, size_mb)
+
+
+@admin_command(namespaces, "get-retention")
+@click.argument("namespace")
+def namespaces_get_retention(ctx: AdminContext, namespace: str) -> None:
+    """Show a namespace's retention."""
+    ctx.show(ctx.admin.namespaces.get_retention(namespace))
+
+
+@admin_command(namespaces, "remove-retention")
+@click.argument("namespace")
+def namespaces_remove_retention(ctx: AdminContext, namespace: str) -> None:
+    """Remove a namespace's retention (the broker's default applies)."""
+    ctx.admin.namespaces.remove_retention(namespace)
+
+
+@admin_command(namespaces, "set-message-ttl")
+@click.argument("namespace")
+@click.option(
+    "-ttl",
+    "--messageTTL",
+    "--message-ttl",
+    "ttl",
+    required=True,
+    help="time to live of unacknowledged messages: seconds, or with m/h/d (1h)",
+)
+def namespaces_set_message_ttl(ctx: AdminContext, namespace: str, ttl: str) -> None:
+    """Expire messages left unacknowledged longer than this."""
+    ctx.admin.namespaces.set_message_ttl(namespace, relative_seconds(ttl))
+
+
+@admin_command(namespaces, "get-message-ttl")
+@click.argument("namespace")
+def namespaces_get_message_ttl(ctx: AdminContext, namespace: str) -> None:
+    """Show a namespace's message TTL (seconds)."""
+    ctx.show(ctx.admin.namespaces.get_message_ttl(namespace))
+
+
+@admin_command(namespaces, "remove-message-ttl")
+@click.argument("namespace")
+def namespaces_remove_message_ttl(ctx: AdminContext, namespace: str) -> None:
+    """Remove a namespace's message TTL."""
+    ctx.admin.namespaces.remove_message_ttl(namespace)
+
+
+@admin_command(namespaces, "set-deduplication")
+@click.argument("namespace")
+@click.option("-e", "--enable", is_flag=True, help="turn deduplication on")
+@click.option("-d", "--disable", is_flag=True, help="turn deduplication off")
+def namespaces_set_deduplication(
+    ctx: AdminContext, namespace: str, enable: bool, disable: bool
+) -> None:
+    """Turn message deduplication on or off for a namespace."""
+    if enable == disable:
+        raise click.UsageError("give exactly one of --enable and --disable")
+    ctx.admin.namespaces.set_deduplication(namespace, enable)
+
+
+@admin_command(namespaces, "get-deduplication")
+@click.argument("namespace")
+def namespaces_get_deduplication(ctx: AdminContext, namespace: str) -> None:
+    """Show whether deduplication is on for a namespace (null: the broker's default)."""
+    ctx.show(ctx.admin.namespaces.get_deduplication(namespace))
+
+
+@admin_command(namespaces, "remove-deduplication")
+@click.argument("namespace")
+def namespaces_remove_deduplication(ctx: AdminContext, namespace: str) -> None:
+    """Remove a namespace's deduplication setting (the broker's default applies)."""
+    ctx.admin.namespaces.remove_deduplication(namespace)
