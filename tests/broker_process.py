@@ -50,6 +50,10 @@ class BrokerProcess:
         return f"pulsar://127.0.0.1:{self.port}"
 
     @property
+    def web_service_url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -135,6 +139,17 @@ def process_client(url: str, operation_timeout_seconds: int = 5) -> pulsar.Clien
         operation_timeout_seconds=operation_timeout_seconds,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
     )
+
+
+def close_after_kill(client: pulsar.Client) -> None:
+    """Close a client whose broker was just killed.
+
+    The client may not have noticed the dead connection yet: closing its producers and consumers
+    then sends close requests over it, which fail with NotConnected. Nothing is left to release
+    on the broker side, so that failure is no failure of the test.
+    """
+    with contextlib.suppress(pulsar.NotConnected, pulsar.ConnectError):
+        client.close()
 
 
 def read_all(url: str, topic: str) -> list[tuple[bytes, tuple[int, int]]]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pulsar
 from admin_http import admin_json
+from polling import wait_for
 
 Message = tuple[str, bytes]
 
@@ -33,6 +34,15 @@ def wait_compaction(broker: Any, topic: str, timeout: float = 60) -> dict[str, A
             return status
         assert time.monotonic() < deadline, "the compaction did not finish"
         time.sleep(0.02)
+
+
+def wait_compacted_automatically(broker: Any, topic: str, timeout: float = 20) -> None:
+    """Fail unless a compaction the broker triggered by itself succeeds within ``timeout``."""
+    wait_for(
+        lambda: compaction_status(broker, topic)["status"] == "SUCCESS",
+        f"an automatic compaction of {topic}",
+        timeout,
+    )
 
 
 def compact(broker: Any, topic: str) -> None:
@@ -81,6 +91,19 @@ def read_quiet(reader: Any, timeout_ms: int = 1500) -> list[pulsar.Message]:
         except pulsar.Timeout:
             return out
         out.append(msg)
+
+
+def read_count(reader: Any, count: int, timeout_ms: int = 10_000) -> list[pulsar.Message]:
+    """``count`` messages of a reader (or consumer), each within ``timeout_ms``, then checks that
+    no other follows at once (one that would is an extra message)."""
+    out = []
+    for _ in range(count):
+        if hasattr(reader, "read_next"):
+            out.append(reader.read_next(timeout_ms))
+        else:
+            out.append(reader.receive(timeout_ms))
+    assert read_quiet(reader, 300) == [], "more messages than expected"
+    return out
 
 
 def pairs(messages: list[pulsar.Message]) -> list[Message]:

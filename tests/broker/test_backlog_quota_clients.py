@@ -5,8 +5,6 @@ producer is refused with the policy's error."""
 
 from __future__ import annotations
 
-import threading
-import time
 import types
 import uuid
 from collections.abc import Iterator
@@ -15,6 +13,7 @@ from typing import Any
 import pulsar
 import pytest
 from admin_http import admin_json
+from backlog_quota_helpers import Sends, refused
 from official_client import make_client
 from polling import wait_for
 
@@ -63,20 +62,6 @@ def over_quota(broker: EmbeddedBroker, client: Any, policy: str) -> tuple[str, A
     return topic, consumer, producer
 
 
-class Sends:
-    def __init__(self) -> None:
-        self.results: list[Any] = []
-        self._lock = threading.Lock()
-
-    def callback(self, result: Any, _msg_id: Any) -> None:
-        with self._lock:
-            self.results.append(result)
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.results)
-
-
 def test_hold_keeps_sends_pending_until_the_backlog_drops(
     broker: EmbeddedBroker, client: Any, mod: types.ModuleType
 ) -> None:
@@ -86,7 +71,8 @@ def test_hold_keeps_sends_pending_until_the_backlog_drops(
     sends = Sends()
     for i in range(3):
         producer.send_async(b"held-%d" % i, sends.callback)
-    time.sleep(1.0)
+    # Held: the producer stays off the topic and a new one is still refused, after the sends.
+    assert refused(client, topic, mod)
     assert sends.count() == 0
     for _ in range(10):
         consumer.acknowledge(consumer.receive(5000))

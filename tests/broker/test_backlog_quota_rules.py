@@ -3,7 +3,6 @@ stays over its quota and only the producer check enforces it."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,9 @@ from typing import Any
 import pulsar
 import pytest
 from admin_http import admin_json
+from backlog_quota_helpers import refused
 from official_client import official_client
+from polling import wait_for
 
 from starquake.broker import backlog_quota
 from starquake.broker.embedded import EmbeddedBroker
@@ -44,14 +45,6 @@ def quota(broker: EmbeddedBroker, kind: str, size: int = -1, seconds: int = -1) 
 def topic_stats(broker: EmbeddedBroker, topic: str) -> Any:
     path = topic.replace("persistent://", "/admin/v2/persistent/") + "/stats"
     return admin_json(broker, "GET", path)[1]
-
-
-def refused(client: pulsar.Client, topic: str) -> bool:
-    try:
-        client.create_producer(topic).close()
-    except pulsar.ProducerBlockedQuotaExceededError:
-        return True
-    return False
 
 
 def test_the_size_quota_is_exceeded_at_the_limit(
@@ -102,10 +95,7 @@ def test_the_compaction_cursor_counts_like_any_durable_cursor(
         producer.send(b"x" * 100)
     for _ in range(5):
         consumer.acknowledge(consumer.receive(5000))
-    deadline = time.monotonic() + 10
-    while topic_stats(broker, topic)["backlogSize"]:
-        assert time.monotonic() < deadline, "the acknowledgments never arrived"
-        time.sleep(0.05)
+    wait_for(lambda: not topic_stats(broker, topic)["backlogSize"], "the acknowledgments")
     loaded = broker.service.topics[topic]
     assert isinstance(loaded, PersistentTopic)
 
@@ -132,8 +122,7 @@ def test_topic_quota_of_one_kind_keeps_the_namespace_quota_of_the_other(
     assert admin_json(broker, "POST", path, generous)[0] == 204
     assert not refused(client, topic)
     quota(broker, "message_age", seconds=1)  # the namespace's age quota still applies
-    time.sleep(1.2)
-    assert refused(client, topic)
+    wait_for(lambda: refused(client, topic), "the namespace's age quota to refuse producers")
     assert topic_stats(broker, topic)["backlogQuotaLimitSize"] == 10**9
 
 
@@ -147,10 +136,11 @@ def test_size_eviction_moves_the_slowest_cursors_in_turn(
         producer.send(b"%03d" % i + b"x" * 17)
     for _ in range(60):
         middle.acknowledge(middle.receive(5000))
-    deadline = time.monotonic() + 10
-    while (body := topic_stats(broker, topic))["subscriptions"]["middle"]["msgBacklog"] != 40:
-        assert time.monotonic() < deadline, "the acknowledgments never arrived"
-        time.sleep(0.05)
+    wait_for(
+        lambda: topic_stats(broker, topic)["subscriptions"]["middle"]["msgBacklog"] == 40,
+        "the acknowledgments at the broker",
+    )
+    body = topic_stats(broker, topic)
     limit = body["backlogSize"] // 5  # below what "middle" alone holds back
     body = {"limitSize": limit, "limitTime": -1, "policy": "consumer_backlog_eviction"}
     path = f"{NAMESPACE}/backlogQuota?backlogQuotaType=destination_storage"

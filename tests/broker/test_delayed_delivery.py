@@ -124,13 +124,12 @@ def test_get_scheduled_order_limits_and_removal() -> None:
     assert t.get_scheduled(10, NOW) == []
     later = NOW + 30_000
     assert t.get_scheduled(0, later) == []
+    # NOW + 5_000 and NOW + 5_001 fall in the same 512 ms bucket: position order decides
+    assert t.bucket_of(NOW + 5_000) == t.bucket_of(NOW + 5_001)
     first = t.get_scheduled(1, later)
-    assert first in ([P(2, 1)], [P(2, 5)])
+    assert first == [P(2, 1)]
     rest = t.get_scheduled(10, later)
-    assert first + rest in (
-        [P(2, 1), P(2, 5), P(1, 9), P(3, 0)],
-        [P(2, 5), P(2, 1), P(1, 9), P(3, 0)],
-    )
+    assert first + rest == [P(2, 1), P(2, 5), P(1, 9), P(3, 0)]
     assert len(t) == 1
     assert t.get_scheduled(10, NOW + 60_000) == [P(1, 0)]
     assert t.next_delivery_time() is None and t.next_due_time() is None
@@ -254,7 +253,7 @@ def test_scale_100k_messages() -> None:
     t = InMemoryDelayedDeliveryTracker(1000)
     positions = [P(1 + i // 50_000, i % 50_000) for i in range(100_000)]
     times = [NOW + 2_000 + rng.randrange(600_000) for _ in positions]
-    start = time.perf_counter()
+    start = time.process_time()
     for p, at in zip(positions, times, strict=True):
         t.add(p, at, NOW)
     assert len(t) == 100_000
@@ -265,12 +264,14 @@ def test_scale_100k_messages() -> None:
         now += 5_000
         while t.has_message_available(now):
             drained.extend(t.get_scheduled(1000, now))
-    elapsed = time.perf_counter() - start
+    cpu_seconds = time.process_time() - start
     assert len(drained) == 90_000 == len(set(drained))
     keys = [t.bucket_of(at) for at in times]
     rank = {p: (k, p) for p, k in zip(positions, keys, strict=True)}
     assert drained == sorted(drained, key=rank.__getitem__)
-    assert elapsed < 0.9, elapsed
+    # CPU time, not wall time: other processes on a loaded machine do not inflate it. About
+    # 0.5 s here; anything quadratic in 100,000 messages would take minutes, so 10 s decides.
+    assert cpu_seconds < 10, cpu_seconds
 
 
 # ---------------------------------------------------------------------- rebuild from a ledger

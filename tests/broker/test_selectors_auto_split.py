@@ -1,4 +1,4 @@
-"""HashRangeAutoSplitSelector: SPEC.md section 5's worked example, then the split/merge rules."""
+"""HashRangeAutoSplitSelector: Pulsar's halving of the largest range, then split/merge rules."""
 
 from __future__ import annotations
 

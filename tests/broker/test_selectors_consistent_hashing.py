@@ -1,4 +1,4 @@
-"""ConsistentHashingSelector: the Pulsar 2.x ring of SPEC.md section 5."""
+"""ConsistentHashingSelector: Pulsar 2.x's ring of consumer points (hashes of name + index)."""
 
 from __future__ import annotations
 

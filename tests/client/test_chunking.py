@@ -228,7 +228,7 @@ def test_assembler_rules() -> None:
         discarded.append(([str(i) for i in ids], ack))
 
     asm = ChunkAssembler(2, True, 0, discard)
-    mid = [MessageId._make(1, i) for i in range(10)]
+    mid = [MessageId.from_parts(1, i) for i in range(10)]
     assert asm.add(_meta("a", 0, 2, 4), b"aa", mid[0]) is None
     assert asm.add(_meta("a", 0, 2, 4), b"aa", mid[0]) is None  # chunk 0 again: restart
     assert asm.add(_meta("b", 1, 2, 4), b"bb", mid[1]) is None  # unknown message: dropped
@@ -253,11 +253,11 @@ def test_chunk_count() -> None:
 
 
 def test_chunked_message_id() -> None:
-    chunks = [MessageId._make(3, 7), MessageId._make(3, 9), MessageId._make(3, 12)]
-    mid = MessageId._chunked(chunks)
+    chunks = [MessageId.from_parts(3, 7), MessageId.from_parts(3, 9), MessageId.from_parts(3, 12)]
+    mid = MessageId.from_chunks(chunks)
     assert str(mid) == "(3,7,-1,-1);(3,12,-1,-1)"
     assert (mid.ledger_id(), mid.entry_id()) == (3, 12)
     back = MessageId.deserialize(mid.serialize())
     assert str(back) == str(mid)
     assert [str(c) for c in back.chunk_message_ids] == ["(3,7,-1,-1)", "(3,12,-1,-1)"]
-    assert mid == MessageId._make(3, 12)
+    assert mid == MessageId.from_parts(3, 12)

@@ -15,7 +15,7 @@ from typing import Any
 import pulsar
 import pytest
 from crypto_keys import KeyPair, ec_pair, open_payload, rsa_pair
-from official_client import make_client
+from official_client import make_client, receive_count
 
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
@@ -82,15 +82,6 @@ def _produce(
     return payloads
 
 
-def _receive_all(consumer: Any, count: int) -> list[Any]:
-    out = []
-    for _ in range(count):
-        msg = consumer.receive(5000)
-        consumer.acknowledge(msg)
-        out.append(msg)
-    return out
-
-
 @pytest.fixture
 def both(broker: EmbeddedBroker) -> Iterator[dict[str, Any]]:
     clients = {"official": make_client(pulsar, broker), "starquake": make_client(sq, broker)}
@@ -127,7 +118,9 @@ def test_each_client_decrypts_what_either_encrypts(
         batching_enabled=batching,
         compression_type=getattr(module.CompressionType, compression),
     )
-    got = {side: _receive_all(c, len(sent)) for side, c in consumers.items()}
+    got = {
+        side: receive_count(c, len(sent), 5000, acknowledge=True) for side, c in consumers.items()
+    }
     for side, msgs in got.items():
         assert [m.data() for m in msgs] == sent, side
     contexts = {side: [_context(m) for m in msgs] for side, msgs in got.items()}
@@ -167,7 +160,7 @@ def test_the_broker_never_stores_the_plaintext(
     producer.send(marker)
     plain_producer = ours.create_producer(topic, batching_enabled=batching)
     plain_producer.send(control)
-    msgs = _receive_all(consumer, 2)
+    msgs = receive_count(consumer, 2, 5000, acknowledge=True)
     assert [m.data() for m in msgs] == [marker, control]
     assert msgs[0].encryption_context() is not None
     assert msgs[1].encryption_context() is None
@@ -245,7 +238,7 @@ def test_fail_and_discard_deliver_nothing(
     consumer.close()
     again = both[side].subscribe(topic, "sub", crypto_key_reader=_reader(module, keys))
     if action == "FAIL":
-        assert [m.data() for m in _receive_all(again, 2)] == sent
+        assert [m.data() for m in receive_count(again, 2, 5000, acknowledge=True)] == sent
     else:
         with pytest.raises(module.Timeout):
             again.receive(1000)
@@ -291,7 +284,7 @@ def test_chunked_encrypted_messages(
         producer.send(big)
         producer.send(b"small")
         for side, consumer in consumers.items():
-            msgs = _receive_all(consumer, 2)
+            msgs = receive_count(consumer, 2, 5000, acknowledge=True)
             assert [m.data() for m in msgs] == [big, b"small"], side
             assert msgs[0].encryption_context() is not None
     finally:
@@ -315,7 +308,7 @@ def test_data_key_rotation(both: dict[str, Any], keys: KeyPair) -> None:
     for p in sent:
         producer.send(p)
     for consumer in consumers:
-        msgs = _receive_all(consumer, 3)
+        msgs = receive_count(consumer, 3, 5000, acknowledge=True)
         assert [m.data() for m in msgs] == sent
         wrapped = {m.encryption_context().keys()[0].value for m in msgs}
         assert len(wrapped) == 3
@@ -347,7 +340,7 @@ def test_consume_gives_both_clients_the_same_ciphertext_and_context(
         compression_type=module.CompressionType.LZ4,
     )
     count = 1 if batching else len(sent)
-    got = {side: _receive_all(c, count) for side, c in consumers.items()}
+    got = {side: receive_count(c, count, 5000, acknowledge=True) for side, c in consumers.items()}
     assert [m.data() for m in got["starquake"]] == [m.data() for m in got["official"]]
     assert [_context(m) for m in got["starquake"]] == [_context(m) for m in got["official"]]
     ctx = got["starquake"][0].encryption_context()
@@ -447,4 +440,7 @@ def test_partitioned_topic(
         message_routing_mode=module.PartitionsRoutingMode.RoundRobinDistribution,
     )
     for side, consumer in consumers.items():
-        assert sorted(m.data() for m in _receive_all(consumer, len(sent))) == sent, side
+        assert (
+            sorted(m.data() for m in receive_count(consumer, len(sent), 5000, acknowledge=True))
+            == sent
+        ), side

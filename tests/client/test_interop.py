@@ -6,6 +6,7 @@ from typing import Any
 
 import pulsar
 import pytest
+from official_client import receive_count
 
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
@@ -13,10 +14,6 @@ from starquake.broker.embedded import EmbeddedBroker
 COMPRESSIONS = ["NONE", "LZ4", "ZLib", "ZSTD", "SNAPPY"]
 KEYS = ["k1", "k2", "key1", "key2", "key01", "key02", "keykeykeykeykey1", "keykeykey2", "a"]
 KEYS += ["hello", "user-42", "ключ", "日本", "", "x" * 40]
-
-
-def _receive_all(consumer: Any, count: int) -> list[Any]:
-    return [consumer.receive(timeout_millis=10000) for _ in range(count)]
 
 
 @pytest.mark.parametrize("batching", [True, False], ids=["batched", "unbatched"])
@@ -35,7 +32,7 @@ def test_ours_produces_official_consumes(
         sent[payload] = f"key-{i % 9}"
         producer.send_async(payload, None, partition_key=f"key-{i % 9}", properties={"i": str(i)})
     producer.flush()
-    received = _receive_all(consumer, len(sent))
+    received = receive_count(consumer, len(sent))
     assert sorted(m.data() for m in received) == sorted(sent)
     for msg in received:
         assert msg.partition_key() == sent[msg.data()]
@@ -60,7 +57,7 @@ def test_official_produces_ours_consumes(
         sent[payload] = f"key-{i % 9}"
         producer.send_async(payload, None, partition_key=f"key-{i % 9}", properties={"i": str(i)})
     producer.flush()
-    received = _receive_all(consumer, len(sent))
+    received = receive_count(consumer, len(sent))
     assert sorted(m.data() for m in received) == sorted(sent)
     for msg in received:
         assert msg.partition_key() == sent[msg.data()]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from official_client import make_client
+from official_client import drain, make_client, receive_count
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -51,15 +51,6 @@ def _one_batch(client: Any, topic: str) -> None:
     producer.close()
 
 
-def _drain(consumer: Any, mod: types.ModuleType) -> list[str]:
-    got = []
-    while True:
-        try:
-            got.append(consumer.receive(1000).data().decode())
-        except mod.Timeout:
-            return got
-
-
 @pytest.mark.parametrize("acked", [5, COUNT])
 def test_acknowledged_messages_of_a_batch_after_resubscribing(
     mod: types.ModuleType, batch_index_broker: EmbeddedBroker, acked: int
@@ -69,14 +60,14 @@ def test_acknowledged_messages_of_a_batch_after_resubscribing(
         topic = f"persistent://public/default/bia-{uuid.uuid4().hex[:10]}"
         consumer = _subscribe(client, mod, topic)
         _one_batch(client, topic)
-        received = [consumer.receive(5000) for _ in range(COUNT)]
+        received = receive_count(consumer, COUNT, 5000)
         assert all(msg.message_id().batch_index() >= 0 for msg in received)  # one batch
         for msg in received[:acked]:
             consumer.acknowledge(msg)
         consumer.close()
 
-        again = _drain(_subscribe(client, mod, topic), mod)
-        everything = [f"m{i}" for i in range(COUNT)]
+        again = drain(_subscribe(client, mod, topic), 1000, acknowledge=False, module=mod)
+        everything = [f"m{i}".encode() for i in range(COUNT)]
         if acked == COUNT:
             assert again == []
         elif batch_index_broker.config.acknowledgmentAtBatchIndexLevelEnabled:

@@ -11,9 +11,9 @@ import itertools
 import time
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
+from official_client import subscribe_earliest
 
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
@@ -32,11 +32,6 @@ def client(broker: EmbeddedBroker) -> Iterator[sq.Client]:
 @pytest.fixture
 def fast_ack_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_timeouts, "MIN_UNACKED_MESSAGES_TIMEOUT_MS", 0)
-
-
-def _sub(client: sq.Client, topic: str, name: str = "s", **kw: Any) -> sq.Consumer:
-    kw.setdefault("initial_position", sq.InitialPosition.Earliest)
-    return client.subscribe(topic, name, **kw)
 
 
 def test_multiplier_backoff_values() -> None:
@@ -60,7 +55,8 @@ def test_multiplier_backoff_values() -> None:
 
 
 def test_negative_ack_backoff(client: sq.Client, topic: str) -> None:
-    consumer = _sub(
+    consumer = subscribe_earliest(
+        sq,
         client,
         topic,
         consumer_type=sq.ConsumerType.Shared,
@@ -83,7 +79,8 @@ def test_negative_ack_backoff(client: sq.Client, topic: str) -> None:
 
 @pytest.mark.usefixtures("fast_ack_timeout")
 def test_ack_timeout_shared_redelivers_only_unacked(client: sq.Client, topic: str) -> None:
-    consumer = _sub(
+    consumer = subscribe_earliest(
+        sq,
         client,
         topic,
         consumer_type=sq.ConsumerType.Shared,
@@ -108,7 +105,9 @@ def test_ack_timeout_shared_redelivers_only_unacked(client: sq.Client, topic: st
 
 @pytest.mark.usefixtures("fast_ack_timeout")
 def test_ack_timeout_exclusive_redelivers_all(client: sq.Client, topic: str) -> None:
-    consumer = _sub(client, topic, unacked_messages_timeout_ms=300, tick_duration_ms=50)
+    consumer = subscribe_earliest(
+        sq, client, topic, unacked_messages_timeout_ms=300, tick_duration_ms=50
+    )
     producer = client.create_producer(topic)
     for i in range(3):
         producer.send(f"m{i}".encode())
@@ -119,7 +118,8 @@ def test_ack_timeout_exclusive_redelivers_all(client: sq.Client, topic: str) -> 
 
 @pytest.mark.usefixtures("fast_ack_timeout")
 def test_ack_timeout_backoff(client: sq.Client, topic: str) -> None:
-    consumer = _sub(
+    consumer = subscribe_earliest(
+        sq,
         client,
         topic,
         consumer_type=sq.ConsumerType.Shared,
@@ -140,7 +140,8 @@ def test_ack_timeout_backoff(client: sq.Client, topic: str) -> None:
 
 @pytest.mark.usefixtures("fast_ack_timeout")
 def test_ack_timeout_feeds_dead_letter(client: sq.Client, topic: str) -> None:
-    consumer = _sub(
+    consumer = subscribe_earliest(
+        sq,
         client,
         topic,
         consumer_type=sq.ConsumerType.Shared,
@@ -148,7 +149,7 @@ def test_ack_timeout_feeds_dead_letter(client: sq.Client, topic: str) -> None:
         tick_duration_ms=50,
         dead_letter_policy=sq.ConsumerDeadLetterPolicy(1),
     )
-    dlq = _sub(client, f"{topic}-s-DLQ", "dlq")
+    dlq = subscribe_earliest(sq, client, f"{topic}-sub-DLQ", "dlq")
     client.create_producer(topic).send(b"ignored")
     assert [consumer.receive(5000).redelivery_count() for _ in range(2)] == [0, 1]
     assert dlq.receive(5000).data() == b"ignored"
@@ -159,7 +160,8 @@ def test_ack_timeout_feeds_dead_letter(client: sq.Client, topic: str) -> None:
 def test_dead_letter_initial_subscription(client: sq.Client, topic: str) -> None:
     # Our broker ignores CommandProducer.initial_subscription_name; the client then creates
     # the subscription itself before publishing, so it sees the dead letter.
-    consumer = _sub(
+    consumer = subscribe_earliest(
+        sq,
         client,
         topic,
         consumer_type=sq.ConsumerType.Shared,
@@ -177,7 +179,8 @@ def test_dead_letter_initial_subscription(client: sq.Client, topic: str) -> None
 
 
 def test_dead_letter_not_used_on_exclusive(client: sq.Client, topic: str) -> None:
-    consumer = _sub(
+    consumer = subscribe_earliest(
+        sq,
         client,
         topic,
         negative_ack_redelivery_delay_ms=50,
@@ -191,14 +194,15 @@ def test_dead_letter_not_used_on_exclusive(client: sq.Client, topic: str) -> Non
 
 
 def test_reconsume_later_properties_and_dead_letter(client: sq.Client, topic: str) -> None:
-    consumer = _sub(
+    consumer = subscribe_earliest(
+        sq,
         client,
         topic,
         consumer_type=sq.ConsumerType.Shared,
         enable_retry=True,
         dead_letter_policy=sq.ConsumerDeadLetterPolicy(2),
     )
-    dlq = _sub(client, f"{topic}-s-DLQ", "dlq")
+    dlq = subscribe_earliest(sq, client, f"{topic}-sub-DLQ", "dlq")
     producer = client.create_producer(topic)
     original = producer.send(b"work", properties={"a": "1"}, partition_key="pk")
     msg = consumer.receive(5000)
@@ -208,7 +212,7 @@ def test_reconsume_later_properties_and_dead_letter(client: sq.Client, topic: st
         props = msg.properties()
         assert msg.data() == b"work"
         assert msg.partition_key() == "pk"
-        assert msg.topic_name() == f"{topic}-s-RETRY"
+        assert msg.topic_name() == f"{topic}-sub-RETRY"
         assert props["RECONSUMETIMES"] == str(times)
         assert props["REAL_TOPIC"] == topic
         assert props["ORIGIN_MESSAGE_ID"] == str(original)
@@ -223,13 +227,15 @@ def test_reconsume_later_properties_and_dead_letter(client: sq.Client, topic: st
     with pytest.raises(sq.Timeout):
         consumer.receive(500)
     consumer.close()
-    again = _sub(client, topic, consumer_type=sq.ConsumerType.Shared, enable_retry=True)
+    again = subscribe_earliest(
+        sq, client, topic, consumer_type=sq.ConsumerType.Shared, enable_retry=True
+    )
     with pytest.raises(sq.Timeout):  # the originals (topic and retry topic) were acknowledged
         again.receive(500)
 
 
 def test_reconsume_later_needs_retry(client: sq.Client, topic: str) -> None:
-    consumer = _sub(client, topic)
+    consumer = subscribe_earliest(sq, client, topic)
     client.create_producer(topic).send(b"x")
     msg = consumer.receive(5000)
     with pytest.raises(sq.InvalidConfiguration):
@@ -237,7 +243,9 @@ def test_reconsume_later_needs_retry(client: sq.Client, topic: str) -> None:
 
 
 def test_reconsume_later_waits_for_the_delay(client: sq.Client, topic: str) -> None:
-    consumer = _sub(client, topic, consumer_type=sq.ConsumerType.Shared, enable_retry=True)
+    consumer = subscribe_earliest(
+        sq, client, topic, consumer_type=sq.ConsumerType.Shared, enable_retry=True
+    )
     client.create_producer(topic).send(b"later")
     msg = consumer.receive(5000)
     start = time.monotonic()
@@ -250,7 +258,9 @@ def test_reconsume_later_waits_for_the_delay(client: sq.Client, topic: str) -> N
 
 
 def test_batch_receive_byte_limit(client: sq.Client, topic: str) -> None:
-    consumer = _sub(client, topic, batch_receive_policy=sq.ConsumerBatchReceivePolicy(-1, 25, 200))
+    consumer = subscribe_earliest(
+        sq, client, topic, batch_receive_policy=sq.ConsumerBatchReceivePolicy(-1, 25, 200)
+    )
     producer = client.create_producer(topic)
     for i in range(6):
         producer.send(b"x" * 10 + bytes([i]))  # 11 bytes each

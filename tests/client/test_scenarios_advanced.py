@@ -12,6 +12,7 @@ import types
 from typing import Any
 
 import pytest
+from official_client import subscribe_earliest
 
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.common.hashes import murmur3_32_masked
@@ -19,16 +20,11 @@ from starquake.common.hashes import murmur3_32_masked
 BIG = 6 * 1024 * 1024  # above the broker's default maxMessageSize (5 MB): two chunks
 
 
-def _sub(mod: types.ModuleType, client: Any, topic: Any, name: str = "sub", **kw: Any) -> Any:
-    kw.setdefault("initial_position", mod.InitialPosition.Earliest)
-    return client.subscribe(topic, name, **kw)
-
-
 @pytest.mark.parametrize("compression", ["NONE", "LZ4"])
 def test_chunked_round_trip(
     mod: types.ModuleType, client: Any, topic: str, compression: str
 ) -> None:
-    consumer = _sub(mod, client, topic)
+    consumer = subscribe_earliest(mod, client, topic)
     producer = client.create_producer(
         topic,
         batching_enabled=False,
@@ -57,19 +53,20 @@ def test_chunked_round_trip(
     consumer.acknowledge(msg)
     consumer.acknowledge(second)
     consumer.close()
-    consumer = _sub(mod, client, topic)  # every chunk was acknowledged: nothing comes back
+    # Every chunk was acknowledged: nothing comes back.
+    consumer = subscribe_earliest(mod, client, topic)
     with pytest.raises(mod.Timeout):
         consumer.receive(timeout_millis=500)
 
 
 def test_chunked_message_redelivered_whole(mod: types.ModuleType, client: Any, topic: str) -> None:
-    consumer = _sub(mod, client, topic, consumer_type=mod.ConsumerType.Shared)
+    consumer = subscribe_earliest(mod, client, topic, consumer_type=mod.ConsumerType.Shared)
     producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
     payload = os.urandom(BIG)
     producer.send(payload)
     first = consumer.receive(timeout_millis=20000)
     consumer.close()  # not acknowledged: the broker redelivers every chunk
-    consumer = _sub(mod, client, topic, consumer_type=mod.ConsumerType.Shared)
+    consumer = subscribe_earliest(mod, client, topic, consumer_type=mod.ConsumerType.Shared)
     again = consumer.receive(timeout_millis=20000)
     assert again.data() == payload
     assert str(again.message_id()) == str(first.message_id())
@@ -88,7 +85,7 @@ def test_reader_and_seek_on_chunked_ids(mod: types.ModuleType, client: Any, topi
     reader = client.create_reader(topic, start, start_message_id_inclusive=True)
     assert reader.read_next(10000).data() == payload
     reader.close()
-    consumer = _sub(mod, client, topic, start_message_id_inclusive=True)
+    consumer = subscribe_earliest(mod, client, topic, start_message_id_inclusive=True)
     assert [consumer.receive(10000).data() for _ in range(3)][1] == payload
     consumer.seek(chunked_id)
     assert consumer.receive(10000).data() == payload
@@ -107,7 +104,7 @@ def test_too_big_without_chunking(mod: types.ModuleType, client: Any, topic: str
 
 
 def test_dead_letter_after_max_redeliveries(mod: types.ModuleType, client: Any, topic: str) -> None:
-    consumer = _sub(
+    consumer = subscribe_earliest(
         mod,
         client,
         topic,
@@ -131,7 +128,7 @@ def test_dead_letter_after_max_redeliveries(mod: types.ModuleType, client: Any, 
         consumer.negative_acknowledge(msg)
     # Delivered with redelivery counts 0..max, then published to the DLQ instead.
     assert counts == [0, 1, 2]
-    dlq = _sub(mod, client, f"{topic}-sub-DLQ", "dlq-reader")
+    dlq = subscribe_earliest(mod, client, f"{topic}-sub-DLQ", "dlq-reader")
     dead = dlq.receive(timeout_millis=5000)
     assert dead.data() == b"poison"
     assert dead.partition_key() == "pk"
@@ -140,14 +137,14 @@ def test_dead_letter_after_max_redeliveries(mod: types.ModuleType, client: Any, 
     assert props["REAL_TOPIC"] == topic
     assert props["ORIGIN_MESSAGE_ID"] == str(first_id)
     consumer.close()
-    consumer = _sub(mod, client, topic, consumer_type=mod.ConsumerType.Shared)
+    consumer = subscribe_earliest(mod, client, topic, consumer_type=mod.ConsumerType.Shared)
     with pytest.raises(mod.Timeout):  # the original was acknowledged
         consumer.receive(timeout_millis=500)
 
 
 def test_dead_letter_named_topic(mod: types.ModuleType, client: Any, topic: str) -> None:
     dead_topic = f"{topic}-graveyard"
-    consumer = _sub(
+    consumer = subscribe_earliest(
         mod,
         client,
         topic,
@@ -155,7 +152,7 @@ def test_dead_letter_named_topic(mod: types.ModuleType, client: Any, topic: str)
         negative_ack_redelivery_delay_ms=100,
         dead_letter_policy=mod.ConsumerDeadLetterPolicy(1, dead_letter_topic=dead_topic),
     )
-    reader = _sub(mod, client, dead_topic, "dlq-reader")
+    reader = subscribe_earliest(mod, client, dead_topic, "dlq-reader")
     client.create_producer(topic).send(b"bad", partition_key="k")
     for expected in (0, 1):
         msg = consumer.receive(timeout_millis=5000)
@@ -168,7 +165,7 @@ def test_dead_letter_topic_per_partition(
     mod: types.ModuleType, client: Any, broker: EmbeddedBroker, topic: str
 ) -> None:
     broker.create_partitioned_topic(topic, 2)
-    consumer = _sub(
+    consumer = subscribe_earliest(
         mod,
         client,
         topic,
@@ -182,14 +179,14 @@ def test_dead_letter_topic_per_partition(
         consumer.negative_acknowledge(msg)
     partition = f"{topic}-partition-{sent.partition()}"
     # The default dead letter topic is named after the partition the message came from.
-    dlq = _sub(mod, client, f"{partition}-sub-DLQ", "dlq-reader")
+    dlq = subscribe_earliest(mod, client, f"{partition}-sub-DLQ", "dlq-reader")
     dead = dlq.receive(timeout_millis=5000)
     assert dead.properties()["REAL_TOPIC"] == partition
     assert dead.properties()["ORIGIN_MESSAGE_ID"] == str(sent)
 
 
 def test_dead_letter_batched_messages(mod: types.ModuleType, client: Any, topic: str) -> None:
-    consumer = _sub(
+    consumer = subscribe_earliest(
         mod,
         client,
         topic,
@@ -197,7 +194,7 @@ def test_dead_letter_batched_messages(mod: types.ModuleType, client: Any, topic:
         negative_ack_redelivery_delay_ms=100,
         dead_letter_policy=mod.ConsumerDeadLetterPolicy(1),
     )
-    dlq = _sub(mod, client, f"{topic}-sub-DLQ", "dlq-reader")
+    dlq = subscribe_earliest(mod, client, f"{topic}-sub-DLQ", "dlq-reader")
     producer = client.create_producer(topic, batching_enabled=True)
     for i in range(3):
         producer.send_async(f"m{i}".encode(), None)
@@ -224,13 +221,13 @@ def test_dead_letter_policy_arguments(mod: types.ModuleType) -> None:
 
 def test_unacked_timeout_minimum(mod: types.ModuleType, client: Any, topic: str) -> None:
     with pytest.raises(ValueError):
-        _sub(mod, client, topic, unacked_messages_timeout_ms=5000)
-    consumer = _sub(mod, client, topic, unacked_messages_timeout_ms=10000)
+        subscribe_earliest(mod, client, topic, unacked_messages_timeout_ms=5000)
+    consumer = subscribe_earliest(mod, client, topic, unacked_messages_timeout_ms=10000)
     consumer.close()
 
 
 def test_batch_receive(mod: types.ModuleType, client: Any, topic: str) -> None:
-    consumer = _sub(
+    consumer = subscribe_earliest(
         mod, client, topic, batch_receive_policy=mod.ConsumerBatchReceivePolicy(5, -1, 300)
     )
     producer = client.create_producer(topic)
@@ -254,7 +251,7 @@ def test_batch_receive(mod: types.ModuleType, client: Any, topic: str) -> None:
 
 
 def test_batch_receive_default_policy(mod: types.ModuleType, client: Any, topic: str) -> None:
-    consumer = _sub(mod, client, topic)
+    consumer = subscribe_earliest(mod, client, topic)
     producer = client.create_producer(topic)
     for i in range(3):
         producer.send(f"m{i}".encode())
@@ -299,14 +296,14 @@ def test_key_shared_sticky_ranges(
 ) -> None:
     kw: dict[str, Any] = {"consumer_type": mod.ConsumerType.KeyShared}
     sticky = mod.KeySharedMode.Sticky
-    low = _sub(
+    low = subscribe_earliest(
         mod,
         client,
         topic,
         key_shared_policy=mod.ConsumerKeySharedPolicy(sticky, False, [(0, 32767)]),
         **kw,
     )
-    high = _sub(
+    high = subscribe_earliest(
         mod,
         client,
         topic,
@@ -314,7 +311,7 @@ def test_key_shared_sticky_ranges(
         **kw,
     )
     with pytest.raises(mod.ConsumerAssignError):  # overlaps both
-        _sub(
+        subscribe_earliest(
             mod,
             client,
             topic,

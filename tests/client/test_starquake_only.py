@@ -60,7 +60,7 @@ def test_queue_full_raises_and_callback_reports(broker: EmbeddedBroker, topic: s
 
 
 async def _send_nowait(producer: Any, i: int) -> None:
-    producer._inner._impl.send_nowait(OutgoingMessage(f"x{i}".encode()))
+    producer._inner.impl.send_nowait(OutgoingMessage(f"x{i}".encode()))
 
 
 def test_block_if_queue_full(broker: EmbeddedBroker, topic: str) -> None:
@@ -143,13 +143,43 @@ def test_ack_of_batch_waits_for_all_indexes(broker: EmbeddedBroker, topic: str) 
         client.close()
 
 
+class _FakeClock:
+    """A monotonic clock that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_round_robin_switches_at_batch_boundaries() -> None:
-    config = ProducerConfig(batching_enabled=True, batching_max_messages=4)
-    router = MessageRouter(config)
+    clock = _FakeClock()
+    config = ProducerConfig(
+        batching_enabled=True, batching_max_messages=4, batching_max_publish_delay_ms=10
+    )
+    router = MessageRouter(config, clock=clock)
     picks = [router.choose(OutgoingMessage(b"x"), 5) for _ in range(12)]
-    groups = [picks[i : i + 4] for i in range(0, 12, 4)]
-    assert all(len(set(g)) == 1 for g in groups[1:]) or len(set(picks)) > 1
-    assert len(set(picks)) >= 2
+    start = picks[0]
+    # a full batch (4 messages) stays on one partition, the fifth message moves on
+    assert picks == [(start + i // 4) % 5 for i in range(12)]
+    timed = MessageRouter(config, clock=clock)
+    first = timed.choose(OutgoingMessage(b"x"), 5)
+    clock.now += 0.009  # under the 10 ms batching delay: same partition
+    assert timed.choose(OutgoingMessage(b"x"), 5) == first
+    clock.now += 0.001  # the delay has elapsed since the partition was chosen: next one
+    assert timed.choose(OutgoingMessage(b"x"), 5) == (first + 1) % 5
+    sized = MessageRouter(
+        ProducerConfig(
+            batching_enabled=True,
+            batching_max_messages=1000,
+            batching_max_allowed_size_in_bytes=10,
+        ),
+        clock=clock,
+    )
+    first = sized.choose(OutgoingMessage(b"12345"), 5)
+    assert sized.choose(OutgoingMessage(b"12345"), 5) == first  # 10 bytes: still fits
+    assert sized.choose(OutgoingMessage(b"1"), 5) == (first + 1) % 5  # 11 bytes: next batch
     single = MessageRouter(
         ProducerConfig(message_routing_mode=sq.PartitionsRoutingMode.UseSinglePartition)
     )
@@ -164,7 +194,7 @@ def test_hashing_schemes() -> None:
             OutgoingMessage(b"", partition_key=key), 7
         )
 
-    # Observed partitions of the official Python client (BoostHash), PROTOCOL.md section 13.
+    # Partitions the official Python client (BoostHash, its default) picks out of 7.
     observed = {"k1": 6, "k2": 1, "key1": 1, "key2": 6, "a": 4, "hello": 5, "日本": 0}
     for key, partition in observed.items():
         assert pick(sq.HashingScheme.BoostHash, key) == partition

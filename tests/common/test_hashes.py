@@ -12,8 +12,8 @@ from starquake.common.hashes import (
     murmur3_32_masked,
 )
 
-# PROTOCOL.md §13: key, murmur3 raw, masked, sticky slot (4.0), JavaStringHash, BoostHash.
-# None where the table has no value.
+# Per key: murmur3_32 raw, masked to 31 bits, sticky-key slot (Pulsar 4.0, out of 65536),
+# JavaStringHash, BoostHash (official C++ client); None where no reference value is known.
 VECTORS: list[tuple[str, int | None, int | None, int | None, int | None, int]] = [
     ("", 0x00000000, 0, 1, 0, 2133126054),
     ("a", 0x3C2569B2, 1009084850, 27058, 97, 2135870748),

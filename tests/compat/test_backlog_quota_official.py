@@ -6,8 +6,6 @@ without a restart); the broker checks them every 0.2 s.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pulsar
 import pytest
 from admin_http import admin_json
+from backlog_quota_helpers import Sends, refused
 from polling import wait_for
 
 from starquake.broker.embedded import EmbeddedBroker
@@ -54,22 +53,6 @@ def disconnected(broker: EmbeddedBroker, topic: str) -> Callable[[], bool]:
     return lambda: not stats(broker, topic)["publishers"]
 
 
-class Sends:
-    """Results of asynchronous sends, as their callbacks report them."""
-
-    def __init__(self) -> None:
-        self.results: list[pulsar.Result] = []
-        self._lock = threading.Lock()
-
-    def callback(self, result: pulsar.Result, _msg_id: Any) -> None:
-        with self._lock:
-            self.results.append(result)
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.results)
-
-
 def fill(producer: pulsar.Producer, count: int, size: int = 100) -> None:
     for i in range(count):
         producer.send(f"{i:04d}".encode() + b"x" * (size - 4))
@@ -96,8 +79,9 @@ def test_size_quota_hold_blocks_sends_until_the_backlog_is_consumed(
     sends = Sends()
     for i in range(3):
         producer.send_async(f"held-{i}".encode(), sends.callback)
-    time.sleep(1.0)
-    assert sends.count() == 0  # held while the topic is over its quota
+    # Held: the producer stays off the topic and a new one is still refused, after the sends.
+    assert refused(client, topic) and disconnected(broker, topic)()
+    assert sends.count() == 0
     ack_all(consumer, 10)
     wait_for(lambda: sends.count() == 3, "the held sends", timeout=30)
     assert sends.results == [pulsar.Result.Ok] * 3
@@ -118,7 +102,8 @@ def test_age_quota_hold_blocks_sends_until_the_old_messages_are_acknowledged(
     assert body["oldestBacklogMessageSubscriptionName"] == "sub"
     sends = Sends()
     producer.send_async(b"held", sends.callback)
-    time.sleep(1.0)
+    # Held: the producer stays off the topic and a new one is still refused, after the sends.
+    assert refused(client, topic) and disconnected(broker, topic)()
     assert sends.count() == 0
     ack_all(consumer, 5)
     wait_for(lambda: sends.count() == 1, "the held send", timeout=30)
@@ -136,7 +121,8 @@ def test_removing_the_quota_releases_a_held_producer(
     wait_for(disconnected(broker, topic), "the producer to be disconnected")
     sends = Sends()
     producer.send_async(b"held", sends.callback)
-    time.sleep(0.5)
+    # Held: the producer stays off the topic and a new one is still refused, after the sends.
+    assert refused(client, topic) and disconnected(broker, topic)()
     assert sends.count() == 0
     status, _ = admin_json(broker, "DELETE", f"{NAMESPACE}/backlogQuota?backlogQuotaType={STORAGE}")
     assert status == 204
@@ -278,7 +264,10 @@ def test_stats_show_the_quotas_and_the_oldest_backlog_message(
     consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     set_quota(broker, STORAGE, EVICTION, size=10**9)
     set_quota(broker, AGE, EVICTION, seconds=3600)
-    time.sleep(1.1)
+    wait_for(
+        lambda: stats(broker, topic)["oldestBacklogMessageAgeSeconds"] >= 1,
+        "the message to be a second old",
+    )
     body = stats(broker, topic)
     assert body["backlogQuotaLimitSize"] == 10**9
     assert body["backlogQuotaLimitTime"] == 3600

@@ -224,7 +224,7 @@ def test_auto_split_hash_ranges_selector(tmp_path: Path, topic: str) -> None:
                 c["consumerName"]: c["keyHashRanges"]
                 for c in stats["subscriptions"]["ks"]["consumers"]
             }
-            # SPEC.md: the newcomer takes the lower half of the largest range.
+            # auto-split (Pulsar's default): a newcomer takes the lower half of the largest range
             assert ranges == {"c1": ["[32768, 65535]"], "c2": ["[0, 32767]"]}
             producer = client.create_producer(topic, batching_enabled=False)
             keys = [f"key-{i}" for i in range(30)]

@@ -60,7 +60,7 @@ def set_retention(broker: EmbeddedBroker, minutes: int, size_mb: int) -> None:
 def test_without_retention_acked_data_leaves_the_disk(
     small_ledgers: EmbeddedBroker, topic: str
 ) -> None:
-    data = small_ledgers.config.data_path
+    data = Path(small_ledgers.config.dataDir)
     client = official_client(small_ledgers)
     try:
         empty = disk_bytes(data)
@@ -88,7 +88,7 @@ def test_without_retention_acked_data_leaves_the_disk(
 def test_time_retention_keeps_acked_data_until_the_policy_changes(
     small_ledgers: EmbeddedBroker, topic: str
 ) -> None:
-    data = small_ledgers.config.data_path
+    data = Path(small_ledgers.config.dataDir)
     set_retention(small_ledgers, 10, -1)
     client = official_client(small_ledgers)
     try:
@@ -113,7 +113,7 @@ def test_time_retention_keeps_acked_data_until_the_policy_changes(
 
 
 def test_size_retention_bounds_what_is_kept(small_ledgers: EmbeddedBroker, topic: str) -> None:
-    data = small_ledgers.config.data_path
+    data = Path(small_ledgers.config.dataDir)
     set_retention(small_ledgers, -1, 1)  # 1 MB, forever
     client = official_client(small_ledgers)
     try:

@@ -108,7 +108,7 @@ def test_json_record_round_trip(broker: EmbeddedBroker, client: pulsar.Client, t
         broker, "GET", f"/admin/v2/schemas/public/default/{_short(topic)}/schema"
     )
     assert status == 200 and body["type"] == "JSON"
-    assert '"name": "User"' in body["data"] or '"name":"User"' in body["data"]
+    assert json.loads(body["data"])["name"] == "User"
 
 
 def test_avro_record_round_trip(client: pulsar.Client, topic: str) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
 from broker_process import BrokerProcess, process_client, read_all
+from polling import eventually
+from stored_cursors import wait_acknowledgments_stored
 
 TOPIC = "persistent://public/default/durable"
 
@@ -57,9 +58,7 @@ def test_kill9_under_sync_sends_loses_nothing(broker_process: BrokerProcess, rou
     stop = threading.Event()
     sender = threading.Thread(target=_send_until_killed, args=(broker_process.url, acked, stop))
     sender.start()
-    deadline = time.monotonic() + 20
-    while len(acked) < 200 + 150 * round_ and time.monotonic() < deadline:
-        time.sleep(0.01)
+    eventually(lambda: len(acked) >= 200 + 150 * round_)
     broker_process.kill()
     stop.set()
     sender.join(30)
@@ -82,7 +81,7 @@ def test_clean_stop_keeps_messages_and_subscription(broker_process: BrokerProces
     ids = [producer.send(f"m{i}".encode()) for i in range(20)]
     for _ in range(8):
         consumer.acknowledge(consumer.receive(timeout_millis=5000))
-    time.sleep(0.3)  # let the client's grouped acks reach the broker
+    consumer.close()  # sends the client's grouped acks before closing
     client.close()
     broker_process.stop()
 
@@ -108,10 +107,12 @@ def test_subscription_resumes_after_kill9(broker_process: BrokerProcess) -> None
     producer = client.create_producer(TOPIC, batching_enabled=False)
     for i in range(30):
         producer.send(f"m{i}".encode())
+    acked = []
     for _ in range(10):
-        consumer.acknowledge(consumer.receive(timeout_millis=5000))
-    # Past the ack grouping delay (100 ms) and the cursor flush interval (1 s).
-    time.sleep(1.8)
+        msg = consumer.receive(timeout_millis=5000)
+        consumer.acknowledge(msg)
+        acked.append((msg.message_id().ledger_id(), msg.message_id().entry_id()))
+    wait_acknowledgments_stored(broker_process.data_dir, "sub", acked)
     broker_process.kill()
     client.close()
 

@@ -13,6 +13,7 @@ import pulsar
 import pytest
 from broker_process import BrokerProcess, process_client, read_all
 from official_client import drain
+from stored_cursors import wait_acknowledgments_stored
 
 from starquake.protocol import commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
@@ -42,11 +43,14 @@ def test_ack_of_an_unwritten_position_skips_nothing(broker: BrokerProcess) -> No
     # acknowledge entries 3..5 of the current ledger before they exist
     for entry_id in (3, 4, 5):
         consumer.acknowledge(pulsar.MessageId(-1, first.ledger_id(), entry_id, -1))
-    time.sleep(0.3)
-    for i in range(1, 8):
-        producer.send(f"m{i}".encode())
+    # closing sends the grouped acks, so the broker has them before the entries exist
+    consumer.close()
+    consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    sent = [first] + [producer.send(f"m{i}".encode()) for i in range(1, 8)]
     assert sorted(drain(consumer)) == [f"m{i}".encode() for i in range(1, 8)]
-    time.sleep(1.8)  # the acknowledgments are stored
+    wait_acknowledgments_stored(
+        broker.data_dir, "sub", [(m.ledger_id(), m.entry_id()) for m in sent]
+    )
     client.close()
     broker.stop()
     broker.start()
@@ -133,10 +137,10 @@ def test_dedup_remembers_producers_after_trim_and_kill9(tmp_path: Path) -> None:
         client = process_client(broker.url)
         consumer = client.subscribe(TOPIC, "sub", initial_position=EARLIEST)
         producer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
-        for i in range(50):
-            producer.send(f"m{i}".encode(), sequence_id=i)
+        ids = [producer.send(f"m{i}".encode(), sequence_id=i) for i in range(50)]
+        last = (ids[-1].ledger_id(), ids[-1].entry_id())
         assert len(drain(consumer)) == 50  # all acknowledged: trimming may delete the ledgers
-        time.sleep(1.8)
+        wait_acknowledgments_stored(broker.data_dir, "sub", [last])
         broker.kill()
         client.close()
         broker.start()

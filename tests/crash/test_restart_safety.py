@@ -15,11 +15,11 @@ import pulsar
 import pytest
 from broker_process import BrokerProcess, process_client, read_all
 from official_client import drain
+from polling import wait_for
+from stored_cursors import subscription_stored, wait_acknowledgments_stored
 
 TOPIC = "persistent://public/default/restart"
 EARLIEST = pulsar.InitialPosition.Earliest
-# Past the client's ack grouping delay (100 ms) and the broker's cursor flush interval (1 s).
-ACKS_PERSISTED = 1.8
 
 
 @pytest.fixture(params=["clean", "kill9"])
@@ -41,6 +41,10 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BrokerPro
     proc.cleanup()
 
 
+def _position(msg: pulsar.Message) -> tuple[int, int]:
+    return (msg.message_id().ledger_id(), msg.message_id().entry_id())
+
+
 def _restart(broker: BrokerProcess, mode: str) -> None:
     if mode == "clean":
         broker.stop()
@@ -55,11 +59,13 @@ def test_all_acknowledged_then_restart(broker: BrokerProcess, stop_mode: str) ->
     producer = client.create_producer(TOPIC, batching_enabled=False)
     for i in range(10):
         producer.send(f"m{i}".encode())
+    acked = []
     for i in range(10):
         msg = consumer.receive(timeout_millis=5000)
         assert msg.data() == f"m{i}".encode()
         consumer.acknowledge(msg)
-    time.sleep(ACKS_PERSISTED)
+        acked.append(_position(msg))
+    wait_acknowledgments_stored(broker.data_dir, "sub", acked)
     client.close()
     _restart(broker, stop_mode)
 
@@ -80,6 +86,7 @@ def test_holes_redeliver_exactly_the_unacknowledged(broker: BrokerProcess, stop_
     for i in range(23):
         producer.send(f"m{i}".encode())
     unacked = set()
+    acked = []
     for _ in range(23):
         msg = consumer.receive(timeout_millis=5000)
         index = int(msg.data()[1:])
@@ -87,7 +94,8 @@ def test_holes_redeliver_exactly_the_unacknowledged(broker: BrokerProcess, stop_
             unacked.add(msg.data())
         else:
             consumer.acknowledge(msg)
-    time.sleep(ACKS_PERSISTED)
+            acked.append(_position(msg))
+    wait_acknowledgments_stored(broker.data_dir, "sub", acked)
     client.close()
     _restart(broker, stop_mode)
 
@@ -109,7 +117,9 @@ def test_new_subscription_is_durable_when_subscribe_returns(tmp_path: Path) -> N
         broker.kill()  # well within the cursor flush interval
         client.close()
         broker.start()
-        time.sleep(0.5)  # a trim pass would delete data no subscription holds
+        # not synchronisation: a chance for a wrong trim pass (every 0.2 s) to delete data that
+        # only the subscription holds; on a slower machine the test gets weaker, never flaky
+        time.sleep(0.5)
         client = process_client(broker.url)
         consumer = client.subscribe(TOPIC, "sub")
         assert drain(consumer) == [f"m{i}".encode() for i in range(20)]
@@ -127,9 +137,8 @@ def test_unsubscribe_is_durable_when_it_returns(tmp_path: Path) -> None:
         producer = client.create_producer(TOPIC, batching_enabled=False)
         for i in range(10):
             producer.send(f"m{i}".encode())
-        time.sleep(ACKS_PERSISTED)  # the subscription is surely stored
+        wait_for(lambda: subscription_stored(broker.data_dir, "sub"), "the subscription stored")
         consumer.unsubscribe()
-        time.sleep(0.1)
         broker.kill()
         client.close()
         broker.start()

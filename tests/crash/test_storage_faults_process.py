@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import errno
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pulsar
-from broker_process import BrokerProcess, process_client, read_all
-from official_client import drain
+from admin_http import admin_json
+from broker_process import BrokerProcess, close_after_kill, process_client, read_all
+from official_client import drain, receive_until_quiet
+from polling import wait_for
+from stored_cursors import stored_acknowledged, wait_acknowledgments_stored
 
 TOPIC = "persistent://public/default/faults"
 EARLIEST = pulsar.InitialPosition.Earliest
-FLUSH = 1.8  # past the client's ack grouping (0.1 s) and the cursor flush interval (1 s)
+CURSOR_FAILURE = "persisting cursor positions failed"
+NO_SPACE = "No space left on device"
 
 
 def _set_faults(path: Path, **faults: int) -> None:
@@ -39,13 +42,21 @@ def test_a_failed_cursor_write_is_retried_and_survives_kill9(tmp_path: Path) -> 
         for i in range(10):
             producer.send(f"m{i}".encode())
         _set_faults(control, fail_metadata=errno.EIO)
-        assert len(drain(consumer, 500)) == 10  # all acknowledged
-        time.sleep(FLUSH)  # storing them fails
+        received = receive_until_quiet(consumer, 500, acknowledge=True)
+        assert len(received) == 10
+        positions = [(m.message_id().ledger_id(), m.message_id().entry_id()) for m in received]
+        wait_for(lambda: _backlog(broker, "sub") == 0, "the acknowledgments at the broker")
+        failures = broker.log().count(CURSOR_FAILURE)
+        wait_for(
+            lambda: broker.log().count(CURSOR_FAILURE) > failures,
+            "a failed store of the acknowledged positions",
+        )
+        assert not stored_acknowledged(broker.data_dir, "sub", positions)
         _set_faults(control)
-        time.sleep(FLUSH)  # no new acknowledgment: the failed state itself is stored again
+        # No new acknowledgment: the failed state itself is stored again.
+        wait_acknowledgments_stored(broker.data_dir, "sub", positions)
         broker.kill()
-        client.close()
-        assert "persisting cursor positions failed" in broker.log()
+        close_after_kill(client)
         broker.env = None
         broker.start()
         client = process_client(broker.url)
@@ -80,16 +91,15 @@ def test_fsync_failure_then_kill9_keeps_every_receipted_message(tmp_path: Path) 
         for i in range(3):
             payload = f"nospace{i}".encode()
             producer.send_async(payload, record(payload))
-        time.sleep(1.0)
-        # the broker answers every attempt with an error; the client keeps retrying
+        # The broker answers every attempt with an error; the client keeps retrying.
+        wait_for(lambda: broker.log().count(NO_SPACE) >= 2, "a failed sync and its retry")
         assert outcomes == {}
-        assert "No space left on device" in broker.log()
         _set_faults(control)
-        producer.flush()
-        assert len(outcomes) == 3  # stored once the disk has room again
+        # Stored once the disk has room again: the receipts themselves arrive.
+        wait_for(lambda: len(outcomes) == 3, "receipts of the retried messages", timeout=40)
         receipted.update(outcomes)
         broker.kill()
-        client.close()
+        close_after_kill(client)
         broker.env = None
         broker.start()
         stored = read_all(broker.url, TOPIC)
@@ -97,3 +107,9 @@ def test_fsync_failure_then_kill9_keeps_every_receipted_message(tmp_path: Path) 
         assert len(stored) == len(receipted)
     finally:
         broker.cleanup()
+
+
+def _backlog(broker: BrokerProcess, subscription: str) -> int:
+    status, stats = admin_json(broker, "GET", "/admin/v2/persistent/public/default/faults/stats")
+    assert status == 200
+    return int(stats["subscriptions"][subscription]["msgBacklog"])

@@ -231,7 +231,7 @@ def test_expire_messages(broker: EmbeddedBroker) -> None:
     _produce(broker, full, 4)
     assert _call(broker, "POST", f"{NS}/{name}/subscription/e/expireMessages/3600")[0] == 204
     assert _backlog(broker, name, "e") == 4  # none is an hour old
-    time.sleep(1.2)
+    time.sleep(1.2)  # scenario: the messages must be more than a second old (age only grows)
     assert _call(broker, "POST", f"{NS}/{name}/subscription/e/expireMessages/1")[0] == 204
     assert _backlog(broker, name, "e") == 0
     status, stats = _call(broker, "GET", f"{NS}/{name}/stats")

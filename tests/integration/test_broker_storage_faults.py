@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import errno
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pulsar
 import pytest
 from official_client import official_client
+from polling import wait_for
 
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.broker.topic import PersistentTopic
@@ -20,11 +20,19 @@ from starquake.storage.cursor import decode_cursor_state
 EARLIEST = pulsar.InitialPosition.Earliest
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
+class _RecordingFaults(InjectedFaults):
+    """The fault seam, also keeping what each failed metadata commit tried to store."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed_metadata: list[dict[str, bytes | None]] = []
+
+    def before_metadata_commit(self, items: list[tuple[str, bytes | None]]) -> None:
+        try:
+            super().before_metadata_commit(items)
+        except OSError:
+            self.failed_metadata.append(dict(items))
+            raise
 
 
 def _read_all(client: pulsar.Client, topic: str) -> list[tuple[bytes, tuple[int, int]]]:
@@ -66,8 +74,9 @@ def test_fsync_failure_fails_sends_loses_nothing_and_recovers(
         for i in range(5):
             payload = f"during{i}".encode()
             producer.send_async(payload, callback(payload))
-        _wait_for(lambda: faults.syncs > 0)
-        time.sleep(0.5)  # the client meets the failure and retries against a failing disk
+        # The client meets the failure and retries against a failing disk.
+        syncs = faults.syncs
+        wait_for(lambda: faults.syncs >= syncs + 2, "a failed sync and a retry")
         faults.clear()  # the fault clears: the broker takes the topic back
         assert done.wait(15)
         for payload, outcome in results.items():
@@ -86,27 +95,30 @@ def test_fsync_failure_fails_sends_loses_nothing_and_recovers(
 
 
 def test_a_failed_cursor_write_is_retried_without_new_acks(tmp_path: Path, topic: str) -> None:
-    faults = InjectedFaults()
+    faults = _RecordingFaults()
     with EmbeddedBroker(tmp_path / "data", faults=faults) as broker:
         client = official_client(broker)
         consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
         producer = client.create_producer(topic, batching_enabled=False)
         ids = [producer.send(f"m{i}".encode()) for i in range(6)]
-        time.sleep(1.3)  # the new subscription is stored
+        last = Position(ids[-1].ledger_id(), ids[-1].entry_id())
+        key = broker.service.topics[topic].ledger.cursor_key("sub")
+
+        def mark_delete(raw: bytes | None) -> Position | None:
+            return None if raw is None else decode_cursor_state(raw)[0]
+
+        wait_for(lambda: broker.service.metadata.get(key) is not None, "the subscription stored")
         faults.fail_metadata = errno.EIO
         for _ in range(6):
             consumer.acknowledge(consumer.receive(timeout_millis=5000))
-        time.sleep(1.5)  # at least one cursor flush fails
+        wait_for(
+            lambda: any(mark_delete(f.get(key)) == last for f in faults.failed_metadata),
+            "a failed store of the acknowledged position",
+        )
+        assert mark_delete(broker.service.metadata.get(key)) != last
         faults.clear()
-        key = broker.service.topics[topic].ledger.cursor_key("sub")
-
-        def stored_mark_delete() -> Position | None:
-            raw = broker.service.metadata.get(key)
-            return None if raw is None else decode_cursor_state(raw)[0]
-
         # no new acknowledgment: the failed state itself is written again
-        last = Position(ids[-1].ledger_id(), ids[-1].entry_id())
-        _wait_for(lambda: stored_mark_delete() == last, timeout=5)
+        wait_for(lambda: mark_delete(broker.service.metadata.get(key)) == last, "the retry")
         client.close()
 
 
@@ -126,8 +138,8 @@ def test_producer_reading_resumes_at_half_the_pending_limit(tmp_path: Path, topi
             for _ in range(6):
                 producer.send_async(b"x" * 20_000, lambda *_: None)
             cnx = next(iter(broker.service.connections))
-            _wait_for(lambda: cnx._reading_paused)
-            assert cnx._pending_send_bytes > limit
+            wait_for(lambda: cnx.reading_paused_for_sends, "reading paused")
+            assert cnx.pending_send_bytes > limit
             loaded = broker.service.topics[topic]
             assert isinstance(loaded, PersistentTopic)
             pending = [p[0] for p in loaded._pending]
@@ -136,7 +148,7 @@ def test_producer_reading_resumes_at_half_the_pending_limit(tmp_path: Path, topi
             async def receipts_for_all_but_two() -> tuple[int, bool]:
                 # what the commit does for entries that became durable: send their receipts
                 loaded.on_committed(pending[-3])
-                return cnx._pending_send_bytes, cnx._reading_paused
+                return cnx.pending_send_bytes, cnx.reading_paused_for_sends
 
             pending_bytes, paused = broker.call(receipts_for_all_but_two())
             # 2 x 20 kB still pending: at most half the limit, so reading resumed
@@ -145,5 +157,5 @@ def test_producer_reading_resumes_at_half_the_pending_limit(tmp_path: Path, topi
         finally:
             faults.release()
         producer.flush()
-        _wait_for(lambda: cnx._pending_send_bytes == 0)
+        wait_for(lambda: cnx.pending_send_bytes == 0, "nothing pending")
         client.close()

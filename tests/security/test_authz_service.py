@@ -49,9 +49,7 @@ def service(resources: PulsarResources, **settings: Any) -> AuthorizationService
 
 
 def grant(resources: PulsarResources, namespace: str, auth: dict[str, Any]) -> None:
-    policies = resources.namespace_policies(namespace)
-    policies["auth_policies"] = auth
-    resources.set_namespace_policies(namespace, policies)
+    resources.update_namespace_policies(namespace, lambda p: p.update(auth_policies=auth))
 
 
 def test_super_users_come_from_the_comma_separated_setting(resources: PulsarResources) -> None:
