@@ -158,3 +158,18 @@ def test_records_below_the_former_level_do_not_reach_the_root_handlers(
 def test_anything_else_is_refused() -> None:
     with pytest.raises(ValueError, match="logger"):
         starquake.client.asyncio.Client("pulsar://localhost:6650", logger="verbose")
+
+
+def test_every_client_module_logs_through_the_routed_logger() -> None:
+    # the routing filter sits on the client logger itself, and a logger's filters do not see
+    # the records of its children: a module logging under another name would escape it
+    source = Path(starquake.client.__file__).parent
+    strays = [
+        f"{path.relative_to(source)}:{number}"
+        for path in sorted(source.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "getLogger(" in line
+        and "getLogger(CLIENT_LOGGER_NAME)" not in line
+        and path.name != "_logging.py"
+    ]
+    assert strays == []

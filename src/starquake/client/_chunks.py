@@ -23,10 +23,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import MessageId
 from starquake.protocol.wire import pb
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 _REMEMBERED_DROPS = 1000
 

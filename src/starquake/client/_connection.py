@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import (
     AuthenticationError,
     ConnectError,
@@ -45,7 +46,7 @@ from starquake.protocol.wire import pb
 if TYPE_CHECKING:
     from starquake.client._auth import Authentication
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 T = pb.BaseCommand
 
 

@@ -21,6 +21,7 @@ from starquake.client._crypto import EncryptionContext, MessageDecryptor, encryp
 from starquake.client._deliveries import SHARED_TYPES, DeliveryTracker, signed_64
 from starquake.client._enums import ConsumerCryptoFailureAction, ConsumerType, KeySharedMode
 from starquake.client._handler import ClientCore, HandlerBase
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import Message, MessageId
 from starquake.client._queue import MessageQueue
 from starquake.client.exceptions import (
@@ -41,7 +42,7 @@ from starquake.protocol.wire import pb
 if TYPE_CHECKING:
     from starquake.client._dlq import DeadLetterHandler
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 _I64_MAX = (1 << 63) - 1
 
 

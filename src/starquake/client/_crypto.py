@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from starquake.client._enums import CompressionType, ConsumerCryptoFailureAction
 from starquake.client._key_wrap import load_private, load_public, unwrap, wrap
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import CryptoError
 from starquake.protocol.wire import pb
 
@@ -46,7 +47,7 @@ __all__ = [
 DATA_KEY_LIFETIME_SECONDS = 4 * 3600.0
 """How long a producer uses one data key, and a consumer remembers an unwrapped one."""
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 _DATA_KEY_LEN = 32
 _IV_LEN = 12

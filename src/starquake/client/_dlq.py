@@ -44,6 +44,7 @@ from typing import Any
 
 from starquake.client._config import ProducerConfig
 from starquake.client._handler import ClientCore
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import Message
 from starquake.client._outgoing import OutgoingMessage
 from starquake.client._partitioned import PartitionedProducer, open_producer
@@ -51,7 +52,7 @@ from starquake.client._producer import ProducerImpl
 from starquake.client.exceptions import PulsarException
 from starquake.common.topic_name import TopicName
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 REAL_TOPIC = "REAL_TOPIC"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"

@@ -10,6 +10,7 @@ from typing import Any
 
 from starquake.client._config import ClientConfig
 from starquake.client._connection import ClientConnection
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._pool import ConnectionPool, LookupService
 from starquake.client._queue import MessageQueue
 from starquake.client.exceptions import (
@@ -22,7 +23,7 @@ from starquake.client.exceptions import (
     TopicTerminated,
 )
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 # Errors after which reconnecting cannot help (a fenced producer stays fenced: another one
 # took the topic with ExclusiveWithFencing).

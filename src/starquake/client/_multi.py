@@ -18,6 +18,7 @@ from starquake.client._consumer import ConsumerImpl
 from starquake.client._dlq import DeadLetterHandler
 from starquake.client._enums import ConsumerType, InitialPosition, RegexSubscriptionMode
 from starquake.client._handler import ClientCore
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import Message, MessageId
 from starquake.client._partition_updates import PartitionWatcher
 from starquake.client._pool import LookupService
@@ -31,7 +32,7 @@ from starquake.client.exceptions import (
 )
 from starquake.common.topic_name import TopicName
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 _MODES = {
     RegexSubscriptionMode.PersistentOnly: 0,

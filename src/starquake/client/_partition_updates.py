@@ -12,12 +12,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import PulsarException
 
 if TYPE_CHECKING:
     from starquake.client._handler import ClientCore
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 # (partitions known so far, partitions now) -> attach to the new ones
 OnGrown = Callable[[int, int], Awaitable[None]]

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from starquake.client._config import CLIENT_VERSION, ClientConfig
 from starquake.client._connection import ClientConnection, TlsHandshakeError
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import (
     RETRYABLE,
     ConnectError,
@@ -29,7 +30,7 @@ from starquake.protocol import client_commands
 from starquake.protocol.schema import schema_info_of
 from starquake.protocol.wire import pb
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 _MAX_REDIRECTS = 20
 _CLOSE_WAIT_SECONDS = 1.0  # for a TLS connection's goodbye (close_notify) on close
 _R = TypeVar("_R")

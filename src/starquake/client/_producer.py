@@ -20,6 +20,7 @@ from starquake.client._config import ProducerConfig, declared_schema
 from starquake.client._connection import ClientConnection
 from starquake.client._crypto import make_encryptor
 from starquake.client._handler import ClientCore, HandlerBase
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import MessageId
 from starquake.client._outgoing import (
     Batch,
@@ -50,7 +51,7 @@ from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import encode_entry, encode_payload_command
 from starquake.protocol.wire import pb
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ from starquake.client._enums import (
     RegexSubscriptionMode,
     Result,
 )
-from starquake.client._logging import ConsoleLogger, FileLogger
+from starquake.client._logging import CLIENT_LOGGER_NAME, ConsoleLogger, FileLogger
 from starquake.client._message import Message, MessageId
 from starquake.client._queue import ThreadSafeQueue
 from starquake.client._sync_base import LoopThread
@@ -30,7 +30,7 @@ from starquake.client._sync_table_view import TableView
 from starquake.client.exceptions import AlreadyClosed
 from starquake.common.schema_info import SchemaInfo
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 R = TypeVar("R")
 SendCallback = Callable[[Result, MessageId | None], None]
 

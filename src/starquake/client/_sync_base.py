@@ -12,11 +12,12 @@ from typing import Any, TypeVar
 from starquake.client._enums import (
     Result,
 )
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import MessageId
 from starquake.client._outgoing import OutgoingMessage
 from starquake.client.exceptions import AlreadyClosed
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 R = TypeVar("R")
 SendCallback = Callable[[Result, MessageId | None], None]
 

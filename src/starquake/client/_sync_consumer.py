@@ -23,6 +23,7 @@ from starquake.client._enums import (
     ConsumerType,
     Result,
 )
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import Message, MessageId
 from starquake.client._queue import ThreadSafeQueue
 from starquake.client._sync_base import HAND_OVER_DELAY, ON_LOOP, LoopThread, Mailbox
@@ -34,7 +35,7 @@ from starquake.client.exceptions import (
     PulsarException,
 )
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 R = TypeVar("R")
 H = TypeVar("H", bound=Receiving)
 SendCallback = Callable[[Result, MessageId | None], None]

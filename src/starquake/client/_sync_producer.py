@@ -19,6 +19,7 @@ from starquake.client._async_handles import AnyProducer
 from starquake.client._enums import (
     Result,
 )
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import MessageId
 from starquake.client._outgoing import OutgoingMessage
 from starquake.client._producer import ProducerImpl
@@ -28,7 +29,7 @@ from starquake.client.exceptions import (
     PulsarException,
 )
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 R = TypeVar("R")
 SendCallback = Callable[[Result, MessageId | None], None]
 

@@ -8,13 +8,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._sync_base import LoopThread
 from starquake.client._table_view import TableViewCore, describe_table_view
 from starquake.client.exceptions import ConsumerNotInitialized
 
 __all__ = ["TableView"]
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 Callback = Callable[[str, Any], None]
 # (callback, key, raw value) for the listener thread; None stops it.

@@ -23,13 +23,14 @@ from typing import Any
 from starquake.client._config import ConsumerConfig
 from starquake.client._enums import ConsumerType
 from starquake.client._handler import ClientCore
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import Message, MessageId
 from starquake.client._multi import ConsumerFront
 from starquake.client.exceptions import ConsumerNotInitialized, PulsarException
 
 __all__ = ["RawListener", "TableView", "TableViewCore", "describe_table_view", "open_table_view"]
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 # Called on the event loop with the key and the raw value (b"" for a deletion).
 RawListener = Callable[[str, bytes], None]

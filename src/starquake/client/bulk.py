@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from starquake.client._connection import ClientConnection
 from starquake.client._crypto import CryptoKeyReader, MessageDecryptor
 from starquake.client._handler import ClientCore, HandlerBase
+from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import (
     AlreadyClosed,
     CryptoError,
@@ -67,7 +68,7 @@ __all__ = [
     "pack_rows",
 ]
 
-log = logging.getLogger("starquake.client")
+log = logging.getLogger(CLIENT_LOGGER_NAME)
 
 Position = tuple[int, int, int]
 EARLIEST: Position = (-1, -1, -1)
