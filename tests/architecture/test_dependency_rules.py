@@ -68,7 +68,6 @@ NO_IO = {"protocol"}
 # The modules that may touch asyncio transports (paths relative to src/starquake).
 TRANSPORT_MODULES = {
     "broker/connection.py",
-    "broker/cnx_base.py",
     "broker/server.py",
     # the TLS layer of the server's connections: SSL contexts, the peer's certificate
     "broker/security/tls.py",

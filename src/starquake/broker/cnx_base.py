@@ -1,24 +1,18 @@
-"""What the command handlers of a connection share: state, writing, error replies, async steps.
+"""The view of a connection that its command handlers are given.
 
-:class:`CommandContext` is the view of a connection that the handler classes (producer and
-consumer commands) are given; :class:`CnxBase` implements its helpers for
-:class:`~starquake.broker.connection.ServerCnx`.
+The handler classes (producer, consumer and topic commands) are typed against
+:class:`CommandContext`, a Protocol: state, writing, error replies and async steps;
+:class:`~starquake.broker.connection.ServerCnx` implements it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
-from starquake.broker.error_replies import error_reply
-from starquake.broker.errors import BrokerServiceError, PersistenceError
-from starquake.broker.security.tls import peer_common_name
-
-log = logging.getLogger(__name__)
+from starquake.broker.errors import BrokerServiceError
 
 _R = TypeVar("_R")
 
@@ -31,13 +25,22 @@ if TYPE_CHECKING:
 
 
 class CommandContext(Protocol):
-    """What producer and consumer command handlers need from their connection."""
+    """What producer, consumer and topic command handlers need from their connection."""
 
     service: BrokerService
     remote_address: str
-    auth_role: str | None
     producers: dict[int, Producer]
     consumers: dict[int, Consumer]
+
+    @property
+    def client_version(self) -> str:
+        """The client library and version announced in CONNECT."""
+        ...
+
+    @property
+    def auth_role(self) -> str | None:
+        """The authenticated role (None while authentication is off or not yet done)."""
+        ...
 
     @property
     def is_open(self) -> bool:
@@ -105,109 +108,3 @@ class CommandContext(Protocol):
     ) -> None:
         """Store the durable cursor changes, then run ``then`` (or fail ``request``)."""
         ...
-
-
-class CnxBase:
-    """State and helpers of :class:`~starquake.broker.connection.ServerCnx` used by handlers."""
-
-    service: BrokerService
-    transport: asyncio.Transport | None
-    remote_address: str
-    producers: dict[int, Producer]
-    consumers: dict[int, Consumer]
-
-    def write(self, frame: bytes) -> None:
-        """Queue one frame (implemented by the connection)."""
-        raise NotImplementedError
-
-    @property
-    def is_open(self) -> bool:
-        """The connection is up (replies can still be written)."""
-        return self.transport is not None
-
-    def pending_write_bytes(self) -> int:
-        """Bytes written to the connection that the peer has not taken yet."""
-        return 0 if self.transport is None else self.transport.get_write_buffer_size()
-
-    def peer_common_name(self) -> str | None:
-        """The common name of the TLS client certificate, or None without one."""
-        return peer_common_name(self.transport)
-
-    def fail(self, request: Message, exc: BrokerServiceError) -> None:
-        """Answer ``request`` with the error reply its command calls for."""
-        self.write(error_reply(request, exc))
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro`` as a background task of the broker service."""
-        task = asyncio.get_running_loop().create_task(coro)
-        self.service.background.add(task)
-        task.add_done_callback(self.service.background.discard)
-
-    def await_then(
-        self,
-        request: Message,
-        work: Coroutine[Any, Any, _R],
-        then: Callable[[_R], None],
-        what: str,
-    ) -> None:
-        """Run ``work`` off the hot path, then ``then`` with its result while the connection
-        is open; a failure answers ``request`` instead, and an unexpected one is also logged."""
-
-        async def run() -> None:
-            try:
-                result = await work
-            except BrokerServiceError as exc:
-                self.fail(request, exc)
-                return
-            except Exception as exc:  # never leave a request unanswered
-                log.exception("%s failed", what)
-                self.fail(request, BrokerServiceError(f"{what} failed: {exc!r}"))
-                return
-            if self.transport is not None:  # the connection may have closed meanwhile
-                then(result)
-
-        self.spawn(run())
-
-    def load_then(
-        self,
-        request: Message,
-        topic_name: TopicName,
-        create: bool,
-        then: Callable[[TopicApi], None],
-    ) -> None:
-        """Load the topic off the hot path, then run ``then`` (or answer the request's error)."""
-
-        async def load() -> TopicApi:
-            try:
-                return await self.service.get_topic(topic_name, create=create)
-            except BrokerServiceError:
-                raise
-            except Exception as exc:
-                log.exception("loading topic %s failed", topic_name)
-                raise BrokerServiceError(f"Cannot load topic {topic_name}: {exc!r}") from exc
-
-        self.await_then(request, load(), then, f"loading topic {topic_name}")
-
-    def persist_then(
-        self,
-        request: Message,
-        then: Callable[[], None],
-        always: Callable[[], None] | None = None,
-    ) -> None:
-        """Store the durable cursor changes made so far, then run ``then`` (and ``always``,
-        whether storing succeeded or not).
-
-        A state change that a client is told about (a new subscription, an unsubscribe, a
-        seek) must survive a crash from the moment the client hears of it.
-        """
-
-        async def persist() -> None:
-            try:
-                await self.service.persist_cursors()
-            except Exception as exc:
-                raise PersistenceError(f"Cannot store the subscription: {exc}") from exc
-            finally:
-                if always is not None:
-                    always()
-
-        self.await_then(request, persist(), lambda _: then(), "storing the cursors")

@@ -27,13 +27,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from google.protobuf.message import Message
 
 from starquake.broker.consumer_commands import ConsumerCommands
+from starquake.broker.error_replies import error_reply
+from starquake.broker.errors import BrokerServiceError, PersistenceError
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
-from starquake.broker.security.cnx_auth import ConnectionAuthentication
+from starquake.broker.security.cnx_auth import ConnectionAuthenticator
+from starquake.broker.security.tls import peer_common_name
 from starquake.broker.topic_commands import TopicCommands
 from starquake.protocol import commands
 from starquake.protocol.errors import FrameTooLargeError, ProtocolError, ServerError
@@ -43,10 +48,13 @@ from starquake.protocol.wire import pb
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
     from starquake.broker.service import BrokerService
+    from starquake.broker.topic_api import TopicApi
+    from starquake.common.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
+_R = TypeVar("_R")
 WRITE_BUFFER_HIGH = 1024 * 1024
 WRITE_BUFFER_LOW = 256 * 1024
 # Frames queued in one loop iteration are written together, but never more than this at once.
@@ -67,7 +75,7 @@ WRITES = "full write buffer"
 """The reason reading is held while the peer does not take our writes."""
 
 
-class ServerCnx(ConnectionAuthentication, asyncio.Protocol):
+class ServerCnx(asyncio.Protocol):
     """The broker side of one client connection; command handlers are delegated to."""
 
     def __init__(self, service: BrokerService) -> None:
@@ -76,13 +84,7 @@ class ServerCnx(ConnectionAuthentication, asyncio.Protocol):
         self.decoder = FrameDecoder(config.maxMessageSize + FRAME_PADDING)
         self.transport: asyncio.Transport | None = None
         self.remote_address = ""
-        self.connected = False
-        self.protocol_version = 0
-        self.client_version = ""
-        self.auth_role: str | None = None
-        """The authenticated role (None while authentication is off or not yet done)."""
-        self.auth_method = ""
-        """The authentication method the client used (``token``, ``basic``, ``tls``...)."""
+        self.authenticator = ConnectionAuthenticator(self)
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._read_holds: set[str] = set()
@@ -101,11 +103,12 @@ class ServerCnx(ConnectionAuthentication, asyncio.Protocol):
 
     def _handler_table(self, topics: TopicCommands) -> dict[int, Callable[[T, bytes | None], None]]:
         """The handler of each command type this connection serves."""
+        handshake = self.authenticator
         producing = self._producer_commands
         consuming = self._consumer_commands
         return {
-            T.CONNECT: self._on_connect,
-            T.AUTH_RESPONSE: self._on_auth_response,
+            T.CONNECT: handshake.on_connect,
+            T.AUTH_RESPONSE: handshake.on_auth_response,
             T.PING: self._on_ping,
             T.PONG: self._on_pong,
             T.PARTITIONED_METADATA: topics.on_partitioned_metadata,
@@ -168,7 +171,7 @@ class ServerCnx(ConnectionAuthentication, asyncio.Protocol):
         for command, entry in frames:
             if self.transport is None or self._closing:
                 return
-            if not self.connected and command.type != T.CONNECT:
+            if not self.authenticator.connected and command.type != T.CONNECT:
                 log.warning(
                     "closing connection from %s: command before CONNECT", self.remote_address
                 )
@@ -282,6 +285,126 @@ class ServerCnx(ConnectionAuthentication, asyncio.Protocol):
         if not self._read_holds and self.transport is not None and not self._closing:
             self.transport.resume_reading()
 
+    @property
+    def is_open(self) -> bool:
+        """The connection is up (replies can still be written)."""
+        return self.transport is not None
+
+    def pending_write_bytes(self) -> int:
+        """Bytes written to the connection that the peer has not taken yet."""
+        return 0 if self.transport is None else self.transport.get_write_buffer_size()
+
+    def peer_common_name(self) -> str | None:
+        """The common name of the TLS client certificate, or None without one."""
+        return peer_common_name(self.transport)
+
+    # --- authentication (the handshake is handled by the authenticator) ------------------------
+
+    @property
+    def connected(self) -> bool:
+        """CONNECTED was sent: the connection may carry other commands."""
+        return self.authenticator.connected
+
+    @property
+    def client_version(self) -> str:
+        """The client library and version the client announced in CONNECT ("" before)."""
+        return self.authenticator.client_version
+
+    @property
+    def auth_role(self) -> str | None:
+        """The authenticated role (None while authentication is off or not yet done)."""
+        return self.authenticator.role
+
+    @property
+    def auth_expires_at(self) -> float | None:
+        """When the connection's credentials expire (seconds since the epoch; None: never)."""
+        return self.authenticator.expires_at
+
+    def check_credentials_expiry(self, now: float) -> None:
+        """Challenge (or close) the connection if its credentials expired by ``now``."""
+        self.authenticator.check_credentials_expiry(now)
+
+    # --- async steps of the command handlers --------------------------------------------------
+
+    def fail(self, request: Message, exc: BrokerServiceError) -> None:
+        """Answer ``request`` with the error reply its command calls for."""
+        self.write(error_reply(request, exc))
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as a background task of the broker service."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self.service.background.add(task)
+        task.add_done_callback(self.service.background.discard)
+
+    def await_then(
+        self,
+        request: Message,
+        work: Coroutine[Any, Any, _R],
+        then: Callable[[_R], None],
+        what: str,
+    ) -> None:
+        """Run ``work`` off the hot path, then ``then`` with its result while the connection
+        is open; a failure answers ``request`` instead, and an unexpected one is also logged."""
+
+        async def run() -> None:
+            try:
+                result = await work
+            except BrokerServiceError as exc:
+                self.fail(request, exc)
+                return
+            except Exception as exc:  # never leave a request unanswered
+                log.exception("%s failed", what)
+                self.fail(request, BrokerServiceError(f"{what} failed: {exc!r}"))
+                return
+            if self.transport is not None:  # the connection may have closed meanwhile
+                then(result)
+
+        self.spawn(run())
+
+    def load_then(
+        self,
+        request: Message,
+        topic_name: TopicName,
+        create: bool,
+        then: Callable[[TopicApi], None],
+    ) -> None:
+        """Load the topic off the hot path, then run ``then`` (or answer the request's error)."""
+
+        async def load() -> TopicApi:
+            try:
+                return await self.service.get_topic(topic_name, create=create)
+            except BrokerServiceError:
+                raise
+            except Exception as exc:
+                log.exception("loading topic %s failed", topic_name)
+                raise BrokerServiceError(f"Cannot load topic {topic_name}: {exc!r}") from exc
+
+        self.await_then(request, load(), then, f"loading topic {topic_name}")
+
+    def persist_then(
+        self,
+        request: Message,
+        then: Callable[[], None],
+        always: Callable[[], None] | None = None,
+    ) -> None:
+        """Store the durable cursor changes made so far, then run ``then`` (and ``always``,
+        whether storing succeeded or not).
+
+        A state change that a client is told about (a new subscription, an unsubscribe, a
+        seek) must survive a crash from the moment the client hears of it.
+        """
+
+        async def persist() -> None:
+            try:
+                await self.service.persist_cursors()
+            except Exception as exc:
+                raise PersistenceError(f"Cannot store the subscription: {exc}") from exc
+            finally:
+                if always is not None:
+                    always()
+
+        self.await_then(request, persist(), lambda _: then(), "storing the cursors")
+
     # --- producers and consumers (their commands are handled by the classes delegated to) ----
 
     def receipt_sent(self, producer_id: int, *, newest: bool = False) -> None:
@@ -343,7 +466,7 @@ class ServerCnx(ConnectionAuthentication, asyncio.Protocol):
             commands.error(request_id, ServerError.NotAllowedError, f"{name} is not supported")
         )
 
-    # --- handshake ------------------------------------------------------------------------------
+    # --- keep-alive ----------------------------------------------------------------------------
 
     def _on_ping(self, command: T, _: bytes | None) -> None:
         self.write(commands.pong())

@@ -39,6 +39,11 @@ class ConsumerTransport(Protocol):
         """The client's address, ``host:port``."""
         ...
 
+    @property
+    def client_version(self) -> str:
+        """The client library and version announced in CONNECT."""
+        ...
+
 
 # (position, entry bytes, messages in the entry, redelivery count, batch ack set or None)
 Dispatch = tuple[Position, bytes | memoryview, int, int, Sequence[int] | None]

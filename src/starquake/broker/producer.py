@@ -28,6 +28,16 @@ class ProducerTransport(Protocol):
         """Close ``producer`` from the broker side."""
         ...
 
+    @property
+    def remote_address(self) -> str:
+        """The client's address, ``host:port``."""
+        ...
+
+    @property
+    def client_version(self) -> str:
+        """The client library and version announced in CONNECT."""
+        ...
+
 
 class Producer:
     """A producer: its id on the connection, its name and the topic it writes to."""

@@ -50,7 +50,7 @@ def _understands_end_of_topic(consumer: Consumer) -> bool:
     ``Pulsar-CPP-...``) has no handler for REACHED_END_OF_TOPIC: it treats the command as
     invalid and closes the connection, then reconnects. Such clients are not sent it; a
     consumer of theirs simply gets no more messages."""
-    version = getattr(consumer.cnx, "client_version", "")
+    version = consumer.cnx.client_version
     return not version.startswith("Pulsar-CPP")
 
 

@@ -67,9 +67,9 @@ def _publisher(producer: Producer, now: float) -> dict[str, Any]:
         "producerId": producer.producer_id,
         "supportsPartialProducer": False,
         "producerName": producer.name,
-        "address": getattr(cnx, "remote_address", ""),
+        "address": cnx.remote_address,
         "connectedSince": _iso(producer.connected_since),
-        "clientVersion": getattr(cnx, "client_version", ""),
+        "clientVersion": cnx.client_version,
         "metadata": {},
     }
 
@@ -96,7 +96,7 @@ def _consumer(consumer: Consumer, now: float, ranges: list[tuple[int, int]] | No
         "blockedConsumerOnUnackedMsgs": consumer.blocked,
         "address": cnx.remote_address,
         "connectedSince": _iso(consumer.connected_since),
-        "clientVersion": getattr(cnx, "client_version", ""),
+        "clientVersion": cnx.client_version,
         "lastAckedTimestamp": 0,
         "lastConsumedTimestamp": 0,
         "lastConsumedFlowTimestamp": 0,

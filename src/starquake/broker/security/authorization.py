@@ -263,7 +263,7 @@ def revalidate(service: BrokerService, namespace: str) -> int:
         return 0
     closed = 0
     for cnx in list(service.connections):
-        role = getattr(cnx, "auth_role", None)
+        role = cnx.auth_role
         for producer in list(cnx.producers.values()):
             topic = TopicName.parse(producer.topic.full_name)
             if topic.namespace_name != namespace:

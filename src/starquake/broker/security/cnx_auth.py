@@ -25,10 +25,10 @@ Without ``authenticationEnabled`` CONNECT is answered at once and no role is set
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake import __version__
-from starquake.broker.cnx_base import CnxBase
 from starquake.broker.security.provider import AuthenticationError, AuthResult, Credentials
 from starquake.protocol import commands
 from starquake.protocol.errors import ServerError
@@ -37,6 +37,7 @@ from starquake.protocol.wire import pb
 
 if TYPE_CHECKING:
     from starquake.broker.security.authentication import AuthenticationService
+    from starquake.broker.service import BrokerService
 
 log = logging.getLogger("starquake.broker.connection")
 
@@ -53,33 +54,65 @@ _LEGACY_METHODS = {
 }
 
 
-class ConnectionAuthentication(CnxBase):
-    """CONNECT and AUTH_RESPONSE handling of :class:`~starquake.broker.connection.ServerCnx`."""
+class HandshakeContext(Protocol):
+    """What the authenticator of a connection needs from it."""
 
-    connected: bool
-    protocol_version: int
-    client_version: str
-    auth_role: str | None
-    auth_method: str
-    auth_expires_at: float | None = None
-    """When the connection's credentials expire (seconds since the epoch; None: never)."""
-    _authenticating = False
-    _supports_auth_refresh = False
-    _auth_challenge_pending = False
+    service: BrokerService
+    remote_address: str
+
+    @property
+    def is_open(self) -> bool:
+        """The connection is up (replies can still be written)."""
+        ...
+
+    def write(self, frame: bytes) -> None:
+        """Queue one frame."""
+        ...
 
     def close(self) -> None:
-        """Close the connection (ServerCnx implements it)."""
-        raise NotImplementedError
+        """Close the connection (after flushing what is queued)."""
+        ...
 
-    def _on_connect(self, command: T, _: bytes | None) -> None:
+    def peer_common_name(self) -> str | None:
+        """The common name of the TLS client certificate, or None without one."""
+        ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as a background task of the broker service."""
+        ...
+
+
+class ConnectionAuthenticator:
+    """The handshake of one connection: CONNECT, AUTH_RESPONSE and the credentials' expiry."""
+
+    def __init__(self, cnx: HandshakeContext) -> None:
+        self._cnx = cnx
+        self.connected = False
+        """CONNECTED was sent: the connection may carry other commands."""
+        self.protocol_version = 0
+        """The protocol version agreed on (the client's, capped at ours)."""
+        self.client_version = ""
+        self.role: str | None = None
+        """The authenticated role (None while authentication is off or not yet done)."""
+        self.method = ""
+        """The authentication method the client used (``token``, ``basic``, ``tls``...)."""
+        self.expires_at: float | None = None
+        """When the credentials expire (seconds since the epoch; None: never)."""
+        self._authenticating = False
+        self._supports_auth_refresh = False
+        self._auth_challenge_pending = False
+
+    def on_connect(self, command: T, _: bytes | None) -> None:
+        """Answer CONNECT: at once without authentication, else once the credentials pass."""
+        cnx = self._cnx
         if self.connected or self._authenticating:
-            log.warning("closing connection from %s: second CONNECT", self.remote_address)
-            self.close()
+            log.warning("closing connection from %s: second CONNECT", cnx.remote_address)
+            cnx.close()
             return
         connect = command.connect
         self.protocol_version = min(connect.protocol_version, commands.MAX_PROTOCOL_VERSION)
         self.client_version = connect.client_version
-        authentication = self.service.authentication
+        authentication = cnx.service.authentication
         if authentication is None:
             self._complete_connect()
             return
@@ -91,12 +124,12 @@ class ConnectionAuthentication(CnxBase):
         else:
             method = "none"
         self._authenticating = True
-        self.spawn(
+        cnx.spawn(
             self._authenticate(authentication, method, self._credentials(method, connect.auth_data))
         )
 
     def _credentials(self, method: str, data: bytes) -> Credentials:
-        common_name = self.peer_common_name() if method == "tls" else None
+        common_name = self._cnx.peer_common_name() if method == "tls" else None
         return Credentials(data, common_name)
 
     async def _authenticate(
@@ -104,15 +137,15 @@ class ConnectionAuthentication(CnxBase):
     ) -> None:
         result = await self._check(authentication, method, credentials)
         self._authenticating = False
-        if result is None or not self.is_open:
+        if result is None or not self._cnx.is_open:
             return
         authentication.successes += 1
-        self.auth_role = result.role
-        self.auth_method = result.method
-        self.auth_expires_at = result.expires_at
+        self.role = result.role
+        self.method = result.method
+        self.expires_at = result.expires_at
         log.debug(
             "%s connected with role %s using auth method %s",
-            self.remote_address,
+            self._cnx.remote_address,
             result.role,
             result.method,
         )
@@ -127,29 +160,30 @@ class ConnectionAuthentication(CnxBase):
         except AuthenticationError as exc:
             reason = str(exc)
         except Exception as exc:  # never leave the client waiting
-            log.exception("authenticating %s failed", self.remote_address)
+            log.exception("authenticating %s failed", self._cnx.remote_address)
             reason = f"internal error ({type(exc).__name__})"
         self._refuse(authentication, method, reason)
         return None
 
     def _refuse(self, authentication: AuthenticationService, method: str, reason: str) -> None:
         """Count and log the refusal, then (after the service's delay) answer it and close."""
-        authentication.refused(self.remote_address, method, reason)
+        cnx = self._cnx
+        authentication.refused(cnx.remote_address, method, reason)
         error = commands.error(
             NO_REQUEST_ID, ServerError.AuthenticationError, f"Failed to authenticate: {reason}"
         )
 
         def answer() -> None:
-            self.write(error)
-            self.close()
+            cnx.write(error)
+            cnx.close()
 
         authentication.answer_refusal(answer)
 
     def _complete_connect(self) -> None:
         self.connected = True
-        self.write(
+        self._cnx.write(
             commands.connected(
-                SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize
+                SERVER_VERSION, self.protocol_version, self._cnx.service.config.maxMessageSize
             )
         )
 
@@ -157,63 +191,66 @@ class ConnectionAuthentication(CnxBase):
 
     def check_credentials_expiry(self, now: float) -> None:
         """Challenge (or close) the connection if its credentials expired by ``now``."""
-        expires_at = self.auth_expires_at
-        if not self.connected or not self.is_open or expires_at is None or expires_at > now:
+        cnx = self._cnx
+        expires_at = self.expires_at
+        if not self.connected or not cnx.is_open or expires_at is None or expires_at > now:
             return
         if not self._supports_auth_refresh:
             log.info(
                 "closing connection from %s (role %s): its credentials expired and the client "
                 "cannot refresh them",
-                self.remote_address,
-                self.auth_role,
+                cnx.remote_address,
+                self.role,
             )
-            self.close()
+            cnx.close()
             return
         if self._auth_challenge_pending:
             log.info(
                 "closing connection from %s (role %s): no fresh credentials after the challenge",
-                self.remote_address,
-                self.auth_role,
+                cnx.remote_address,
+                self.role,
             )
-            self.close()
+            cnx.close()
             return
         self._auth_challenge_pending = True
-        self.write(_auth_challenge(self.auth_method, self.protocol_version))
+        cnx.write(_auth_challenge(self.method, self.protocol_version))
 
-    def _on_auth_response(self, command: T, _: bytes | None) -> None:
-        authentication = self.service.authentication
+    def on_auth_response(self, command: T, _: bytes | None) -> None:
+        """Check the fresh credentials an AUTH_RESPONSE carries (same method, same role)."""
+        cnx = self._cnx
+        authentication = cnx.service.authentication
         if authentication is None:
-            log.warning("closing connection from %s: unexpected AUTH_RESPONSE", self.remote_address)
-            self.close()
+            log.warning("closing connection from %s: unexpected AUTH_RESPONSE", cnx.remote_address)
+            cnx.close()
             return
         response = command.auth_response.response
-        method = response.auth_method_name or self.auth_method
-        if method != self.auth_method:
-            reason = f"the auth method cannot change from {self.auth_method!r} to {method!r}"
+        method = response.auth_method_name or self.method
+        if method != self.method:
+            reason = f"the auth method cannot change from {self.method!r} to {method!r}"
             self._refuse(authentication, method, reason)
             return
         credentials = self._credentials(method, response.auth_data)
-        self.spawn(self._reauthenticate(authentication, method, credentials))
+        cnx.spawn(self._reauthenticate(authentication, method, credentials))
 
     async def _reauthenticate(
         self, authentication: AuthenticationService, method: str, credentials: Credentials
     ) -> None:
         result = await self._check(authentication, method, credentials)
-        if result is None or not self.is_open:
+        if result is None or not self._cnx.is_open:
             return
-        if result.role != self.auth_role:
+        if result.role != self.role:
             log.warning(
                 "closing connection from %s: the role cannot change on a refresh (was %s, got %s)",
-                self.remote_address,
-                self.auth_role,
+                self._cnx.remote_address,
+                self.role,
                 result.role,
             )
-            self.close()
+            self._cnx.close()
             return
         authentication.successes += 1
-        self.auth_expires_at = result.expires_at
+        self.expires_at = result.expires_at
         self._auth_challenge_pending = False
-        log.info("refreshed the credentials of %s (role %s)", self.remote_address, result.role)
+        log.info("refreshed the credentials of %s (role %s)", self._cnx.remote_address, result.role)
 
 
 def _auth_challenge(method: str, protocol_version: int) -> bytes:
