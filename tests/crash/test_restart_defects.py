@@ -11,8 +11,9 @@ from urllib.parse import quote
 
 import pulsar
 import pytest
-from broker_process import BrokerProcess, process_client, read_all
+from broker_process import BrokerProcess, close_after_kill, process_client, read_all
 from official_client import drain
+from polling import wait_for
 from stored_cursors import wait_acknowledgments_stored
 
 from starquake.protocol import commands
@@ -125,9 +126,14 @@ def test_a_topic_that_cannot_load_gets_a_clear_error_at_once(broker: BrokerProce
 
 
 def test_dedup_remembers_producers_after_trim_and_kill9(tmp_path: Path) -> None:
+    # Ledgers of 5 entries and a deduplication snapshot every 20 entries: "early" writes entries
+    # 0-9, "writer" entries 10-49. Once all is acknowledged, the ledgers up to the second
+    # snapshot (after entry 39) are trimmed, so "early"'s sequence ids survive only in the
+    # snapshot; the ledgers after it are kept for the replay.
     broker = BrokerProcess(
         tmp_path / "data",
         "brokerDeduplicationEnabled=true",
+        "brokerDeduplicationEntriesInterval=20",
         "managedLedgerMaxEntriesPerLedger=5",
         "managedLedgerMinLedgerRolloverTimeMinutes=0",
         "managedLedgerTrimIntervalSeconds=0.2",
@@ -136,24 +142,53 @@ def test_dedup_remembers_producers_after_trim_and_kill9(tmp_path: Path) -> None:
     try:
         client = process_client(broker.url)
         consumer = client.subscribe(TOPIC, "sub", initial_position=EARLIEST)
-        producer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
-        ids = [producer.send(f"m{i}".encode(), sequence_id=i) for i in range(50)]
-        last = (ids[-1].ledger_id(), ids[-1].entry_id())
-        assert len(drain(consumer)) == 50  # all acknowledged: trimming may delete the ledgers
-        wait_acknowledgments_stored(broker.data_dir, "sub", [last])
+        early = client.create_producer(TOPIC, producer_name="early", batching_enabled=False)
+        writer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
+        ids = [early.send(f"e{i}".encode(), sequence_id=i) for i in range(10)]
+        ids += [writer.send(f"w{i}".encode(), sequence_id=i) for i in range(40)]
+        assert len(drain(consumer)) == 50
+        wait_acknowledgments_stored(
+            broker.data_dir, "sub", [(ids[-1].ledger_id(), ids[-1].entry_id())]
+        )
+        snapshotted = {m.ledger_id() for m in ids[:40]}
+        after_snapshot = {m.ledger_id() for m in ids[40:]}
+        assert len(snapshotted) == 8 and not snapshotted & after_snapshot
+        wait_for(
+            lambda: not snapshotted & _ledger_ids(broker, TOPIC),
+            "the ledgers up to the deduplication snapshot to be trimmed",
+        )
+        assert after_snapshot <= _ledger_ids(broker, TOPIC)  # the replay still needs them
         broker.kill()
-        client.close()
+        close_after_kill(client)
+
         broker.start()
         client = process_client(broker.url)
-        producer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
-        assert producer.last_sequence_id() == 49
+        early = client.create_producer(TOPIC, producer_name="early", batching_enabled=False)
+        writer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)
+        assert early.last_sequence_id() == 9  # from the snapshot alone
+        assert writer.last_sequence_id() == 39  # the snapshot, then the replay
         consumer = client.subscribe(TOPIC, "sub")
-        for i in range(45, 53):  # a retry of the last five, then three new ones
-            producer.send(f"m{i}".encode(), sequence_id=i)
-        assert drain(consumer) == [b"m50", b"m51", b"m52"]
+        for i in (3, 9):  # retries whose first copies were trimmed
+            assert _receipt(early.send(f"e{i}".encode(), sequence_id=i)) == (-1, -1)
+        early.send(b"e10", sequence_id=10)
+        for i in range(35, 40):  # retries whose first copies are still stored
+            assert _receipt(writer.send(f"w{i}".encode(), sequence_id=i)) == (-1, -1)
+        writer.send(b"w40", sequence_id=40)
+        assert drain(consumer) == [b"e10", b"w40"]
         client.close()
+        # nothing lost, nothing stored twice: the kept ledgers, then the two new messages
+        kept = [f"w{i}".encode() for i in range(30, 40)]
+        assert _read_payloads(broker.url) == [*kept, b"e10", b"w40"]
     finally:
         broker.cleanup()
+
+
+def _receipt(message_id: pulsar.MessageId) -> tuple[int, int]:
+    return message_id.ledger_id(), message_id.entry_id()
+
+
+def _ledger_ids(broker: BrokerProcess, topic: str) -> set[int]:
+    return {int(path.stem) for path in _ledger_files(broker, topic)}
 
 
 def _ledger_files(broker: BrokerProcess, topic: str) -> list[Path]:

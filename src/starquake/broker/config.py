@@ -71,6 +71,9 @@ class BrokerConfig:
     delayedDeliveryTickTimeMillis: int = 1000
     isDelayedDeliveryDeliverAtTimeStrict: bool = False
     brokerDeduplicationEnabled: bool = False
+    brokerDeduplicationEntriesInterval: int = 1000
+    """Entries persisted between two snapshots of a topic's deduplication state: a restart
+    replays the entries after the last snapshot, so ledgers holding them are not trimmed."""
     nonPersistentMaxPendingBytesPerConnection: int = 8 * 1024 * 1024
     statsUpdateFrequencyInSecs: int = 60
     """Rates in the stats and metrics average over one to two of these intervals."""
@@ -234,6 +237,7 @@ _RANGES: dict[str, tuple[float, float | None]] = {
     "maxUnackedMessagesPerConsumer": (0, None),
     "maxUnackedMessagesPerSubscription": (0, None),
     "delayedDeliveryTickTimeMillis": (1, None),
+    "brokerDeduplicationEntriesInterval": (1, None),
     "nonPersistentMaxPendingBytesPerConnection": (0, None),
     "statsUpdateFrequencyInSecs": (1, None),
     "ttlDurationDefaultInSeconds": (0, None),

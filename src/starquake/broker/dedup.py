@@ -10,7 +10,10 @@ stored); one above ``persisted`` but at or below ``pushed`` is of unknown status
 still in flight: the producer gets an error and retries); anything above ``pushed`` is new.
 
 The state survives restarts through a snapshot in the metadata store plus a replay of the log
-written after it (:meth:`recover`). Snapshot layout (UTF-8 JSON)::
+written after it (:meth:`recover`). A snapshot is due every ``snapshot_interval_entries`` persisted
+entries (the broker setting ``brokerDeduplicationEntriesInterval``, default 1000), and the managed
+ledger is not trimmed past the last snapshot stored, nor at all before the first
+(:meth:`MessageDeduplication.trim_hold`). Snapshot layout (UTF-8 JSON)::
 
     {"version": 1,
      "position": [ledger_id, entry_id] | null,    # last entry the snapshot accounts for
@@ -27,15 +30,17 @@ import logging
 from enum import Enum
 from urllib.parse import quote
 
+from starquake.broker.config import BrokerConfig
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import entry_metadata
 from starquake.storage import ManagedLedger, Position
 
-__all__ = ["DedupStatus", "MessageDeduplication"]
+__all__ = ["DEFAULT_SNAPSHOT_INTERVAL_ENTRIES", "DedupStatus", "MessageDeduplication"]
 
 log = logging.getLogger(__name__)
 
 _SNAPSHOT_VERSION = 1
+DEFAULT_SNAPSHOT_INTERVAL_ENTRIES = BrokerConfig.brokerDeduplicationEntriesInterval
 _REPLAY_BATCH = 500
 _NONE = -1  # sequence ids are unsigned on the wire: -1 is below every real one
 
@@ -58,6 +63,9 @@ class MessageDeduplication:
     ``enabled`` was switched on), :meth:`check` answers :attr:`DedupStatus.UNKNOWN` for every
     message, so nothing is stored twice while the state is incomplete; :meth:`recover` makes the
     instance ready.
+
+    ``snapshot_interval_entries`` is how many persisted entries make a snapshot due
+    (:meth:`snapshot_due`): every persisted entry counts, markers and chunks included.
     """
 
     def __init__(
@@ -66,13 +74,15 @@ class MessageDeduplication:
         *,
         enabled: bool,
         max_producers: int = 10000,
-        snapshot_interval_entries: int = 1000,
+        snapshot_interval_entries: int = DEFAULT_SNAPSHOT_INTERVAL_ENTRIES,
     ) -> None:
         if max_producers < 1:
             raise ValueError("max_producers must be at least 1")
+        if snapshot_interval_entries < 1:
+            raise ValueError("snapshot_interval_entries must be at least 1")
         self.topic_name = topic_name
         self.max_producers = max_producers
-        self.snapshot_interval_entries = max(1, snapshot_interval_entries)
+        self.snapshot_interval_entries = snapshot_interval_entries
         # both dicts are kept in order of last activity (oldest first): the eviction order
         self._pushed: dict[str, int] = {}
         self._persisted: dict[str, int] = {}

@@ -61,7 +61,11 @@ class PersistentTopic:
         self.closed = False
         self.msg_in_counter = 0
         self.entry_infos = EntryInfoCache()
-        self.dedup = MessageDeduplication(self.full_name, enabled=False)
+        self.dedup = MessageDeduplication(
+            self.full_name,
+            enabled=False,
+            snapshot_interval_entries=service.config.brokerDeduplicationEntriesInterval,
+        )
         self.bytes_in_counter = 0
         self.entries_added = 0
         self._drained: list[asyncio.Future[None]] = []
