@@ -55,10 +55,10 @@ def test_partitioned_topic_create_update_get(broker: EmbeddedBroker, domain: str
     assert _call(broker, "GET", path) == (200, b'{"partitions": 0}')
     assert _call(broker, "PUT", path, 2)[0] == 204
     assert _call(broker, "PUT", path, 2)[0] == 409
-    assert _call(broker, "POST", path, 1)[0] == 412  # partitions only grow
+    assert _call(broker, "POST", path, 1)[0] == 422  # partitions only grow
     assert _call(broker, "POST", path, 4)[0] == 204
     assert json.loads(_call(broker, "GET", path)[1]) == {"partitions": 4}
-    assert _call(broker, "PUT", "/admin/v2/persistent/public/default/x/partitions", 0)[0] == 400
+    assert _call(broker, "PUT", "/admin/v2/persistent/public/default/x/partitions", 0)[0] == 406
     client = pulsar.Client(broker.service_url)
     try:
         assert len(client.get_topic_partitions("persistent://public/default/pt-admin")) == 4

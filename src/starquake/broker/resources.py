@@ -46,6 +46,12 @@ class NotFoundError(BrokerServiceError):
     code = ServerError.TopicNotFound
 
 
+class UnprocessableError(BrokerServiceError):
+    """A well-formed request that cannot be carried out (HTTP 422 in the admin API)."""
+
+    code = ServerError.MetadataError
+
+
 def _dump(value: dict[str, Any]) -> bytes:
     return json.dumps(value, sort_keys=True).encode()
 
@@ -260,15 +266,18 @@ class PulsarResources:
             self._partitioned[str(topic)] = partitions
 
     def update_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
-        """Raise a partitioned topic's partition count (it never shrinks)."""
+        """Raise a partitioned topic's partition count: it never shrinks, and asking for the
+        current count changes nothing."""
         with self._lock:
             current = self._partitioned.get(str(topic))
             if current is None:
                 raise NotFoundError(f"Partitioned topic {topic} does not exist")
-            if partitions <= current:
-                raise MetadataError(
+            if partitions < current:
+                raise UnprocessableError(
                     f"The number of partitions can only grow (now {current}, asked {partitions})"
                 )
+            if partitions == current:
+                return
             self._store.put(self._partitioned_key(topic), _dump({"partitions": partitions}))
             self._partitioned[str(topic)] = partitions
 

@@ -53,8 +53,10 @@ def install(web: WebServer, service: BrokerService) -> None:
         if create and is_system_topic(topic):
             return json_reply(400, {"reason": CREATE_REFUSED})
         count = count_of(body)
-        if count is None or count < 1:
-            return json_reply(400, {"reason": "the body must be the number of partitions (>= 1)"})
+        if count is None:
+            return json_reply(400, {"reason": "the body must be the number of partitions"})
+        if count < 1:  # Pulsar answers 406 Not Acceptable, creating or updating
+            return json_reply(406, {"reason": "Number of partitions should be more than 0"})
         resources = service.resources
         call = resources.create_partitioned_topic if create else resources.update_partitioned_topic
         try:

@@ -11,7 +11,7 @@ from starquake.broker.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from starquake.broker.resources import ConflictError, NotFoundError
+from starquake.broker.resources import ConflictError, NotFoundError, UnprocessableError
 from starquake.broker.web import Reply, WebServer, json_reply
 from starquake.common.topic_name import InvalidTopicNameError
 
@@ -35,13 +35,16 @@ class BadRequest(Exception):
 
 def status_of(exc: Exception) -> int:
     """The HTTP status of a failed admin operation: 404 unknown, 409 exists, 400 bad body,
-    412 for the rest (a precondition that does not hold, a name Pulsar refuses)."""
+    422 a request that cannot be carried out, 412 for the rest (a precondition that does not
+    hold, a name Pulsar refuses)."""
     if isinstance(exc, (NotFoundError, TopicNotFoundError, SubscriptionNotFoundError)):
         return 404
     if isinstance(exc, ConflictError):
         return 409
     if isinstance(exc, BadRequest):
         return 400
+    if isinstance(exc, UnprocessableError):
+        return 422
     return 412
 
 
