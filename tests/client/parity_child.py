@@ -1,8 +1,8 @@
 """Child process of the lifecycle parity tests: one scenario with one client, results on stdout.
 
 Usage: ``python parity_child.py SCENARIO MODULE SERVICE_URL TOPIC`` where MODULE is ``official``
-(``pulsar``) or ``starquake`` (``starquake.client``). Each scenario prints ``READY`` when it is
-about to block (if it does) and a last line ``RESULT <json>``. Run in a subprocess so that a hang
+(``pulsar``) or ``starquake`` (``starquake.client``). Each scenario prints ``READY`` once it
+blocks (if it does) and a last line ``RESULT <json>``. Run in a subprocess so that a hang
 fails the test at its deadline instead of blocking the run.
 """
 
@@ -12,6 +12,7 @@ import asyncio
 import gc
 import json
 import re
+import signal
 import sys
 import threading
 import time
@@ -79,6 +80,32 @@ def zero_queue(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: s
     return out
 
 
+def _announce_when_blocked() -> None:
+    """Print ``READY`` once the main thread has stayed inside the client library at the same
+    spot for 0.1 s: it is then waiting in the blocking call, so a SIGINT lands inside it."""
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def where() -> tuple[object, int] | None:
+        frame = sys._current_frames().get(main)
+        if frame is None or frame.f_code.co_filename == __file__:
+            return None
+        return frame.f_code, frame.f_lineno
+
+    def watch() -> None:
+        seen, since = None, time.monotonic()
+        while True:
+            spot = where()
+            if spot is None or spot != seen:
+                seen, since = spot, time.monotonic()
+            elif time.monotonic() - since >= 0.1:
+                print("READY", flush=True)
+                return
+            time.sleep(0.01)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _blocked_until_sigint(mod: types.ModuleType, url: str, topic: str, call: str) -> Any:
     """Block in ``call`` (receive, batch_receive or read_next) until the parent sends SIGINT:
     the exception raised."""
@@ -88,7 +115,7 @@ def _blocked_until_sigint(mod: types.ModuleType, url: str, topic: str, call: str
     else:
         policy = mod.ConsumerBatchReceivePolicy(10, -1, -1)  # waits for 10 messages, no timeout
         handle = client.subscribe(topic, "int", batch_receive_policy=policy)
-    print("READY", flush=True)
+    _announce_when_blocked()
     try:
         getattr(handle, call)()
         result = "received"
@@ -237,6 +264,10 @@ SCENARIOS = {
 
 
 def main() -> None:
+    # Python leaves SIGINT ignored when its parent ignored it (a background job of a
+    # non-interactive shell, some CI runners); a program in a terminal has Ctrl-C raise
+    # KeyboardInterrupt, which the SIGINT scenarios are about
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     scenario, name, url, topic = sys.argv[1:5]
     mod, amod = _modules(name)
     result = SCENARIOS[scenario](mod, amod, url, topic)

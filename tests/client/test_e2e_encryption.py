@@ -19,6 +19,7 @@ from official_client import make_client, receive_count
 
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
+from starquake.client import _crypto
 from starquake.client import asyncio as sqa
 
 PLAIN = b"top-secret-plaintext-"
@@ -292,8 +293,11 @@ def test_chunked_encrypted_messages(
             c.close()
 
 
-def test_data_key_rotation(both: dict[str, Any], keys: KeyPair) -> None:
+def test_data_key_rotation(
+    both: dict[str, Any], keys: KeyPair, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A producer renews its data key when it expires; every message stays readable."""
+    monkeypatch.setattr(_crypto, "DATA_KEY_LIFETIME_SECONDS", 0.0)  # a new key every message
     topic = _topic()
     consumers = [
         both[side].subscribe(topic, "sub-" + side, crypto_key_reader=_reader(MODULES[side], keys))
@@ -302,8 +306,6 @@ def test_data_key_rotation(both: dict[str, Any], keys: KeyPair) -> None:
     producer = both["starquake"].create_producer(
         topic, encryption_key="app-key", crypto_key_reader=_reader(sq, keys)
     )
-    encryptor = producer._impl._encryptor
-    encryptor.lifetime = 0.0  # every message under a new data key
     sent = [PLAIN + b"%d" % i for i in range(3)]
     for p in sent:
         producer.send(p)

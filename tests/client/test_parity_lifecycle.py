@@ -86,8 +86,7 @@ def test_sigint_interrupts_a_blocking_call(
     mod: types.ModuleType, broker: EmbeddedBroker, call: str
 ) -> None:
     proc = _start(f"{call}_sigint", mod, broker.service_url)
-    _wait_ready(proc)
-    time.sleep(0.5)  # let it block in receive()
+    _wait_ready(proc)  # READY once it waits inside the call
     proc.send_signal(signal.SIGINT)
     result, _ = _finish(proc, deadline=30)
     assert result == "Interrupted:pulsar"  # pulsar.Interrupted, a PulsarException
@@ -172,8 +171,7 @@ def test_sigint_interrupts_batch_receive(broker: EmbeddedBroker) -> None:
     """Ours raises Interrupted here too. (The official client does not see the signal while
     it waits in batch_receive: it returns only when the batch policy lets it.)"""
     proc = _start("batch_receive_sigint", starquake.client, broker.service_url)
-    _wait_ready(proc)
-    time.sleep(0.5)
+    _wait_ready(proc)  # READY once it waits inside the call
     proc.send_signal(signal.SIGINT)
     result, _ = _finish(proc, deadline=30)
     assert result == "Interrupted:pulsar"

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from admin_http import admin_json
 from official_client import subscribe_earliest
+from polling import wait_for
 
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
@@ -157,7 +159,9 @@ def test_ack_timeout_feeds_dead_letter(client: sq.Client, topic: str) -> None:
         consumer.receive(600)
 
 
-def test_dead_letter_initial_subscription(client: sq.Client, topic: str) -> None:
+def test_dead_letter_initial_subscription(
+    broker: EmbeddedBroker, client: sq.Client, topic: str
+) -> None:
     # Our broker ignores CommandProducer.initial_subscription_name; the client then creates
     # the subscription itself before publishing, so it sees the dead letter.
     consumer = subscribe_earliest(
@@ -173,7 +177,11 @@ def test_dead_letter_initial_subscription(client: sq.Client, topic: str) -> None
     client.create_producer(topic).send(b"x")
     for _ in range(2):
         consumer.negative_acknowledge(consumer.receive(5000))
-    time.sleep(0.5)
+    dead_subscriptions = "/admin/v2/" + f"{topic}-dead".replace("://", "/") + "/subscriptions"
+    wait_for(
+        lambda: admin_json(broker, "GET", dead_subscriptions) == (200, ["init"]),
+        "the dead letter topic's initial subscription",
+    )
     late = client.subscribe(f"{topic}-dead", "init")  # Latest: only works if it existed
     assert late.receive(5000).data() == b"x"
 
@@ -259,16 +267,19 @@ def test_reconsume_later_waits_for_the_delay(client: sq.Client, topic: str) -> N
 
 def test_batch_receive_byte_limit(client: sq.Client, topic: str) -> None:
     consumer = subscribe_earliest(
-        sq, client, topic, batch_receive_policy=sq.ConsumerBatchReceivePolicy(-1, 25, 200)
+        sq, client, topic, batch_receive_policy=sq.ConsumerBatchReceivePolicy(-1, 25, 10_000)
     )
     producer = client.create_producer(topic)
     for i in range(6):
         producer.send(b"x" * 10 + bytes([i]))  # 11 bytes each
-    time.sleep(0.3)
-    sizes = []
-    while sum(sizes) < 6:
-        sizes.append(len(consumer.batch_receive()))
-    assert sizes == [2, 2, 2]
-    big = b"y" * 100  # larger than the limit alone: still handed over
+    # handed over once 25 bytes are queued (3 messages), holding no more than 25 (2 messages)
+    batches = [consumer.batch_receive() for _ in range(2)]
+    big = b"y" * 100  # larger than the limit alone: still handed over, in a batch of its own
     producer.send(big)
-    assert [m.data() for m in consumer.batch_receive()] == [big]
+    batches += [consumer.batch_receive(), consumer.batch_receive()]
+    assert [[m.data() for m in batch] for batch in batches] == [
+        [b"x" * 10 + bytes([0]), b"x" * 10 + bytes([1])],
+        [b"x" * 10 + bytes([2]), b"x" * 10 + bytes([3])],
+        [b"x" * 10 + bytes([4]), b"x" * 10 + bytes([5])],
+        [big],
+    ]

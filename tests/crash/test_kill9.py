@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from broker_process import BrokerProcess, process_client, read_all
+from broker_process import BrokerProcess, close_after_kill, process_client, read_all
 from polling import eventually
 from stored_cursors import wait_acknowledgments_stored
 
@@ -114,7 +114,7 @@ def test_subscription_resumes_after_kill9(broker_process: BrokerProcess) -> None
         acked.append((msg.message_id().ledger_id(), msg.message_id().entry_id()))
     wait_acknowledgments_stored(broker_process.data_dir, "sub", acked)
     broker_process.kill()
-    client.close()
+    close_after_kill(client)
 
     broker_process.start()
     client = _client(broker_process.url)
@@ -132,7 +132,7 @@ def test_dedup_survives_kill9(tmp_path: Path) -> None:
         for i in range(50):
             producer.send(f"m{i}".encode(), sequence_id=i)
         broker.kill()
-        client.close()
+        close_after_kill(client)
         broker.start()
         client = _client(broker.url)
         producer = client.create_producer(TOPIC, producer_name="writer", batching_enabled=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from broker_process import BrokerProcess, process_client, read_all
+from broker_process import BrokerProcess, close_after_kill, process_client, read_all
 from official_client import drain
 from polling import wait_for
 from stored_cursors import subscription_stored, wait_acknowledgments_stored
@@ -115,7 +115,7 @@ def test_new_subscription_is_durable_when_subscribe_returns(tmp_path: Path) -> N
         for i in range(20):
             producer.send(f"m{i}".encode())
         broker.kill()  # well within the cursor flush interval
-        client.close()
+        close_after_kill(client)
         broker.start()
         # not synchronisation: a chance for a wrong trim pass (every 0.2 s) to delete data that
         # only the subscription holds; on a slower machine the test gets weaker, never flaky
@@ -140,7 +140,7 @@ def test_unsubscribe_is_durable_when_it_returns(tmp_path: Path) -> None:
         wait_for(lambda: subscription_stored(broker.data_dir, "sub"), "the subscription stored")
         consumer.unsubscribe()
         broker.kill()
-        client.close()
+        close_after_kill(client)
         broker.start()
         client = process_client(broker.url)
         consumer = client.subscribe(TOPIC, "sub")  # a new subscription, at the latest position

@@ -428,7 +428,7 @@ def test_unknown_ids_are_refused(broker: EmbeddedBroker, baseline: int, check: N
     assert replies[T.CONSUMER_STATS_RESPONSE].consumer_stats_response.error_code == (
         pb.ConsumerNotFound
     )
-    assert T.SUCCESS in replies or T.ERROR in replies  # closing an unknown consumer
+    assert T.SUCCESS in replies  # closing an unknown consumer: Pulsar answers success
     assert received[-1].type == T.PONG
     closed, received = _run(
         broker, baseline, commands.connect("again", protocol_version=20), handshake=True

@@ -4,7 +4,7 @@ delayed delivery, and producer/consumer limits."""
 
 from __future__ import annotations
 
-import time
+import logging
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -233,8 +233,9 @@ def test_topic_producer_and_consumer_limits_override_the_namespace(
 
 
 def test_max_delivery_delay_refuses_longer_delays(
-    live_broker: EmbeddedBroker, client: pulsar.Client
+    live_broker: EmbeddedBroker, client: pulsar.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="starquake.broker")
     local = _local()
     topic = f"public/default/{local}"
     producer = client.create_producer(topic, batching_enabled=False)
@@ -250,7 +251,12 @@ def test_max_delivery_delay_refuses_longer_delays(
     refused.send_async(
         b"too-far", lambda result, _id: results.append(result), deliver_after=timedelta(minutes=1)
     )
-    time.sleep(1.0)
+    created = f"producer {refused.producer_name()} created on"
+    # created again: the send was refused and the client reconnected to resend it
+    wait_for(
+        lambda: sum(created in r.getMessage() for r in caplog.records) >= 2,
+        "the refused producer to reconnect",
+    )
     other.close()
     assert pulsar.Result.Ok not in results
     producer.send(b"near", deliver_after=timedelta(seconds=5))

@@ -119,13 +119,14 @@ class MessageEncryptor:
         self,
         key_names: Sequence[str],
         reader: KeyReader,
-        lifetime: float = DATA_KEY_LIFETIME_SECONDS,
+        lifetime: float | None = None,
     ) -> None:
         """Load the public keys now; if one cannot be used, every send fails with
-        :class:`CryptoError` (see :meth:`check`), as in the official client."""
+        :class:`CryptoError` (see :meth:`check`), as in the official client. The data key
+        lives ``lifetime`` seconds (:data:`DATA_KEY_LIFETIME_SECONDS` as it is at creation)."""
         self._names = tuple(dict.fromkeys(key_names))
         self._reader = reader
-        self.lifetime = lifetime
+        self.lifetime = DATA_KEY_LIFETIME_SECONDS if lifetime is None else lifetime
         self._data_key = b""
         self._wrapped: list[pb.EncryptionKeys] = []
         self._created = 0.0
