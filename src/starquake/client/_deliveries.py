@@ -57,6 +57,7 @@ class DeliveryTracker:
         self._redeliver_all = redeliver_all
         self._earn_permits = earn_permits
         self._shared = config.consumer_type in SHARED_TYPES
+        self._batch_index_acks = config.batch_index_ack_enabled
         self._batch_pending: dict[EntryKey, set[int]] = {}
         self._acks = AckGroupingTracker(
             consumer_id, write, config.ack_grouping_time_ms, config.ack_grouping_max_size
@@ -125,14 +126,16 @@ class DeliveryTracker:
 
     def acknowledge(self, msg_id: MessageId) -> None:
         """Acknowledge one message (a batch entry is acked once all its messages are)."""
-        if msg_id.batch_index() >= 0 and msg_id.batch_size > 0:
+        # once per message: each attribute and call read once
+        index = msg_id.batch_index()
+        if index >= 0 and msg_id.batch_size > 0:
             key = msg_id.entry_key
             pending = self._batch_pending.get(key)
             if pending is None:
                 pending = self._batch_pending[key] = set(range(msg_id.batch_size))
-            pending.discard(msg_id.batch_index())
+            pending.discard(index)
             if pending:
-                if self._config.batch_index_ack_enabled:
+                if self._batch_index_acks:
                     # the broker keeps which messages of the batch are acknowledged, so they
                     # are not delivered again after a reconnect or to another consumer
                     self._acks.add_individual([_batch_index_ack(msg_id, pending)])
