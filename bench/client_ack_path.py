@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +27,7 @@ from typing import Any
 
 from bench_brokers import log
 from bench_common import add_json_option, align_columns, print_report
-from client_tree_ab import resolve_trees
+from client_tree_ab import resolve_trees, run_in_tree
 
 
 async def _time_acks(batches: int, batch_size: int, repeats: int) -> list[float]:
@@ -63,13 +61,7 @@ def worker(argv: list[str]) -> int:
 
 def one_pass(tree: Path, args: argparse.Namespace) -> float:
     """Fastest of 5 timings (ns per ack) in one worker process importing ``tree``'s client."""
-    done = subprocess.run(
-        [sys.executable, __file__, "worker", str(args.batches), str(args.batch_size), "5"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(tree)},
-    )
+    done = run_in_tree(tree, [__file__, "worker", str(args.batches), str(args.batch_size), "5"])
     if done.returncode:
         raise RuntimeError(f"worker failed:\n{done.stderr[-1500:]}")
     return float(min(json.loads(done.stdout)))

@@ -69,15 +69,20 @@ def resolve_trees(specs: list[str], scratch: Path) -> dict[str, Path]:
     return trees
 
 
-def imported_from(path: Path) -> str:
-    """Where ``import starquake.client`` resolves with ``path`` first on PYTHONPATH."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import starquake.client as c; print(c.__file__)"],
+def run_in_tree(path: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run this Python on ``argv`` with ``path`` first on PYTHONPATH; output captured."""
+    return subprocess.run(
+        [sys.executable, *argv],
         capture_output=True,
         text=True,
         check=False,
         env={**os.environ, "PYTHONPATH": str(path)},
     )
+
+
+def imported_from(path: Path) -> str:
+    """Where ``import starquake.client`` resolves with ``path`` first on PYTHONPATH."""
+    done = run_in_tree(path, ["-c", "import starquake.client as c; print(c.__file__)"])
     if done.returncode:
         raise SystemExit(f"starquake.client does not import from {path}:\n{done.stderr[-1500:]}")
     return done.stdout.strip()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dedup_helpers import EmptyLedger, ready_dedup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,18 +76,7 @@ def entry(
 
 
 def ready(**kwargs: int) -> MessageDeduplication:
-    dedup = MessageDeduplication(TOPIC, enabled=True, **kwargs)
-    dedup.recover(None, _EmptyLedger())  # type: ignore[arg-type]
-    return dedup
-
-
-class _EmptyLedger:
-    """Just enough of a ManagedLedger with nothing stored."""
-
-    last_confirmed = Position(0, -1)
-
-    def first_position(self) -> Position | None:
-        return None
+    return ready_dedup(TOPIC, **kwargs)
 
 
 class Broker:
@@ -233,7 +223,7 @@ def test_disabled_accepts_everything_and_tracks_nothing() -> None:
     d.on_persisted("p", 1, 0, Position(1, 0))
     assert d.last_sequence_id("p") == -1
     assert not d.snapshot_due()
-    assert d.recover(None, _EmptyLedger()) == 0  # type: ignore[arg-type]
+    assert d.recover(None, EmptyLedger()) == 0  # type: ignore[arg-type]
     assert not d.ready
 
 
@@ -242,7 +232,7 @@ def test_enabling_requires_recovery_and_disabling_clears() -> None:
     assert d.enabled and not d.ready
     assert d.check("p", 1, 0) is UNKNOWN  # state incomplete: make the producer retry
     assert d.last_sequence_id("p") == -1
-    d.recover(None, _EmptyLedger())  # type: ignore[arg-type]
+    d.recover(None, EmptyLedger())  # type: ignore[arg-type]
     assert d.ready
     assert d.check("p", 1, 0) is NOT_DUP
     d.on_persisted("p", 1, 0, Position(1, 0))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pulsar
 import pytest
+from dedup_helpers import ready_dedup
 
 from starquake.broker.config import BrokerConfig, ConfigError, load_config
 from starquake.broker.dedup import DEFAULT_SNAPSHOT_INTERVAL_ENTRIES, MessageDeduplication
@@ -20,18 +21,7 @@ TOPIC = "persistent://public/default/dedup-interval"
 
 
 def ready(interval: int) -> MessageDeduplication:
-    dedup = MessageDeduplication(TOPIC, enabled=True, snapshot_interval_entries=interval)
-    dedup.recover(None, _EmptyLedger())  # type: ignore[arg-type]
-    return dedup
-
-
-class _EmptyLedger:
-    """Just enough of a ManagedLedger with nothing stored."""
-
-    last_confirmed = Position(0, -1)
-
-    def first_position(self) -> Position | None:
-        return None
+    return ready_dedup(TOPIC, snapshot_interval_entries=interval)
 
 
 # ---------------------------------------------------------------------- configuration
