@@ -83,7 +83,12 @@ class SparkBroker:
 
 @pytest.fixture(scope="session")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkBroker]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("spark") / "data")
+    # The topics here have no subscriptions and stay idle for long stretches on a busy machine
+    # (JVM start-ups, a killed query's restart): the broker's deletion of inactive topics would
+    # take them, data and deduplication state included (tests/compat tests that deletion).
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("spark") / "data", "brokerDeleteInactiveTopicsEnabled=false"
+    )
     proc.start()
     try:
         yield SparkBroker(proc)

@@ -31,6 +31,15 @@ def _pipeline(broker: SparkBroker, source: str, sink: str, ckpt: Path, *extra: s
     ]
 
 
+def _progress(ckpt: Path) -> str:
+    """The micro-batches the checkpoint planned (offsets) and committed (commits)."""
+    logs = {
+        name: sorted(int(p.name) for p in (ckpt / name).glob("*") if p.name.isdigit())
+        for name in ("offsets", "commits")
+    }
+    return f"offsets {logs['offsets']}, commits {logs['commits']}"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_killed_pipeline_restarted_on_its_checkpoint_writes_each_message_once(
@@ -73,12 +82,12 @@ def test_killed_pipeline_restarted_on_its_checkpoint_writes_each_message_once(
     counts = collections.Counter(m.properties()["src"] for m in written_out)
     producers = collections.Counter(m.producer_name() for m in written_out)
     sources = read_topic(spark_broker, source)
-    assert len(sources) == total
+    assert len(sources) == total, (len(sources), _progress(ckpt))
     missing = [
         (m.topic_name()[-1], str(m.message_id()))
         for m in sources
         if f"{m.topic_name()}/{m.message_id().serialize().hex().upper()}" not in counts
     ]
-    assert not missing, (len(missing), missing[:3], missing[-3:], producers)
+    assert not missing, (len(missing), missing[:3], missing[-3:], producers, _progress(ckpt))
     assert len(counts) == total
     assert set(counts.values()) == {1}, [k for k, n in counts.items() if n > 1][:5]

@@ -153,6 +153,7 @@ class NonPersistentSubscription:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; the subscription goes when its last consumer does."""
+        self.topic.last_active = time.monotonic()
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
         messages, size = self.departed_out
@@ -236,8 +237,9 @@ class NonPersistentTopic:
         return self.producer_registry.admit(producer)
 
     def remove_producer(self, producer: Producer) -> None:
-        """Forget a producer that closed or disconnected."""
+        """Forget a producer that closed or disconnected (the topic was active until now)."""
         self.producer_registry.remove(producer)
+        self.last_active = time.monotonic()
 
     def last_sequence_id(self, producer_name: str) -> int:
         """Always -1: a non-persistent topic keeps no sequence ids."""
@@ -296,7 +298,8 @@ class NonPersistentTopic:
 
     def remove_subscription(self, name: str) -> None:
         """Forget a subscription (no-op if unknown)."""
-        self.subscriptions.pop(name, None)
+        if self.subscriptions.pop(name, None) is not None:
+            self.last_active = time.monotonic()
 
     def unsubscribe(self, name: str) -> None:
         """Delete a subscription that has no connected consumers."""

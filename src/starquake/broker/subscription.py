@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -150,6 +151,7 @@ class Subscription:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; its unacknowledged messages go to the others."""
+        self.topic.last_active = time.monotonic()  # active until now
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
         messages, size = self.departed_out

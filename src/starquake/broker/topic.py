@@ -100,9 +100,10 @@ class PersistentTopic:
         return admitted
 
     def remove_producer(self, producer: Producer) -> None:
-        """Forget a producer that closed or disconnected."""
+        """Forget a producer that closed or disconnected (the topic was active until now)."""
         self.producer_registry.remove(producer)
         self.dedup.producer_disconnected(producer.name)
+        self.last_active = time.monotonic()
 
     def last_sequence_id(self, producer_name: str) -> int:
         """Last sequence id the broker has for ``producer_name`` (-1 without deduplication)."""
@@ -315,6 +316,7 @@ class PersistentTopic:
         subscription = self.subscriptions.pop(name, None)
         if subscription is not None:
             subscription.close()
+            self.last_active = time.monotonic()
 
     def unsubscribe(self, name: str) -> None:
         """Delete a subscription that has no connected consumers, and its cursor."""

@@ -11,8 +11,9 @@ unkeyed row to partition ``i % partitions``, so a replay routes every row as bef
 
 The guarantee holds when a replayed task sees the same rows in the same order: a
 deterministic query over a replayable source (Spark pins the shuffle partitioning in the
-checkpoint), the topic's partition count unchanged, and the broker's deduplication state kept
-for as long as the query may be down (see the README).
+checkpoint), the topic's partition count unchanged, and the topic and the broker's
+deduplication state kept for as long as the query may be down (a topic without subscriptions is
+deleted once inactive, by default after a minute: see the README).
 """
 
 from __future__ import annotations
