@@ -189,6 +189,13 @@ class ClientConnection(asyncio.Protocol):
             self._transport.close()
         self._shutdown(ConnectError(f"connection to {self.logical_address} closed"))
 
+    def abort(self) -> None:
+        """Close the socket at once, without a TLS goodbye: for a connection given up before
+        (or without) an orderly close, whose socket must not outlive the event loop."""
+        if self._transport is not None:
+            self._transport.abort()
+        self._shutdown(ConnectError(f"connection to {self.logical_address} aborted"))
+
     def _shutdown(self, error: PulsarException) -> None:
         if self._closed:
             return

@@ -66,6 +66,12 @@ class ClientCore:
     async def close(self) -> None:
         """Close every producer and consumer, then the connections."""
         self.closed = True
+        try:
+            await self._close_handlers()
+        finally:  # the connections close even if a handler's close failed
+            await self.pool.close()
+
+    async def _close_handlers(self) -> None:
         handlers = list(self.handlers)
         for handler in handlers:
             try:
@@ -83,7 +89,6 @@ class ClientCore:
         tasks.extend(self.background)
         if tasks:
             await asyncio.wait(tasks, timeout=self.operation_timeout)
-        await self.pool.close()
 
 
 class HandlerBase:

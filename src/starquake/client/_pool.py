@@ -98,6 +98,9 @@ class ConnectionPool:
         self._opening[logical_url] = fut
         try:
             cnx = await self._open(logical_url)
+            if self._closed:  # the client closed while we connected: nobody will close it
+                cnx.abort()
+                raise ConnectError("client is closed")
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()
@@ -133,7 +136,11 @@ class ConnectionPool:
             raise TlsHandshakeError(f"TLS handshake with {logical_url} failed: {exc}") from None
         except (OSError, TimeoutError) as exc:
             raise ConnectError(f"cannot connect to {logical_url}: {exc}") from None
-        await cnx.handshake(timeout)
+        try:
+            await cnx.handshake(timeout)
+        except BaseException:  # refused, timed out, or cancelled (the client is closing)
+            cnx.abort()
+            raise
         log.debug("connected to %s (%s)", logical_url, cnx.server_version)
         return cnx
 
@@ -165,6 +172,13 @@ class ConnectionPool:
             cnx.close()
         self._connections.clear()
         await asyncio.gather(*(cnx.wait_lost(_CLOSE_WAIT_SECONDS) for cnx in connections))
+
+    def abort(self) -> None:
+        """Close every connection at once (no TLS goodbye): the loop is about to stop."""
+        self._closed = True
+        connections, self._connections = self._connections, {}
+        for cnx in connections.values():
+            cnx.abort()
 
 
 class LookupService:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import weakref
@@ -275,7 +276,7 @@ class Client:
         """Close at once, without waiting for pending operations."""
         self._shut_down = True
         self._inner.shutdown()
-        self._runner.stop()
+        self._stop_loop()
 
     def close(self) -> None:
         """Close every producer, consumer and reader of this client, then the connections.
@@ -293,7 +294,14 @@ class Client:
             for handle in handles:
                 if isinstance(handle, Receiver):
                     handle.mark_closed()
-            self._runner.stop()
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        """Stop the client's loop, aborting first the connections an orderly close did not
+        reach (after shutdown(), or a close that failed): no socket may outlive the loop."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed already
+            self._runner.call_soon(self._inner.core.pool.abort)
+        self._runner.stop()
 
     async def _close(self, handles: list[Producer | Consumer | Reader]) -> None:
         for handle in handles:  # what callers queued goes first
