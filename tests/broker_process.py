@@ -78,7 +78,7 @@ class BrokerProcess:
             cmd += ["-D", define]
         return cmd
 
-    def start(self, timeout: float = 20) -> None:
+    def start(self, timeout: float = 30) -> None:
         with open(self.log_path, "ab") as log:
             env = None if self.env is None else {**os.environ, **self.env}
             self.proc = subprocess.Popen(
@@ -93,7 +93,9 @@ class BrokerProcess:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"broker exited during start-up:\n{self.log()}") from None
                 time.sleep(0.05)
-        raise RuntimeError(f"broker did not start:\n{self.log()}")
+        self.proc.kill()  # not left running into the next test
+        self.proc.wait(10)
+        raise RuntimeError(f"broker did not start within {timeout} s:\n{self.log()}")
 
     def log(self) -> str:
         """Everything the broker logged so far."""

@@ -68,6 +68,9 @@ def _produce(
     count: int,
     **kwargs: Any,
 ) -> list[bytes]:
+    if kwargs.get("batching_enabled"):
+        # one batch however slowly the sends come: only the flush sends it
+        kwargs.setdefault("batching_max_publish_delay_ms", 60_000)
     producer = producer_client.create_producer(
         topic,
         encryption_key="app-key",
