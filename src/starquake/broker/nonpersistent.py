@@ -308,7 +308,7 @@ class NonPersistentTopic:
             raise SubscriptionNotFoundError(f"Subscription {name} not found")
         if subscription.consumers:
             raise ConsumerBusyError(f"Subscription {name} has connected consumers")
-        del self.subscriptions[name]
+        self.remove_subscription(name)
 
     def last_message_position(self) -> tuple[Position, int]:
         """No position and batch index -1: nothing is stored."""

@@ -327,8 +327,7 @@ class PersistentTopic:
             raise BrokerServiceError(
                 f"Subscription {name} has connected consumers", ServerError.ConsumerBusy
             )
-        self.subscriptions.pop(name, None)
-        subscription.close()
+        self.remove_subscription(name)
         if subscription.durable:
             self.ledger.delete_cursor(name)
 
