@@ -96,7 +96,9 @@ def test_updates_after_creation_reach_get_and_listeners(client: Any, topic: str)
     view.close()
 
 
-def test_partitioned_topic(client: Any, broker: EmbeddedBroker, topic: str) -> None:
+def test_partitioned_topic(
+    mod: types.ModuleType, client: Any, broker: EmbeddedBroker, topic: str
+) -> None:
     broker.create_partitioned_topic(topic, 3)
     producer = _producer(client, topic)
     expected = {}
@@ -107,6 +109,11 @@ def test_partitioned_topic(client: Any, broker: EmbeddedBroker, topic: str) -> N
     producer.send(b"", partition_key="k0")
     del expected["k0"]
     view = client.create_table_view(topic)
+    if mod.__name__ == "pulsar":
+        # The official client decides "nothing more to read" on a partitioned topic from the
+        # bytes waiting in its queue, so an empty (deleting) value that is the last message
+        # there can be applied just after the view is returned. Ours applies it before.
+        _eventually(lambda: _entries(view) == expected)
     assert _entries(view) == expected
     assert len(view) == 11
     for i in range(12):
