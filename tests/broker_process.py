@@ -22,6 +22,54 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def listening_ports(pid: int) -> set[int] | None:
+    """The TCP ports process ``pid`` listens on, from ``/proc`` (None where there is no ``/proc``).
+
+    A connection that succeeds proves only that *some* process listens on a port; another
+    program can take a port between ``free_port`` and the broker's bind.
+    """
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return None if not os.path.isdir("/proc/self/fd") else set()
+    inodes = set()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:[") : -1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                # fields: sl, local address:port (hex), remote, state (0A: LISTEN), ..., inode
+                if fields[3] == "0A" and fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def wait_listening(proc: subprocess.Popen[bytes], ports: list[int], timeout: float) -> bool:
+    """Wait until ``proc`` itself listens on every port in ``ports``; False if it exited first.
+
+    Raises ``TimeoutError`` after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        held = listening_ports(proc.pid)
+        if held is None:  # no /proc: a connection is the best evidence there is
+            with contextlib.suppress(OSError):
+                for port in ports:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return True
+        elif held.issuperset(ports):
+            return True
+        time.sleep(0.02)
+    raise TimeoutError(f"process {proc.pid} did not listen on {ports} within {timeout} s")
+
+
 class BrokerProcess:
     """A broker process on fresh ports over ``data_dir``; ``defines`` are ``-D key=value``.
 
@@ -44,6 +92,7 @@ class BrokerProcess:
         self.web_port = free_port()
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._started = False
 
     @property
     def url(self) -> str:
@@ -79,23 +128,33 @@ class BrokerProcess:
         return cmd
 
     def start(self, timeout: float = 30) -> None:
-        with open(self.log_path, "ab") as log:
-            env = None if self.env is None else {**os.environ, **self.env}
-            self.proc = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Start the broker and wait until it listens on its ports.
+
+        At the first start another program may have taken a port since ``free_port`` chose it;
+        the broker then exits naming the address, and it is started again on new ports. A
+        restart keeps the ports clients already hold.
+        """
+        for attempt in range(3):
+            log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+            with open(self.log_path, "ab") as log:
+                env = None if self.env is None else {**os.environ, **self.env}
+                self.proc = subprocess.Popen(
+                    self.command(), stdout=log, stderr=subprocess.STDOUT, env=env
+                )
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                if wait_listening(self.proc, [self.port, self.web_port], timeout):
+                    self._started = True
                     return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"broker exited during start-up:\n{self.log()}") from None
-                time.sleep(0.05)
-        self.proc.kill()  # not left running into the next test
-        self.proc.wait(10)
-        raise RuntimeError(f"broker did not start within {timeout} s:\n{self.log()}")
+            except TimeoutError:
+                self.proc.kill()  # not left running into the next test
+                self.proc.wait(10)
+                raise RuntimeError(
+                    f"broker did not start within {timeout} s:\n{self.log()}"
+                ) from None
+            port_taken = "address already in use" in self.log()[log_start:]
+            if not port_taken or self._started or attempt == 2:
+                raise RuntimeError(f"broker exited during start-up:\n{self.log()}")
+            self.port, self.web_port = free_port(), free_port()
 
     def log(self) -> str:
         """Everything the broker logged so far."""

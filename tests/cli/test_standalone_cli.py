@@ -6,29 +6,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pulsar
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return time.monotonic() - started
-        except OSError:
-            assert proc.poll() is None, "broker exited"
-            time.sleep(0.01)
-    raise AssertionError("broker did not start")
+from broker_process import free_port, wait_listening
 
 
 def _standalone_exits(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -42,7 +24,7 @@ def _standalone_exits(cwd: Path, *args: str) -> subprocess.CompletedProcess[byte
 
 
 def test_standalone_with_config_file_and_defines(tmp_path: Path) -> None:
-    port, web = _free_port(), _free_port()
+    port, web = free_port(), free_port()
     conf = tmp_path / "broker.conf"
     conf.write_text(
         f"brokerServicePort={port}\nwebServicePort=1\nclusterName=standalone\n"
@@ -64,7 +46,7 @@ def test_standalone_with_config_file_and_defines(tmp_path: Path) -> None:
     ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
     try:
-        _wait_port(port, proc)
+        assert wait_listening(proc, [port, web], timeout=30), "the broker exited"
         with urllib.request.urlopen(f"http://127.0.0.1:{web}/admin/v2/brokers/health") as resp:
             assert resp.read() == b"ok"
         client = pulsar.Client(f"pulsar://127.0.0.1:{port}")
