@@ -182,6 +182,12 @@ def test_size_quota_eviction_moves_the_slowest_subscription(
     producer = client.create_producer(topic, batching_enabled=False)
     fill(producer, 100, size=20)
     ack_all(fast, 100)
+    # the official client sends acknowledgements in the background: wait until they are applied,
+    # or "fast" is as far behind as "slow" and eviction may pick it
+    wait_for(
+        lambda: stats(broker, topic)["subscriptions"]["fast"]["msgBacklog"] == 0,
+        "the fast subscription's acknowledgements",
+    )
     before = stats(broker, topic)
     assert before["subscriptions"]["slow"]["msgBacklog"] == 100
     limit = before["backlogSize"] // 2

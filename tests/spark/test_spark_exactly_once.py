@@ -70,7 +70,7 @@ def test_killed_pipeline_restarted_on_its_checkpoint_writes_each_message_once(
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
-    log.close()
+        log.close()
     # restart on the same checkpoint and let it finish the backlog
     finish = subprocess.run(
         _pipeline(spark_broker, source, sink, ckpt, "--available-now"),
