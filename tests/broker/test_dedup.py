@@ -245,6 +245,16 @@ def test_enabling_requires_recovery_and_disabling_clears() -> None:
     assert not d.ready
 
 
+def test_generation_changes_with_each_switch_only() -> None:
+    d = MessageDeduplication(TOPIC, enabled=True)
+    first = d.generation
+    d.enabled = True
+    assert d.generation == first
+    d.enabled = False
+    d.enabled = True
+    assert d.generation == first + 2
+
+
 # ---------------------------------------------------------------------- eviction
 
 

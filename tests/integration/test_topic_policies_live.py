@@ -4,6 +4,7 @@ delayed delivery, and producer/consumer limits."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Iterator
@@ -143,7 +144,7 @@ def test_topic_dedup_on_a_live_producer(live_broker: EmbeddedBroker, client: pul
     assert _call(live_broker, "POST", f"{_admin(local)}/deduplicationEnabled", True)[0] == 204
     status, applied = _call(live_broker, "GET", f"{_admin(local)}/deduplicationEnabled?applied=1")
     assert status == 200 and applied is True
-    # the topic was reloaded: the same producer reconnects to a deduplicating topic
+    # switched in place: the topic replayed its log, so sequence id 2 is new and then known
     producer.send(b"b", sequence_id=2)
     duplicate = producer.send(b"b-again", sequence_id=2)
     assert (duplicate.ledger_id(), duplicate.entry_id()) == (-1, -1)  # Pulsar's receipt
@@ -159,32 +160,113 @@ def test_topic_dedup_on_a_live_producer(live_broker: EmbeddedBroker, client: pul
     assert seen == [b"a", b"a-again", b"b", b"c", b"c-again"]
 
 
-def test_partitioned_topic_dedup_reloads_every_partition(
+def _loaded(broker: EmbeddedBroker, local: str) -> dict[str, Any]:
+    async def snapshot() -> dict[str, Any]:
+        return {n: t for n, t in broker.service.topics.items() if local in n}
+
+    return broker.call(snapshot())
+
+
+def _consumer_ids(broker: EmbeddedBroker, local: str) -> set[tuple[str, int, int]]:
+    """(topic, consumer id, object identity) of every consumer the broker has on the topic's
+    partitions: a client that reconnects keeps its consumer id but gets a new broker object."""
+    return {
+        (name, consumer.consumer_id, id(consumer))
+        for name, topic in _loaded(broker, local).items()
+        for subscription in topic.subscriptions.values()
+        for consumer in subscription.consumers
+    }
+
+
+def test_partitioned_topic_dedup_switches_every_partition_in_place(
     live_broker: EmbeddedBroker, client: pulsar.Client
 ) -> None:
     local = _local()
     assert _call(live_broker, "PUT", f"{_admin(local)}/partitions", 2)[0] == 204
+    consumer = client.subscribe(f"public/default/{local}", "s", initial_position=EARLIEST)
     producer = client.create_producer(
         f"public/default/{local}", producer_name="pp", batching_enabled=False
     )
     for i in range(4):
         producer.send(f"m{i}".encode(), partition_key=str(i))
 
-    def loaded() -> dict[str, Any]:
-        async def snapshot() -> dict[str, Any]:
-            service = live_broker.service
-            return {n: t for n, t in service.topics.items() if local in n}
-
-        return live_broker.call(snapshot())
-
-    before = loaded()
-    assert len(before) == 2 and not any(t.dedup.enabled for t in before.values())
+    before = _loaded(live_broker, local)
+    consumers = _consumer_ids(live_broker, local)
+    assert len(before) == 2 and len(consumers) == 2
+    assert not any(t.dedup.enabled for t in before.values())
     assert _call(live_broker, "POST", f"{_admin(local)}/deduplicationEnabled", True)[0] == 204
+    # the same topics, with the same consumers: nothing was unloaded or disconnected
+    after = _loaded(live_broker, local)
+    assert set(after) == set(before) and all(t is before[n] for n, t in after.items())
+    assert all(t.dedup.ready for t in after.values())
+    assert _consumer_ids(live_broker, local) == consumers
     for i in range(4, 8):
-        producer.send(f"m{i}".encode(), partition_key=str(i))  # reconnects, loads them again
-    after = loaded()
-    assert set(after) == set(before)
-    assert all(t.dedup.enabled and t is not before[n] for n, t in after.items())
+        producer.send(f"m{i}".encode(), partition_key=str(i))
+    received = sorted(consumer.receive(5000).data() for _ in range(8))
+    assert received == sorted(f"m{i}".encode() for i in range(8))
+    assert _consumer_ids(live_broker, local) == consumers
+
+
+def test_namespace_dedup_switch_keeps_readers_connected(
+    live_broker: EmbeddedBroker, client: pulsar.Client
+) -> None:
+    """A reader in the middle of has_message_available() while deduplication is switched on and
+    off for the namespace keeps working: the broker does not unload the topic."""
+    local = _local()
+    topic = f"public/default/{local}"
+    producer = client.create_producer(topic, producer_name="w", batching_enabled=False)
+    producer.send(b"first", sequence_id=5)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    consumers = _consumer_ids(live_broker, local)
+    try:
+        for enabled in (True, False, True):
+            assert _call(live_broker, "POST", f"{NS}/deduplication", enabled)[0] == 204
+            assert reader.has_message_available()
+            assert _consumer_ids(live_broker, local) == consumers
+        # the replayed log knows the producer's last sequence id: an old one is a duplicate
+        receipt = producer.send(b"again", sequence_id=5)
+        assert (receipt.ledger_id(), receipt.entry_id()) == (-1, -1)
+        producer.send(b"second", sequence_id=6)
+        seen = []
+        while reader.has_message_available():
+            seen.append(reader.read_next(5000).data())
+        assert seen == [b"first", b"second"]
+        assert _consumer_ids(live_broker, local) == consumers
+    finally:
+        assert _call(live_broker, "DELETE", f"{NS}/deduplication")[0] == 204
+
+
+def test_dedup_switched_off_drops_the_stored_snapshot(
+    live_broker: EmbeddedBroker, client: pulsar.Client
+) -> None:
+    local = _local()
+    topic = f"public/default/{local}"
+    producer = client.create_producer(topic, producer_name="s", batching_enabled=False)
+    assert _call(live_broker, "POST", f"{_admin(local)}/deduplicationEnabled", True)[0] == 204
+    producer.send(b"x", sequence_id=1)
+
+    async def stored_snapshot() -> bytes | None:
+        service = live_broker.service
+        loaded = service.topics[f"persistent://{topic}"]
+        key = loaded.dedup.metadata_key(loaded.full_name)
+        await asyncio.to_thread(service.metadata.put, key, loaded.dedup.take_snapshot()[1])
+        return service.metadata.get(key)
+
+    assert live_broker.call(stored_snapshot()) is not None
+    assert _call(live_broker, "POST", f"{_admin(local)}/deduplicationEnabled", False)[0] == 204
+
+    async def snapshot_after_writes() -> bytes | None:
+        service = live_broker.service
+        loaded = service.topics[f"persistent://{topic}"]
+        writer = service._metadata_writer  # the queued delete
+        if writer is not None:
+            await writer
+        return service.metadata.get(loaded.dedup.metadata_key(loaded.full_name))
+
+    assert live_broker.call(snapshot_after_writes()) is None
+    # off: the same sequence id is stored again
+    receipt = producer.send(b"x-again", sequence_id=1)
+    assert receipt.entry_id() >= 0
 
 
 def test_delayed_delivery_turned_off_and_on_live(

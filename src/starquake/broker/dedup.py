@@ -92,6 +92,7 @@ class MessageDeduplication:
         self._stored_position: Position | None = None
         self._enabled = enabled
         self._ready = False
+        self._generation = 0
 
     # ------------------------------------------------------------------ status
 
@@ -106,7 +107,14 @@ class MessageDeduplication:
             return
         self._enabled = value
         self._ready = False
+        self._generation += 1
         self._clear()
+
+    @property
+    def generation(self) -> int:
+        """Changes each time deduplication is switched on or off: a snapshot taken before a
+        switch must not count as stored after it (see :meth:`snapshot_stored`)."""
+        return self._generation
 
     @property
     def ready(self) -> bool:

@@ -17,8 +17,9 @@ refreshed here when a policy changes:
   publish as Pulsar checks it: a message whose delivery time is further than that past its
   publish time is refused with NotAllowed).
 
-Deduplication is not refreshed here: changing it reloads the affected topics (the endpoints
-do that), as the state it keeps is recovered when a topic loads.
+Deduplication is not refreshed here: switching it on recovers state from the stored log, which
+waits for the sends in flight, so the endpoints await
+:meth:`~starquake.broker.service.BrokerService.apply_deduplication` for each affected topic.
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ class BrokerService:
         self._by_ledger: dict[str, PersistentTopic] = {}
         self._stopping = False
         self._cursor_lock = asyncio.Lock()
-        self._metadata_pending: dict[str, tuple[bytes, list[Callable[[], None]]]] = {}
+        self._metadata_pending: dict[str, tuple[bytes | None, list[Callable[[], None]]]] = {}
         self._metadata_writer: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
@@ -502,10 +502,35 @@ class BrokerService:
         """Whether message deduplication applies to ``topic`` (policies, then configuration)."""
         return applied_policies.deduplication(self, topic)
 
+    async def apply_deduplication(self, topic: PersistentTopic) -> None:
+        """Switch a loaded topic's deduplication on or off in place, as its policies now say.
+
+        Producers and consumers stay connected, as in Pulsar. Switching on refuses publishes
+        (retriably, as for any message whose status is unknown) until the state is ready: the
+        sends still in flight are persisted, then the whole stored log is replayed. Switching
+        off drops the state and its stored snapshot.
+        """
+        dedup = topic.dedup
+        wanted = self.dedup_enabled_for(topic.name)
+        if wanted == dedup.enabled:
+            return
+        dedup.enabled = wanted
+        name = topic.full_name
+        if not wanted:
+            self.store_metadata_later(dedup.metadata_key(name), None)
+            log.info("deduplication of %s turned off", name)
+            return
+        await topic.receipts_sent()
+        if topic.closed or not dedup.enabled or dedup.ready:
+            return  # unloaded, switched off again, or recovered by a concurrent call
+        replayed = dedup.recover(None, topic.ledger)
+        log.info("deduplication of %s turned on (%d entries replayed)", name, replayed)
+
     def store_metadata_later(
-        self, key: str, value: bytes, on_stored: Callable[[], None] | None = None
+        self, key: str, value: bytes | None, on_stored: Callable[[], None] | None = None
     ) -> None:
-        """Write a metadata key from a worker thread (the store fsyncs), then call ``on_stored``.
+        """Write (None: delete) a metadata key from a worker thread (the store fsyncs), then
+        call ``on_stored``.
 
         Writes happen one batch at a time and a newer value of a key replaces one not yet
         written, so an older value never overwrites a newer one.

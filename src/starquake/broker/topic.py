@@ -222,11 +222,14 @@ class PersistentTopic:
         if not pending and self._drained:
             self._release_drained()
         if dedup is not None and dedup.snapshot_due():
-            taken_at = dedup.snapshot_position
+            taken_at, generation = dedup.snapshot_position, dedup.generation
             key, value = dedup.take_snapshot()
-            self.service.store_metadata_later(
-                key, value, on_stored=lambda: dedup.snapshot_stored(taken_at)
-            )
+
+            def stored() -> None:
+                if dedup.generation == generation:
+                    dedup.snapshot_stored(taken_at)
+
+            self.service.store_metadata_later(key, value, on_stored=stored)
 
     async def receipts_sent(self) -> None:
         """Return once every entry appended so far is durable and its receipt sent."""

@@ -5,7 +5,8 @@ Pulsar's path: GET answers the value (204 without a body when the namespace leav
 broker's configuration), POST (PUT for the schema compatibility strategy) sets it, DELETE
 removes it. Values are checked before anything is stored (400 with a reason otherwise).
 
-- ``deduplication`` (bool): applied at once by reloading the namespace's loaded topics;
+- ``deduplication`` (bool): switched at once on the namespace's loaded topics, which stay
+  loaded with their producers and consumers connected (as Pulsar does);
 - ``retention`` ``{"retentionTimeInMinutes", "retentionSizeInMB"}`` (-1: no limit; both 0: no
   retention; one 0 and the other not is refused, as Pulsar refuses it); a size not above the
   ``destination_storage`` backlog quota, or a time not above its limit time, is refused with 412
@@ -39,6 +40,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from starquake.broker import policy_events
 from starquake.broker.admin.replies import (
     NO_CONTENT,
     BadRequest,
@@ -382,7 +384,7 @@ def install(web: WebServer, service: BrokerService) -> None:
             ("DELETE", f"{_NAMESPACE}/{path}", delete),
         ]
 
-    # --- deduplication: a change reloads the namespace's topics ------------------------------
+    # --- deduplication: switched in place on the namespace's loaded topics ------------------
 
     async def get_dedup(params: dict[str, str], _body: bytes) -> Reply:
         value = resources.policy(namespace_of(params), "deduplicationEnabled")
@@ -390,9 +392,8 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     async def change_dedup(namespace: str, value: bool | None) -> None:
         await store(namespace, "deduplicationEnabled", value)
-        for topic in list(service.topics.values()):
-            if topic.name.namespace_name == namespace:
-                service.unload_topic(topic)
+        topics = policy_events.affected_topics(service, namespace)
+        await asyncio.gather(*(service.apply_deduplication(topic) for topic in topics))
 
     async def set_dedup(params: dict[str, str], body: bytes) -> Reply:
         namespace = namespace_of(params)

@@ -16,8 +16,8 @@ answers 405, as Pulsar does.
 - ``retention`` ``{"retentionTimeInMinutes", "retentionSizeInMB"}``;
 - ``messageTTL``: seconds, given as the query parameter ``messageTTL`` (as Pulsar's admin
   client sends it; a JSON number body is taken too);
-- ``deduplicationEnabled`` (bool): the affected loaded topics are reloaded, so producers
-  reconnect to a topic that (no longer) deduplicates;
+- ``deduplicationEnabled`` (bool): switched at once on the affected loaded topics, in place
+  (producers and consumers stay connected);
 - ``maxUnackedMessagesOnConsumer``, ``maxUnackedMessagesOnSubscription`` (0: no limit);
 - ``delayedDelivery`` ``{"active", "tickTime", "maxDeliveryDelayInMillis"}``;
 - ``backlogQuota`` (``POST``/``DELETE`` with the ``backlogQuotaType`` query parameter,
@@ -189,8 +189,8 @@ def install(web: WebServer, service: BrokerService) -> None:
         await change(topic, lambda policies: set_policy(policies, field, value))
         log.info("topic %s: %s set to %s", topic.partitioned_topic_name, field, value)
         if field == "deduplicationEnabled":
-            for loaded in policy_events.affected_topics(service, topic):
-                service.unload_topic(loaded)
+            topics = policy_events.affected_topics(service, topic)
+            await asyncio.gather(*(service.apply_deduplication(loaded) for loaded in topics))
 
     def applied(topic: TopicName, policy: TopicPolicy) -> Any:
         value = resources.topic_policy(topic, policy.field)
