@@ -5,11 +5,13 @@ names without their scheme, and a scheme written in the pattern does not narrow 
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from typing import Any
 
 import pytest
+from polling import wait_for
+
+from starquake.broker.embedded import EmbeddedBroker
 
 CASES = [
     ("", "AllTopics", ["np", "p"]),
@@ -23,7 +25,7 @@ CASES = [
 
 @pytest.mark.parametrize(("scheme", "mode", "expected"), CASES)
 def test_the_mode_chooses_the_domains(
-    client: Any, mod: Any, scheme: str, mode: str, expected: list[str]
+    client: Any, mod: Any, broker: EmbeddedBroker, scheme: str, mode: str, expected: list[str]
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     non_persistent = client.create_producer(f"non-persistent://public/default/rx-{tag}-np")
@@ -34,7 +36,14 @@ def test_the_mode_chooses_the_domains(
         regex_subscription_mode=getattr(mod.RegexSubscriptionMode, mode),
         initial_position=mod.InitialPosition.Earliest,
     )
-    time.sleep(0.3)  # a non-persistent message reaches only consumers already attached
+    if "np" in expected:  # a non-persistent message reaches only consumers already attached
+        np_name = f"non-persistent://public/default/rx-{tag}-np"
+
+        async def attached() -> bool:
+            loaded = broker.service.nonpersistent_topics.get(np_name)
+            return loaded is not None and "sub" in loaded.subscriptions
+
+        wait_for(lambda: broker.call(attached()), "the consumer on the non-persistent topic")
     non_persistent.send(b"np")
     persistent.send(b"p")
     got = []
