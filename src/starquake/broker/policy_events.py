@@ -19,7 +19,7 @@ refreshed here when a policy changes:
 
 Deduplication is not refreshed here: switching it on recovers state from the stored log, which
 waits for the sends in flight, so the endpoints await
-:meth:`~starquake.broker.service.BrokerService.apply_deduplication` for each affected topic.
+:meth:`~starquake.broker.service.BrokerService.deduplication_changed` for their scope.
 """
 
 from __future__ import annotations

@@ -502,6 +502,12 @@ class BrokerService:
         """Whether message deduplication applies to ``topic`` (policies, then configuration)."""
         return applied_policies.deduplication(self, topic)
 
+    async def deduplication_changed(self, scope: str | TopicName) -> None:
+        """The deduplication policy of a namespace (``tenant/ns``) or a topic changed: switch
+        it on the loaded topics under it (see :meth:`apply_deduplication`)."""
+        topics = policy_events.affected_topics(self, scope)
+        await asyncio.gather(*(self.apply_deduplication(topic) for topic in topics))
+
     async def apply_deduplication(self, topic: PersistentTopic) -> None:
         """Switch a loaded topic's deduplication on or off in place, as its policies now say.
 

@@ -40,7 +40,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from starquake.broker import policy_events
 from starquake.broker.admin.replies import (
     NO_CONTENT,
     BadRequest,
@@ -392,8 +391,7 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     async def change_dedup(namespace: str, value: bool | None) -> None:
         await store(namespace, "deduplicationEnabled", value)
-        topics = policy_events.affected_topics(service, namespace)
-        await asyncio.gather(*(service.apply_deduplication(topic) for topic in topics))
+        await service.deduplication_changed(namespace)
 
     async def set_dedup(params: dict[str, str], body: bytes) -> Reply:
         namespace = namespace_of(params)

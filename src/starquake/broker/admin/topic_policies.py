@@ -42,7 +42,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from starquake.broker import policy_events
 from starquake.broker.admin.policies import (
     CHECKS,
     PolicyConflict,
@@ -189,8 +188,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         await change(topic, lambda policies: set_policy(policies, field, value))
         log.info("topic %s: %s set to %s", topic.partitioned_topic_name, field, value)
         if field == "deduplicationEnabled":
-            topics = policy_events.affected_topics(service, topic)
-            await asyncio.gather(*(service.apply_deduplication(loaded) for loaded in topics))
+            await service.deduplication_changed(topic)
 
     def applied(topic: TopicName, policy: TopicPolicy) -> Any:
         value = resources.topic_policy(topic, policy.field)
