@@ -398,6 +398,22 @@ def test_unreadable_snapshot_falls_back_to_the_whole_log(
         assert d.persisted_state() == {"a": 4}
 
 
+def test_recovery_takes_the_latest_id_when_a_producer_went_back(
+    ledger: tuple[ManagedLedgerFactory, ManagedLedger],
+) -> None:
+    """Ids 1..4, then 2 again (written while deduplication was off): the producer is at 2, and 3
+    is new, not of unknown status (which would refuse it for ever)."""
+    factory, ml = ledger
+    for seq in (1, 2, 3, 4, 2):
+        ml.append(entry("p", seq))
+    commit(factory)
+    d = MessageDeduplication(TOPIC, enabled=True)
+    assert d.recover(None, ml) == 5
+    assert d.last_sequence_id("p") == 2
+    assert d.check("p", 2, 0) is DUPLICATE
+    assert d.check("p", 3, 0) is NOT_DUP
+
+
 def test_recovery_after_restart(tmp_path: Path) -> None:
     with open_ledger(tmp_path) as (factory, ml):
         live = ready(snapshot_interval_entries=2)

@@ -392,6 +392,9 @@ class MessageDeduplication:
             if not entries or entries[-1].position >= end:
                 break
             start = ledger.next_position(entries[-1].position)
+        # nothing is in flight during a recovery: a producer whose ids went back (its ids were
+        # reused while deduplication was off) is at its latest id, not stuck between the two
+        self._pushed = dict(self._persisted)
         self._position = position
         self._since_snapshot = replayed
         self._ready = True
