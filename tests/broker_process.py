@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -74,7 +75,7 @@ class BrokerProcess:
     """A broker process on fresh ports over ``data_dir``; ``defines`` are ``-D key=value``.
 
     The broker's log goes to ``log_path`` (appended across restarts), so that tests can check
-    what it told the operator.
+    what it told the operator. ``open_files`` sets the broker's open-file limit (soft and hard).
     """
 
     def __init__(
@@ -83,9 +84,11 @@ class BrokerProcess:
         *defines: str,
         log_level: str = "WARNING",
         env: dict[str, str] | None = None,
+        open_files: int | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.env = env
+        self.open_files = open_files
         self.defines = list(defines)
         self.log_level = log_level
         self.port = free_port()
@@ -139,7 +142,11 @@ class BrokerProcess:
             with open(self.log_path, "ab") as log:
                 env = None if self.env is None else {**os.environ, **self.env}
                 self.proc = subprocess.Popen(
-                    self.command(), stdout=log, stderr=subprocess.STDOUT, env=env
+                    self.command(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    preexec_fn=self._limit_open_files if self.open_files else None,
                 )
             try:
                 if wait_listening(self.proc, [self.port, self.web_port], timeout):
@@ -155,6 +162,11 @@ class BrokerProcess:
             if not port_taken or self._started or attempt == 2:
                 raise RuntimeError(f"broker exited during start-up:\n{self.log()}")
             self.port, self.web_port = free_port(), free_port()
+
+    def _limit_open_files(self) -> None:
+        """In the child, before the broker starts: its open-file limit."""
+        assert self.open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def log(self) -> str:
         """Everything the broker logged so far."""

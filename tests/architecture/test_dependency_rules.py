@@ -69,6 +69,8 @@ NO_IO = {"protocol"}
 TRANSPORT_MODULES = {
     "broker/connection.py",
     "broker/server.py",
+    # the accept loop of the server's ports, and the wrapper of the web port's protocols
+    "broker/listener.py",
     # the TLS layer of the server's connections: SSL contexts, the peer's certificate
     "broker/security/tls.py",
     "client/_connection.py",

@@ -46,7 +46,25 @@ class BrokerConfig:
     # Protocol and connections.
     maxMessageSize: int = 5 * 1024 * 1024
     keepAliveIntervalSeconds: int = 30
+    """Seconds between keep-alive checks of a binary connection: a connection that has not
+    completed its CONNECT handshake by the first check is closed, as is one that did not
+    answer the previous check's PING."""
     maxPendingSendBytesPerConnection: int = 64 * 1024 * 1024
+    brokerMaxConnections: int = 0
+    """Binary connections open at once; a connection beyond is closed at once (0: no limit)."""
+
+    # The web port's connections.
+    maxHttpServerConnections: int = 2048
+    """Web connections open at once; beyond, new ones wait in the accept queue (0: no limit)."""
+    httpServerAcceptQueueSize: int = 8192
+    """Backlog of the web ports' listening sockets (the kernel caps it at ``somaxconn``)."""
+    httpServerIdleTimeoutSeconds: float = 30.0
+    """A web connection must deliver a complete request head within this many seconds of
+    opening or of its previous response, or it is closed (a Starquake setting: the idle
+    timeout of Pulsar's web server is 30 s)."""
+    httpServerRequestBodyTimeoutSeconds: float = 30.0
+    """A request body must arrive in full within this many seconds of its head, or the
+    request is answered 408 and the connection closed (a Starquake setting)."""
 
     # Topics and subscriptions.
     allowAutoTopicCreation: bool = True
@@ -230,6 +248,11 @@ _RANGES: dict[str, tuple[float, float | None]] = {
     "authenticationRefreshCheckSeconds": (1, None),
     "maxMessageSize": (1, 2**31 - 1),
     "keepAliveIntervalSeconds": (1, None),
+    "brokerMaxConnections": (0, None),
+    "maxHttpServerConnections": (0, None),
+    "httpServerAcceptQueueSize": (1, None),
+    "httpServerIdleTimeoutSeconds": (0.01, None),
+    "httpServerRequestBodyTimeoutSeconds": (0.01, None),
     "maxPendingSendBytesPerConnection": (0, None),
     "defaultNumPartitions": (1, None),
     "dispatcherMaxReadBatchSize": (1, None),

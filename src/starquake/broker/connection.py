@@ -20,6 +20,11 @@ dispatchers send them nothing; the permits are handed back on resume.
 Closing flushes what is queued; a peer that does not read it within ``CLOSE_GRACE_SECONDS`` is
 cut off (abort), as is one that does not answer a keep-alive PING: a dead peer's full TCP window
 must not keep the connection, its consumers and their unacknowledged messages alive.
+
+Before the handshake: until CONNECTED is sent, a frame may be at most
+``HANDSHAKE_MAX_FRAME_BYTES`` (not ``maxMessageSize``), and a connection still without it at
+its first keep-alive check is closed (as Pulsar does). Such closes of peers that never
+identified themselves are logged at most once per ``LOG_INTERVAL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from google.protobuf.message import Message
 from starquake.broker.consumer_commands import ConsumerCommands
 from starquake.broker.error_replies import error_reply
 from starquake.broker.errors import BrokerServiceError, PersistenceError
+from starquake.broker.log_throttle import LogThrottle
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
 from starquake.broker.security.cnx_auth import ConnectionAuthenticator
@@ -60,6 +66,10 @@ WRITE_BUFFER_LOW = 256 * 1024
 # Frames queued in one loop iteration are written together, but never more than this at once.
 FLUSH_NOW_BYTES = WRITE_BUFFER_HIGH
 CLOSE_GRACE_SECONDS = 5.0
+HANDSHAKE_MAX_FRAME_BYTES = 64 * 1024
+"""The largest frame accepted before CONNECTED (a CONNECT carries a token at most)."""
+LOG_INTERVAL_SECONDS = 10.0
+_handshake_log = LogThrottle(log, LOG_INTERVAL_SECONDS)
 
 # BaseCommand numbers each sub-command field like its type.
 _SUBCOMMAND_FIELD: dict[int, str] = {
@@ -78,10 +88,13 @@ WRITES = "full write buffer"
 class ServerCnx(asyncio.Protocol):
     """The broker side of one client connection; command handlers are delegated to."""
 
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: BrokerService, on_closed: Callable[[], None] | None = None) -> None:
         self.service = service
         config = service.config
-        self.decoder = FrameDecoder(config.maxMessageSize + FRAME_PADDING)
+        self._max_frame = config.maxMessageSize + FRAME_PADDING
+        self.decoder = FrameDecoder(min(HANDSHAKE_MAX_FRAME_BYTES, self._max_frame))
+        self._handshake_frames = True
+        self._on_closed = on_closed
         self.transport: asyncio.Transport | None = None
         self.remote_address = ""
         self.authenticator = ConnectionAuthenticator(self)
@@ -154,27 +167,27 @@ class ServerCnx(asyncio.Protocol):
             self._consumer_commands.remove_consumer(consumer)
         self._held_permits.clear()
         self.transport = None
+        if self._on_closed is not None:
+            self._on_closed()
 
     def data_received(self, data: bytes) -> None:
         """Decode the frames ``data`` completes and handle them in order."""
         self._last_received = time.monotonic()
+        if self._handshake_frames and self.authenticator.connected:
+            self._handshake_frames = False
+            self.decoder.max_frame_size = self._max_frame
         try:
             frames = self.decoder.feed(data)
-        except FrameTooLargeError as exc:
-            log.warning("closing connection from %s: %s", self.remote_address, exc)
-            self.close()
-            return
         except ProtocolError as exc:
-            log.warning("closing connection from %s: malformed frame: %s", self.remote_address, exc)
+            what = "" if isinstance(exc, FrameTooLargeError) else "malformed frame: "
+            self._log_close(f"{what}{exc}")
             self.close()
             return
         for command, entry in frames:
             if self.transport is None or self._closing:
                 return
             if not self.authenticator.connected and command.type != T.CONNECT:
-                log.warning(
-                    "closing connection from %s: command before CONNECT", self.remote_address
-                )
+                self._log_close("command before CONNECT")
                 self.close()
                 return
             handler = self._handlers.get(command.type)
@@ -439,9 +452,26 @@ class ServerCnx(asyncio.Protocol):
             return
         self._consumer_commands.on_flow(command, entry)
 
+    def _log_close(self, why: str) -> None:
+        """Log why the connection closes; at most once an interval before the handshake (a
+        peer that never identified itself can repeat this at will)."""
+        if self.authenticator.connected:
+            log.warning("closing connection from %s: %s", self.remote_address, why)
+        else:
+            _handshake_log.log(
+                logging.WARNING,
+                "closing connection from %s before its handshake completed: %s",
+                self.remote_address,
+                why,
+            )
+
     def _check_keepalive(self) -> None:
         interval = self.service.config.keepAliveIntervalSeconds
         if self.transport is None or self._closing:
+            return
+        if not self.authenticator.connected:
+            self._log_close(f"no CONNECT completed within {interval} s")
+            self.abort()
             return
         if time.monotonic() - self._last_received >= interval:
             if self._ping_outstanding:

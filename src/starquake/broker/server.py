@@ -11,16 +11,19 @@ from pathlib import Path
 from starquake.broker import admin
 from starquake.broker.config import BrokerConfig, ConfigError
 from starquake.broker.connection import ServerCnx
+from starquake.broker.listener import REFUSE, Listener, bind, raise_open_file_limit
 from starquake.broker.security import tls
 from starquake.broker.security.web_authorization import web_authorizer
 from starquake.broker.service import BrokerService
 from starquake.broker.urls import BrokerUrls
-from starquake.broker.web import WebServer
+from starquake.broker.web import WebLimits, WebServer
 from starquake.storage import FileFaults, StorageError, StorageFaults
 
 log = logging.getLogger(__name__)
 TLS_HANDSHAKE_TIMEOUT = 30.0
 """Seconds a client has to finish the TLS handshake on the TLS ports."""
+BINARY_BACKLOG = 4096
+"""Backlog of the binary ports' listening sockets (the kernel caps it at ``somaxconn``)."""
 
 
 def storage_faults(path: str) -> StorageFaults:
@@ -42,8 +45,15 @@ class BrokerServer:
         self.config = config
         self._faults = faults
         self.service: BrokerService | None = None
-        self._servers: list[asyncio.Server] = []
-        self.web = WebServer()
+        self._servers: list[Listener] = []
+        self.web = WebServer(
+            WebLimits(
+                idle_timeout=config.httpServerIdleTimeoutSeconds,
+                body_timeout=config.httpServerRequestBodyTimeoutSeconds,
+                max_connections=config.maxHttpServerConnections,
+                accept_queue=config.httpServerAcceptQueueSize,
+            )
+        )
         self.broker_port = -1
         """The plaintext binary port bound (-1: off)."""
         self.broker_port_tls = -1
@@ -99,6 +109,7 @@ class BrokerServer:
             raise BrokerStartError(
                 "no binary protocol port: brokerServicePort and brokerServicePortTls are both off"
             )
+        raise_open_file_limit()
         try:
             ssl_context = await tls.load_server_ssl_context(config)
         except ConfigError as exc:
@@ -138,7 +149,7 @@ class BrokerServer:
         await asyncio.to_thread(service.start_resources, urls)
         service.start(urls)
         for server in self._servers:
-            await server.start_serving()
+            server.start()
         log.info(
             "Starquake broker ready on %s (web %s, data %s) in %.0f ms",
             " ".join(u for u in (urls.service_url, urls.service_url_tls) if u),
@@ -151,17 +162,18 @@ class BrokerServer:
         self, service: BrokerService, port: int, ssl_context: ssl.SSLContext | None
     ) -> int:
         """Bind ``port`` (not serving yet); returns the port actually bound."""
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: ServerCnx(service),
-            self.config.bindAddress,
-            port,
-            ssl=ssl_context,
-            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if ssl_context is not None else None,
-            start_serving=False,
+        sockets = await asyncio.to_thread(bind, self.config.bindAddress, port, BINARY_BACKLOG)
+        server = Listener(
+            "TLS binary port" if ssl_context is not None else "binary port",
+            sockets,
+            lambda on_closed: ServerCnx(service, on_closed),
+            ssl_context=ssl_context,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
+            max_connections=self.config.brokerMaxConnections,
+            at_limit=REFUSE,
         )
         self._servers.append(server)
-        return int(server.sockets[0].getsockname()[1])
+        return server.port
 
     async def stop(self) -> None:
         """Stop accepting, close connections, commit and persist everything, close storage."""

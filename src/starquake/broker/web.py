@@ -5,6 +5,14 @@ Routes are given as an exact path or as a regular expression over the path (its 
 are the path parameters, and the query's parameters come with them). Anything else gets a JSON
 404; a body over the limit gets 413.
 
+Connections (see :class:`WebLimits`): at most ``max_connections`` at once (beyond, new ones wait
+in the accept queue); a connection must deliver a complete request head within
+``idle_timeout`` seconds of opening or of its previous response (closed otherwise: idle
+keep-alive connections and slow headers alike), and a body must arrive within
+``body_timeout`` seconds of its head (else 408 and close). The request is authenticated from
+its head before its body is read; until then aiohttp's flow control buffers at most a few
+reads of the body, and a refused request closes the connection without reading it.
+
 Security hooks, both optional: :attr:`WebServer.authenticate` turns a request into a role (or
 raises :class:`WebAuthenticationError`, answered 401), and :attr:`WebServer.authorize` sees the
 role, method, path and parameters of every matched route and may answer in its place (403).
@@ -12,14 +20,18 @@ role, method, path and parameters of every matched route and may answer in its p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import ssl
 import urllib.parse
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from aiohttp import web
+
+from starquake.broker.listener import Listener, ReleasingProtocol, bind
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +51,29 @@ class WebAuthenticationError(Exception):
     """The request's credentials are missing or wrong (answered 401 with this message)."""
 
 
+@dataclass(frozen=True)
+class WebLimits:
+    """How long and how many connections the web ports keep (Pulsar's defaults)."""
+
+    idle_timeout: float = 30.0
+    """Seconds a connection has for a complete request head (from opening or the last response)."""
+    body_timeout: float = 30.0
+    """Seconds a request's body has to arrive in full after its head."""
+    max_connections: int = 2048
+    """Connections open at once, per port (0: no limit)."""
+    accept_queue: int = 8192
+    """Backlog of the listening sockets."""
+
+
 class WebServer:
     """Serves routes given as ``(method, path) -> handler``."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: WebLimits | None = None) -> None:
         self.routes: dict[tuple[str, str], Handler] = {}
         self.patterns: list[tuple[str, re.Pattern[str], PatternHandler]] = []
+        self.limits = limits or WebLimits()
         self._runner: web.AppRunner | None = None
+        self.listeners: list[Listener] = []
         self.authenticate: Authenticate | None = None
         self.authorize: Authorize | None = None
 
@@ -92,57 +120,97 @@ class WebServer:
         HTTP; :meth:`start_tls` may still add HTTPS)."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_route("*", "/{path:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # keepalive_timeout runs from a connection's start and from each response until the
+        # next request's head is complete; lingering_time 0: a body left unread (a refused
+        # request) closes the connection rather than being read and thrown away
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=self.limits.idle_timeout,
+            lingering_time=0,
+        )
         await runner.setup()
         self._runner = runner
         if port < 0:
             return -1
-        return await self._add_site(web.TCPSite(runner, host, port))
+        return self._listen("web port", host, port, None)
 
     async def start_tls(self, host: str, port: int, ssl_context: ssl.SSLContext) -> int:
         """Also serve HTTPS on ``port`` (after :meth:`start`); returns the port bound."""
         assert self._runner is not None, "start() first"
-        return await self._add_site(web.TCPSite(self._runner, host, port, ssl_context=ssl_context))
+        return self._listen("TLS web port", host, port, ssl_context)
 
-    async def _add_site(self, site: web.TCPSite) -> int:
+    def _listen(self, name: str, host: str, port: int, ssl_context: ssl.SSLContext | None) -> int:
+        """Bind ``port`` and start accepting; returns the port bound (port 0: a free one)."""
         assert self._runner is not None
-        before = set(self._runner.addresses)
-        await site.start()
-        # the port actually bound (port 0: a free one)
-        address = next(a for a in self._runner.addresses if a not in before)
-        return int(address[1])
+        handlers = self._runner.server
+        assert handlers is not None
+
+        def factory(on_closed: Callable[[], None]) -> asyncio.BaseProtocol:
+            return ReleasingProtocol(handlers(), on_closed)
+
+        listener = Listener(
+            name,
+            bind(host, port, self.limits.accept_queue),
+            factory,
+            ssl_context=ssl_context,
+            ssl_handshake_timeout=self.limits.idle_timeout,
+            max_connections=self.limits.max_connections,
+        )
+        self.listeners.append(listener)
+        listener.start()
+        return listener.port
 
     async def stop(self) -> None:
         """Stop serving and close the listening sockets."""
+        listeners, self.listeners = self.listeners, []
+        for listener in listeners:
+            listener.close()
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
+        for listener in listeners:
+            await listener.wait_closed()
 
     async def _handle(self, request: web.Request) -> web.Response:
-        reply: Reply
+        """Check the head (size, credentials), then read the body and dispatch."""
+        too_large = json_reply(413, {"reason": f"request body over {MAX_BODY_BYTES} bytes"})
+        if (request.content_length or 0) > MAX_BODY_BYTES:
+            return _response(too_large, close=True)
         try:
-            body = await request.read()
+            role = await self.authenticate(request) if self.authenticate else None
+        except WebAuthenticationError as exc:
+            return _response(json_reply(401, {"reason": str(exc)}), close=True)
+        try:
+            async with asyncio.timeout(self.limits.body_timeout):
+                body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            reply = json_reply(413, {"reason": f"request body over {MAX_BODY_BYTES} bytes"})
-        else:
-            target = request.path  # percent-decoded, as topic names are matched
-            if request.query_string:
-                target += "?" + request.query_string
-            try:
-                role = await self.authenticate(request) if self.authenticate else None
-            except WebAuthenticationError as exc:
-                reply = json_reply(401, {"reason": str(exc)})
-            else:
-                reply = await self._dispatch(request.method, target, body, role)
-        status, ctype, payload = reply[0], reply[1], reply[2]
-        headers = reply[3] if len(reply) > 3 else None
-        return web.Response(
-            status=status,
-            body=payload,
-            content_type=_mime(ctype),
-            charset=_charset(ctype),
-            headers=headers,
-        )
+            return _response(too_large, close=True)
+        except TimeoutError:
+            reason = f"request body not received within {self.limits.body_timeout:g} s"
+            return _response(json_reply(408, {"reason": reason}), close=True)
+        target = request.path  # percent-decoded, as topic names are matched
+        if request.query_string:
+            target += "?" + request.query_string
+        return _response(await self._dispatch(request.method, target, body, role))
+
+
+def _response(reply: Reply, *, close: bool = False) -> web.Response:
+    """The aiohttp response of ``reply``; ``close``: the connection closes after it (its
+    request's body was not read in full)."""
+    status, ctype, payload = reply[0], reply[1], reply[2]
+    headers = reply[3] if len(reply) > 3 else None
+    response = web.Response(
+        status=status,
+        body=payload,
+        content_type=_mime(ctype),
+        charset=_charset(ctype),
+        headers=headers,
+    )
+    if close:
+        response.force_close()
+    return response
 
 
 def _mime(ctype: str) -> str:

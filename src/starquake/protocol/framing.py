@@ -164,6 +164,15 @@ class FrameDecoder:
         """Bytes received but not yet part of a whole frame."""
         return self._size
 
+    @property
+    def max_frame_size(self) -> int:
+        """The largest ``total_size`` accepted; may change between feeds."""
+        return self._max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        self._max_frame_size = size
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """Add received bytes and return every frame they complete, in order."""
         if self._parts:
