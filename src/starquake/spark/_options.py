@@ -79,7 +79,7 @@ class WriteOptions:
     """Checked options of a write."""
 
     service_url: str
-    admin_url: str
+    admin_url: str | None
     topic: str | None
     write_id: str | None
     exactly_once: bool
@@ -121,11 +121,12 @@ def _service_url(options: Mapping[str, str]) -> str:
     return url
 
 
-def _admin_url(options: Mapping[str, str], service_url: str, tls: bool) -> str:
+def _admin_url(options: Mapping[str, str]) -> str | None:
+    """The ``admin.url`` option, checked; None when not given (it is never guessed: the
+    binary protocol's lookup answer carries no web service URL)."""
     url = _get(options, "admin.url")
     if url is None:
-        host = urlsplit(service_url).hostname or "localhost"
-        return f"https://{host}:8443" if tls else f"http://{host}:8080"
+        return None
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PulsarOptionError(f"option 'admin.url': {url!r} is not an http(s) URL")
@@ -252,10 +253,6 @@ def _client_args(options: Mapping[str, str]) -> dict[str, Any]:
         key = "authPluginClassName" if unknown else "authParams"
         raise PulsarOptionError(f"option 'pulsar.client.{key}': {exc}") from None
     return args
-
-
-def _tls(service_url: str, client_args: Mapping[str, Any]) -> bool:
-    return service_url.startswith("pulsar+ssl://") or bool(client_args.get("use_tls"))
 
 
 def _check_known(
@@ -422,7 +419,7 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     client_args = _client_args(options)
     return WriteOptions(
         service_url=service_url,
-        admin_url=_admin_url(options, service_url, _tls(service_url, client_args)),
+        admin_url=_admin_url(options),
         topic=checked_topic("topic", topic_text) if topic_text else None,
         write_id=write_id,
         exactly_once=_bool("exactlyOnce", _get(options, "exactlyonce") or "true"),
