@@ -129,7 +129,10 @@ def test_a_role_with_produce_permission_writes_exactly_once(
     _admin_post(secured, "namespaces/public/default/deduplication", True)
     df = spark.range(200).selectExpr("concat('v', cast(id as string)) as value").repartition(2)
     for admin in (True, False):  # admin.url given (its GET is refused: 403) or not given
-        options = secured.options(hs256(KEY, "writer"), topic=new_topic, writeId="w")
+        # produce permission only: no sink subscription (that needs consume permission)
+        options = secured.options(
+            hs256(KEY, "writer"), topic=new_topic, writeId="w", sinkSubscription=""
+        )
         if not admin:
             del options["admin.url"]
         writer = df.write.format("pulsar").mode("append")

@@ -20,6 +20,8 @@ from starquake.spark._option_types import PulsarOptionError, StartSpec, checked_
 __all__ = ["PulsarOptionError", "ReadOptions", "StartSpec", "WriteOptions"]
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
+# The durable subscription a write keeps on its topics (option sinkSubscription; '' for none).
+DEFAULT_SINK_SUBSCRIPTION = "spark-sink"
 
 # Options Spark itself may put into a source's options.
 _SPARK_OWN = {"path", "checkpointlocation", "queryname"}
@@ -51,6 +53,7 @@ _WRITE_KEYS = {
     "polltimeoutms",
     "schema.type",
     "schema.name",
+    "sinksubscription",
 }
 
 _COMPRESSION = {"none", "lz4", "zlib", "zstd", "snappy"}
@@ -86,6 +89,7 @@ class WriteOptions:
     poll_timeout_s: float
     client_args: Mapping[str, Any]
     producer_args: Mapping[str, Any]
+    sink_subscription: str | None = DEFAULT_SINK_SUBSCRIPTION
 
 
 def _get(options: Mapping[str, str], key: str) -> str | None:
@@ -427,4 +431,16 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         / 1000,
         client_args=client_args,
         producer_args=_passthrough(options, "pulsar.producer.", _PRODUCER),
+        sink_subscription=_sink_subscription(options),
     )
+
+
+def _sink_subscription(options: Mapping[str, str]) -> str | None:
+    name = _get(options, "sinksubscription")
+    if name is None:
+        return DEFAULT_SINK_SUBSCRIPTION
+    if not name.strip():
+        return None
+    if not re.fullmatch(r"[^\s/]{1,256}", name):
+        raise PulsarOptionError(f"option 'sinkSubscription': {name!r} is not a name")
+    return name

@@ -20,6 +20,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from starquake.client import ConsumerType, InitialPosition
+from starquake.client.asyncio import Client
+from starquake.client.exceptions import PulsarException
 from starquake.client.topics import namespace_of
 from starquake.spark._options import PulsarOptionError, WriteOptions
 from starquake.spark._runtime import admin_http
@@ -29,6 +32,7 @@ __all__ = [
     "check_schema",
     "deduplication_off_error",
     "ensure_deduplication",
+    "hold_topic",
 ]
 
 log = logging.getLogger("starquake.spark")
@@ -152,6 +156,29 @@ def deduplication_off_error(topic: str) -> PulsarSinkError:
         f"exactly-once writes to {topic} need broker deduplication, and it is off (the broker "
         f"did not keep the producer's last sequence id): {_turn_on_hint(namespace)}"
     )
+
+
+async def hold_topic(client: Client, topic: str, subscription: str) -> None:
+    """Create the durable subscription ``subscription`` (option ``sinkSubscription``) on
+    ``topic`` unless it exists, at the end of the topic: the broker then neither deletes the
+    topic as inactive (it has a subscription) nor trims the rows written after it (they are
+    not acknowledged), as Pulsar does for any durable subscription."""
+    try:
+        consumer = await client.subscribe(
+            topic,
+            subscription,
+            consumer_type=ConsumerType.Shared,  # downstream consumers may share it
+            receiver_queue_size=0,
+            initial_position=InitialPosition.Latest,
+        )
+    except PulsarException as exc:
+        raise PulsarSinkError(
+            f"option 'sinkSubscription': creating the durable subscription {subscription!r} "
+            f"on {topic}, which keeps the topic and the rows written to it, failed: {exc}. "
+            "Grant the role consume permission on the topic, or set sinkSubscription to '' "
+            "and keep the topic yourself (a retention policy and an inactive-topic policy)"
+        ) from exc
+    await consumer.close()
 
 
 def _describe(exc: OSError) -> str:

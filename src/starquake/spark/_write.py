@@ -12,8 +12,9 @@ unkeyed row to partition ``i % partitions``, so a replay routes every row as bef
 The guarantee holds when a replayed task sees the same rows in the same order: a
 deterministic query over a replayable source (Spark pins the shuffle partitioning in the
 checkpoint), the topic's partition count unchanged, and the topic and the broker's
-deduplication state kept for as long as the query may be down (a topic without subscriptions is
-deleted once inactive, by default after a minute: see the README).
+deduplication state kept for as long as the query may be down: the sink keeps a durable
+subscription (option ``sinkSubscription``) on the topics it writes, since Pulsar deletes an
+inactive topic without subscriptions, by default after a minute.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from starquake.spark._sink import (
     check_schema,
     deduplication_off_error,
     ensure_deduplication,
+    hold_topic,
 )
 
 log = logging.getLogger("starquake.spark")
@@ -115,6 +117,8 @@ class _Targets:
             and ensure_deduplication(opts.admin_url, topic, opts.poll_timeout_s, opts.client_args)
         ):
             self._checked.add(topic)
+        if opts.sink_subscription and topic != opts.topic:
+            await hold_topic(self._client, topic, opts.sink_subscription)
         for _ in range(3):
             names = await self._client.get_topic_partitions(topic)
             producers = [await self._open(p) for p in names]
@@ -439,6 +443,9 @@ def _prepare(options: Mapping[str, str], schema: StructType, overwrite: bool) ->
         raise PulsarOptionError("the pulsar sink only appends (mode 'overwrite' is not possible)")
     spec = write_schema(options, schema)
     check_schema(schema, opts, set(spec.columns) if spec and spec.kind != "string" else set())
+    if opts.sink_subscription and opts.topic is not None:
+        with Session(opts.service_url, opts.client_args) as session:
+            session.run(hold_topic(session.client, opts.topic, opts.sink_subscription))
     checked = False
     if opts.exactly_once and opts.topic is not None and opts.admin_url is not None:
         checked = ensure_deduplication(
