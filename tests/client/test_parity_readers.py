@@ -4,6 +4,7 @@ a reader at ``latest`` with ``start_message_id_inclusive`` (it starts at the las
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -93,4 +94,22 @@ def test_reader_at_latest_inclusive_on_an_empty_topic_waits_for_the_first(
         reader.read_next(300)
     _produce(client, topic, 1)
     assert reader.read_next(5000).data() == b"m0"
+    reader.close()
+
+
+@pytest.mark.parametrize("batching", [False, True], ids=["single", "batched"])
+def test_has_message_available_after_seek_to_a_publish_time(
+    client: Any, mod: Any, topic_factory: Any, batching: bool
+) -> None:
+    topic = topic_factory("seek-time-hma")
+    _produce(client, topic, 3, batching=batching)
+    reader = client.create_reader(topic, mod.MessageId.earliest)
+    future = int(time.time() * 1000) + 3_600_000
+    reader.seek(future)  # after the last message: nothing to read
+    assert not reader.has_message_available()
+    reader.seek(0)  # before the first: everything
+    assert reader.has_message_available()
+    assert reader.read_next(5000).data() == b"m0"
+    reader.seek(future)
+    assert not reader.has_message_available()
     reader.close()

@@ -108,6 +108,44 @@ def test_exactly_once_write_and_read_over_tls_with_a_token(
     )
 
 
+def _admin_post(secured: Secured, path: str, body: Any) -> None:
+    request = urllib.request.Request(
+        f"{secured.broker.web_service_url_tls}/admin/v2/{path}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {hs256(KEY, SUPER_USER)}",
+            "Content-Type": "application/json",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=10, context=client_context(secured.pki.ca_cert)):
+        pass
+
+
+def test_a_role_with_produce_permission_writes_exactly_once(
+    spark: Any, secured: Secured, new_topic: str
+) -> None:
+    _admin_post(secured, "namespaces/public/default/permissions/writer", ["produce"])
+    _admin_post(secured, "namespaces/public/default/deduplication", True)
+    df = spark.range(200).selectExpr("concat('v', cast(id as string)) as value").repartition(2)
+    for admin in (True, False):  # admin.url given (its GET is refused: 403) or not given
+        # produce permission only: no sink subscription (that needs consume permission)
+        options = secured.options(
+            hs256(KEY, "writer"), topic=new_topic, writeId="w", sinkSubscription=""
+        )
+        if not admin:
+            del options["admin.url"]
+        writer = df.write.format("pulsar").mode("append")
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        writer.save()
+    reader = spark.read.format("pulsar")
+    for key, value in secured.options(hs256(KEY, SUPER_USER), topic=new_topic).items():
+        reader = reader.option(key, value)
+    values = sorted(bytes(r["value"]) for r in reader.load().select("value").collect())
+    assert values == sorted(f"v{i}".encode() for i in range(200))
+
+
 def test_a_read_with_a_wrong_token_fails_at_once_naming_authentication(
     spark: Any, secured: Secured, new_topic: str
 ) -> None:
@@ -124,13 +162,16 @@ def test_the_sink_admin_call_uses_the_tls_settings_and_the_credentials(
     secured: Secured, new_topic: str
 ) -> None:
     good = write_options({"topic": new_topic, **secured.options(hs256(KEY, SUPER_USER))})
-    ensure_deduplication(good.admin_url, new_topic, 10, good.client_args)
+    assert good.admin_url is not None
+    assert ensure_deduplication(good.admin_url, new_topic, 10, good.client_args)
     # no credentials: the broker's 401 and its reason
     anonymous = write_options(
         {k: v for k, v in secured.options("-", topic=new_topic).items() if "auth" not in k.lower()}
     )
-    with pytest.raises(PulsarSinkError, match="HTTP 401"):
-        ensure_deduplication(anonymous.admin_url, new_topic, 10, anonymous.client_args)
+    with pytest.raises(PulsarSinkError, match=r"option 'admin.url' .*HTTP 401"):
+        ensure_deduplication(
+            secured.broker.web_service_url_tls, new_topic, 10, anonymous.client_args
+        )
     # a CA that did not sign the broker's certificate: refused in the handshake
     untrusted = write_options(
         {
@@ -139,8 +180,10 @@ def test_the_sink_admin_call_uses_the_tls_settings_and_the_credentials(
             "pulsar.client.tlsTrustCertsFilePath": str(secured.pki.untrusted_ca_cert),
         }
     )
-    with pytest.raises(PulsarSinkError, match="CERTIFICATE_VERIFY_FAILED"):
-        ensure_deduplication(untrusted.admin_url, new_topic, 10, untrusted.client_args)
+    with pytest.raises(PulsarSinkError, match=r"option 'admin.url' .*CERTIFICATE_VERIFY_FAILED"):
+        ensure_deduplication(
+            secured.broker.web_service_url_tls, new_topic, 10, untrusted.client_args
+        )
 
 
 # --- the options, without a broker ----------------------------------------------------------
@@ -185,10 +228,9 @@ def test_security_options_by_java_and_python_names() -> None:
     assert isinstance(kwargs["authentication"], AuthenticationToken)
     assert kwargs["authentication"].http_headers() == {"Authorization": "Bearer abc"}
     assert "auth_params" not in kwargs and "auth_plugin_class_name" not in kwargs
-    # with TLS on, the default admin URL is the broker's https port
-    assert write_options({"topic": "t", **java}).admin_url == "https://localhost:8443"
+    # the admin URL is never guessed from the service URL
     ssl_write = write_options({"topic": "t", "service.url": "pulsar+ssl://broker.example:6651"})
-    assert ssl_write.admin_url == "https://broker.example:8443"
+    assert ssl_write.admin_url is None
     assert admin_http("http://h:8080", {})[0] is None
 
 

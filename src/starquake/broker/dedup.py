@@ -33,6 +33,7 @@ from urllib.parse import quote
 from starquake.broker.config import BrokerConfig
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import entry_metadata
+from starquake.protocol.wire import pb
 from starquake.storage import ManagedLedger, Position
 
 __all__ = ["DEFAULT_SNAPSHOT_INTERVAL_ENTRIES", "DedupStatus", "MessageDeduplication"]
@@ -344,9 +345,8 @@ class MessageDeduplication:
         """Rebuild the state from ``snapshot`` and the entries stored after it; returns how many.
 
         Without a (readable) snapshot the whole stored log is replayed. Each replayed entry sets
-        its producer's watermarks to the highest sequence id it carries (``highest_sequence_id``,
-        or for a batch without it ``sequence_id + num_messages_in_batch - 1``) of its metadata
-        (the latest entry wins, as in Pulsar's replay). Marker entries, chunks other than a
+        its producer's watermarks to the highest sequence id it carries (see :func:`_highest_of`;
+        the latest entry wins, as in Pulsar's replay). Marker entries, chunks other than a
         message's last one, and entries whose metadata cannot be parsed are skipped (still
         counted as replayed). If the replay covered at least ``snapshot_interval_entries``
         entries, :meth:`snapshot_due` is true afterwards. A no-op returning 0 when disabled.
@@ -387,8 +387,7 @@ class MessageDeduplication:
                     continue
                 if md.num_chunks_from_msg > 1 and md.chunk_id != md.num_chunks_from_msg - 1:
                     continue
-                last_in_batch = md.sequence_id + max(md.num_messages_in_batch, 1) - 1
-                self._record(md.producer_name, max(last_in_batch, md.highest_sequence_id))
+                self._record(md.producer_name, _highest_of(md))
             if not entries or entries[-1].position >= end:
                 break
             start = ledger.next_position(entries[-1].position)
@@ -404,3 +403,13 @@ class MessageDeduplication:
     def __repr__(self) -> str:
         state = "ready" if self.ready else ("recovering" if self._enabled else "disabled")
         return f"MessageDeduplication({self.topic_name!r}, {state}, producers={len(self)})"
+
+
+def _highest_of(md: pb.MessageMetadata) -> int:
+    """The highest sequence id a stored entry carries: its metadata's ``highest_sequence_id``
+    when the producer set it (Pulsar's clients do for batches, whose explicit ids may have
+    gaps), else, for a batch of ``n`` messages, ``sequence_id + n - 1`` (ids assigned one by
+    one, as producers without explicit ids do)."""
+    if md.HasField("highest_sequence_id"):
+        return max(md.sequence_id, md.highest_sequence_id)
+    return md.sequence_id + max(md.num_messages_in_batch, 1) - 1

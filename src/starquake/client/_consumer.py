@@ -483,13 +483,24 @@ class ConsumerImpl(HandlerBase):
 
     async def get_last_message_id(self) -> MessageId:
         """Id of the last message stored in the topic (partition)."""
+        return (await self.last_and_mark_delete())[0]
+
+    @property
+    def seeking_by_time(self) -> bool:
+        """(Readers) Sought to a publish time, and nothing read since."""
+        return bool(self._min_publish_time) and self.last_dequeued is None
+
+    async def last_and_mark_delete(self) -> tuple[MessageId, MessageId]:
+        """The topic's last message id and the subscription's mark-delete position (after a
+        seek to a publish time: the entry before the first one published at or after it)."""
         cnx = await self._live_connection()
         rid = self._core.next_request_id()
         cmd = client_commands.get_last_message_id(self.consumer_id, rid)
-        resp = await cnx.request(cmd, rid, self._core.operation_timeout)
-        return MessageId.from_proto(
-            resp.get_last_message_id_response.last_message_id, self.partition, self.topic
-        )
+        reply = await cnx.request(cmd, rid, self._core.operation_timeout)
+        resp = reply.get_last_message_id_response
+        last = MessageId.from_proto(resp.last_message_id, self.partition, self.topic)
+        mark = MessageId.from_proto(resp.consumer_mark_delete_position, self.partition, self.topic)
+        return last, mark
 
     def has_queued_messages(self) -> bool:
         """True if the receiver queue holds messages of this consumer."""

@@ -400,6 +400,9 @@ async def _has_more(consumer: ConsumerImpl, inclusive: bool) -> bool:
     ref = consumer.last_dequeued
     if ref is not None:
         return last > ref
+    if consumer.seeking_by_time:  # as the official client: is anything after the broker's cursor?
+        last, mark = await consumer.last_and_mark_delete()
+        return last.entry_id() >= 0 and last.entry_key > mark.entry_key
     if start is None or start.ledger_id() < 0:
         return True
     if consumer.latest_at_start is not None:

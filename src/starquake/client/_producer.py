@@ -277,10 +277,12 @@ class ProducerImpl(HandlerBase):
         meta = batch_metadata(
             self.producer_name, self.schema_version, batch.items[0][2], seq, count
         )
+        highest = max(batch.sequence_ids)
+        meta.highest_sequence_id = highest  # recovery reads it: ids may have gaps
         payload = self._compress(
             meta, pack_batch([(single, data) for single, data, _ in batch.items])
         )
-        self._send_op(meta, payload, seq, max(batch.sequence_ids), count, batch.futures, True)
+        self._send_op(meta, payload, seq, highest, count, batch.futures, True)
 
     def send_batch(self, msgs: list[OutgoingMessage]) -> asyncio.Future[MessageId]:
         """Send ``msgs`` now as one batch entry; the future completes with the first one's id.
@@ -338,6 +340,9 @@ class ProducerImpl(HandlerBase):
         fut: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
         self._next_sequence_id = max(self._next_sequence_id, last + 1)
         self._pending_messages += count
+        # As Pulsar's clients do for a batch: the broker's deduplication recovery reads the
+        # entry's highest sequence id from its metadata (explicit ids may have gaps).
+        meta.highest_sequence_id = last
         payload = self._compress(meta, payload)
         self._send_op(meta, payload, first, last, count, [fut], True)
         return fut

@@ -42,15 +42,24 @@ class PulsarBatchReader(DataSourceReader):
         opts = self._opts
         client = session.client
         names = await resolve_partitions(client, opts)
+        if not names and opts.pattern is not None:
+            namespace = "/".join(opts.pattern.partition("://")[2].split("/")[:2])
+            raise PulsarSourceError(
+                f"option 'topicsPattern': no topic of namespace {namespace} matches "
+                f"{opts.pattern!r} (the pattern is a regular expression over full topic names)"
+            )
         probes = Probes(client, opts.poll_timeout_s)
         try:
             lasts = await probes.last_positions(names)
         finally:
             await probes.close()
         starts = {p: await resolve_position(client, opts.starting, p, lasts[p]) for p in names}
-        ends = {p: await resolve_position(client, opts.ending, p, lasts[p]) for p in names}
+        ends = {
+            p: await resolve_position(client, opts.ending, p, lasts[p], "endingTime") for p in names
+        }
         return plan_ranges(starts, ends, opts.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            return  # nothing to read: Spark plans one empty partition in place of none
         yield from read_range(self._opts, partition, self._layout)

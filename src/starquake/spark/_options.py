@@ -20,6 +20,8 @@ from starquake.spark._option_types import PulsarOptionError, StartSpec, checked_
 __all__ = ["PulsarOptionError", "ReadOptions", "StartSpec", "WriteOptions"]
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
+# The durable subscription a write keeps on its topics (option sinkSubscription; '' for none).
+DEFAULT_SINK_SUBSCRIPTION = "spark-sink"
 
 # Options Spark itself may put into a source's options.
 _SPARK_OWN = {"path", "checkpointlocation", "queryname"}
@@ -51,6 +53,7 @@ _WRITE_KEYS = {
     "polltimeoutms",
     "schema.type",
     "schema.name",
+    "sinksubscription",
 }
 
 _COMPRESSION = {"none", "lz4", "zlib", "zstd", "snappy"}
@@ -79,13 +82,14 @@ class WriteOptions:
     """Checked options of a write."""
 
     service_url: str
-    admin_url: str
+    admin_url: str | None
     topic: str | None
     write_id: str | None
     exactly_once: bool
     poll_timeout_s: float
     client_args: Mapping[str, Any]
     producer_args: Mapping[str, Any]
+    sink_subscription: str | None = DEFAULT_SINK_SUBSCRIPTION
 
 
 def _get(options: Mapping[str, str], key: str) -> str | None:
@@ -121,11 +125,12 @@ def _service_url(options: Mapping[str, str]) -> str:
     return url
 
 
-def _admin_url(options: Mapping[str, str], service_url: str, tls: bool) -> str:
+def _admin_url(options: Mapping[str, str]) -> str | None:
+    """The ``admin.url`` option, checked; None when not given (it is never guessed: the
+    binary protocol's lookup answer carries no web service URL)."""
     url = _get(options, "admin.url")
     if url is None:
-        host = urlsplit(service_url).hostname or "localhost"
-        return f"https://{host}:8443" if tls else f"http://{host}:8080"
+        return None
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PulsarOptionError(f"option 'admin.url': {url!r} is not an http(s) URL")
@@ -252,10 +257,6 @@ def _client_args(options: Mapping[str, str]) -> dict[str, Any]:
         key = "authPluginClassName" if unknown else "authParams"
         raise PulsarOptionError(f"option 'pulsar.client.{key}': {exc}") from None
     return args
-
-
-def _tls(service_url: str, client_args: Mapping[str, Any]) -> bool:
-    return service_url.startswith("pulsar+ssl://") or bool(client_args.get("use_tls"))
 
 
 def _check_known(
@@ -422,7 +423,7 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     client_args = _client_args(options)
     return WriteOptions(
         service_url=service_url,
-        admin_url=_admin_url(options, service_url, _tls(service_url, client_args)),
+        admin_url=_admin_url(options),
         topic=checked_topic("topic", topic_text) if topic_text else None,
         write_id=write_id,
         exactly_once=_bool("exactlyOnce", _get(options, "exactlyonce") or "true"),
@@ -430,4 +431,16 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         / 1000,
         client_args=client_args,
         producer_args=_passthrough(options, "pulsar.producer.", _PRODUCER),
+        sink_subscription=_sink_subscription(options),
     )
+
+
+def _sink_subscription(options: Mapping[str, str]) -> str | None:
+    name = _get(options, "sinksubscription")
+    if name is None:
+        return DEFAULT_SINK_SUBSCRIPTION
+    if not name.strip():
+        return None
+    if not re.fullmatch(r"[^\s/]{1,256}", name):
+        raise PulsarOptionError(f"option 'sinkSubscription': {name!r} is not a name")
+    return name

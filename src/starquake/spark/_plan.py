@@ -20,7 +20,7 @@ from pyspark.sql.datasource import InputPartition
 from starquake.client import MessageId
 from starquake.client.asyncio import Client
 from starquake.client.bulk import EARLIEST, BulkReader, Position
-from starquake.client.exceptions import NotConnected
+from starquake.client.exceptions import NotConnected, PulsarException
 from starquake.client.topics import base_topic, namespace_of
 from starquake.spark._offsets import is_latest_sentinel
 from starquake.spark._options import ReadOptions, SourceTarget, StartSpec
@@ -122,29 +122,43 @@ class Probes:
         self._readers.clear()
 
 
-async def position_at_time(client: Client, partition: str, time_ms: int) -> Position | None:
-    """Position of the first message published at or after ``time_ms``, or None."""
-    reader = await client.create_reader(partition, MessageId.earliest, receiver_queue_size=10)
+async def position_at_time(
+    client: Client, partition: str, time_ms: int, option: str = "startingTime"
+) -> Position | None:
+    """Position of the first message published at or after ``time_ms``, or None (``option``
+    names the option the time came from, for errors)."""
     try:
-        await reader.seek(time_ms)
-        for _ in range(100):
-            try:
-                if not await reader.has_message_available():
-                    return None
-                break
-            except NotConnected:  # the seek reconnects the reader
-                await asyncio.sleep(0.05)
-        msg = await reader.read_next(30_000)
-        mid = msg.message_id()
-        return (mid.ledger_id(), mid.entry_id(), max(mid.batch_index(), 0))
-    finally:
-        await reader.close()
+        reader = await client.create_reader(partition, MessageId.earliest, receiver_queue_size=10)
+        try:
+            await reader.seek(time_ms)
+            for _ in range(100):
+                try:
+                    if not await reader.has_message_available():
+                        return None
+                    break
+                except NotConnected:  # the seek reconnects the reader
+                    await asyncio.sleep(0.05)
+            msg = await reader.read_next(30_000)
+        finally:
+            await reader.close()
+    except PulsarException as exc:
+        raise PulsarSourceError(
+            f"option {option!r}: finding the first message of {partition} published at or "
+            f"after {time_ms} failed: {exc}"
+        ) from exc
+    mid = msg.message_id()
+    return (mid.ledger_id(), mid.entry_id(), max(mid.batch_index(), 0))
 
 
 async def resolve_position(
-    client: Client, spec: StartSpec, partition: str, last: Position | None
+    client: Client,
+    spec: StartSpec,
+    partition: str,
+    last: Position | None,
+    option: str = "startingTime",
 ) -> Position:
-    """Where ``spec`` puts ``partition``, whose last message is at ``last``."""
+    """Where ``spec`` puts ``partition``, whose last message is at ``last`` (``option``: the
+    time option ``spec`` may come from, for errors)."""
     latest = next_after(last) if last is not None else EARLIEST
     kind = spec.kind
     if kind == "positions":
@@ -161,7 +175,7 @@ async def resolve_position(
         return latest
     if last is None:
         return EARLIEST
-    found = await position_at_time(client, partition, spec.time_ms)
+    found = await position_at_time(client, partition, spec.time_ms, option)
     return found if found is not None else latest
 
 

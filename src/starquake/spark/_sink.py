@@ -20,11 +20,20 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from starquake.client import ConsumerType, InitialPosition
+from starquake.client.asyncio import Client
+from starquake.client.exceptions import PulsarException
 from starquake.client.topics import namespace_of
 from starquake.spark._options import PulsarOptionError, WriteOptions
 from starquake.spark._runtime import admin_http
 
-__all__ = ["PulsarSinkError", "check_schema", "ensure_deduplication"]
+__all__ = [
+    "PulsarSinkError",
+    "check_schema",
+    "deduplication_off_error",
+    "ensure_deduplication",
+    "hold_topic",
+]
 
 log = logging.getLogger("starquake.spark")
 
@@ -74,13 +83,24 @@ def check_schema(schema: StructType, opts: WriteOptions, encoded: Set[str] = fro
         raise PulsarOptionError("give the option 'topic' or a '__topic' column")
 
 
+def _turn_on_hint(namespace: str) -> str:
+    return (
+        f"turn it on (pulsar-admin namespaces set-deduplication {namespace} --enable, as a "
+        "tenant admin), or give the option 'admin.url' (the broker's HTTP admin URL) with a "
+        "role that may turn it on, or write with the option exactlyOnce=false (at-least-once)"
+    )
+
+
 def ensure_deduplication(
     admin_url: str,
     topic: str,
     timeout: float = 30.0,
     client_args: Mapping[str, Any] | None = None,
-) -> None:
-    """Turn broker deduplication on for ``topic``'s namespace unless it is on already.
+) -> bool:
+    """Through the admin API at ``admin_url`` (the option ``admin.url``): turn broker
+    deduplication on for ``topic``'s namespace unless it is on already. True when it is on;
+    False when the role may not read the setting (the tasks then check the broker's answers
+    to their producers: see :func:`deduplication_off_error`).
 
     ``client_args`` (the checked ``pulsar.client.*`` settings) give the TLS settings of an
     ``https://`` admin URL and the credentials sent."""
@@ -89,30 +109,76 @@ def ensure_deduplication(
     try:
         context, headers = admin_http(admin_url, client_args or {})
     except ValueError as exc:  # a TLS file that cannot be used
-        raise PulsarSinkError(f"cannot call the admin API at {admin_url}: {exc}") from None
+        raise PulsarSinkError(f"option 'admin.url' ({admin_url}): cannot call it: {exc}") from None
     try:
         request = urllib.request.Request(url, headers=headers)
         with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
             body = resp.read()
-        if body.strip() == b"true":
-            return
-        request = urllib.request.Request(
-            url,
-            data=b"true",
-            method="POST",
-            headers={"Content-Type": "application/json", **headers},
-        )
+    except urllib.error.HTTPError as exc:
+        if exc.code == 403:  # no admin rights: a producer's rights are enough for the check
+            exc.close()
+            log.info("no rights to read the deduplication of %s; the writers check it", namespace)
+            return False
+        raise _admin_error(admin_url, topic, exc) from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise _admin_error(admin_url, topic, exc) from exc
+    if body.strip() == b"true":
+        return True
+    request = urllib.request.Request(
+        url, data=b"true", method="POST", headers={"Content-Type": "application/json", **headers}
+    )
+    try:
         with urllib.request.urlopen(request, timeout=timeout, context=context):
             pass
     except (urllib.error.URLError, OSError) as exc:
         raise PulsarSinkError(
-            f"exactly-once writes to {topic} need broker deduplication on namespace "
-            f"{namespace}, and it could not be checked or turned on through {admin_url} "
-            f"({_describe(exc)}). Turn it on yourself (POST true to {url}, or "
-            "'namespaces set-deduplication --enable'), or write with the option "
-            "exactlyOnce=false (at-least-once)."
+            f"exactly-once writes to {topic} need broker deduplication, which is off for "
+            f"namespace {namespace}, and turning it on through the option 'admin.url' "
+            f"({admin_url}) failed ({_describe(exc)}): {_turn_on_hint(namespace)}"
         ) from exc
     log.warning("turned on deduplication for namespace %s (exactly-once writes)", namespace)
+    return True
+
+
+def _admin_error(admin_url: str, topic: str, exc: OSError) -> PulsarSinkError:
+    return PulsarSinkError(
+        f"option 'admin.url' ({admin_url}): reading the deduplication setting of "
+        f"{namespace_of(topic)} failed ({_describe(exc)}); give the broker's HTTP admin URL, "
+        "or leave the option out (the writers then check deduplication themselves)"
+    )
+
+
+def deduplication_off_error(topic: str) -> PulsarSinkError:
+    """The error of a writer that found deduplication off: the broker did not report the
+    sequence id its producer had just stored."""
+    namespace = namespace_of(topic)
+    return PulsarSinkError(
+        f"exactly-once writes to {topic} need broker deduplication, and it is off (the broker "
+        f"did not keep the producer's last sequence id): {_turn_on_hint(namespace)}"
+    )
+
+
+async def hold_topic(client: Client, topic: str, subscription: str) -> None:
+    """Create the durable subscription ``subscription`` (option ``sinkSubscription``) on
+    ``topic`` unless it exists, at the end of the topic: the broker then neither deletes the
+    topic as inactive (it has a subscription) nor trims the rows written after it (they are
+    not acknowledged), as Pulsar does for any durable subscription."""
+    try:
+        consumer = await client.subscribe(
+            topic,
+            subscription,
+            consumer_type=ConsumerType.Shared,  # downstream consumers may share it
+            receiver_queue_size=0,
+            initial_position=InitialPosition.Latest,
+        )
+    except PulsarException as exc:
+        raise PulsarSinkError(
+            f"option 'sinkSubscription': creating the durable subscription {subscription!r} "
+            f"on {topic}, which keeps the topic and the rows written to it, failed: {exc}. "
+            "Grant the role consume permission on the topic, or set sinkSubscription to '' "
+            "and keep the topic yourself (a retention policy and an inactive-topic policy)"
+        ) from exc
+    await consumer.close()
 
 
 def _describe(exc: OSError) -> str:

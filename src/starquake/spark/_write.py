@@ -12,8 +12,9 @@ unkeyed row to partition ``i % partitions``, so a replay routes every row as bef
 The guarantee holds when a replayed task sees the same rows in the same order: a
 deterministic query over a replayable source (Spark pins the shuffle partitioning in the
 checkpoint), the topic's partition count unchanged, and the topic and the broker's
-deduplication state kept for as long as the query may be down (a topic without subscriptions is
-deleted once inactive, by default after a minute: see the README).
+deduplication state kept for as long as the query may be down: the sink keeps a durable
+subscription (option ``sinkSubscription``) on the topics it writes, since Pulsar deletes an
+inactive topic without subscriptions, by default after a minute.
 """
 
 from __future__ import annotations
@@ -40,11 +41,17 @@ from starquake.client.asyncio import Client, OutgoingMessage, Producer
 from starquake.client.bulk import PackedBatch, pack_rows
 from starquake.client.exceptions import ProducerBusy, ProducerQueueIsFull, PulsarException
 from starquake.client.schema import Schema
-from starquake.client.topics import normalize_topic, partition_for_key
+from starquake.client.topics import base_topic, normalize_topic, partition_for_key
 from starquake.spark._encode import RowEncoder, WriteSchema, write_schema
 from starquake.spark._options import PulsarOptionError, WriteOptions, write_options
 from starquake.spark._runtime import Session
-from starquake.spark._sink import PulsarSinkError, check_schema, ensure_deduplication
+from starquake.spark._sink import (
+    PulsarSinkError,
+    check_schema,
+    deduplication_off_error,
+    ensure_deduplication,
+    hold_topic,
+)
 
 log = logging.getLogger("starquake.spark")
 
@@ -70,14 +77,22 @@ class _Targets:
     """The producers of one task: one per partition of every topic it writes to."""
 
     def __init__(
-        self, client: Client, opts: WriteOptions, name: str, schema: Schema | None = None
+        self,
+        client: Client,
+        opts: WriteOptions,
+        name: str,
+        schema: Schema | None = None,
+        checked: bool = False,
     ) -> None:
         self._client = client
         self._opts = opts
         self._name = name
         self._schema = schema
         self._producers: dict[str, list[Producer]] = {}
-        self._checked: set[str] = set()
+        # topics whose deduplication is known to be on (the admin API said so)
+        self._checked: set[str] = {opts.topic} if checked and opts.topic else set()
+        # producers (by id) whose name the broker did not know: deduplication may be off
+        self._unverified: set[int] = set()
 
     async def producers(self, topic: str) -> list[Producer]:
         """The producers for ``topic`` (as the row names it: normalized once per name)."""
@@ -94,10 +109,16 @@ class _Targets:
         return found
 
     async def _open_all(self, topic: str) -> list[Producer]:
-        if self._opts.exactly_once and topic != self._opts.topic:
-            ensure_deduplication(
-                self._opts.admin_url, topic, self._opts.poll_timeout_s, self._opts.client_args
-            )
+        opts = self._opts
+        if (
+            opts.exactly_once
+            and topic != opts.topic
+            and opts.admin_url is not None
+            and ensure_deduplication(opts.admin_url, topic, opts.poll_timeout_s, opts.client_args)
+        ):
+            self._checked.add(topic)
+        if opts.sink_subscription and topic != opts.topic:
+            await hold_topic(self._client, topic, opts.sink_subscription)
         for _ in range(3):
             names = await self._client.get_topic_partitions(topic)
             producers = [await self._open(p) for p in names]
@@ -122,13 +143,45 @@ class _Targets:
         deadline = asyncio.get_running_loop().time() + self._opts.poll_timeout_s
         while True:
             try:
-                return await self._client.create_producer(
+                producer = await self._client.create_producer(
                     partition, producer_name=self._name, **args
                 )
+                break
             except ProducerBusy:  # an earlier attempt of this task is still connected
                 if asyncio.get_running_loop().time() > deadline:
                     raise
                 await asyncio.sleep(0.5)
+        # With deduplication on, the broker tells a producer its name's last sequence id;
+        # off, it always says -1. A name it does not know yet is checked after the first row.
+        if (
+            self._opts.exactly_once
+            and base_topic(partition) not in self._checked
+            and producer.last_sequence_id() < 0
+        ):
+            self._unverified.add(id(producer))
+        return producer
+
+    def unverified(self, producer: Producer) -> bool:
+        """Whether deduplication is still to be checked through ``producer``."""
+        return id(producer) in self._unverified
+
+    async def verify(self, producer: Producer, sequence_id: int) -> Producer:
+        """After ``producer`` stored ``sequence_id`` (its receipt came): open its name again
+        and check that the broker reports that id, as it does only with deduplication on;
+        the producer that replaces ``producer``."""
+        partition = producer.topic()
+        self._unverified.discard(id(producer))
+        await producer.close()
+        again = await self._open(partition)
+        self._unverified.discard(id(again))
+        for producers in self._producers.values():
+            for i, p in enumerate(producers):
+                if p is producer:
+                    producers[i] = again
+        if again.last_sequence_id() < sequence_id:
+            raise deduplication_off_error(base_topic(partition))
+        self._checked.add(base_topic(partition))
+        return again
 
     async def close(self) -> None:
         closed: set[int] = set()
@@ -239,6 +292,9 @@ class _Writer:
                 kept = [i for i in indices if first + i > last]
                 self.skipped += len(indices) - len(kept)
                 indices = kept
+            if indices and self._targets.unverified(producer):
+                producer = await self._first_row(producer, rows, indices[0], first)
+                indices = indices[1:]
             if not indices:
                 continue
             if self._outbox.batching:
@@ -246,6 +302,17 @@ class _Writer:
             else:
                 await self._send_each(producer, rows, indices, first)
             self.sent += len(indices)
+
+    async def _first_row(self, producer: Producer, rows: _Rows, index: int, first: int) -> Producer:
+        """Send row ``index`` alone, wait for every receipt, and check deduplication through
+        ``producer`` (see :meth:`_Targets.verify`); the producer to go on with."""
+        if self._outbox.batching:
+            await self._send_packed(producer, rows, [index], first)
+        else:
+            await self._send_each(producer, rows, [index], first)
+        self.sent += 1
+        await self._outbox.finish()
+        return await self._targets.verify(producer, first + index)
 
     async def _route(self, rows: _Rows, first: int) -> dict[int, tuple[Producer, list[int]]]:
         groups: dict[int, tuple[Producer, list[int]]] = {}
@@ -329,8 +396,11 @@ async def _write_rows(
     batches: Iterator[pa.RecordBatch],
     name: str,
     base: int,
+    dedup_checked: bool = False,
 ) -> tuple[int, int]:
-    targets = _Targets(client, opts, name, spec.producer_schema() if spec else None)
+    targets = _Targets(
+        client, opts, name, spec.producer_schema() if spec else None, checked=dedup_checked
+    )
     encoder = RowEncoder(spec) if spec is not None and spec.kind != "string" else None
     outbox = _Outbox(opts)
     writer = _Writer(targets, outbox, opts, base)
@@ -349,7 +419,7 @@ def _run_task(job: _Job, batches: Iterator[pa.RecordBatch], name: str, base: int
     with Session(opts.service_url, opts.client_args) as session:
         try:
             sent, skipped = session.run(
-                _write_rows(session.client, opts, job.spec, batches, name, base)
+                _write_rows(session.client, opts, job.spec, batches, name, base, job.dedup_checked)
             )
         except PulsarException as exc:
             raise PulsarSinkError(f"writing as producer {name} failed: {exc}") from exc
@@ -364,6 +434,7 @@ class _Job:
 
     opts: WriteOptions
     spec: WriteSchema | None
+    dedup_checked: bool = False  # deduplication known on (through admin.url) for the topic
 
 
 def _prepare(options: Mapping[str, str], schema: StructType, overwrite: bool) -> _Job:
@@ -372,9 +443,15 @@ def _prepare(options: Mapping[str, str], schema: StructType, overwrite: bool) ->
         raise PulsarOptionError("the pulsar sink only appends (mode 'overwrite' is not possible)")
     spec = write_schema(options, schema)
     check_schema(schema, opts, set(spec.columns) if spec and spec.kind != "string" else set())
-    if opts.exactly_once and opts.topic is not None:
-        ensure_deduplication(opts.admin_url, opts.topic, opts.poll_timeout_s, opts.client_args)
-    return _Job(opts, spec)
+    if opts.sink_subscription and opts.topic is not None:
+        with Session(opts.service_url, opts.client_args) as session:
+            session.run(hold_topic(session.client, opts.topic, opts.sink_subscription))
+    checked = False
+    if opts.exactly_once and opts.topic is not None and opts.admin_url is not None:
+        checked = ensure_deduplication(
+            opts.admin_url, opts.topic, opts.poll_timeout_s, opts.client_args
+        )
+    return _Job(opts, spec, checked)
 
 
 class PulsarBatchWriter(DataSourceArrowWriter):
