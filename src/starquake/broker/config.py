@@ -29,6 +29,10 @@ class BrokerConfig:
 
     # Where and how to listen.
     dataDir: str = "./data"
+    dataDirPermissions: str = "700"
+    """Octal mode of the data directory (a Starquake setting): one the broker creates gets it,
+    an existing one loses the bits beyond it, and the standalone broker creates files inside
+    with no more (default: owner only)."""
     bindAddress: str = "0.0.0.0"
     advertisedAddress: str = ""
     advertisedListeners: str = ""
@@ -207,6 +211,24 @@ class BrokerConfig:
                 raise ConfigError(
                     f"{key}: {getattr(self, key)!r} is not one of {', '.join(sorted(choices))}"
                 )
+        _ = self.data_dir_mode
+
+    @property
+    def data_dir_mode(self) -> int:
+        """The mode of ``dataDirPermissions`` (octal, e.g. ``700`` or ``0750``); it must give
+        the owner read, write and search (ConfigError otherwise)."""
+        text = self.dataDirPermissions
+        try:
+            mode = int(text.strip(), 8)
+        except ValueError:
+            raise ConfigError(
+                f"dataDirPermissions: {text!r} is not an octal mode such as 700 or 750"
+            ) from None
+        if mode & ~0o777 or mode & 0o700 != 0o700:
+            raise ConfigError(
+                f"dataDirPermissions: {text!r} must be at most 777 and give the owner rwx (7..)"
+            )
+        return mode
 
     @property
     def advertised_host(self) -> str:
