@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,7 +155,10 @@ class BrokerConfig:
     tokenAudience: str = ""
     """When set, tokens must carry it in ``tokenAudienceClaim`` (default claim ``aud``)."""
     basicAuthConf: str = ""
-    """htpasswd file of basic authentication (a path, ``file:///path`` or ``data:;base64,...``)."""
+    """htpasswd file of basic authentication: a path, ``file:///path``, ``data:;base64,...`` or
+    the file's content in base64. When empty, Pulsar's system property
+    ``pulsar.auth.basic.conf`` is taken: ``-D pulsar.auth.basic.conf=...`` or
+    ``-Dpulsar.auth.basic.conf=...`` in ``$PULSAR_EXTRA_OPTS``."""
 
     # Authorization.
     authorizationEnabled: bool = False
@@ -185,7 +189,7 @@ class BrokerConfig:
         fields = {f.name: f for f in dataclasses.fields(self) if f.name != "extra"}
         f = fields.get(key)
         if f is None:
-            if strict:
+            if strict and key not in SYSTEM_PROPERTIES:
                 raise ConfigError(f"unknown configuration key {key!r}")
             self.extra[key] = str(value)
             return
@@ -355,5 +359,30 @@ def load_config(
             config.set(name[len(ENV_PREFIX) :], value)
     if overrides:
         config.update(overrides)
+    if not config.basicAuthConf:
+        config.basicAuthConf = _system_property(BASIC_AUTH_PROPERTY, config, env)
     config.validate()
     return config
+
+
+BASIC_AUTH_PROPERTY = "pulsar.auth.basic.conf"
+SYSTEM_PROPERTIES = frozenset({BASIC_AUTH_PROPERTY})
+"""Java system properties Pulsar's broker reads, accepted as ``-D name=value`` too."""
+
+
+def _system_property(name: str, config: BrokerConfig, env: Mapping[str, str]) -> str:
+    """The Java system property ``name`` as Pulsar's broker would see it: ``-D name=value``
+    given to us, else ``-Dname=value`` in ``$PULSAR_EXTRA_OPTS`` (the JVM options Pulsar's
+    ``bin/pulsar`` passes on; the last one wins); "" if neither sets it."""
+    if name in config.extra:
+        return config.extra[name]
+    opts = env.get("PULSAR_EXTRA_OPTS", "")
+    try:
+        words = shlex.split(opts)
+    except ValueError:  # unbalanced quotes: the shell would not have run it either
+        raise ConfigError(f"PULSAR_EXTRA_OPTS: cannot split {opts!r} into options") from None
+    value = ""
+    for word in words:
+        if word.startswith(f"-D{name}="):
+            value = word[len(name) + 3 :]
+    return value

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from starquake.broker import admin
-from starquake.broker.config import BrokerConfig, ConfigError
+from starquake.broker.config import SYSTEM_PROPERTIES, BrokerConfig, ConfigError
 from starquake.broker.connection import ServerCnx
 from starquake.broker.security import tls
 from starquake.broker.security.web_authorization import web_authorizer
@@ -89,11 +89,12 @@ class BrokerServer:
         """Open the storage and start listening on the configured ports."""
         started = time.monotonic()
         config = self.config
-        if config.extra:
+        unused = sorted(set(config.extra) - SYSTEM_PROPERTIES)
+        if unused:
             log.info(
                 "ignoring %d configuration keys Starquake does not use: %s",
-                len(config.extra),
-                ", ".join(sorted(config.extra)),
+                len(unused),
+                ", ".join(unused),
             )
         if config.brokerServicePort < 0 and config.brokerServicePortTls < 0:
             raise BrokerStartError(

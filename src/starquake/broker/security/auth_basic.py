@@ -1,11 +1,13 @@
 """Basic authentication (``AuthenticationProviderBasic``): users and passwords from an
 htpasswd file.
 
-``basicAuthConf`` names the file (a path, ``file:///path`` or ``data:;base64,...``); it is read
-once, at start. Each line is ``user:hash`` with a bcrypt (``$2y$``, ``$2b$``, ``$2a$``), Apache
-MD5 (``$apr1$``) or crypt (DES, 13 characters) hash, as ``htpasswd -B``, ``-m`` and ``-d``
-write them. Clients send ``user:password`` (CONNECT ``auth_data``, or HTTP ``Authorization:
-Basic base64(user:password)``).
+``basicAuthConf`` names the file (a path, ``file:///path``, ``data:;base64,...`` or its content
+in base64; when empty, Pulsar's system property ``pulsar.auth.basic.conf``, see
+:func:`starquake.broker.config.load_config`); it is read once, at start. Each line is
+``user:hash`` with a bcrypt (``$2y$``, ``$2b$``, ``$2a$``), Apache MD5 (``$apr1$``) or crypt
+(DES, 13 characters) hash, as ``htpasswd -B``, ``-m`` and ``-d`` write them. Clients send
+``user:password`` (CONNECT ``auth_data``, or HTTP ``Authorization: Basic
+base64(user:password)``).
 
 Checking a bcrypt hash takes hundreds of milliseconds of CPU, so checks run on a dedicated
 worker thread (:data:`CHECK_WORKERS`), never on the event loop nor on the thread pool that
@@ -77,7 +79,10 @@ class BasicAuthenticationProvider:
 
     def __init__(self, config: BrokerConfig) -> None:
         if not config.basicAuthConf:
-            raise ConfigError("basic authentication needs basicAuthConf (an htpasswd file)")
+            raise ConfigError(
+                "basic authentication needs an htpasswd file: set basicAuthConf, or "
+                "-Dpulsar.auth.basic.conf=... in PULSAR_EXTRA_OPTS"
+            )
         self.users = parse_htpasswd(read_setting("basicAuthConf", config.basicAuthConf))
         self._executor: ThreadPoolExecutor | None = None
         self._checks = 0
