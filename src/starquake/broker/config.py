@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from starquake.broker import pulsar_settings
+
 ENV_PREFIX = "STARQUAKE_"
 
 
@@ -140,6 +142,9 @@ class BrokerConfig:
     """Comma-separated providers: Pulsar's class names
     (``org.apache.pulsar.broker.authentication.AuthenticationProviderToken``, ``...Basic``,
     ``...Tls``) or the method names ``token``, ``basic``, ``tls``."""
+    authenticateMetricsEndpoint: bool = False
+    """Whether ``/metrics`` needs credentials too (with ``authenticationEnabled``); by default
+    it is served to anyone, as in Pulsar."""
     authenticationRefreshCheckSeconds: int = 60
     """How often connections are checked for expired credentials."""
     anonymousUserRole: str = ""
@@ -189,7 +194,7 @@ class BrokerConfig:
         fields = {f.name: f for f in dataclasses.fields(self) if f.name != "extra"}
         f = fields.get(key)
         if f is None:
-            if strict and key not in SYSTEM_PROPERTIES:
+            if strict and key not in SYSTEM_PROPERTIES and not pulsar_settings.pulsar_key(key):
                 raise ConfigError(f"unknown configuration key {key!r}")
             self.extra[key] = str(value)
             return
@@ -216,6 +221,9 @@ class BrokerConfig:
                     f"{key}: {getattr(self, key)!r} is not one of {', '.join(sorted(choices))}"
                 )
         _ = self.data_dir_mode
+        refused = pulsar_settings.refusal(self.extra)
+        if refused is not None:
+            raise ConfigError(refused)
 
     @property
     def data_dir_mode(self) -> int:
