@@ -278,7 +278,7 @@ def _http_credentials(request: web.Request, tls: bool) -> tuple[str, Credentials
             method = "basic"
         else:
             raise AuthenticationError(f"unsupported Authorization scheme {scheme!r}")
-        return method, Credentials(data)
+        return method, Credentials(data, source=request.remote or "")
     if tls:
         common_name = request_common_name(request)
         if common_name is not None:
