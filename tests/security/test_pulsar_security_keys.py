@@ -1,6 +1,7 @@
 """Security keys of a Pulsar ``broker.conf`` are honoured or refused at start, never silently
 ignored: ``authenticateMetricsEndpoint=true`` makes ``/metrics`` ask for credentials (from a
-file and from ``-D``); a key Starquake cannot honour stops the broker with one line naming it
+file and from ``-D``), ``tokenAllowedClockSkewSeconds`` lets a late token in; a key Starquake
+cannot honour stops the broker with one line naming it
 unless it has Pulsar's default value; keys of the broker's own client are accepted with a line
 saying they have no effect."""
 
@@ -8,10 +9,12 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
+import pulsar
 import pytest
-from auth_support import TOKEN_PROVIDER, hs256, secret_key
+from auth_support import TOKEN_PROVIDER, assert_refused, hs256, produce_consume, secret_key
 from broker_process import BrokerProcess
 
 from starquake.broker.config import ConfigError, load_config
@@ -124,3 +127,17 @@ def test_every_refused_key_is_named_from_minus_d() -> None:
         assert key in load_config(overrides={key: "anything"}, environ={}).extra
     with pytest.raises(ConfigError, match="unknown configuration key"):
         load_config(overrides={"authenticateMetricEndpoint": "true"}, environ={})  # a typo
+
+
+def test_token_allowed_clock_skew(tmp_path: Path) -> None:
+    """``tokenAllowedClockSkewSeconds`` accepts a token that long after its expiry, no longer."""
+    broker = ConfBroker(tmp_path / "data", _conf(tmp_path, {}), "tokenAllowedClockSkewSeconds=300")
+    broker.start()
+    try:
+        topic = f"persistent://public/default/skew-{uuid.uuid4().hex[:8]}"
+        late = pulsar.AuthenticationToken(hs256(KEY, "late", expires_in=-60))
+        produce_consume(pulsar, broker.url, late, topic)
+        too_late = pulsar.AuthenticationToken(hs256(KEY, "late", expires_in=-400))
+        assert_refused(pulsar, broker.url, too_late, topic)
+    finally:
+        broker.cleanup()

@@ -159,6 +159,9 @@ class BrokerConfig:
     tokenAudienceClaim: str = ""
     tokenAudience: str = ""
     """When set, tokens must carry it in ``tokenAudienceClaim`` (default claim ``aud``)."""
+    tokenAllowedClockSkewSeconds: int = 0
+    """Seconds a token is still accepted after its ``exp`` (and before its ``nbf``), for
+    clocks that differ between token issuer and broker."""
     basicAuthConf: str = ""
     """htpasswd file of basic authentication: a path, ``file:///path``, ``data:;base64,...`` or
     the file's content in base64. When empty, Pulsar's system property
@@ -262,6 +265,7 @@ _RANGES: dict[str, tuple[float, float | None]] = {
     "brokerServicePortTls": _PORT,
     "webServicePortTls": _PORT,
     "authenticationRefreshCheckSeconds": (1, None),
+    "tokenAllowedClockSkewSeconds": (0, None),
     "maxMessageSize": (1, 2**31 - 1),
     "keepAliveIntervalSeconds": (1, None),
     "maxPendingSendBytesPerConnection": (0, None),

@@ -39,7 +39,6 @@ REFUSED: dict[str, tuple[str, str]] = {
     ),
     "athenzDomainNames": ("", "Athenz authentication is not supported"),
     "tokenSettingPrefix": ("", "token settings are read without a prefix"),
-    "tokenAllowedClockSkewSeconds": ("0", "token expiry is checked without clock skew"),
     "saslJaasClientAllowedIds": (".*pulsar.*", _SASL),
     "saslJaasServerSectionName": ("PulsarBroker", _SASL),
     "saslJaasServerRoleTokenSignerSecretPath": ("", _SASL),
