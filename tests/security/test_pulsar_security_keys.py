@@ -125,6 +125,8 @@ def test_every_refused_key_is_named_from_minus_d() -> None:
         assert load_config(overrides={key: default}, environ={}).extra[key] == default
     for key in NOT_USED:
         assert key in load_config(overrides={key: "anything"}, environ={}).extra
+    with pytest.raises(ConfigError, match=r"^proxyRoles=p is not supported"):
+        load_config(environ={"STARQUAKE_proxyRoles": "p"})
     with pytest.raises(ConfigError, match="unknown configuration key"):
         load_config(overrides={"authenticateMetricEndpoint": "true"}, environ={})  # a typo
 

@@ -367,8 +367,9 @@ def load_config(
     env = os.environ if environ is None else environ
     known = set(BrokerConfig.keys())
     for name, value in env.items():
-        if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX) :] in known:
-            config.set(name[len(ENV_PREFIX) :], value)
+        key = name[len(ENV_PREFIX) :]
+        if name.startswith(ENV_PREFIX) and (key in known or pulsar_settings.pulsar_key(key)):
+            config.set(key, value)
     if overrides:
         config.update(overrides)
     if not config.basicAuthConf:
