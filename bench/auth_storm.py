@@ -15,7 +15,13 @@ Storm kinds: ``token`` (tokens signed with another key, and garbage), ``bcrypt``
 with random wrong passwords: every attempt would cost a bcrypt check), ``unknown-user`` (basic
 credentials of users that do not exist).
 
+``--timing N`` instead answers whether the time of a refusal tells user names apart: it times
+N one-at-a-time wrong-password CONNECTs for the known user and N for unknown users (distinct
+passwords and names, so that no cached verdict answers), and prints both means less the fixed
+refusal delay, and their ratio (1.0: indistinguishable).
+
     .venv/bin/python bench/auth_storm.py [--seconds 5] [--concurrency 64] [--storm token]
+    .venv/bin/python bench/auth_storm.py --timing 20
 """
 
 from __future__ import annotations
@@ -277,6 +283,32 @@ def measure(broker: Broker, kind: str, args: argparse.Namespace) -> dict[str, An
     }
 
 
+async def _mean_refusal_seconds(port: int, users: list[bytes]) -> float:
+    """Mean seconds of one wrong-password CONNECT per entry of ``users``, one at a time."""
+    total = 0.0
+    for user in users:
+        started = time.perf_counter()
+        await _attempt(port, "basic", user + b":" + secrets.token_hex(8).encode())
+        total += time.perf_counter() - started
+    return total / len(users)
+
+
+def timing(broker: Broker, count: int) -> dict[str, Any]:
+    """Refusal times of a known user's and of unknown users' wrong passwords."""
+    from starquake.broker.security.authentication import REFUSAL_DELAY
+
+    known = asyncio.run(_mean_refusal_seconds(broker.port, [b"user"] * count))
+    unknown_names = [b"nobody-%d" % i for i in range(count)]
+    unknown = asyncio.run(_mean_refusal_seconds(broker.port, unknown_names))
+    known_ms, unknown_ms = (known - REFUSAL_DELAY) * 1e3, (unknown - REFUSAL_DELAY) * 1e3
+    return {
+        "attempts_each": count,
+        "known_user_ms": round(known_ms, 1),
+        "unknown_user_ms": round(unknown_ms, 1),
+        "unknown_over_known": round(unknown_ms / known_ms, 3) if known_ms > 0 else None,
+    }
+
+
 def main() -> None:
     """Run the measurements and print their comparison."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -285,6 +317,9 @@ def main() -> None:
     parser.add_argument("--max-attempts", type=int, default=200_000, help="storm attempts at most")
     parser.add_argument("--storm", action="append", choices=STORMS, help="storm kinds (all)")
     parser.add_argument("--json", action="store_true", help="one JSON line per storm")
+    parser.add_argument(
+        "--timing", type=int, default=0, help="time N refusals of known and unknown users"
+    )
     parser.add_argument("--storm-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--kind", help=argparse.SUPPRESS)
@@ -295,6 +330,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="auth-storm-") as tmp:
         broker = Broker(Path(tmp))
         try:
+            if args.timing:
+                print(json.dumps(timing(broker, args.timing)), flush=True)
+                return
             for kind in args.storm or STORMS:
                 result = measure(broker, kind, args)
                 if args.json:

@@ -192,10 +192,14 @@ def auth_response(method: str, data: bytes) -> pb.BaseCommand:
     return cmd
 
 
-async def storm_attempt(port: int, method: str, data: bytes, wait: float = 30) -> int:
-    """One CONNECT with (wrong) credentials over a fresh socket; the ServerError code of the
-    broker's ERROR (-1: it answered CONNECTED; -2: it closed without an answer)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+async def storm_attempt(
+    port: int, method: str, data: bytes, wait: float = 30, local_host: str | None = None
+) -> int:
+    """One CONNECT with (wrong) credentials over a fresh socket (from ``local_host``, e.g.
+    another loopback address); the ServerError code of the broker's ERROR (-1: it answered
+    CONNECTED; -2: it closed without an answer)."""
+    local = (local_host, 0) if local_host else None
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=local)
     try:
         cmd = T(type=T.CONNECT)
         cmd.connect.client_version = "storm"

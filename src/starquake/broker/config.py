@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from starquake.broker import pulsar_settings
 
 ENV_PREFIX = "STARQUAKE_"
 
@@ -29,6 +32,10 @@ class BrokerConfig:
 
     # Where and how to listen.
     dataDir: str = "./data"
+    dataDirPermissions: str = "700"
+    """Octal mode of the data directory (a Starquake setting): one the broker creates gets it,
+    an existing one loses the bits beyond it, and the standalone broker creates files inside
+    with no more (default: owner only)."""
     bindAddress: str = "0.0.0.0"
     advertisedAddress: str = ""
     advertisedListeners: str = ""
@@ -153,6 +160,9 @@ class BrokerConfig:
     """Comma-separated providers: Pulsar's class names
     (``org.apache.pulsar.broker.authentication.AuthenticationProviderToken``, ``...Basic``,
     ``...Tls``) or the method names ``token``, ``basic``, ``tls``."""
+    authenticateMetricsEndpoint: bool = False
+    """Whether ``/metrics`` needs credentials too (with ``authenticationEnabled``); by default
+    it is served to anyone, as in Pulsar."""
     authenticationRefreshCheckSeconds: int = 60
     """How often connections are checked for expired credentials."""
     anonymousUserRole: str = ""
@@ -167,8 +177,14 @@ class BrokerConfig:
     tokenAudienceClaim: str = ""
     tokenAudience: str = ""
     """When set, tokens must carry it in ``tokenAudienceClaim`` (default claim ``aud``)."""
+    tokenAllowedClockSkewSeconds: int = 0
+    """Seconds a token is still accepted after its ``exp`` (and before its ``nbf``), for
+    clocks that differ between token issuer and broker."""
     basicAuthConf: str = ""
-    """htpasswd file of basic authentication (a path, ``file:///path`` or ``data:;base64,...``)."""
+    """htpasswd file of basic authentication: a path, ``file:///path``, ``data:;base64,...`` or
+    the file's content in base64. When empty, Pulsar's system property
+    ``pulsar.auth.basic.conf`` is taken: ``-D pulsar.auth.basic.conf=...`` or
+    ``-Dpulsar.auth.basic.conf=...`` in ``$PULSAR_EXTRA_OPTS``."""
 
     # Authorization.
     authorizationEnabled: bool = False
@@ -199,7 +215,7 @@ class BrokerConfig:
         fields = {f.name: f for f in dataclasses.fields(self) if f.name != "extra"}
         f = fields.get(key)
         if f is None:
-            if strict:
+            if strict and key not in SYSTEM_PROPERTIES and not pulsar_settings.pulsar_key(key):
                 raise ConfigError(f"unknown configuration key {key!r}")
             self.extra[key] = str(value)
             return
@@ -225,6 +241,27 @@ class BrokerConfig:
                 raise ConfigError(
                     f"{key}: {getattr(self, key)!r} is not one of {', '.join(sorted(choices))}"
                 )
+        _ = self.data_dir_mode
+        refused = pulsar_settings.refusal(self.extra)
+        if refused is not None:
+            raise ConfigError(refused)
+
+    @property
+    def data_dir_mode(self) -> int:
+        """The mode of ``dataDirPermissions`` (octal, e.g. ``700`` or ``0750``); it must give
+        the owner read, write and search (ConfigError otherwise)."""
+        text = self.dataDirPermissions
+        try:
+            mode = int(text.strip(), 8)
+        except ValueError:
+            raise ConfigError(
+                f"dataDirPermissions: {text!r} is not an octal mode such as 700 or 750"
+            ) from None
+        if mode & ~0o777 or mode & 0o700 != 0o700:
+            raise ConfigError(
+                f"dataDirPermissions: {text!r} must be at most 777 and give the owner rwx (7..)"
+            )
+        return mode
 
     @property
     def advertised_host(self) -> str:
@@ -246,6 +283,7 @@ _RANGES: dict[str, tuple[float, float | None]] = {
     "brokerServicePortTls": _PORT,
     "webServicePortTls": _PORT,
     "authenticationRefreshCheckSeconds": (1, None),
+    "tokenAllowedClockSkewSeconds": (0, None),
     "maxMessageSize": (1, 2**31 - 1),
     "keepAliveIntervalSeconds": (1, None),
     "brokerMaxConnections": (0, None),
@@ -352,9 +390,35 @@ def load_config(
     env = os.environ if environ is None else environ
     known = set(BrokerConfig.keys())
     for name, value in env.items():
-        if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX) :] in known:
-            config.set(name[len(ENV_PREFIX) :], value)
+        key = name[len(ENV_PREFIX) :]
+        if name.startswith(ENV_PREFIX) and (key in known or pulsar_settings.pulsar_key(key)):
+            config.set(key, value)
     if overrides:
         config.update(overrides)
+    if not config.basicAuthConf:
+        config.basicAuthConf = _system_property(BASIC_AUTH_PROPERTY, config, env)
     config.validate()
     return config
+
+
+BASIC_AUTH_PROPERTY = "pulsar.auth.basic.conf"
+SYSTEM_PROPERTIES = frozenset({BASIC_AUTH_PROPERTY})
+"""Java system properties Pulsar's broker reads, accepted as ``-D name=value`` too."""
+
+
+def _system_property(name: str, config: BrokerConfig, env: Mapping[str, str]) -> str:
+    """The Java system property ``name`` as Pulsar's broker would see it: ``-D name=value``
+    given to us, else ``-Dname=value`` in ``$PULSAR_EXTRA_OPTS`` (the JVM options Pulsar's
+    ``bin/pulsar`` passes on; the last one wins); "" if neither sets it."""
+    if name in config.extra:
+        return config.extra[name]
+    opts = env.get("PULSAR_EXTRA_OPTS", "")
+    try:
+        words = shlex.split(opts)
+    except ValueError:  # unbalanced quotes: the shell would not have run it either
+        raise ConfigError(f"PULSAR_EXTRA_OPTS: cannot split {opts!r} into options") from None
+    value = ""
+    for word in words:
+        if word.startswith(f"-D{name}="):
+            value = word[len(name) + 3 :]
+    return value

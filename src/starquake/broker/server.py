@@ -8,10 +8,11 @@ import ssl
 import time
 from pathlib import Path
 
-from starquake.broker import admin
-from starquake.broker.config import BrokerConfig, ConfigError
+from starquake.broker import admin, pulsar_settings
+from starquake.broker.config import SYSTEM_PROPERTIES, BrokerConfig, ConfigError
 from starquake.broker.connection import ServerCnx
 from starquake.broker.listener import REFUSE, Listener, bind, raise_open_file_limit
+from starquake.broker.pulsar_settings import pulsar_key
 from starquake.broker.security import tls
 from starquake.broker.security.web_authorization import web_authorizer
 from starquake.broker.service import BrokerService
@@ -99,11 +100,14 @@ class BrokerServer:
         """Open the storage and start listening on the configured ports."""
         started = time.monotonic()
         config = self.config
-        if config.extra:
+        for notice in pulsar_settings.not_used_notice(config.extra):
+            log.info("%s", notice)
+        unused = sorted(k for k in config.extra if k not in SYSTEM_PROPERTIES and not pulsar_key(k))
+        if unused:
             log.info(
                 "ignoring %d configuration keys Starquake does not use: %s",
-                len(config.extra),
-                ", ".join(sorted(config.extra)),
+                len(unused),
+                ", ".join(unused),
             )
         if config.brokerServicePort < 0 and config.brokerServicePortTls < 0:
             raise BrokerStartError(

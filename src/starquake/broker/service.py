@@ -26,6 +26,7 @@ from starquake.broker import (
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.compaction.service import CompactionService
 from starquake.broker.config import BrokerConfig
+from starquake.broker.data_dir import prepare_data_dir
 from starquake.broker.errors import (
     BrokerServiceError,
     InvalidTopicNameError,
@@ -84,6 +85,7 @@ class BrokerService:
         # None when authenticationEnabled is off; reads key files (ConfigError if wrong)
         self.authentication = AuthenticationService.from_config(config)
         data = Path(config.dataDir)
+        prepare_data_dir(data, config.data_dir_mode)
         self.data_lock = DataDirectoryLock(data)
         try:
             make_dirs(data / "ledgers")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from starquake.broker.config import ConfigError, load_config, parse_overrides
+from starquake.broker.data_dir import restrict_umask
 from starquake.broker.server import BrokerServer, BrokerStartError, storage_faults
 
 
@@ -38,6 +39,7 @@ def run_standalone(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"starquake: {exc}", file=sys.stderr)
         return 2
+    restrict_umask(config.data_dir_mode)
     try:
         import uvloop
     except ImportError:

@@ -216,10 +216,12 @@ def validate(
 
 
 def _write_private(path: str, data: bytes) -> None:
-    """Write a secret to ``path``, readable by its owner only."""
+    """Write a secret to ``path``, readable by its owner only (an existing file's wider mode
+    is narrowed before anything is written)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(fd, 0o600)
             handle.write(data)
     except OSError as exc:
         raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,36 +1,43 @@
 """Basic authentication (``AuthenticationProviderBasic``): users and passwords from an
 htpasswd file.
 
-``basicAuthConf`` names the file (a path, ``file:///path`` or ``data:;base64,...``); it is read
-once, at start. Each line is ``user:hash`` with a bcrypt (``$2y$``, ``$2b$``, ``$2a$``), Apache
-MD5 (``$apr1$``) or crypt (DES, 13 characters) hash, as ``htpasswd -B``, ``-m`` and ``-d``
-write them. Clients send ``user:password`` (CONNECT ``auth_data``, or HTTP ``Authorization:
-Basic base64(user:password)``).
+``basicAuthConf`` names the file (a path, ``file:///path``, ``data:;base64,...`` or its content
+in base64; when empty, Pulsar's system property ``pulsar.auth.basic.conf``, see
+:func:`starquake.broker.config.load_config`); it is read once, at start. Each line is
+``user:hash`` with a bcrypt (``$2y$``, ``$2b$``, ``$2a$``), Apache MD5 (``$apr1$``) or crypt
+(DES, 13 characters) hash, as ``htpasswd -B``, ``-m`` and ``-d`` write them. Clients send
+``user:password`` (CONNECT ``auth_data``, or HTTP ``Authorization: Basic
+base64(user:password)``).
 
-Checking a bcrypt hash takes hundreds of milliseconds of CPU, so checks run on a dedicated
-worker thread (:data:`CHECK_WORKERS`), never on the event loop nor on the thread pool that
-storage uses; at most :data:`MAX_WAITING_CHECKS` more wait for it, and attempts beyond that are
-refused at once. The worker runs at a lower CPU priority than the event loop. A storm of wrong
-passwords therefore costs at most one core and cannot starve other clients. Verdicts are
-cached (bounded, keyed by a keyed hash of user and password, never the password itself), so a
-client that reconnects, or a storm that repeats one wrong password, costs a single check.
+Checking a bcrypt hash takes hundreds of milliseconds of CPU, so checks are scheduled fairly
+on one worker thread with per-user and per-address limits
+(:mod:`starquake.broker.security.password_checks`): a storm of wrong passwords costs at most one
+core and cannot starve other users' logins.
+
+Verdicts are cached, keyed by a keyed hash of ``user:password`` (never the password itself), in
+two bounded caches: accepted credentials, which only a successful check adds to (so no number of
+wrong attempts evicts a good login), and refused ones (a storm that repeats a wrong password
+costs a single check). A cached login is accepted without a check, even while a storm holds
+every check place of its user.
+
+A user name that is not in the file costs the same as a known one: its password is checked
+against the slowest hash in the file (and refused whatever the outcome), so that the time of a
+refusal does not tell which user names exist.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import hmac
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from typing import ClassVar
 
 from passlib.context import CryptContext
 
 from starquake.broker.config import BrokerConfig, ConfigError
 from starquake.broker.security.keys import read_setting
+from starquake.broker.security.password_checks import PasswordChecks
 from starquake.broker.security.provider import (
     AuthenticationError,
     AuthResult,
@@ -38,10 +45,7 @@ from starquake.broker.security.provider import (
     Credentials,
 )
 
-CHECK_WORKERS = 1
-MAX_WAITING_CHECKS = 16
 CACHE_ENTRIES = 4096
-WORKER_NICENESS = 10
 _WRONG = "unknown user or wrong password"
 
 _HASHES = CryptContext(schemes=["bcrypt", "apr_md5_crypt", "des_crypt"])
@@ -77,62 +81,59 @@ class BasicAuthenticationProvider:
 
     def __init__(self, config: BrokerConfig) -> None:
         if not config.basicAuthConf:
-            raise ConfigError("basic authentication needs basicAuthConf (an htpasswd file)")
+            raise ConfigError(
+                "basic authentication needs an htpasswd file: set basicAuthConf, or "
+                "-Dpulsar.auth.basic.conf=... in PULSAR_EXTRA_OPTS"
+            )
         self.users = parse_htpasswd(read_setting("basicAuthConf", config.basicAuthConf))
-        self._executor: ThreadPoolExecutor | None = None
-        self._checks = 0
+        self.decoy = slowest_hash(self.users.values())
+        """The hash unknown users' passwords are checked against (None: the file is empty)."""
+        self.checks = PasswordChecks(_verify)
+        self.unknown_user_checks = 0
+        """Checks made for user names that are not in the file."""
         self._cache_key = os.urandom(32)
-        self._verdicts: BoundedCache[bytes, bool] = BoundedCache(CACHE_ENTRIES)
+        self._accepted: BoundedCache[bytes, bool] = BoundedCache(CACHE_ENTRIES)
+        self._refused: BoundedCache[bytes, bool] = BoundedCache(CACHE_ENTRIES)
 
     async def authenticate(self, credentials: Credentials) -> AuthResult:
         """The role of ``user:password`` credentials checked against the users file."""
         user, sep, password = credentials.data.decode("utf-8", "replace").partition(":")
         if not sep or not user:
             raise AuthenticationError("basic credentials must be user:password")
+        key = hmac.new(self._cache_key, credentials.data, hashlib.sha256).digest()
+        if self._accepted.get(key):
+            return AuthResult(user, self.method)
+        if self._refused.get(key):
+            raise AuthenticationError(_WRONG)
         hashed = self.users.get(user)
         if hashed is None:
-            raise AuthenticationError(_WRONG)
-        key = hmac.new(self._cache_key, credentials.data, hashlib.sha256).digest()
-        verdict = self._verdicts.get(key)
-        if verdict is None:
-            verdict = await self._check(password, hashed)
-            self._verdicts.put(key, verdict)
+            if self.decoy is not None:
+                self.unknown_user_checks += 1
+                await self.checks.check(credentials.source, user, password, self.decoy)
+            verdict = False
+        else:
+            verdict = await self.checks.check(credentials.source, user, password, hashed)
+        (self._accepted if verdict else self._refused).put(key, True)
         if not verdict:
             raise AuthenticationError(_WRONG)
         return AuthResult(user, self.method)
 
-    async def _check(self, password: str, hashed: str) -> bool:
-        if self._checks >= CHECK_WORKERS + MAX_WAITING_CHECKS:
-            raise AuthenticationError("too many password checks in progress; try again later")
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                CHECK_WORKERS, thread_name_prefix="starquake-auth", initializer=_lower_priority
-            )
-        self._checks += 1
-        try:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, _verify, password, hashed)
-        finally:
-            self._checks -= 1
-
-    @property
-    def checks_in_progress(self) -> int:
-        """Password checks running or waiting for the worker."""
-        return self._checks
-
     def close(self) -> None:
         """Stop the password-checking thread."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        self.checks.close()
 
 
-def _lower_priority() -> None:
-    """Run this worker thread at a lower CPU priority than the event loop (Linux: the nice
-    value is per thread), so that password checks yield to serving clients."""
-    # not Linux, or not allowed: normal priority
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
+def slowest_hash(hashes: Iterable[str]) -> str | None:
+    """The hash of ``hashes`` that is slowest to check: bcrypt of the highest cost, else
+    ``$apr1$`` (MD5, 1000 rounds), else crypt (DES)."""
+
+    def cost(hashed: str) -> int:
+        if hashed.startswith("$2"):
+            rounds = hashed.split("$")[2]
+            return 1 << int(rounds) if rounds.isdigit() else 0
+        return 2 if hashed.startswith("$apr1$") else 1
+
+    return max(hashes, key=cost, default=None)
 
 
 def _verify(password: str, hashed: str) -> bool:

@@ -60,6 +60,7 @@ class TokenAuthenticationProvider:
         self._role_claim = config.tokenAuthClaim or "sub"
         self._audience_claim = config.tokenAudienceClaim or "aud"
         self._audience = config.tokenAudience or None
+        self._skew = config.tokenAllowedClockSkewSeconds
         self._verdicts: BoundedCache[bytes, _Verdict] = BoundedCache(CACHE_ENTRIES)
 
     async def authenticate(self, credentials: Credentials) -> AuthResult:
@@ -98,6 +99,7 @@ class TokenAuthenticationProvider:
                 self._key,
                 algorithms=self._algorithms,
                 options={"verify_aud": False, "verify_exp": False, "verify_iat": False},
+                leeway=self._skew,
             )
         except jwt.ImmatureSignatureError:
             return _NOT_YET_VALID
@@ -118,7 +120,8 @@ class TokenAuthenticationProvider:
         exp = claims.get("exp")
         if exp is not None and not isinstance(exp, int | float):
             return "invalid token (exp is not a number)"
-        return role, None if exp is None else float(exp)
+        # tokenAllowedClockSkewSeconds: honoured until that long after exp (and before nbf)
+        return role, None if exp is None else float(exp) + self._skew
 
     def close(self) -> None:
         """Nothing to release."""

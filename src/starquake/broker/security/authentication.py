@@ -12,9 +12,9 @@ clients by the method they name:
 - web port: ``Authorization: Bearer <token>`` (token), ``Authorization: Basic
   base64(user:password)`` (basic), or a verified client certificate on HTTPS (tls). Wrong
   credentials are refused (401) even when an anonymous role is set; no credentials get the
-  anonymous role. ``/metrics`` is served without credentials (as Pulsar's
-  ``authenticateMetricsEndpoint=false``: its role is then None); presented credentials are
-  still checked.
+  anonymous role. ``/metrics`` is served without credentials unless
+  ``authenticateMetricsEndpoint`` is true (as in Pulsar; its role is then None); presented
+  credentials are still checked.
 
 Every ``authenticationRefreshCheckSeconds`` the connections are asked to check their
 credentials' expiry (see ``ServerCnx.check_credentials_expiry``).
@@ -112,8 +112,11 @@ class AuthenticationService:
         providers: dict[str, AuthenticationProvider],
         anonymous_role: str | None = None,
         refresh_check_seconds: float = 60,
+        authenticate_metrics: bool = False,
     ) -> None:
         self.providers = providers
+        self.authenticate_metrics = authenticate_metrics
+        """``authenticateMetricsEndpoint``: ``/metrics`` needs credentials like any path."""
         self.anonymous_role = anonymous_role or None
         self.refresh_check_seconds = refresh_check_seconds
         self.successes = 0
@@ -154,7 +157,12 @@ class AuthenticationService:
             ", ".join(providers) or "(none)",
             f", anonymous role {config.anonymousUserRole!r}" if config.anonymousUserRole else "",
         )
-        return cls(providers, config.anonymousUserRole, config.authenticationRefreshCheckSeconds)
+        return cls(
+            providers,
+            config.anonymousUserRole,
+            config.authenticationRefreshCheckSeconds,
+            config.authenticateMetricsEndpoint,
+        )
 
     # --- authenticating ------------------------------------------------------------------------
 
@@ -185,7 +193,11 @@ class AuthenticationService:
         try:
             result = await self.authenticate(method, credentials)
         except AuthenticationError as exc:
-            if method == "none" and request.path in UNAUTHENTICATED_PATHS:
+            if (
+                method == "none"
+                and request.path in UNAUTHENTICATED_PATHS
+                and not self.authenticate_metrics
+            ):
                 return None
             self.refused(remote, method, str(exc))
             raise WebAuthenticationError(f"Authentication failed: {exc}") from None
@@ -266,7 +278,7 @@ def _http_credentials(request: web.Request, tls: bool) -> tuple[str, Credentials
             method = "basic"
         else:
             raise AuthenticationError(f"unsupported Authorization scheme {scheme!r}")
-        return method, Credentials(data)
+        return method, Credentials(data, source=request.remote or "")
     if tls:
         common_name = request_common_name(request)
         if common_name is not None:

@@ -130,7 +130,8 @@ class ConnectionAuthenticator:
 
     def _credentials(self, method: str, data: bytes) -> Credentials:
         common_name = self._cnx.peer_common_name() if method == "tls" else None
-        return Credentials(data, common_name)
+        host = self._cnx.remote_address.rsplit(":", 1)[0]  # "host:port", IPv6 hosts too
+        return Credentials(data, common_name, host)
 
     async def _authenticate(
         self, authentication: AuthenticationService, method: str, credentials: Credentials

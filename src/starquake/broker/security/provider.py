@@ -32,6 +32,8 @@ class Credentials:
 
     data: bytes = b""
     tls_common_name: str | None = None
+    source: str = ""
+    """The client's address (without port), for limits per address."""
 
 
 @dataclass(frozen=True, slots=True)

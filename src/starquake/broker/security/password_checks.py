@@ -1,0 +1,156 @@
+"""Fair scheduling of slow password checks, so that a storm of wrong passwords cannot starve
+other users' logins.
+
+A bcrypt check costs up to hundreds of milliseconds of CPU. The checks run on a dedicated
+worker thread (:data:`CHECK_WORKERS`, at a lower CPU priority than the event loop), never on
+the event loop nor on the thread pool storage uses. Waiting checks are queued per client
+address and the worker takes them round-robin across addresses, so a client from another
+address waits for at most one check per busy address. Limits refuse a check at once, without
+costing any CPU, when:
+
+- one user name already has :data:`PER_USER` checks running or waiting (a storm against one
+  user keeps at most that many places, whatever the number of connections or addresses);
+- one address already has :data:`PER_SOURCE` (a storm from one address over many user names);
+- :data:`MAX_CHECKS` are running or waiting in all.
+
+A check whose client went away before it started is dropped from the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from starquake.broker.security.provider import AuthenticationError
+
+__all__ = ["CHECK_WORKERS", "MAX_CHECKS", "PER_SOURCE", "PER_USER", "PasswordChecks"]
+
+CHECK_WORKERS = 1
+PER_USER = 4
+PER_SOURCE = 8
+MAX_CHECKS = 256
+WORKER_NICENESS = 10
+
+
+@dataclass(eq=False)
+class _Check:
+    source: str
+    user: str
+    password: str
+    hashed: str
+    result: asyncio.Future[bool] = field(repr=False)
+    started: bool = False
+
+
+class PasswordChecks:
+    """Runs ``verify(password, hashed)`` on the worker thread, fairly across addresses."""
+
+    def __init__(self, verify: Callable[[str, str], bool]) -> None:
+        self._verify = verify
+        self._executor: ThreadPoolExecutor | None = None
+        self._queues: OrderedDict[str, deque[_Check]] = OrderedDict()
+        self._by_user: Counter[str] = Counter()
+        self._by_source: Counter[str] = Counter()
+        self._running = 0
+        self.in_progress = 0
+        """Checks running or waiting."""
+        self.done = 0
+        """Checks the worker has finished."""
+
+    async def check(self, source: str, user: str, password: str, hashed: str) -> bool:
+        """Whether ``password`` matches ``hashed``; AuthenticationError if a limit refuses."""
+        if self._by_user[user] >= PER_USER:
+            raise AuthenticationError("too many password checks for this user; try again later")
+        if self._by_source[source] >= PER_SOURCE:
+            raise AuthenticationError("too many password checks from this address; try again later")
+        if self.in_progress >= MAX_CHECKS:
+            raise AuthenticationError("too many password checks in progress; try again later")
+        job = _Check(source, user, password, hashed, asyncio.get_running_loop().create_future())
+        self._queues.setdefault(source, deque()).append(job)
+        self._count(job, 1)
+        self._pump()
+        try:
+            return await asyncio.shield(job.result)
+        except asyncio.CancelledError:
+            if not job.started:  # the client went away: nobody waits for this check
+                self._drop(job)
+            raise
+
+    def _count(self, job: _Check, delta: int) -> None:
+        self._by_user[job.user] += delta
+        self._by_source[job.source] += delta
+        self.in_progress += delta
+        if delta < 0:
+            if self._by_user[job.user] <= 0:
+                del self._by_user[job.user]
+            if self._by_source[job.source] <= 0:
+                del self._by_source[job.source]
+
+    def _drop(self, job: _Check) -> None:
+        queue = self._queues.get(job.source)
+        if queue is not None and job in queue:
+            queue.remove(job)
+            if not queue:
+                del self._queues[job.source]
+            self._count(job, -1)
+
+    def _pump(self) -> None:
+        """Start waiting checks while a worker is free, one address after another."""
+        while self._running < CHECK_WORKERS and self._queues:
+            source, queue = next(iter(self._queues.items()))
+            job = queue.popleft()
+            if queue:
+                self._queues.move_to_end(source)
+            else:
+                del self._queues[source]
+            job.started = True
+            self._running += 1
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    CHECK_WORKERS, thread_name_prefix="starquake-auth", initializer=_lower_priority
+                )
+            future = self._executor.submit(self._verify, job.password, job.hashed)
+            future.add_done_callback(self._notifier(job))
+
+    def _notifier(self, job: _Check) -> Callable[[Future[bool]], None]:
+        """A done-callback (run on the worker thread) that hands the result to the loop."""
+        loop = asyncio.get_running_loop()
+
+        def notify(future: Future[bool]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the broker stopped
+                loop.call_soon_threadsafe(self._finished, job, future)
+
+        return notify
+
+    def _finished(self, job: _Check, future: Future[bool]) -> None:
+        self._running -= 1
+        self.done += 1
+        self._count(job, -1)
+        if not job.result.done():
+            if future.cancelled():
+                job.result.set_exception(AuthenticationError("the broker is stopping"))
+            elif (error := future.exception()) is not None:
+                job.result.set_exception(error)
+            else:
+                job.result.set_result(future.result())
+        self._pump()
+
+    def close(self) -> None:
+        """Stop the worker thread (checks not started are abandoned)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+
+def _lower_priority() -> None:
+    """Run this worker thread at a lower CPU priority than the event loop (Linux: the nice
+    value is per thread), so that password checks yield to serving clients."""
+    # not Linux, or not allowed: normal priority
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)

@@ -1,0 +1,208 @@
+"""A storm of wrong basic-auth passwords cannot lock other users out, nor push good logins out
+of the cache, and unknown user names cost a hash check like known ones.
+
+The storms run against a broker process, from the test, while another user logs in for the
+first time with the official client: that login must complete (within the client's operation
+timeout) while the storm is still going. Password checks are fair across addresses and
+limited per user and per address, so neither a storm against one user nor one from another
+address over many users holds every check place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+from auth_support import BASIC_PROVIDER, htpasswd, produce_consume, storm_attempt
+from broker_process import BrokerProcess
+from passlib.hash import bcrypt, des_crypt
+from polling import wait_for
+
+from starquake.broker.config import BrokerConfig
+from starquake.broker.security.auth_basic import BasicAuthenticationProvider, slowest_hash
+from starquake.broker.security.provider import AuthenticationError, Credentials
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+
+SLOW = bcrypt.using(rounds=10, ident="2y")  # tens of milliseconds a check
+SLOWER = bcrypt.using(rounds=12, ident="2y")  # hundreds (htpasswd -B -C 12)
+FILLERS = 16
+
+
+class Storm(threading.Thread):
+    """CONNECTs with wrong credentials, ``concurrency`` at a time, until stopped (or at most
+    ``max_seconds``); counts the broker's answers."""
+
+    def __init__(
+        self,
+        port: int,
+        credentials: Callable[[int], bytes],
+        local_host: str = "127.0.0.1",
+        concurrency: int = 128,
+        max_seconds: float = 120,
+    ) -> None:
+        super().__init__(name="storm", daemon=True)
+        self.port = port
+        self.credentials = credentials
+        self.local_host = local_host
+        self.concurrency = concurrency
+        self.max_seconds = max_seconds
+        self.stopping = threading.Event()
+        self.attempts = 0
+        self.codes: Counter[int] = Counter()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:
+            self.error = exc
+
+    async def _main(self) -> None:
+        async def worker() -> None:
+            while not self.stopping.is_set():
+                i = self.attempts
+                self.attempts += 1
+                data = self.credentials(i)
+                code = await storm_attempt(self.port, "basic", data, local_host=self.local_host)
+                self.codes[code] += 1
+
+        tasks = [asyncio.create_task(worker()) for _ in range(self.concurrency)]
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.stopping.wait), self.max_seconds)
+        finally:
+            self.stopping.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def finish(self) -> Counter[int]:
+        self.stopping.set()
+        self.join(timeout=60)
+        assert self.error is None, self.error
+        return self.codes
+
+
+@pytest.fixture(scope="module")
+def storm_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    directory = tmp_path_factory.mktemp("password-storm")
+    users = {"victim": SLOWER.hash("victim-pw"), "alice": SLOW.hash("alice-pw")}
+    users.update({f"user{i}": SLOW.hash(f"pw{i}") for i in range(FILLERS)})
+    users["superuser"] = SLOW.hash("admin")
+    conf = htpasswd(directory / ".htpasswd", users)
+    broker = BrokerProcess(
+        directory / "data",
+        "authenticationEnabled=true",
+        f"authenticationProviders={BASIC_PROVIDER}",
+        f"basicAuthConf=file://{conf}",
+    )
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.cleanup()
+
+
+def _login_during(broker: BrokerProcess, storm: Storm, user: str, password: str) -> None:
+    """``user``'s login (produce and consume, official client) completes while ``storm`` is
+    still going, and every storm attempt was refused."""
+    storm.start()
+    try:
+        wait_for(lambda: storm.attempts >= 300, "the storm to get going", timeout=60)
+        topic = f"persistent://public/default/storm-{uuid.uuid4().hex[:8]}"
+        produce_consume(pulsar, broker.url, pulsar.AuthenticationBasic(user, password), topic)
+        assert storm.is_alive() and not storm.stopping.is_set(), "the storm ended first"
+    finally:
+        codes = storm.finish()
+    assert set(codes) == {pb.AuthenticationError}, codes
+
+
+@pytest.mark.timeout(300)
+def test_storm_against_one_user_leaves_other_users_first_login(
+    storm_broker: BrokerProcess,
+) -> None:
+    storm = Storm(storm_broker.port, lambda i: b"victim:wrong-%d" % i)
+    _login_during(storm_broker, storm, "alice", "alice-pw")
+
+
+@pytest.mark.timeout(300)
+def test_storm_from_another_address_over_many_users(storm_broker: BrokerProcess) -> None:
+    storm = Storm(
+        storm_broker.port, lambda i: b"user%d:wrong-%d" % (i % FILLERS, i), local_host="127.0.0.2"
+    )
+    _login_during(storm_broker, storm, f"user{FILLERS - 1}", f"pw{FILLERS - 1}")
+
+
+@pytest.mark.timeout(300)
+def test_cached_login_gets_in_while_its_user_is_stormed(storm_broker: BrokerProcess) -> None:
+    """A login the broker has accepted before needs no check: the super user gets in while a
+    storm of distinct wrong passwords holds every check place of that very user."""
+    topic = f"persistent://public/default/storm-{uuid.uuid4().hex[:8]}"
+    auth = pulsar.AuthenticationBasic("superuser", "admin")
+    produce_consume(pulsar, storm_broker.url, auth, topic)
+    storm = Storm(storm_broker.port, lambda i: b"superuser:guess-%d" % i)
+    _login_during(storm_broker, storm, "superuser", "admin")
+
+
+# --- the provider itself: eviction and unknown users ---------------------------------------------
+
+
+def _provider(tmp_path: Path, users: dict[str, str]) -> BasicAuthenticationProvider:
+    conf = htpasswd(tmp_path / ".htpasswd", users)
+    return BasicAuthenticationProvider(BrokerConfig(basicAuthConf=str(conf)))
+
+
+async def _login(provider: BasicAuthenticationProvider, data: bytes) -> bool:
+    try:
+        await provider.authenticate(Credentials(data, source="192.0.2.1"))
+    except AuthenticationError:
+        return False
+    return True
+
+
+def test_wrong_passwords_never_evict_a_good_login(tmp_path: Path) -> None:
+    """5,600 distinct wrong passwords (more than the cache holds) are each checked and cached
+    as refused; the super user's accepted login stays cached: no check the next time."""
+    provider = _provider(
+        tmp_path, {"superuser": SLOW.hash("admin"), "other": des_crypt.hash("other")}
+    )
+
+    async def scenario() -> None:
+        assert await _login(provider, b"superuser:admin")
+        for i in range(5600):
+            assert not await _login(provider, b"other:wrong-%d" % i)
+        assert not await _login(provider, b"other:wrong-5599")  # a cached refusal
+        checks = provider.checks.done
+        assert checks == 5601
+        assert await _login(provider, b"superuser:admin")
+        assert not await _login(provider, b"other:wrong-5599")
+        assert provider.checks.done == checks, "a cached verdict was checked again"
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        provider.close()
+
+
+def test_unknown_users_cost_a_hash_check(tmp_path: Path) -> None:
+    """A user name not in the file is checked against the slowest hash in the file."""
+    users = {"known": SLOW.hash("pw"), "old": des_crypt.hash("pw")}
+    provider = _provider(tmp_path, users)
+    assert provider.decoy == users["known"]
+    cheaper = [des_crypt.hash("x"), bcrypt.using(rounds=4).hash("x")]
+    assert slowest_hash([cheaper[0], users["known"], cheaper[1]]) == users["known"]
+
+    async def scenario() -> None:
+        assert not await _login(provider, b"nobody:pw")
+        assert provider.unknown_user_checks == 1 and provider.checks.done == 1
+        assert not await _login(provider, b"known:wrong")
+        assert provider.checks.done == 2
+        assert await _login(provider, b"known:pw")
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        provider.close()
