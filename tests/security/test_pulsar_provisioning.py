@@ -93,6 +93,13 @@ def test_upstream_provisioning_at_first_start_with_authorization(tmp_path: Path)
         assert grants == (200, {"anonymous": ["consume", "produce"]})
 
 
+def test_first_start_with_a_broker_client_creates_public_default(tmp_path: Path) -> None:
+    token_plugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+    plugin = f"brokerClientAuthenticationPlugin={token_plugin}"
+    with broker_process(tmp_path / "data", *SECURED, plugin) as broker:
+        assert _rest(broker, "GET", "namespaces/public/default", SUPER_USER)[0] == 200
+
+
 def test_first_start_without_authorization_creates_public_default(tmp_path: Path) -> None:
     with broker_process(tmp_path / "data") as broker:
         assert _rest(broker, "GET", "namespaces/public/default")[0] == 200

@@ -297,7 +297,7 @@ def default_namespace_allowed(config: BrokerConfig) -> bool:
     leaves the namespace to the provisioning, and so does Starquake."""
     if not (config.authorizationEnabled and config.authenticationEnabled):
         return True
-    if config.extra.get("brokerClientAuthenticationPlugin", "").strip():
+    if config.brokerClientAuthenticationPlugin.strip():
         return True
     anonymous = config.anonymousUserRole
     return bool(anonymous) and anonymous in _split_roles(config.superUserRoles)
