@@ -30,7 +30,8 @@ class _Authority:
 
 
 def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    """``CN=cn``; a ``cn`` of ``a,b`` gives a subject of two RDNs, ``CN=a`` then ``CN=b``."""
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, part) for part in cn.split(",")])
 
 
 def _new_ca(cn: str) -> _Authority:

@@ -25,6 +25,9 @@ def _broker(data_dir: Path) -> BrokerProcess:
         f"tokenSecretKey={data_url(KEY)}",
         "authorizationEnabled=true",
         "superUserRoles=admin",
+        # the broker's own client is the super user: it creates public/default at first start
+        "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        f"brokerClientAuthenticationParameters=token:{hs256(KEY, 'admin')}",
     )
 
 

@@ -62,6 +62,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         tokenSecretKey=data_url(KEY),
         authorizationEnabled=True,
         superUserRoles=SUPER_USER,
+        # the broker's own client is the super user: it creates public/default at first start
+        brokerClientAuthenticationPlugin="org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        brokerClientAuthenticationParameters=f"token:{hs256(KEY, SUPER_USER)}",
     )
     with broker:
         assert broker.service_url.startswith("pulsar+ssl://")  # no plaintext port

@@ -192,6 +192,13 @@ class BrokerConfig:
     """Comma-separated roles allowed everything."""
     authorizationAllowWildcardsMatching: bool = False
     """Whether granted roles may end or start with ``*`` to match many roles."""
+    brokerClientAuthenticationPlugin: str = ""
+    """Authentication of the broker's own admin client (Pulsar's plugin class name). Pulsar's
+    standalone creates ``public/default`` through that client at first start; with
+    authorization on, Starquake creates it only when this is set (taken to be a super user's
+    credentials, as deployments configure it) or ``anonymousUserRole`` is a super user."""
+    brokerClientAuthenticationParameters: str = ""
+    """The parameters of ``brokerClientAuthenticationPlugin`` (kept, not used)."""
 
     # Managed ledger (storage).
     managedLedgerMaxEntriesPerLedger: int = 50000

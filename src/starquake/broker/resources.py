@@ -10,6 +10,12 @@ copy. Keys (values are JSON)::
     /admin/partitioned-topics/<tenant>/<namespace>/<domain>/<local name>   {"partitions": N}
     /admin/topic-policies/<tenant>/<namespace>/<domain>/<local name>       topic-level policies
 
+What the broker creates at first start (its cluster, tenant ``public``, namespace
+``public/default``) yields to the first explicit creation through the admin API, which then
+succeeds instead of answering 409: Pulsar's standalone creates them only once fully started,
+so a provisioning script that waits for the web port creates them first with its own roles
+and policies, and such a script must work unchanged here.
+
 Topic-level policies are kept under the topic's base name: those of a partitioned topic apply to
 every partition. They use the same field names as namespace policies.
 """
@@ -32,6 +38,12 @@ _POLICIES = "/admin/policies"
 _PARTITIONED = "/admin/partitioned-topics"
 _CLUSTERS = "/admin/clusters"
 _TOPIC_POLICIES = "/admin/topic-policies"
+_AUTOMATIC = "starquakeAutomatic"
+"""Marks the stored data of this broker's own cluster while the broker keeps its URLs; the
+admin API's creation or update of the cluster removes it."""
+_FIRST_START = "/admin/starquake/first-start-defaults"
+"""The tenant and namespace the broker created itself at first start and nobody changed since
+(``["tenant:public", "namespace:public/default"]``)."""
 
 
 class ConflictError(BrokerServiceError):
@@ -67,12 +79,19 @@ class PulsarResources:
         self._namespaces: dict[str, dict[str, Any]] = {}
         self._partitioned: dict[str, int] = {}
         self._topic_policies: dict[str, dict[str, Any]] = {}
+        self._clusters: dict[str, dict[str, Any]] = {}
+        self._first_start: set[str] = set()
         self._load()
 
     # --- loading ------------------------------------------------------------------------------
 
     def _load(self) -> None:
         store = self._store
+        raw_defaults = store.get(_FIRST_START)
+        self._first_start = set(json.loads(raw_defaults)) if raw_defaults else set()
+        for cluster in store.list_children(_CLUSTERS):
+            raw = store.get(f"{_CLUSTERS}/{cluster}")
+            self._clusters[cluster] = json.loads(raw) if raw else {}
         for tenant in store.list_children(_TENANTS):
             raw = store.get(f"{_TENANTS}/{tenant}")
             self._tenants[tenant] = json.loads(raw) if raw else {}
@@ -99,9 +118,17 @@ class PulsarResources:
                             name = f"{domain}://{tenant}/{ns}/{local}"
                             self._topic_policies[name] = json.loads(raw)
 
-    def ensure_defaults(self, urls: BrokerUrls) -> None:
-        """Create the cluster, tenant ``public`` and namespace ``public/default`` on first start;
-        keep the cluster's URLs those of this broker (none for a port that is off)."""
+    def ensure_defaults(
+        self,
+        urls: BrokerUrls,
+        admin_roles: list[str] | None = None,
+        *,
+        default_namespace: bool = True,
+    ) -> None:
+        """On first start, as Pulsar's standalone does: create the cluster, tenant ``public``
+        (administered by ``admin_roles``, the super users) and, when ``default_namespace``,
+        namespace ``public/default``. The cluster's URLs are kept those of this broker (none
+        for a port that is off) unless they were set through the admin API."""
         key = f"{_CLUSTERS}/{self.cluster_name}"
         every = {
             "serviceUrl": urls.web_service_url,
@@ -110,12 +137,29 @@ class PulsarResources:
             "brokerServiceUrlTls": urls.service_url_tls,
         }
         cluster = {key: url for key, url in every.items() if url}  # as Pulsar, none for "off"
-        if self._store.get(key) != _dump(cluster):
-            self._store.put(key, _dump(cluster))
+        with self._lock:
+            stored = self._clusters.get(self.cluster_name)
+            if stored is None or _AUTOMATIC in stored:
+                data = {**cluster, _AUTOMATIC: True}
+                if stored != data:
+                    self._store.put(key, _dump(data))
+                    self._clusters[self.cluster_name] = data
         if "public" not in self._tenants:
-            self.create_tenant("public", {"adminRoles": [], "allowedClusters": [self.cluster_name]})
-        if "public/default" not in self._namespaces:
+            info = {"adminRoles": sorted(admin_roles or []), "allowedClusters": [self.cluster_name]}
+            self.create_tenant("public", info)
+            self._mark_first_start("tenant:public", True)
+        if default_namespace and "public/default" not in self._namespaces:
             self.create_namespace("public/default")
+            self._mark_first_start("namespace:public/default", True)
+
+    def _mark_first_start(self, name: str, created: bool) -> bool:
+        """Record that the broker created ``name`` itself (or, ``created`` False, that it was
+        changed since); answers whether it was so recorded."""
+        was = name in self._first_start
+        if created != was:
+            self._first_start.symmetric_difference_update({name})
+            self._store.put(_FIRST_START, json.dumps(sorted(self._first_start)).encode())
+        return was
 
     # --- reads (in memory, safe on the event loop) ---------------------------------------------
 
@@ -134,11 +178,23 @@ class PulsarResources:
         except KeyError:
             raise NotFoundError(f"Tenant {tenant} does not exist") from None
 
-    def cluster_data(self) -> dict[str, Any]:
-        """This cluster's ``{"serviceUrl", "serviceUrlTls", "brokerServiceUrl",
-        "brokerServiceUrlTls"}``."""
-        raw = self._store.get(f"{_CLUSTERS}/{self.cluster_name}")
-        return dict(json.loads(raw)) if raw else {}
+    def clusters(self) -> list[str]:
+        """The names of all clusters, sorted."""
+        return sorted(self._clusters)
+
+    def cluster_exists(self, cluster: str) -> bool:
+        """Whether the cluster exists."""
+        return cluster in self._clusters
+
+    def cluster_data(self, cluster: str | None = None) -> dict[str, Any]:
+        """A cluster's ClusterData (``serviceUrl``, ``brokerServiceUrl``, ...; this broker's
+        cluster by default)."""
+        name = cluster or self.cluster_name
+        try:
+            data = self._clusters[name]
+        except KeyError:
+            raise NotFoundError(f"Cluster {name} does not exist") from None
+        return {key: value for key, value in data.items() if key != _AUTOMATIC}
 
     def namespaces(self, tenant: str) -> list[str]:
         """The tenant's namespaces (``tenant/namespace``), sorted."""
@@ -185,17 +241,47 @@ class PulsarResources:
     def create_tenant(self, tenant: str, info: dict[str, Any] | None = None) -> None:
         """Create a tenant (ConflictError if it exists)."""
         with self._lock:
-            if tenant in self._tenants:
+            if tenant in self._tenants and not self._mark_first_start(f"tenant:{tenant}", False):
                 raise ConflictError(f"Tenant {tenant} already exists")
             data = info or {"adminRoles": [], "allowedClusters": [self.cluster_name]}
             self._store.put(f"{_TENANTS}/{tenant}", _dump(data))
             self._tenants[tenant] = data
+
+    def create_cluster(self, cluster: str, data: dict[str, Any]) -> None:
+        """Register a cluster (ConflictError if it exists)."""
+        with self._lock:
+            if cluster in self._clusters and _AUTOMATIC not in self._clusters[cluster]:
+                raise ConflictError(f"Cluster {cluster} already exists")
+            self._store.put(f"{_CLUSTERS}/{cluster}", _dump(data))
+            self._clusters[cluster] = dict(data)
+
+    def update_cluster(self, cluster: str, data: dict[str, Any]) -> None:
+        """Replace a cluster's ClusterData (this broker then stops keeping its URLs)."""
+        with self._lock:
+            if cluster not in self._clusters:
+                raise NotFoundError(f"Cluster {cluster} does not exist")
+            self._store.put(f"{_CLUSTERS}/{cluster}", _dump(data))
+            self._clusters[cluster] = dict(data)
+
+    def delete_cluster(self, cluster: str) -> None:
+        """Forget a cluster that no tenant allows."""
+        with self._lock:
+            if cluster not in self._clusters:
+                raise NotFoundError(f"Cluster {cluster} does not exist")
+            users = sorted(
+                t for t, info in self._tenants.items() if cluster in info.get("allowedClusters", [])
+            )
+            if users:
+                raise BrokerServiceError(f"Cluster {cluster} is still allowed to tenants {users}")
+            self._store.delete(f"{_CLUSTERS}/{cluster}")
+            del self._clusters[cluster]
 
     def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
         """Replace a tenant's admin roles and allowed clusters."""
         with self._lock:
             if tenant not in self._tenants:
                 raise NotFoundError(f"Tenant {tenant} does not exist")
+            self._mark_first_start(f"tenant:{tenant}", False)
             self._store.put(f"{_TENANTS}/{tenant}", _dump(info))
             self._tenants[tenant] = info
 
@@ -206,6 +292,7 @@ class PulsarResources:
                 raise NotFoundError(f"Tenant {tenant} does not exist")
             if self.namespaces(tenant):
                 raise ConflictError(f"Tenant {tenant} still has namespaces")
+            self._mark_first_start(f"tenant:{tenant}", False)
             self._store.delete(f"{_TENANTS}/{tenant}")
             del self._tenants[tenant]
 
@@ -217,7 +304,8 @@ class PulsarResources:
         with self._lock:
             if tenant not in self._tenants:
                 raise NotFoundError(f"Tenant {tenant} does not exist")
-            if namespace in self._namespaces:
+            placeholder = self._mark_first_start(f"namespace:{namespace}", False)
+            if namespace in self._namespaces and not placeholder:
                 raise ConflictError(f"Namespace {namespace} already exists")
             data = policies or {}
             self._store.put(f"{_POLICIES}/{namespace}", _dump(data))
@@ -234,6 +322,7 @@ class PulsarResources:
                 raise NotFoundError(f"Namespace {namespace} does not exist")
             policies = json.loads(_dump(current))  # a deep copy: edit never touches the cache
             edit(policies)
+            self._mark_first_start(f"namespace:{namespace}", False)
             self._store.put(f"{_POLICIES}/{namespace}", _dump(policies))
             self._namespaces[namespace] = policies
             return dict(policies)
@@ -243,6 +332,7 @@ class PulsarResources:
         with self._lock:
             if namespace not in self._namespaces:
                 raise NotFoundError(f"Namespace {namespace} does not exist")
+            self._mark_first_start(f"namespace:{namespace}", False)
             self._store.delete(f"{_POLICIES}/{namespace}")
             del self._namespaces[namespace]
 

@@ -40,7 +40,7 @@ from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.resources import PulsarResources
 from starquake.broker.schemas.registry import SchemaRegistry
 from starquake.broker.security.authentication import AuthenticationService
-from starquake.broker.security.authorization import AuthorizationService
+from starquake.broker.security.authorization import AuthorizationService, default_namespace_allowed
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
 from starquake.broker.urls import BrokerUrls, LookupUrls, parse_advertised_listeners
@@ -123,7 +123,15 @@ class BrokerService:
 
     def start_resources(self, urls: BrokerUrls) -> None:
         """Create the default cluster, tenant and namespace (blocking: run off the loop)."""
-        self.resources.ensure_defaults(urls)
+        allowed = default_namespace_allowed(self.config)
+        admins = sorted(self.authorization.super_users)
+        self.resources.ensure_defaults(urls, admins, default_namespace=allowed)
+        if not allowed and not self.resources.namespace_exists("public/default"):
+            log.warning(
+                "namespace public/default not created: with authorization on, the broker's own "
+                "admin client (anonymous role %r) may not create it; create it as a super user",
+                self.config.anonymousUserRole,
+            )
 
     def start(self, urls: BrokerUrls) -> None:
         """Start the background work (commits, cursors, stats, expiry, trims) for ``urls``."""

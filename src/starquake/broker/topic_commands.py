@@ -125,12 +125,17 @@ class TopicCommands:
         self._cnx.await_then(request, find(), answer, f"GET_SCHEMA of {request.topic}")
 
     def on_get_or_create_schema(self, command: T, _: bytes | None) -> None:
-        """GET_OR_CREATE_SCHEMA: register the schema (if compatible) and return its version."""
+        """GET_OR_CREATE_SCHEMA: register the schema (if compatible) and return its version.
+        As for a producer: the topic must exist (TopicNotFound) and the role may produce."""
         request = command.get_or_create_schema
+        service = self._service
 
         async def register() -> bytes:
-            name = self._service.parse_topic(request.topic)
-            return await add_producer_schema(self._service, name, schema_info_of(request.schema))
+            name = service.parse_topic(request.topic)
+            service.check_namespace(name)  # TopicNotFound, also with authorization off
+            service.authorization.check_produce(self._cnx.auth_role, name, "")
+            await service.get_topic(name, create=False)
+            return await add_producer_schema(service, name, schema_info_of(request.schema))
 
         self._cnx.await_then(
             request,

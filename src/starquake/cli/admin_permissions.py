@@ -4,6 +4,9 @@
   ``revoke-permission NAMESPACE --role R``, ``permissions NAMESPACE``;
 - ``starquake admin namespaces grant-subscription-permission NAMESPACE --subscription S
   --roles r1,r2`` and ``revoke-subscription-permission NAMESPACE --subscription S --role R``;
+- ``starquake admin namespaces set-subscription-auth-mode NAMESPACE --subscription-auth-mode
+  Prefix`` (or ``None``) and ``get-subscription-auth-mode NAMESPACE``: with ``Prefix``, roles
+  other than super users and tenant admins may only use subscriptions named after the role;
 - ``starquake admin topics grant-permission TOPIC --role R --actions ...``,
   ``revoke-permission TOPIC --role R``, ``permissions TOPIC`` (the namespace's grants
   included).
@@ -93,6 +96,28 @@ def namespaces_revoke_subscription_permission(
 ) -> None:
     """Remove a role from those allowed to consume with a subscription."""
     ctx.admin.namespaces.revoke_subscription_permission(namespace, subscription, role)
+
+
+@admin_command(namespaces, "set-subscription-auth-mode")
+@click.argument("namespace")
+@click.option(
+    "-m",
+    "--subscription-auth-mode",
+    "mode",
+    required=True,
+    type=click.Choice(["None", "Prefix"]),
+    help="Prefix: subscription names must start with the subscribing role",
+)
+def namespaces_set_subscription_auth_mode(ctx: AdminContext, namespace: str, mode: str) -> None:
+    """Set how subscription names are checked against the subscribing role."""
+    ctx.admin.namespaces.set_policy(namespace, "subscriptionAuthMode", mode)
+
+
+@admin_command(namespaces, "get-subscription-auth-mode")
+@click.argument("namespace")
+def namespaces_get_subscription_auth_mode(ctx: AdminContext, namespace: str) -> None:
+    """Show the namespace's subscription auth mode (None or Prefix)."""
+    ctx.show(ctx.admin.namespaces.get_policy(namespace, "subscriptionAuthMode"))
 
 
 # --- topics ------------------------------------------------------------------------------------

@@ -10,6 +10,10 @@ Namespaces, under ``/admin/v2/namespaces/{tenant}/{namespace}``:
   ``POST .../permissions/subscription/{subscription}`` with a JSON list of roles: only they may
   consume with that subscription; ``DELETE .../permissions/{subscription}/{role}``: remove one.
 
+- ``GET|POST .../subscriptionAuthMode`` (``"None"`` or ``"Prefix"``, stored as
+  ``subscription_auth_mode``): with ``Prefix``, a role that is neither a super user nor a
+  tenant admin may only subscribe with a subscription name that starts with the role.
+
 Topics, under ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``:
 
 - ``GET .../permissions``: the topic's effective grants, the namespace's and the topic's
@@ -42,7 +46,13 @@ from starquake.broker.admin.replies import (
 )
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import NotFoundError
-from starquake.broker.security.authorization import AUTH_ACTIONS, AUTH_POLICIES, revalidate
+from starquake.broker.security.authorization import (
+    AUTH_ACTIONS,
+    AUTH_POLICIES,
+    SUBSCRIPTION_AUTH_MODE,
+    SUBSCRIPTION_AUTH_MODES,
+    revalidate,
+)
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.topic_name import TopicName
 
@@ -238,7 +248,27 @@ def install(web: WebServer, service: BrokerService) -> None:
         log.info("topic %s: role %s revoked", topic, role)
         return NO_CONTENT
 
+    async def get_auth_mode(params: dict[str, str], _body: bytes) -> Reply:
+        mode = resources.policy(namespace_of(params), SUBSCRIPTION_AUTH_MODE)
+        return json_reply(200, mode or "None")
+
+    async def set_auth_mode(params: dict[str, str], body: bytes) -> Reply:
+        namespace = namespace_of(params)
+        mode = json_body(body, "None")
+        if mode not in SUBSCRIPTION_AUTH_MODES:
+            raise BadRequest(f"the body must be one of {', '.join(SUBSCRIPTION_AUTH_MODES)}")
+
+        def edit(policies: dict[str, Any]) -> None:
+            policies[SUBSCRIPTION_AUTH_MODE] = mode
+
+        await asyncio.to_thread(resources.update_namespace_policies, namespace, edit)
+        revalidate(service, namespace)
+        log.info("namespace %s: subscription auth mode set to %s", namespace, mode)
+        return NO_CONTENT
+
     routes: list[tuple[str, str, Endpoint]] = [
+        ("GET", f"{NAMESPACE}/subscriptionAuthMode", get_auth_mode),
+        ("POST", f"{NAMESPACE}/subscriptionAuthMode", set_auth_mode),
         ("GET", f"{NAMESPACE}/permissions", get_namespace),
         ("GET", f"{NAMESPACE}/permissions/subscription", get_subscriptions),
         (

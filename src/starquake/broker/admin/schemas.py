@@ -31,7 +31,7 @@ from starquake.broker.admin.replies import SEGMENT, BadRequest, Reply, guarded, 
 from starquake.broker.resources import NotFoundError
 from starquake.broker.schemas.compatibility import IncompatibleSchemaError, InvalidSchemaError
 from starquake.broker.schemas.registry import StoredSchema, schema_id
-from starquake.broker.schemas.topic_schemas import compatibility_strategy
+from starquake.broker.schemas.topic_schemas import check_schema_size, compatibility_strategy
 from starquake.broker.web import WebServer, json_reply
 from starquake.common.schema_info import (
     SchemaInfo,
@@ -166,6 +166,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         info = payload_schema(body)
         strategy = compatibility_strategy(service, namespace)
         try:
+            check_schema_size(service, info)
             version = await asyncio.to_thread(registry.add_schema, sid, info, strategy)
         except InvalidSchemaError as exc:
             return json_reply(422, {"reason": exc.message})

@@ -1,6 +1,8 @@
 """Clusters, brokers, tenants and namespaces in the admin API, with Pulsar's paths and codes.
 
-- ``GET /admin/v2/clusters`` (the one cluster), ``GET /admin/v2/clusters/{cluster}``;
+- ``GET /admin/v2/clusters``; ``GET|PUT|POST|DELETE /admin/v2/clusters/{cluster}`` with a
+  ClusterData body (``serviceUrl``, ``serviceUrlTls``, ``brokerServiceUrl``,
+  ``brokerServiceUrlTls``...), kept in the metadata store;
   ``GET /admin/v2/brokers/{cluster}`` (this broker's web address ``host:port``).
 - ``GET /admin/v2/tenants``; ``GET|PUT|POST|DELETE /admin/v2/tenants/{tenant}`` with a
   TenantInfo body ``{"adminRoles": [...], "allowedClusters": [...]}``.
@@ -31,6 +33,7 @@ from starquake.broker.admin.replies import (
 )
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import ConflictError, NotFoundError
+from starquake.broker.security.authorization import revalidate
 from starquake.broker.web import WebServer, json_reply
 
 if TYPE_CHECKING:
@@ -62,20 +65,45 @@ def install(web: WebServer, service: BrokerService) -> None:
                 raise BadRequest(f"{field} must be a list of strings")
         if not clusters:
             raise BrokerServiceError("Clusters can not be empty")
-        unknown = sorted(set(clusters) - {resources.cluster_name})
+        unknown = sorted(c for c in set(clusters) if not resources.cluster_exists(c))
         if unknown:
             raise BrokerServiceError(f"Clusters {unknown} do not exist")
         return {"adminRoles": list(roles), "allowedClusters": list(clusters)}
 
+    def cluster_data(body: bytes) -> dict[str, Any]:
+        value = json_body(body, {})
+        if not isinstance(value, dict):
+            raise BadRequest("the body must be a ClusterData object")
+        return {key: item for key, item in value.items() if item is not None}
+
     # --- clusters and brokers -----------------------------------------------------------------
 
     async def clusters(_params: dict[str, str], _body: bytes) -> Reply:
-        return json_reply(200, [resources.cluster_name])
+        return json_reply(200, resources.clusters())
 
     async def cluster(params: dict[str, str], _body: bytes) -> Reply:
-        if params["cluster"] != resources.cluster_name:
-            raise NotFoundError(f"Cluster {params['cluster']} does not exist")
-        return json_reply(200, await asyncio.to_thread(resources.cluster_data))
+        return json_reply(200, resources.cluster_data(params["cluster"]))
+
+    async def create_cluster(params: dict[str, str], body: bytes) -> Reply:
+        name = params["cluster"]
+        _check_name("Cluster", name)
+        await asyncio.to_thread(resources.create_cluster, name, cluster_data(body))
+        log.info("cluster %s created", name)
+        return NO_CONTENT
+
+    async def update_cluster(params: dict[str, str], body: bytes) -> Reply:
+        name = params["cluster"]
+        await asyncio.to_thread(resources.update_cluster, name, cluster_data(body))
+        log.info("cluster %s updated", name)
+        return NO_CONTENT
+
+    async def delete_cluster(params: dict[str, str], _body: bytes) -> Reply:
+        name = params["cluster"]
+        if name == resources.cluster_name:
+            raise BrokerServiceError(f"Cluster {name} is this broker's own cluster")
+        await asyncio.to_thread(resources.delete_cluster, name)
+        log.info("cluster %s deleted", name)
+        return NO_CONTENT
 
     async def brokers(params: dict[str, str], _body: bytes) -> Reply:
         if params["cluster"] != resources.cluster_name:
@@ -99,8 +127,11 @@ def install(web: WebServer, service: BrokerService) -> None:
         return NO_CONTENT
 
     async def update_tenant(params: dict[str, str], body: bytes) -> Reply:
+        tenant = params["tenant"]
         info = tenant_info(body)
-        await asyncio.to_thread(resources.update_tenant, params["tenant"], info)
+        await asyncio.to_thread(resources.update_tenant, tenant, info)
+        for namespace in resources.namespaces(tenant):  # a role may have lost its admin rights
+            revalidate(service, namespace)
         return NO_CONTENT
 
     async def delete_tenant(params: dict[str, str], _body: bytes) -> Reply:
@@ -130,6 +161,8 @@ def install(web: WebServer, service: BrokerService) -> None:
             raise BadRequest("the body must be a Policies object")
         policies.pop("bundles", None)  # one bundle: nothing to keep
         await asyncio.to_thread(resources.create_namespace, namespace, policies)
+        service.policies_changed(namespace)  # it may replace the one created at first start
+        revalidate(service, namespace)
         log.info("namespace %s created", namespace)
         return NO_CONTENT
 
@@ -148,6 +181,9 @@ def install(web: WebServer, service: BrokerService) -> None:
     routes: list[tuple[str, str, Callable[[dict[str, str], bytes], Awaitable[Reply]]]] = [
         ("GET", f"{base}/clusters", clusters),
         ("GET", rf"{base}/clusters/(?P<cluster>{SEGMENT})", cluster),
+        ("PUT", rf"{base}/clusters/(?P<cluster>{SEGMENT})", create_cluster),
+        ("POST", rf"{base}/clusters/(?P<cluster>{SEGMENT})", update_cluster),
+        ("DELETE", rf"{base}/clusters/(?P<cluster>{SEGMENT})", delete_cluster),
         ("GET", rf"{base}/brokers/(?P<cluster>{SEGMENT})", brokers),
         ("GET", f"{base}/tenants", tenants),
         ("GET", rf"{base}/tenants/(?P<tenant>{SEGMENT})", get_tenant),

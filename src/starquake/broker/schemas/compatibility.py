@@ -15,8 +15,10 @@ Except under ``ALWAYS_COMPATIBLE``, a schema of another type than the one checke
 incompatible, and a schema with the same definition bytes is compatible. AVRO, JSON and PROTOBUF
 definitions are compared with Avro's reader/writer resolution rules (a field a reader expects but
 the writer lacks needs a default; ``int`` promotes to ``long``, ``float`` and ``double``; a reader
-enum must hold the writer's symbols; a reader union must accept every writer branch; named types
-must keep their names). JSON also admits old-style JSON-schema documents on either side. A
+enum must hold the writer's symbols; a reader union must accept every writer branch; enums and
+fixed types must keep their names, records need not: Pulsar validates with Avro's resolving
+grammar, which matches records by their fields only, so a record ``User1`` may become ``User2``).
+JSON also admits old-style JSON-schema documents on either side. A
 PROTOBUF_NATIVE schema is compatible when its root message keeps its full name. A KEY_VALUE schema
 keeps its encoding and the types of its parts, and its key and value parts are checked each on its
 own, under the same strategy. Other types (primitive ones, NONE, BYTES) are compatible with any
@@ -316,6 +318,21 @@ def _check_protobuf_native(new: SchemaInfo, old: SchemaInfo, label: str, what: s
         )
 
 
+class _RecordNamesIgnored(ReaderWriterCompatibilityChecker):
+    """Avro's reader/writer checks, except that records are matched by their fields whatever
+    their names, as Avro's resolving grammar (which Pulsar validates with) matches them."""
+
+    def calculate_compatibility(
+        self, reader: avro.schema.Schema, writer: avro.schema.Schema, location: list[str]
+    ) -> SchemaCompatibilityResult:
+        """The compatibility of a reader and writer pair (see the class)."""
+        if isinstance(reader, avro.schema.RecordSchema) and isinstance(
+            writer, avro.schema.RecordSchema
+        ):
+            return self.check_reader_writer_record_fields(reader, writer, location)
+        return super().calculate_compatibility(reader, writer, location)
+
+
 def _require_readable(
     reader: avro.schema.Schema,
     writer: avro.schema.Schema,
@@ -323,7 +340,7 @@ def _require_readable(
     label: str,
     what: str,
 ) -> None:
-    checker = ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
+    checker = _RecordNamesIgnored()  # type: ignore[no-untyped-call]
     try:
         result = checker.get_compatibility(reader, writer)
     except Exception as exc:  # the checker gives up on kinds it does not know, such as "error"

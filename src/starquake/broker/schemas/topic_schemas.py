@@ -6,6 +6,8 @@
   passes the compatibility check of the namespace's strategy. A producer without a schema (bytes)
   gets no version, and is refused on a topic that has a schema when the namespace enforces schema
   validation (``schemaValidationEnforced``, broker default ``isSchemaValidationEnforced``).
+- A schema definition (with its properties) may be at most ``maxMessageSize`` bytes: Pulsar
+  carries one in a single frame, which it bounds so; the admin API's upload has the same bound.
 - A consumer with a schema on an idle topic (no schema, no producers, no consumers with a
   schema-checked type, no stored data) registers its schema; otherwise it must be compatible
   with the topic's schemas as a reader. A consumer without a schema reads bytes and is not
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from starquake.broker.schemas.compatibility import IncompatibleSchemaError
 from starquake.broker.schemas.registry import schema_id
+from starquake.broker.schemas.validation import InvalidSchemaError
 from starquake.common.schema_info import SchemaInfo, encode_schema_version
 from starquake.common.topic_name import TopicName
 
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "add_producer_schema",
     "check_consumer_schema",
+    "check_schema_size",
     "compatibility_strategy",
 ]
 
@@ -68,6 +72,16 @@ def validation_enforced(service: BrokerService, namespace: str) -> bool:
     )
 
 
+def check_schema_size(service: BrokerService, info: SchemaInfo) -> None:
+    """Raise InvalidSchemaError when ``info`` is over ``maxMessageSize`` bytes."""
+    limit = service.config.maxMessageSize
+    size = len(info.data) + sum(len(k) + len(v) for k, v in info.properties.items())
+    if size > limit:
+        raise InvalidSchemaError(
+            f"Schema of {size} bytes is over the limit of {limit} bytes (maxMessageSize)"
+        )
+
+
 async def add_producer_schema(
     service: BrokerService, topic: TopicName, info: SchemaInfo | None
 ) -> bytes:
@@ -87,6 +101,7 @@ async def add_producer_schema(
                 "schema if SchemaValidationEnforced is enabled"
             )
         return NO_SCHEMA
+    check_schema_size(service, info)
     version = await asyncio.to_thread(
         registry.add_schema,
         sid,
@@ -113,6 +128,7 @@ async def check_consumer_schema(
     attach; on an idle topic without a schema, ``info`` becomes its first version."""
     if info is None:
         return
+    check_schema_size(service, info)
     namespace = name.namespace_name
     await asyncio.to_thread(
         service.schemas.admit_consumer,

@@ -7,8 +7,8 @@ class names ``org.apache.pulsar.broker.authentication.AuthenticationProviderToke
 clients by the method they name:
 
 - binary protocol: CONNECT's ``auth_method_name`` and ``auth_data``. A client that presents no
-  credentials (no method, or ``none``) gets ``anonymousUserRole`` when it is set and is refused
-  otherwise; a method no provider serves is refused.
+  credentials (no method, or ``none``), or names a method no provider serves, gets
+  ``anonymousUserRole`` when it is set and is refused otherwise (as Pulsar does).
 - web port: ``Authorization: Bearer <token>`` (token), ``Authorization: Basic
   base64(user:password)`` (basic), or a verified client certificate on HTTPS (tls). Wrong
   credentials are refused (401) even when an anonymous role is set; no credentials get the
@@ -174,6 +174,10 @@ class AuthenticationService:
                 return AuthResult(self.anonymous_role, "none")
             raise AuthenticationError("authentication required: no credentials were presented")
         provider = self.providers.get(method)
+        if provider is None and self.anonymous_role is not None:
+            # as Pulsar: a method no provider serves gets the anonymous role (authorization
+            # then decides what it may do)
+            return AuthResult(self.anonymous_role, "none")
         if provider is None:
             enabled = ", ".join(self.providers) or "none"
             raise AuthenticationError(

@@ -8,6 +8,9 @@
   partitions. A lookup needs either.
 - A subscription that lists roles (``subscription_auth_roles``) may only be consumed from by
   one of them (an empty or absent list restricts nothing).
+- With the namespace's ``subscription_auth_mode`` ``Prefix``, a role may only consume with a
+  subscription whose name starts with the role (Pulsar's rule; its message suggests
+  ``<role>-...``).
 - With ``authorizationAllowWildcardsMatching``, a granted role ``prefix*`` (``*suffix``) matches
   every role that starts (ends) so; ``*`` alone matches every role.
 
@@ -29,7 +32,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from starquake.broker.errors import BrokerServiceError
+from starquake.broker.errors import BrokerServiceError, TopicNotFoundError
 from starquake.common.topic_name import TopicName
 from starquake.protocol.errors import ServerError
 
@@ -41,9 +44,12 @@ if TYPE_CHECKING:
 __all__ = [
     "AUTH_ACTIONS",
     "AUTH_POLICIES",
+    "SUBSCRIPTION_AUTH_MODE",
+    "SUBSCRIPTION_AUTH_MODES",
     "AuthorizationError",
     "AuthorizationService",
     "TopicOperation",
+    "default_namespace_allowed",
     "revalidate",
 ]
 
@@ -54,6 +60,13 @@ AUTH_ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages
 
 AUTH_POLICIES = "auth_policies"
 """The field of a namespace's policies that holds its grants."""
+
+
+SUBSCRIPTION_AUTH_MODE = "subscription_auth_mode"
+"""The field of a namespace's policies that holds its subscription auth mode."""
+
+SUBSCRIPTION_AUTH_MODES = ("None", "Prefix")
+"""Pulsar's SubscriptionAuthMode values."""
 
 
 class AuthorizationError(BrokerServiceError):
@@ -172,7 +185,15 @@ class AuthorizationService:
             allowed = (stored.get("subscription_auth_roles") or {}).get(subscription)
             if allowed and role not in allowed:
                 return False
+            if self.prefix_refused(topic, role, subscription):
+                return False
         return self.has_permission(topic, role, "consume")
+
+    def prefix_refused(self, topic: TopicName, role: str | None, subscription: str) -> bool:
+        """Whether the namespace's ``Prefix`` subscription auth mode refuses ``subscription``
+        to ``role``."""
+        mode = self._resources.policy(topic.namespace_name, SUBSCRIPTION_AUTH_MODE)
+        return mode == "Prefix" and (role is None or not subscription.startswith(role))
 
     def can_lookup(self, topic: TopicName, role: str | None) -> bool:
         """Whether ``role`` may look ``topic`` up (it may produce or consume)."""
@@ -221,13 +242,21 @@ class AuthorizationService:
             return "the connection has no authenticated role"
         return f"role {role!r} {needs}"
 
+    def _require_namespace(self, topic: TopicName) -> None:
+        """As Pulsar: a topic of a tenant or namespace that does not exist is answered
+        TopicNotFound, before (and whatever) the role may do."""
+        if self.enabled and not self._resources.namespace_exists(topic.namespace_name):
+            raise TopicNotFoundError(f"Namespace {topic.namespace_name} does not exist")
+
     def check_lookup(self, role: str | None, topic: TopicName, what: str = "Lookup") -> None:
         """LOOKUP and PARTITIONED_METADATA (``what`` "Get Partition Metadata")."""
+        self._require_namespace(topic)
         if not self.allow_topic_operation(topic, role, TopicOperation.LOOKUP):
             self._refuse(what, role, topic, self._why(role, "has neither produce nor consume"))
 
     def check_produce(self, role: str | None, topic: TopicName, initial_subscription: str) -> None:
         """PRODUCER (an initial subscription also needs consume, as subscribing does)."""
+        self._require_namespace(topic)
         if not self.allow_topic_operation(topic, role, TopicOperation.PRODUCE):
             self._refuse("Produce", role, topic, self._why(role, "has no produce permission"))
         if initial_subscription and not self.allow_topic_operation(
@@ -238,8 +267,14 @@ class AuthorizationService:
 
     def check_subscribe(self, role: str | None, topic: TopicName, subscription: str) -> None:
         """SUBSCRIBE."""
+        self._require_namespace(topic)
         if not self.allow_topic_operation(topic, role, TopicOperation.CONSUME, subscription):
             why = self._why(role, f"may not consume with subscription {subscription!r}")
+            if self.prefix_refused(topic, role, subscription):
+                why = (
+                    "The subscription name needs to be prefixed by the authentication role, "
+                    f"like {role}-xxxx"
+                )
             self._refuse("subscribe", role, topic, why)
 
     def get_topics_refusal(self, role: str | None, namespace: str) -> AuthorizationError | None:
@@ -251,6 +286,21 @@ class AuthorizationService:
         return AuthorizationError(
             f"Client is not authorized to GetTopicsOfNamespace on {namespace}: {why}"
         )
+
+
+def default_namespace_allowed(config: BrokerConfig) -> bool:
+    """Whether namespace ``public/default`` is created at first start. Pulsar's standalone
+    creates it through the broker's own admin client, so it exists when that client is allowed
+    to: authorization (or authentication) is off, the client has credentials
+    (``brokerClientAuthenticationPlugin``, a super user's in practice), or its role without
+    credentials, ``anonymousUserRole``, is a super user. Otherwise Pulsar logs the refusal and
+    leaves the namespace to the provisioning, and so does Starquake."""
+    if not (config.authorizationEnabled and config.authenticationEnabled):
+        return True
+    if config.brokerClientAuthenticationPlugin.strip():
+        return True
+    anonymous = config.anonymousUserRole
+    return bool(anonymous) and anonymous in _split_roles(config.superUserRoles)
 
 
 def revalidate(service: BrokerService, namespace: str) -> int:

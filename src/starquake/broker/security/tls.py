@@ -35,7 +35,7 @@ import asyncio
 import logging
 import ssl
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starquake.broker.config import BrokerConfig, ConfigError
 
@@ -228,9 +228,17 @@ def peer_common_name(transport: asyncio.BaseTransport | None) -> str | None:
     cert = ssl_object.getpeercert()
     if not cert:
         return None
-    for rdn in cert.get("subject", ()):
+    return subject_common_name(cert.get("subject", ()))
+
+
+def subject_common_name(subject: Any) -> str | None:
+    """The common name Pulsar's TLS authentication takes from a certificate subject (the
+    RDNs as ``getpeercert()`` gives them, in certificate order): Pulsar reads the subject's
+    RFC 2253 form, which lists the RDNs last first, and takes its first non-empty CN, so with
+    several CNs the role is the last one in the certificate."""
+    for rdn in reversed(tuple(subject)):
         for attribute in rdn:
-            if attribute[0] == "commonName":
+            if attribute[0] == "commonName" and attribute[1]:
                 return str(attribute[1])
     return None
 
