@@ -87,13 +87,15 @@ def test_metrics_open_by_default_and_pulsar_defaults_accepted(tmp_path: Path) ->
         "org.apache.pulsar.client.impl.auth.AuthenticationToken"
     )
     lines["brokerClientAuthenticationParameters"] = "token:abc"
+    lines["brokerClientTlsEnabled"] = "true"
+    lines["brokerClientTrustCertsFilePath"] = "/etc/ca.pem"
     broker = ConfBroker(tmp_path / "data", _conf(tmp_path, lines))
     broker.start()
     try:
         assert _metrics_status(broker) == 200
         log = broker.log()
-        assert "brokerClientAuthenticationPlugin has no effect: this broker opens no" in log
-        assert "brokerClientAuthenticationParameters has no effect" in log
+        assert "brokerClientTlsEnabled has no effect: this broker opens no" in log
+        assert "brokerClientTrustCertsFilePath has no effect" in log
         assert "token:abc" not in log  # a secret is never logged
     finally:
         broker.cleanup()

@@ -75,8 +75,6 @@ NOT_USED: dict[str, tuple[str, str]] = {
     **{
         key: (default, _NO_CLIENT)
         for key, default in (
-            ("brokerClientAuthenticationPlugin", ""),
-            ("brokerClientAuthenticationParameters", ""),
             ("brokerClientTlsEnabled", "false"),
             ("brokerClientTlsEnabledWithKeyStore", "false"),
             ("brokerClientSslProvider", ""),
