@@ -102,19 +102,27 @@ class ManagedLedger:
         for key in sorted(keys):
             # a state not yet written (this ledger closed moments ago) wins over the stored one
             unsaved, raw = factory.unsaved_cursor_state(key)
+            name = unquote(key[len(base) :])
             if not unsaved:
-                raw = factory.metadata.get(key)
-            if raw is None:
-                continue
-            self._restore_cursor(unquote(key[len(base) :]), raw)
+                try:
+                    raw = factory.metadata.get(key)
+                except StorageError as exc:  # its checksum failed: not a position to act on
+                    self._restore_cursor(name, None, exc)
+                    continue
+            if raw is not None:
+                self._restore_cursor(name, raw)
         found = [
             Position(lid, eid) for lid in self._ids for eid in sorted(self._states[lid].damaged)
         ]
         if found:
             self._skip_damaged(found)
 
-    def _restore_cursor(self, name: str, raw: bytes) -> None:
+    def _restore_cursor(
+        self, name: str, raw: bytes | None, damage: StorageError | None = None
+    ) -> None:
         try:
+            if raw is None:
+                raise damage or StorageError("no stored state")
             md, acked, batches = decode_cursor_state(raw)
         except StorageError as exc:
             # Losing acknowledgments is better than losing messages: read it all again.
