@@ -19,7 +19,7 @@ from starquake.storage import (
     Position,
     SqliteMetadataStore,
 )
-from starquake.storage.segment import RECORD_HEADER_SIZE
+from starquake.storage.segment import LEDGER_RECORD_HEADER_SIZE as RECORD_HEADER_SIZE
 
 # --- position_after: against the list of every stored position ------------------------------
 

@@ -53,7 +53,7 @@ def test_types_are_converted() -> None:
         ({"webServicePort": "65536"}, "webServicePort: 65536 is out of range"),
         ({"brokerServicePort": "-2"}, "brokerServicePort: -2 is out of range"),
         ({"managedLedgerCacheSizeMB": "-5"}, "managedLedgerCacheSizeMB: -5 is out of range"),
-        ({"defaultNumPartitions": "0"}, "must be at least 1"),
+        ({"defaultNumPartitions": "0"}, "defaultNumPartitions: 0 is out of range"),
         ({"maxMessageSize": "0"}, "maxMessageSize: 0 is out of range"),
         ({"allowAutoTopicCreationType": "sharded"}, "not one of non-partitioned, partitioned"),
     ],

@@ -197,14 +197,16 @@ def _ledger_files(broker: BrokerProcess, topic: str) -> list[Path]:
 
 
 def _record_offsets(path: Path) -> list[int]:
-    """Offsets of the records of a ledger file: a 16-byte header, then [u32 length][u32 crc]
-    [data] records."""
+    """Offsets of the records of a ledger file: a 16-byte header (u16 version at 4), then
+    [u32 length][u32 crc][u64 entry id (version 2)][data] records."""
     raw = path.read_bytes()
+    (version,) = struct.unpack_from("<H", raw, 4)
+    header = 16 if version >= 2 else 8
     offsets, pos = [], 16
-    while pos + 8 <= len(raw):
+    while pos + header <= len(raw):
         (length,) = struct.unpack_from("<I", raw, pos)
         offsets.append(pos)
-        pos += 8 + length
+        pos += header + length
     return offsets
 
 
@@ -230,7 +232,7 @@ def test_a_flipped_byte_costs_exactly_one_message(broker: BrokerProcess, stop: s
     else:
         broker.stop()  # the index file is written: reads find the damage
     (path,) = _ledger_files(broker, TOPIC)
-    _flip(path, _record_offsets(path)[10] + 9)  # a byte of message 10's data
+    _flip(path, _record_offsets(path)[10] + 17)  # a byte of message 10's data
     broker.start()
     expected = [f"m{i}".encode() for i in range(20) if i != 10]
     stored = read_all(broker.url, TOPIC)

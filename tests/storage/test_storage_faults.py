@@ -16,6 +16,7 @@ from starquake.storage import (
     ManagedLedgerFactory,
     SqliteMetadataStore,
 )
+from starquake.storage.segment import LEDGER_RECORD_HEADER_SIZE
 
 NAME = "persistent://public/default/faults"
 DATAS = [b"first entry", b"second entry!", b"third entry, a bit longer"]
@@ -53,7 +54,7 @@ def _stored(root: Path) -> list[Entry]:
 
 
 def _torn_lengths() -> range:
-    return range(0, 8 + len(LAST))
+    return range(0, LEDGER_RECORD_HEADER_SIZE + len(LAST))
 
 
 @pytest.mark.parametrize("keep", _torn_lengths())

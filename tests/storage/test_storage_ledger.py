@@ -15,6 +15,7 @@ from starquake.storage import (
     RetentionLimits,
     StorageError,
 )
+from starquake.storage.segment import LEDGER_RECORD_HEADER_SIZE
 
 NAME = "persistent://public/default/my-topic-partition-3"
 
@@ -82,7 +83,7 @@ def test_reads_cross_ledgers_and_respect_limits(make_factory: MakeFactory) -> No
     assert ml.count_entries(EARLIEST, ml.last_confirmed) == 10
     assert ml.count_entries(positions[1], positions[7]) == 6
     assert ml.number_of_entries == 10
-    assert ml.total_size == sum(len(d) + 8 for d in datas)
+    assert ml.total_size == sum(len(d) + LEDGER_RECORD_HEADER_SIZE for d in datas)
 
 
 def test_reads_from_files_when_cache_is_small(make_factory: MakeFactory) -> None:
@@ -334,7 +335,7 @@ def test_ledgers_info(make_factory: MakeFactory, clock: FakeClock) -> None:
     append_all(ml, [b"abc"] * 3)
     commit(f)
     infos = ml.ledgers()
-    assert [(i.entries, i.size_bytes) for i in infos] == [(2, 22), (1, 11)]
+    assert [(i.entries, i.size_bytes) for i in infos] == [(2, 38), (1, 19)]  # 16-byte headers
     assert all(i.created_at == clock.now for i in infos)
 
 

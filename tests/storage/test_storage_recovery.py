@@ -16,10 +16,11 @@ from starquake.storage import (
     Position,
     SqliteMetadataStore,
 )
+from starquake.storage.segment import LEDGER_RECORD_HEADER_SIZE
 
 NAME = "persistent://public/default/recovery"
 HEADER = 16
-RECORD_HEADER = 8
+RECORD_HEADER = LEDGER_RECORD_HEADER_SIZE
 
 
 class Env:

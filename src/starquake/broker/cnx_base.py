@@ -104,7 +104,11 @@ class CommandContext(Protocol):
         ...
 
     def persist_then(
-        self, request: Message, then: Callable[[], None], always: Callable[[], None] | None = None
+        self,
+        request: Message,
+        then: Callable[[], None],
+        always: Callable[[], None] | None = None,
+        undo: Callable[[], None] | None = None,
     ) -> None:
         """Store the durable cursor changes, then run ``then`` (or fail ``request``)."""
         ...

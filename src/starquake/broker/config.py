@@ -10,6 +10,7 @@ keys we do not use); unknown keys given explicitly are an error, as a typo there
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shlex
 from collections.abc import Mapping
@@ -240,9 +241,12 @@ class BrokerConfig:
         """Refuse values the broker cannot run with, naming the key (raises ConfigError)."""
         for key, (low, high) in _RANGES.items():
             value = getattr(self, key)
-            if value < low or (high is not None and value > high):
-                bound = f"from {low} to {high}" if high is not None else f"at least {low}"
-                raise ConfigError(f"{key}: {value} is out of range (it must be {bound})")
+            # nan compares false with everything, so it is refused on its own (as is inf)
+            if not math.isfinite(value) or not low <= value <= high:
+                raise ConfigError(
+                    f"{key}: {value} is out of range "
+                    f"(it must be from {_number(low)} to {_number(high)})"
+                )
         for key, choices in _CHOICES.items():
             if getattr(self, key) not in choices:
                 raise ConfigError(
@@ -284,49 +288,56 @@ _PORT = (-1, 65535)  # 0: any free port; -1: no port
 _OPTIONAL_PORTS = frozenset(
     {"brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls"}
 )
-_RANGES: dict[str, tuple[float, float | None]] = {
+_INT = 2**31 - 1  # the largest value of a Java int, the type of most of Pulsar's keys
+_LONG = 2**63 - 1
+_YEAR_SECONDS = 365 * 24 * 3600
+_YEAR_MINUTES = 365 * 24 * 60
+_INTERVAL_SECONDS = (0.01, _YEAR_SECONDS)
+"""A periodic task's interval: short enough to be useful, long enough not to spin."""
+_RANGES: dict[str, tuple[float, float]] = {
     "brokerServicePort": _PORT,
     "webServicePort": _PORT,
     "brokerServicePortTls": _PORT,
     "webServicePortTls": _PORT,
-    "authenticationRefreshCheckSeconds": (1, None),
-    "tokenAllowedClockSkewSeconds": (0, None),
-    "maxMessageSize": (1, 2**31 - 1),
-    "keepAliveIntervalSeconds": (1, None),
-    "brokerMaxConnections": (0, None),
-    "maxHttpServerConnections": (0, None),
-    "httpServerAcceptQueueSize": (1, None),
-    "httpServerIdleTimeoutSeconds": (0.01, None),
-    "httpServerRequestBodyTimeoutSeconds": (0.01, None),
-    "maxPendingSendBytesPerConnection": (0, None),
-    "defaultNumPartitions": (1, None),
-    "dispatcherMaxReadBatchSize": (1, None),
-    "subscriptionKeySharedConsistentHashingReplicaPoints": (1, None),
-    "maxUnackedMessagesPerConsumer": (0, None),
-    "maxUnackedMessagesPerSubscription": (0, None),
-    "delayedDeliveryTickTimeMillis": (1, None),
-    "brokerDeduplicationEntriesInterval": (1, None),
-    "nonPersistentMaxPendingBytesPerConnection": (0, None),
-    "statsUpdateFrequencyInSecs": (1, None),
-    "ttlDurationDefaultInSeconds": (0, None),
-    "messageExpiryCheckIntervalInMinutes": (0.001, None),
-    "brokerDeleteInactiveTopicsFrequencySeconds": (0.01, None),
-    "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": (-1, None),
-    "defaultRetentionTimeInMinutes": (-1, None),
-    "defaultRetentionSizeInMB": (-1, None),
-    "backlogQuotaCheckIntervalInSeconds": (0.01, None),
-    "backlogQuotaDefaultLimitBytes": (-1, None),
-    "backlogQuotaDefaultLimitSecond": (-1, None),
-    "brokerServiceCompactionThresholdInBytes": (0, None),
-    "brokerServiceCompactionMonitorIntervalInSeconds": (0.01, None),
-    "managedLedgerMaxEntriesPerLedger": (1, None),
-    "managedLedgerMaxSizePerLedgerMbytes": (1, None),
-    "managedLedgerMinLedgerRolloverTimeMinutes": (0, None),
-    "managedLedgerMaxLedgerRolloverTimeMinutes": (0, None),
-    "managedLedgerCacheSizeMB": (0, None),
-    "managedLedgerCursorPositionFlushSeconds": (0, None),
-    "managedLedgerTrimIntervalSeconds": (0, None),
+    "authenticationRefreshCheckSeconds": (1, _YEAR_SECONDS),
+    "maxMessageSize": (1, _INT),
+    "keepAliveIntervalSeconds": (1, _YEAR_SECONDS),
+    "maxPendingSendBytesPerConnection": (0, _LONG),
+    "defaultNumPartitions": (1, _INT),
+    "dispatcherMaxReadBatchSize": (1, _INT),
+    "subscriptionKeySharedConsistentHashingReplicaPoints": (1, _INT),
+    "maxUnackedMessagesPerConsumer": (0, _INT),
+    "maxUnackedMessagesPerSubscription": (0, _INT),
+    "delayedDeliveryTickTimeMillis": (1, _YEAR_SECONDS * 1000),
+    "brokerDeduplicationEntriesInterval": (1, _INT),
+    "nonPersistentMaxPendingBytesPerConnection": (0, _LONG),
+    "statsUpdateFrequencyInSecs": (1, _YEAR_SECONDS),
+    "ttlDurationDefaultInSeconds": (0, _INT),
+    "messageExpiryCheckIntervalInMinutes": (0.001, _YEAR_MINUTES),
+    "brokerDeleteInactiveTopicsFrequencySeconds": _INTERVAL_SECONDS,
+    "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": (-1, _INT),
+    "defaultRetentionTimeInMinutes": (-1, _INT),
+    "defaultRetentionSizeInMB": (-1, _LONG),
+    "backlogQuotaCheckIntervalInSeconds": _INTERVAL_SECONDS,
+    "backlogQuotaDefaultLimitBytes": (-1, _LONG),
+    "backlogQuotaDefaultLimitSecond": (-1, _INT),
+    "brokerServiceCompactionThresholdInBytes": (0, _LONG),
+    "brokerServiceCompactionMonitorIntervalInSeconds": _INTERVAL_SECONDS,
+    "managedLedgerMaxEntriesPerLedger": (1, _INT),
+    "managedLedgerMaxSizePerLedgerMbytes": (1, _INT),
+    "managedLedgerMinLedgerRolloverTimeMinutes": (0, _YEAR_MINUTES),
+    "managedLedgerMaxLedgerRolloverTimeMinutes": (0, _YEAR_MINUTES),
+    "managedLedgerCacheSizeMB": (0, _INT),
+    "managedLedgerCursorPositionFlushSeconds": _INTERVAL_SECONDS,
+    "managedLedgerTrimIntervalSeconds": _INTERVAL_SECONDS,
+    "tokenAllowedClockSkewSeconds": (0, _YEAR_SECONDS),
+    "brokerMaxConnections": (0, _INT),
+    "maxHttpServerConnections": (0, _INT),
+    "httpServerAcceptQueueSize": (1, _INT),
+    "httpServerIdleTimeoutSeconds": (0.01, _YEAR_SECONDS),
+    "httpServerRequestBodyTimeoutSeconds": (0.01, _YEAR_SECONDS),
 }
+"""Allowed range (inclusive) of every numeric key; every int and float key must be listed."""
 _CHOICES: dict[str, frozenset[str]] = {
     "allowAutoTopicCreationType": frozenset({"non-partitioned", "partitioned"}),
     "brokerDeleteInactiveTopicsMode": frozenset(
@@ -337,6 +348,10 @@ _CHOICES: dict[str, frozenset[str]] = {
     ),
     "tokenPublicAlg": frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"}),
 }
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
 
 
 def _convert(key: str, value: Any, kind: type) -> Any:

@@ -399,18 +399,23 @@ class ServerCnx(asyncio.Protocol):
         request: Message,
         then: Callable[[], None],
         always: Callable[[], None] | None = None,
+        undo: Callable[[], None] | None = None,
     ) -> None:
         """Store the durable cursor changes made so far, then run ``then`` (and ``always``,
         whether storing succeeded or not).
 
         A state change that a client is told about (a new subscription, an unsubscribe, a
-        seek) must survive a crash from the moment the client hears of it.
+        seek) must survive a crash from the moment the client hears of it; when storing fails,
+        ``undo`` runs at once (before any other write can store the change), so that the
+        failure the client hears of means nothing changed.
         """
 
         async def persist() -> None:
             try:
                 await self.service.persist_cursors()
             except Exception as exc:
+                if undo is not None:
+                    undo()
                 raise PersistenceError(f"Cannot store the subscription: {exc}") from exc
             finally:
                 if always is not None:

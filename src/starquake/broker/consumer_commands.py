@@ -125,7 +125,9 @@ class ConsumerCommands:
             return
         if created and topic.is_persistent:
             self._cnx.persist_then(
-                request, lambda: self._attach_consumer(request, topic, subscription)
+                request,
+                lambda: self._attach_consumer(request, topic, subscription),
+                undo=lambda: topic.forget_new_subscription(request.subscription),
             )
         else:
             self._attach_consumer(request, topic, subscription)

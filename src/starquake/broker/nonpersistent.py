@@ -276,6 +276,9 @@ class NonPersistentTopic:
             commands.send_receipt(producer.producer_id, sequence_id, -1, -1, highest_sequence_id)
         )
 
+    def forget_new_subscription(self, name: str) -> None:
+        """Nothing to undo: non-persistent subscriptions are never stored."""
+
     def get_or_create_subscription(
         self,
         name: str,

@@ -150,7 +150,10 @@ class BrokerServer:
                 config.bindAddress, config.webServicePortTls, ssl_context
             )
         urls = self.urls
-        await asyncio.to_thread(service.start_resources, urls)
+        try:
+            await asyncio.to_thread(service.start_resources, urls)
+        except StorageError as exc:  # e.g. a damaged stored cluster record
+            raise BrokerStartError(str(exc)) from exc
         service.start(urls)
         for server in self._servers:
             server.start()

@@ -93,13 +93,20 @@ class BrokerService:
         except BaseException:
             self.data_lock.release()
             raise
-        self.resources = PulsarResources(self.metadata, config.clusterName)
+        try:
+            # a damaged stored value (tenant, namespace, partitioned topic, policies, ledger
+            # ids) stops the start naming its key rather than being acted on
+            self.resources = PulsarResources(self.metadata, config.clusterName)
+            self.factory = ManagedLedgerFactory(
+                data / "ledgers", self.metadata, storage_config(config), faults=faults
+            )
+        except BaseException:
+            self.metadata.close()
+            self.data_lock.release()
+            raise
         self.authorization = AuthorizationService(config, self.resources)
         self.schemas = SchemaRegistry(self.metadata)
         self.compaction = CompactionService(self)
-        self.factory = ManagedLedgerFactory(
-            data / "ledgers", self.metadata, storage_config(config), faults=faults
-        )
         self.committer = GroupCommitter(self.factory, self._on_committed, self._on_commit_failed)
         self.topics: dict[str, PersistentTopic] = {}
         self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
@@ -495,14 +502,19 @@ class BrokerService:
                     "deduplication state of %s recovered (%d entries replayed)", name, replayed
                 )
             await self.compaction.restore(loaded)
+            terminated = self.metadata.get(topic_admin.terminated_key(name))
+            if terminated is not None:
+                ledger_id, _, entry_id = terminated.decode().partition(":")
+                loaded.terminated = Position(int(ledger_id), int(entry_id))
+        except StorageError as exc:
+            # e.g. a damaged deduplication snapshot: never acted on, the topic stays unloaded
+            log.error("cannot load topic %s: %s", name, exc)
+            ledger.close()
+            raise PersistenceError(f"Cannot load topic {name}: {exc}") from exc
         except Exception as exc:
             log.exception("loading topic %s failed", name)
             ledger.close()
             raise PersistenceError(f"Cannot load topic {name}: {exc!r}") from exc
-        terminated = self.metadata.get(topic_admin.terminated_key(name))
-        if terminated is not None:
-            ledger_id, _, entry_id = terminated.decode().partition(":")
-            loaded.terminated = Position(int(ledger_id), int(entry_id))
         self.topics[name] = loaded
         self._by_ledger[ledger.name] = loaded
         log.info("loaded topic %s", name)

@@ -321,6 +321,15 @@ class PersistentTopic:
             subscription.close()
             self.last_active = time.monotonic()
 
+    def forget_new_subscription(self, name: str) -> None:
+        """Undo the creation of a durable subscription whose storing failed: its creator is
+        told it failed, so it must not exist, now or after a restart."""
+        subscription = self.subscriptions.get(name)
+        if subscription is None or not subscription.durable or subscription.consumers:
+            return
+        self.remove_subscription(name)
+        self.ledger.delete_cursor(name)  # a retried write of its state becomes a deletion
+
     def unsubscribe(self, name: str) -> None:
         """Delete a subscription that has no connected consumers, and its cursor."""
         subscription = self.subscriptions.get(name)

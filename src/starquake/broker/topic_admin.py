@@ -196,7 +196,11 @@ async def create_subscription(
     topic.subscriptions[name] = subscription
     if isinstance(start, Position):
         subscription.reset_cursor(start)
-    await service.persist_cursors()
+    try:
+        await service.persist_cursors()
+    except BaseException:
+        topic.forget_new_subscription(name)  # an error answer means it was not created
+        raise
     log.info("subscription %s created on %s at %s", name, topic.full_name, start)
 
 

@@ -146,6 +146,9 @@ class TopicApi(Protocol):
     def remove_subscription(self, name: str) -> None:
         """Forget a subscription (no-op if unknown)."""
 
+    def forget_new_subscription(self, name: str) -> None:
+        """Undo the creation of a durable subscription whose storing failed."""
+
     def unsubscribe(self, name: str) -> None:
         """Delete a subscription that has no connected consumers."""
 

@@ -13,7 +13,12 @@ from .dirlock import DataDirectoryLock, DataDirectoryLockedError, make_dirs
 from .factory import ManagedLedgerConfig, ManagedLedgerFactory, PreparedLedger
 from .faults import FileFaults, InjectedFaults, StorageFaults
 from .ledger import ManagedLedger
-from .metadata import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
+from .metadata import (
+    MemoryMetadataStore,
+    MetadataDamagedError,
+    MetadataStore,
+    SqliteMetadataStore,
+)
 from .position import (
     EARLIEST,
     LATEST,
@@ -47,6 +52,7 @@ __all__ = [
     "ManagedLedgerConfig",
     "ManagedLedgerFactory",
     "MemoryMetadataStore",
+    "MetadataDamagedError",
     "MetadataStore",
     "PendingCommit",
     "Position",

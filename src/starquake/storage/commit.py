@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from .faults import StorageFaults
 from .position import Position, StorageError
-from .segment import encode_records, fsync_dir, pwrite_all, sync_fd, write_index
+from .segment import encode_ledger_records, fsync_dir, pwrite_all, sync_fd, write_index
 from .state import LedgerState
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class WriteBatch:
         parts: list[bytes] = []
         if self.header is not None:
             parts.append(self.header)
-        encode_records(self.datas, parts)
+        encode_ledger_records(self.datas, self.first_entry, parts)
         data = b"".join(parts)
         if faults is not None:
             allowed = faults.before_write(self.state.path, self.offset, data)

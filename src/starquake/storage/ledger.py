@@ -33,7 +33,7 @@ from .position import (
 )
 from .rangeset import PositionRangeSet
 from .recovery import recover_ledger_states
-from .segment import HEADER_SIZE, RECORD_HEADER_SIZE, parse_records
+from .segment import HEADER_SIZE, LEDGER_RECORD_HEADER_SIZE, parse_records
 from .state import LedgerState
 
 if TYPE_CHECKING:
@@ -89,7 +89,8 @@ class ManagedLedger:
             self._ids.append(state.ledger_id)
             self._states[state.ledger_id] = state
             self._factory.ensure_ledger_ids_above(state.ledger_id)
-            if not state.index_done:
+            if not state.index_done and not state.damaged:
+                # a ledger with lost entries is scanned at every start (which finds them again)
                 self._factory.queue_index(state)
         # The ledger that receives appends exists before any cursor is restored: restoring a
         # cursor asks where the entry after its mark-delete position lives, which may be in it.
@@ -102,19 +103,27 @@ class ManagedLedger:
         for key in sorted(keys):
             # a state not yet written (this ledger closed moments ago) wins over the stored one
             unsaved, raw = factory.unsaved_cursor_state(key)
+            name = unquote(key[len(base) :])
             if not unsaved:
-                raw = factory.metadata.get(key)
-            if raw is None:
-                continue
-            self._restore_cursor(unquote(key[len(base) :]), raw)
+                try:
+                    raw = factory.metadata.get(key)
+                except StorageError as exc:  # its checksum failed: not a position to act on
+                    self._restore_cursor(name, None, exc)
+                    continue
+            if raw is not None:
+                self._restore_cursor(name, raw)
         found = [
             Position(lid, eid) for lid in self._ids for eid in sorted(self._states[lid].damaged)
         ]
         if found:
             self._skip_damaged(found)
 
-    def _restore_cursor(self, name: str, raw: bytes) -> None:
+    def _restore_cursor(
+        self, name: str, raw: bytes | None, damage: StorageError | None = None
+    ) -> None:
         try:
+            if raw is None:
+                raise damage or StorageError("no stored state")
             md, acked, batches = decode_cursor_state(raw)
         except StorageError as exc:
             # Losing acknowledgments is better than losing messages: read it all again.
@@ -246,7 +255,7 @@ class ManagedLedger:
                 n = 0
         state.entries = n + 1
         state.offsets.append(state.end)
-        state.end += RECORD_HEADER_SIZE + len(data)
+        state.end += LEDGER_RECORD_HEADER_SIZE + len(data)  # a new ledger: the current format
         pending = state.pending
         if not pending:
             self._dirty[state] = None
@@ -400,10 +409,13 @@ class ManagedLedger:
         budget: int | None,
     ) -> int | None:
         lid = state.ledger_id
-        end = min(last, first + max_entries - len(out) - 1)
         eid = first
-        offsets = state.offsets
-        while eid <= end:
+        damaged = state.damaged
+        while eid <= last and len(out) < max_entries:
+            if damaged and eid in damaged:
+                eid += 1  # a lost entry: skipped
+                continue
+            end = min(last, eid + max_entries - len(out) - 1)
             cache = state.cache
             base = state.cache_base
             cached_from = base + state.cache_skip
@@ -421,38 +433,52 @@ class ManagedLedger:
                     eid += 1
                 continue
             run_end = min(end, cached_from - 1) if eid < cached_from else end
-            # how many entries of the run to read, within the byte budget and the chunk limit
-            start_offset = offsets[eid]
-            j = eid
-            stop_after = False
-            while j <= run_end:
-                size = state.record_end(j) - offsets[j] - RECORD_HEADER_SIZE
-                if budget is not None:
-                    if (out or j > eid) and size > budget:
-                        stop_after = True
-                        break
-                    budget -= size
-                j += 1
-                if state.record_end(j - 1) - start_offset >= _READ_CHUNK:
-                    break
-            if j == eid:
-                return 0
-            length = state.record_end(j - 1) - start_offset
-            fd = self._factory.read_fd(state)
-            try:
-                buf = os.pread(fd, length, start_offset)
-            except OSError as exc:
-                raise StorageError(f"cannot read ledger {lid} of {self.name}: {exc}") from exc
-            starts = [offsets[k] - start_offset for k in range(eid, j)]
-            for k, record in enumerate(parse_records(buf, starts, length)):
-                if record is None:
-                    self._damaged(state, eid + k)
-                else:
-                    out.append(Entry(Position(lid, eid + k), record))
-            eid = j
-            if stop_after:
+            if damaged:
+                run_end = min([run_end, *(d - 1 for d in damaged if eid < d <= run_end)])
+            eid, budget, stop = self._read_run(state, eid, run_end, out, budget)
+            if stop:
                 return 0
         return budget
+
+    def _read_run(
+        self, state: LedgerState, eid: int, run_end: int, out: list[Entry], budget: int | None
+    ) -> tuple[int, int | None, bool]:
+        """Read entries ``eid..run_end`` (none of them lost) from the file in one pread, within
+        the byte budget and the chunk limit: (next entry id, budget left, budget exhausted)."""
+        offsets = state.offsets
+        header = state.record_header
+        start_offset = offsets[eid]
+        j = eid
+        stop_after = False
+        left = budget
+        while j <= run_end:
+            size = state.record_end(j) - offsets[j] - header
+            if left is not None:
+                if (out or j > eid) and size > left:
+                    stop_after = True
+                    break
+                left -= size
+            j += 1
+            if state.record_end(j - 1) - start_offset >= _READ_CHUNK:
+                break
+        if j == eid:
+            return eid, left, True
+        length = state.record_end(j - 1) - start_offset
+        fd = self._factory.read_fd(state)
+        try:
+            buf = os.pread(fd, length, start_offset)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot read ledger {state.ledger_id} of {self.name}: {exc}"
+            ) from exc
+        starts = [offsets[k] - start_offset for k in range(eid, j)]
+        first_id = eid if state.version >= 2 else None
+        for k, record in enumerate(parse_records(buf, starts, length, first_id)):
+            if record is None:
+                self._damaged(state, eid + k)
+            else:
+                out.append(Entry(Position(state.ledger_id, eid + k), record))
+        return j, left, stop_after
 
     def _damaged(self, state: LedgerState, entry_id: int) -> None:
         """A read found the record of ``entry_id`` damaged: skip it from now on."""

@@ -1,10 +1,10 @@
 """Startup recovery of a managed ledger's directory.
 
 Every ``<ledgerId>.log`` found becomes a sealed ledger. A ledger with a valid index file is loaded
-from the index; any other one is scanned record by record. A damaged record followed by valid ones
-keeps its entry id and is marked damaged (reads skip it); a torn tail is cut off, and the cut bytes
-are kept in ``quarantine/``. A file with no whole record is removed when it holds no more than a
-file header (a ledger created but never written), and otherwise moved to ``quarantine/``: valid
+from the index; any other one is scanned record by record. Damaged records followed by valid ones
+keep their entry ids and are marked damaged (reads skip them); a torn tail is cut off, and the cut
+bytes are kept in ``quarantine/``. A file with no whole record is removed when it holds no more than
+a file header (a ledger created but never written), and otherwise moved to ``quarantine/``: valid
 data is never deleted. Stray temporary and orphaned index files are removed. Everything but the
 ordinary torn tail of a crash is logged as an error.
 """
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from .segment import (
     HEADER_SIZE,
     ScanResult,
+    file_version,
     quarantine,
     read_index,
     scan_ledger_file,
@@ -35,9 +36,15 @@ __all__ = ["recover_ledger_states"]
 log = logging.getLogger(__name__)
 
 
-def _cut(path: Path, size: int, name: str, why: str) -> None:
+def _cut(path: Path, size: int, name: str, why: str, *, unacknowledged: bool) -> None:
     """Cut ``path`` to ``size`` bytes, keeping what was cut in quarantine under ``name``, and
-    log it with the reason ``why``."""
+    log it with the reason ``why``.
+
+    When the copy cannot be made (typically a full disk), bytes that were never acknowledged
+    are cut all the same (nothing is lost, and space is freed); a torn tail is left in the file
+    instead (recovery ignores it, and tries again at the next load), so that the ledger still
+    loads and its entries can be read.
+    """
     try:
         actual = os.stat(path).st_size
     except FileNotFoundError:
@@ -47,7 +54,21 @@ def _cut(path: Path, size: int, name: str, why: str) -> None:
     with open(path, "rb") as f:
         f.seek(size)
         extra = f.read()
-    moved = quarantine(path.parent, name, data=extra)
+    try:
+        moved: Path | str = quarantine(path.parent, name, data=extra)
+    except OSError as exc:
+        if not unacknowledged:
+            log.error(
+                "ledger %s: %d bytes after offset %d (%s) cannot be kept in quarantine (%s); "
+                "they stay in the file, ignored, until a later load",
+                path,
+                actual - size,
+                size,
+                why,
+                exc,
+            )
+            return
+        moved = f"nowhere: {exc}"
     truncate_file(path, size)
     log.warning("ledger %s: cut %d bytes, %s (kept in %s)", path, actual - size, why, moved)
 
@@ -60,13 +81,24 @@ def _report(directory: Path, ledger_id: int, scan: ScanResult) -> None:
             ledger_id,
             len(scan.offsets),
         )
-    for entry_id in scan.damaged:
+    for start, end, first, lost in scan.regions:
+        if lost == 0:
+            log.error(
+                "ledger %s/%d.log: bytes %d to %d are damaged and held no entry; skipped",
+                directory,
+                ledger_id,
+                start,
+                end,
+            )
+            continue
         log.error(
-            "ledger %s/%d.log: entry %d is damaged (checksum mismatch) and will be skipped; "
-            "the entries after it are intact",
+            "ledger %s/%d.log: %s damaged (checksum mismatch, bytes %d to %d): lost, skipped "
+            "and counted as acknowledged; the entries after keep their ids",
             directory,
             ledger_id,
-            entry_id,
+            f"entry {first} is" if lost == 1 else f"entries {first} to {first + lost - 1} are",
+            start,
+            end,
         )
 
 
@@ -80,7 +112,7 @@ def recover_ledger_states(
     """
     for path, size in (cuts or {}).items():
         why = "written by a failed commit, never acknowledged"
-        _cut(path, size, f"{path.name}.unacknowledged-{size}", why)
+        _cut(path, size, f"{path.name}.unacknowledged-{size}", why, unacknowledged=True)
     names = set(os.listdir(directory))
     ids: list[int] = []
     for name in names:
@@ -99,12 +131,14 @@ def recover_ledger_states(
         stat = os.stat(path)
         size = stat.st_size
         state = LedgerState(owner, ledger_id, directory, stat.st_mtime)
-        index = None
+        index = version = None
         if f"{ledger_id}.idx" in names:
             index = read_index(directory / f"{ledger_id}.idx", ledger_id, size)
-        if index is not None:
+            version = file_version(path, ledger_id) if index is not None else None
+        if index is not None and version is not None:
             offsets, created_at = index
             state.created_at = created_at
+            state.version = version
             valid_end = size
             state.index_done = True
         else:
@@ -113,7 +147,10 @@ def recover_ledger_states(
             _report(directory, ledger_id, scan)
             if not offsets:
                 if size > HEADER_SIZE:
-                    moved = quarantine(directory, f"{ledger_id}.log", source=path)
+                    try:
+                        moved: Path | str = quarantine(directory, f"{ledger_id}.log", source=path)
+                    except OSError as exc:  # e.g. a full disk: left where it is, ignored
+                        moved = f"nowhere, it stays ({exc})"
                     log.error(
                         "ledger file %s holds no readable record (%d bytes); moved to %s",
                         path,
@@ -127,10 +164,13 @@ def recover_ledger_states(
                 continue
             if valid_end < size:
                 why = f"a torn tail after entry {len(offsets) - 1}"
-                _cut(path, valid_end, f"{ledger_id}.log.tail-{valid_end}", why)
+                _cut(
+                    path, valid_end, f"{ledger_id}.log.tail-{valid_end}", why, unacknowledged=False
+                )
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / f"{ledger_id}.idx")
             state.damaged.update(scan.damaged)
+            state.version = scan.version
         state.offsets = offsets
         state.entries = state.confirmed = len(offsets)
         state.end = state.confirmed_end = state.pending_offset = valid_end

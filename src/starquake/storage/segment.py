@@ -4,19 +4,24 @@ Data file ``<ledgerId>.log`` (all integers little-endian)::
 
     file header, 16 bytes
       0  magic       4 bytes   b"SQLF"
-      4  version     u16       1
+      4  version     u16       2 (1: the first format, still read)
       6  flags       u16       0
       8  ledger_id   u64
-    records, back to back from offset 16; entry ids are implicit (0, 1, 2, ...)
+    records, back to back from offset 16, entry ids 0, 1, 2, ...; version 2:
       0  length      u32       number of data bytes
-      4  crc         u32       zlib.crc32 over the 4 length bytes followed by the data
-      8  data        `length` bytes, opaque
+      4  crc         u32       zlib.crc32 over bytes 0-3 and 8-15 of the record, then the data
+      8  entry_id    u64       the record's entry id
+     16  data        `length` bytes, opaque
+    version 1 records have no entry id: an 8-byte header (length, crc over the length and data).
 
 The CRC covers the length so that a zero-filled tail never parses as valid empty records. Recovery
 walks the records. At a record that is partial or whose CRC does not match it looks for the next
-valid record: if there is one, the bad record is *damaged* (it keeps its entry id, reads skip it)
-and the walk goes on from there; if there is none, the bad bytes are a torn tail, cut off (and kept
-in the ledger directory's ``quarantine/`` folder).
+trustworthy record: if there is none, the bad bytes are a torn tail, cut off (and kept in the
+ledger directory's ``quarantine/`` folder). If there is one, the bad bytes are *damaged* and the
+entry ids never move: in version 2 the next record's entry id says how many entries the damaged
+bytes held, and each of them keeps its id as a lost entry (reads skip it). Version 1 records
+carry no id: one damaged record whose own length leads to the next record is one lost entry;
+damage whose extent is unknown stops the recovery with an error (the ids after it are unknown).
 
 Index file ``<ledgerId>.idx``, written (tmp + fsync + rename + fsync dir) for sealed ledgers only so
 that startup does not scan them::
@@ -34,6 +39,8 @@ that startup does not scan them::
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import mmap
 import os
 import struct
@@ -47,16 +54,21 @@ from typing import NamedTuple
 from .position import StorageError
 
 __all__ = [
+    "FORMAT_VERSION",
     "HEADER_SIZE",
+    "LEDGER_RECORD_HEADER_SIZE",
     "RECORD_HEADER_SIZE",
     "ScanResult",
     "encode_file_header",
+    "encode_ledger_records",
     "encode_records",
+    "file_version",
     "fsync_dir",
     "parse_records",
     "pwrite_all",
     "quarantine",
     "read_index",
+    "record_header_size",
     "scan_ledger_file",
     "sync_fd",
     "truncate_file",
@@ -66,21 +78,54 @@ __all__ = [
 
 _MAGIC = b"SQLF"
 _INDEX_MAGIC = b"SQIX"
-_VERSION = 1
+_INDEX_VERSION = 1
+FORMAT_VERSION = 2
+"""Version of the ledger files written now (records carry their entry ids)."""
 _FILE_HEADER = struct.Struct("<4sHHQ")
 _RECORD = struct.Struct("<II")
+_RECORD_V2 = struct.Struct("<IIQ")
 _U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
 _INDEX_HEADER = struct.Struct("<4sHHQQQd")
 HEADER_SIZE = _FILE_HEADER.size
 RECORD_HEADER_SIZE = _RECORD.size
+"""Header of a record without entry id: version 1 ledgers and compacted ledgers."""
+LEDGER_RECORD_HEADER_SIZE = _RECORD_V2.size
+"""Header of a record of the ledger files written now (version 2)."""
+
+
+def record_header_size(version: int) -> int:
+    """Bytes of a record header in a ledger file of ``version``."""
+    return LEDGER_RECORD_HEADER_SIZE if version >= 2 else RECORD_HEADER_SIZE
+
+
+def _record_crc(view: memoryview | bytes, pos: int, start: int, stop: int) -> int:
+    """CRC of the record at ``pos`` whose data is ``view[start:stop]`` (any version)."""
+    crc = zlib.crc32(view[pos : pos + 4])
+    if start - pos == LEDGER_RECORD_HEADER_SIZE:
+        crc = zlib.crc32(view[pos + 8 : start], crc)
+    return zlib.crc32(view[start:stop], crc)
+
 
 sync_fd = getattr(os, "fdatasync", os.fsync)
 """Flush a file's data (and the metadata needed to read it back) to stable storage."""
 
 
 def encode_file_header(ledger_id: int) -> bytes:
-    """The 16-byte header that starts every ledger file."""
-    return _FILE_HEADER.pack(_MAGIC, _VERSION, 0, ledger_id)
+    """The 16-byte header that starts every ledger file (written in :data:`FORMAT_VERSION`)."""
+    return _FILE_HEADER.pack(_MAGIC, FORMAT_VERSION, 0, ledger_id)
+
+
+def encode_ledger_records(datas: Sequence[bytes], first_id: int, parts: list[bytes]) -> None:
+    """Append the version 2 records of ``datas`` (entry ids from ``first_id``) to ``parts``."""
+    pack = _RECORD_V2.pack
+    crc32 = zlib.crc32
+    append = parts.append
+    for entry_id, data in enumerate(datas, first_id):
+        n = len(data)
+        head = _U32.pack(n) + _U64.pack(entry_id)
+        append(pack(n, crc32(data, crc32(head)), entry_id))
+        append(data)
 
 
 def encode_records(datas: Sequence[bytes], parts: list[bytes]) -> None:
@@ -95,26 +140,37 @@ def encode_records(datas: Sequence[bytes], parts: list[bytes]) -> None:
         append(data)
 
 
-def parse_records(buf: bytes, starts: Sequence[int], end: int) -> list[memoryview | None]:
+def parse_records(
+    buf: bytes, starts: Sequence[int], end: int, first_id: int | None = None
+) -> list[memoryview | None]:
     """Split the records at offsets ``starts`` (relative to ``buf``; the last one ends at
     ``end``) out of ``buf``, checking each one's length and CRC. The records are views into
     ``buf`` (not copies: a read hands them straight to the connection).
 
-    A damaged record is returned as None (the caller decides what that means); the others are
-    found at their own offsets whatever the damaged one's length field says.
+    ``first_id`` is the entry id of the first record of a version 2 ledger (the records carry
+    their ids, which must match); None for records without ids. A damaged record is returned as
+    None (the caller decides what that means); the others are found at their own offsets
+    whatever the damaged one's length field says.
     """
     out: list[memoryview | None] = []
     view = memoryview(buf)
+    header = RECORD_HEADER_SIZE if first_id is None else LEDGER_RECORD_HEADER_SIZE
     unpack = _RECORD.unpack_from
-    crc32 = zlib.crc32
     last = len(starts) - 1
     for i, pos in enumerate(starts):
         stop = starts[i + 1] if i < last else end
-        if stop > len(buf) or stop - pos < RECORD_HEADER_SIZE:
+        if stop > len(buf):
             raise StorageError("short read of a ledger file")
+        if stop - pos < header:
+            out.append(None)
+            continue
         n, crc = unpack(buf, pos)
-        start = pos + RECORD_HEADER_SIZE
-        if start + n != stop or crc32(view[start:stop], crc32(view[pos : pos + 4])) != crc:
+        start = pos + header
+        if (
+            start + n != stop
+            or _record_crc(view, pos, start, stop) != crc
+            or (first_id is not None and _U64.unpack_from(buf, pos + 8)[0] != first_id + i)
+        ):
             out.append(None)
         else:
             out.append(view[start:stop])
@@ -167,9 +223,12 @@ def truncate_file(path: Path, size: int) -> None:
 class ScanResult(NamedTuple):
     """Outcome of scanning a ledger file.
 
-    ``offsets``: file offset of each record (damaged ones included); ``damaged``: entry ids of
-    records that failed their CRC but were followed by valid records; ``valid_end``: where the
-    last whole record ends (what follows is a torn tail); ``header_ok``: the file header is right.
+    ``offsets``: file offset of each entry (lost ones included: the first entry of a damaged
+    region starts where it does, the others at the region's end); ``damaged``: entry ids of
+    lost entries, in order; ``regions``: each damaged region as (start offset, end offset,
+    first entry id, number of entries lost); ``valid_end``: where the last whole record ends
+    (what follows is a torn tail); ``header_ok``: the file header is right; ``version``: the
+    file's format version.
     """
 
     offsets: array[int]
@@ -177,23 +236,31 @@ class ScanResult(NamedTuple):
     file_size: int
     damaged: list[int]
     header_ok: bool
+    version: int = FORMAT_VERSION
+    regions: list[tuple[int, int, int, int]] = []
 
 
-def _record_ok(mm: mmap.mmap | bytes, pos: int, size: int) -> int:
-    """End offset of a valid record at ``pos``, or -1."""
-    if pos + RECORD_HEADER_SIZE > size:
+def _record_ok(mm: mmap.mmap | bytes, pos: int, size: int, header: int) -> int:
+    """End offset of a valid record (with a ``header``-byte header) at ``pos``, or -1."""
+    if pos + header > size:
         return -1
     n, crc = _RECORD.unpack_from(mm, pos)
-    end = pos + RECORD_HEADER_SIZE + n
+    end = pos + header + n
     if end > size:
         return -1
     with memoryview(mm) as view:
-        ok = zlib.crc32(view[pos + RECORD_HEADER_SIZE : end], zlib.crc32(view[pos : pos + 4]))
+        ok = _record_crc(view, pos, pos + header, end)
     return end if ok == crc else -1
 
 
-def _resync(mm: mmap.mmap | bytes, bad: int, size: int) -> int:
-    """Offset of the first trustworthy record after a bad one at ``bad``, or -1 (a torn tail).
+def _record_id(mm: mmap.mmap | bytes, pos: int) -> int:
+    entry_id: int = _U64.unpack_from(mm, pos + 8)[0]
+    return entry_id
+
+
+def _resync(mm: mmap.mmap | bytes, bad: int, size: int, header: int) -> tuple[int, bool]:
+    """Offset of the first trustworthy record after a bad one at ``bad`` (-1: a torn tail), and
+    whether the bad record's own length field led there.
 
     A record is trusted when it is valid and is either the last in the file or followed by
     another valid record (a random match of both CRCs is practically impossible). The bad
@@ -201,56 +268,120 @@ def _resync(mm: mmap.mmap | bytes, bad: int, size: int) -> int:
     """
 
     def trusted(pos: int) -> bool:
-        end = _record_ok(mm, pos, size)
-        return end == size or (end > 0 and _record_ok(mm, end, size) > 0)
+        end = _record_ok(mm, pos, size, header)
+        return end == size or (end > 0 and _record_ok(mm, end, size, header) > 0)
 
-    if bad + RECORD_HEADER_SIZE <= size:
+    if bad + header <= size:
         n: int = _U32.unpack_from(mm, bad)[0]
-        guess = bad + RECORD_HEADER_SIZE + n
+        guess = bad + header + n
         if guess < size and trusted(guess):
-            return guess
-    for pos in range(bad + 1, size - RECORD_HEADER_SIZE + 1):
+            return guess, True
+    for pos in range(bad + 1, size - header + 1):
         (n,) = _U32.unpack_from(mm, pos)
-        if pos + RECORD_HEADER_SIZE + n <= size and trusted(pos):
-            return pos
-    return -1
+        if pos + header + n <= size and trusted(pos):
+            return pos, False
+    return -1, False
+
+
+def _lost_entries(
+    path: Path, mm: mmap.mmap | bytes, version: int, region: tuple[int, int, bool], expected: int
+) -> int:
+    """How many entries the damaged bytes ``region`` = (start, end, found by the bad record's
+    length) held, ``expected`` being the entry id of the first; raises if that is unknowable."""
+    bad, nxt, by_length = region
+    if version >= 2:
+        next_id = _record_id(mm, nxt)
+        lost = next_id - expected
+        # every record takes at least a header: the region cannot hold more than that many
+        if lost < 0 or lost > max(1, (nxt - bad) // LEDGER_RECORD_HEADER_SIZE):
+            raise StorageError(
+                f"ledger file {path}: the record at offset {nxt} has entry id {next_id}, which "
+                f"cannot follow entry {expected - 1} and {nxt - bad} damaged bytes; not loaded "
+                "(the file is left as it is)"
+            )
+        return lost
+    if by_length:
+        return 1
+    raise StorageError(
+        f"ledger file {path}: bytes {bad} to {nxt} after entry {expected - 1} are damaged, and "
+        "its format (version 1) does not record entry ids, so neither how many entries they "
+        "held nor the ids of the entries after them are known; not loaded (the file is left "
+        "as it is)"
+    )
 
 
 def scan_ledger_file(path: Path, ledger_id: int) -> ScanResult:
     """Walk the records of a ledger file (see the module docstring for damaged records).
 
     A damaged file header does not hide the records after it: they are scanned all the same.
+    Raises :class:`StorageError` where entry ids cannot be known (see the module docstring).
     """
     offsets: array[int] = array("q")
     damaged: list[int] = []
+    regions: list[tuple[int, int, int, int]] = []
     with open(path, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
         if size <= HEADER_SIZE:
-            header = f.read(HEADER_SIZE)
-            return ScanResult(offsets, 0, size, damaged, _header_ok(header, ledger_id))
+            version = _header_version(f.read(HEADER_SIZE), ledger_id)
+            return ScanResult(offsets, 0, size, damaged, version is not None)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            header_ok = _header_ok(mm[:HEADER_SIZE], ledger_id)
+            version = _header_version(mm[:HEADER_SIZE], ledger_id)
+            header_ok = version is not None
+            if version is None:
+                version = _guess_version(mm, size)
+            header = record_header_size(version)
             pos = HEADER_SIZE
             while pos < size:
-                end = _record_ok(mm, pos, size)
-                if end < 0:
-                    nxt = _resync(mm, pos, size)
-                    if nxt < 0:
-                        break
-                    damaged.append(len(offsets))
+                end = _record_ok(mm, pos, size, header)
+                if end >= 0 and version >= 2 and _record_id(mm, pos) != len(offsets):
+                    raise StorageError(
+                        f"ledger file {path}: the record at offset {pos} has entry id "
+                        f"{_record_id(mm, pos)} where entry {len(offsets)} belongs; not loaded"
+                    )
+                if end >= 0:
                     offsets.append(pos)
-                    pos = nxt
+                    pos = end
                     continue
-                offsets.append(pos)
-                pos = end
-            return ScanResult(offsets, pos, size, damaged, header_ok)
+                nxt, by_length = _resync(mm, pos, size, header)
+                if nxt < 0:
+                    break
+                first = len(offsets)
+                lost = _lost_entries(path, mm, version, (pos, nxt, by_length), first)
+                for k in range(lost):
+                    damaged.append(first + k)
+                    offsets.append(pos if k == 0 else nxt)
+                regions.append((pos, nxt, first, lost))
+                pos = nxt
+            return ScanResult(offsets, pos, size, damaged, header_ok, version, regions)
 
 
-def _header_ok(header: bytes, ledger_id: int) -> bool:
+def _header_version(header: bytes, ledger_id: int) -> int | None:
+    """The format version of a right file header, None if it is damaged."""
     if len(header) < HEADER_SIZE:
-        return False
-    fields: tuple[bytes, int, int, int] = _FILE_HEADER.unpack(header)
-    return fields == (_MAGIC, _VERSION, 0, ledger_id)
+        return None
+    magic, version, flags, lid = _FILE_HEADER.unpack(header)
+    if magic == _MAGIC and version in (1, 2) and flags == 0 and lid == ledger_id:
+        return int(version)
+    return None
+
+
+def file_version(path: Path, ledger_id: int) -> int | None:
+    """The format version in the header of a ledger file; None if the header is damaged."""
+    with open(path, "rb", buffering=0) as f:
+        return _header_version(f.read(HEADER_SIZE), ledger_id)
+
+
+def _guess_version(mm: mmap.mmap | bytes, size: int) -> int:
+    """The format of a file whose header is damaged, from its records."""
+    if _record_ok(mm, HEADER_SIZE, size, LEDGER_RECORD_HEADER_SIZE) >= 0:
+        return 2
+    if _record_ok(mm, HEADER_SIZE, size, RECORD_HEADER_SIZE) >= 0:
+        return 1
+    found, _ = _resync(mm, HEADER_SIZE, size, LEDGER_RECORD_HEADER_SIZE)
+    return 2 if found >= 0 else 1
+
+
+_quarantined = itertools.count()
 
 
 def quarantine(
@@ -258,17 +389,30 @@ def quarantine(
 ) -> Path:
     """Keep damaged bytes in ``directory/quarantine/`` instead of deleting them.
 
-    Either writes ``data`` to a new file or moves ``source`` there; returns the new path.
+    Either writes ``data`` to a new file or moves ``source`` there; returns the new path. Names
+    are unique (time, process id and a counter): a retry never collides with an earlier file.
     """
     folder = directory / "quarantine"
     if not folder.exists():
         folder.mkdir()
         fsync_dir(directory)
-    target = folder / f"{name}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
-    if source is not None:
-        os.replace(source, target)
-    else:
-        write_file(target, data or b"", exclusive=True)
+    stamp = f"{name}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
+    while True:
+        target = folder / f"{stamp}.{next(_quarantined)}"
+        if source is not None:
+            if target.exists():
+                continue
+            os.replace(source, target)
+        else:
+            try:
+                write_file(target, data or b"", exclusive=True)
+            except FileExistsError:
+                continue
+            except OSError:
+                with contextlib.suppress(OSError):
+                    target.unlink()  # e.g. the disk is full: leave no partial copy behind
+                raise
+        break
     fsync_dir(folder)
     fsync_dir(directory)
     return target
@@ -287,7 +431,9 @@ def write_index(
         raise StorageError("array('q') is not 64-bit")
     if struct.pack("=H", 1) != struct.pack("<H", 1):  # pragma: no cover - big-endian hosts
         arr.byteswap()
-    body = _INDEX_HEADER.pack(_INDEX_MAGIC, _VERSION, 0, ledger_id, len(arr), data_end, created_at)
+    body = _INDEX_HEADER.pack(
+        _INDEX_MAGIC, _INDEX_VERSION, 0, ledger_id, len(arr), data_end, created_at
+    )
     body += arr.tobytes()
     body += _U32.pack(zlib.crc32(body))
     final = directory / f"{ledger_id}.idx"
@@ -309,7 +455,7 @@ def read_index(path: Path, ledger_id: int, file_size: int) -> tuple[array[int], 
     if zlib.crc32(memoryview(body)[:-4]) != crc:
         return None
     magic, version, _flags, lid, count, data_end, created_at = _INDEX_HEADER.unpack_from(body)
-    if magic != _INDEX_MAGIC or version != _VERSION or lid != ledger_id:
+    if magic != _INDEX_MAGIC or version != _INDEX_VERSION or lid != ledger_id:
         return None
     if len(body) != _INDEX_HEADER.size + 8 * count + 4 or data_end != file_size:
         return None

@@ -7,7 +7,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .segment import HEADER_SIZE
+from .segment import FORMAT_VERSION, HEADER_SIZE, record_header_size
 
 if TYPE_CHECKING:
     from .ledger import ManagedLedger
@@ -51,6 +51,7 @@ class LedgerState:
         "pending_first",
         "pending_offset",
         "sealed",
+        "version",
     )
 
     def __init__(
@@ -78,10 +79,17 @@ class LedgerState:
         self.index_done = False
         self.damaged: set[int] = set()
         """Entry ids whose record failed its checksum: reads and cursors skip them."""
+        self.version = FORMAT_VERSION
+        """Format version of the file (older files are read in their own format)."""
         self.cache: list[bytes | None] = []
         self.cache_base = 0
         self.cache_skip = 0
         self.cache_dead = False
+
+    @property
+    def record_header(self) -> int:
+        """Bytes of each record's header in this ledger's file."""
+        return record_header_size(self.version)
 
     def record_end(self, entry_id: int) -> int:
         """File offset just after the record of ``entry_id``."""

@@ -1,0 +1,75 @@
+"""A really full disk (a small tmpfs) under a real broker process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+import pulsar
+from broker_process import BrokerProcess, process_client
+from disk_usage import fill_disk, tiny_disk
+from official_client import drain
+from polling import wait_for
+
+from starquake.storage.segment import quarantine
+
+TOPIC = "persistent://public/default/full"
+EARLIEST = pulsar.InitialPosition.Earliest
+
+
+def test_a_full_disk_still_lets_consumers_drain_the_topic(tmp_path: Path) -> None:
+    with tiny_disk(tmp_path / "disk", "8m") as disk:
+        broker = BrokerProcess(disk / "data")
+        broker.start()
+        try:
+            client = process_client(broker.url)
+            client.subscribe(TOPIC, "sub", initial_position=EARLIEST)
+            producer = client.create_producer(
+                TOPIC, batching_enabled=False, send_timeout_millis=3000
+            )
+            filler = fill_disk(disk, 300_000)
+            receipted = []
+            payload = b"x" * 20_000
+            for i in range(100):
+                try:
+                    producer.send(payload + str(i).encode())
+                except pulsar.PulsarException:
+                    break
+                receipted.append(payload + str(i).encode())
+            else:
+                raise AssertionError("the disk never filled up")
+            assert receipted
+            client.close()
+            # the disk is still full: the topic reloads and every receipted message is read
+            client = process_client(broker.url)
+            consumer = client.subscribe(TOPIC, "sub")
+            got = drain(consumer, first_within_ms=10_000)
+            assert got[: len(receipted)] == receipted
+            client.close()
+            # room again: publishing works
+            filler.unlink()
+            client = process_client(broker.url)
+            producer = client.create_producer(TOPIC, batching_enabled=False)
+            wait_for(lambda: _sent(producer), "a send once the disk has room")
+            client.close()
+        finally:
+            broker.cleanup()
+
+
+def _sent(producer: pulsar.Producer) -> bool:
+    try:
+        producer.send(b"after")
+    except pulsar.PulsarException:
+        return False
+    return True
+
+
+def test_quarantine_names_never_collide(tmp_path: Path) -> None:
+    paths = {quarantine(tmp_path, "1.log.tail-16", data=b"tail") for _ in range(5)}
+    assert len(paths) == 5
+    directory = tmp_path / quote(TOPIC, safe="")
+    directory.mkdir()
+    for _ in range(3):
+        (directory / "9.log").write_bytes(b"moved")
+        paths.add(quarantine(directory, "9.log", source=directory / "9.log"))
+    assert len(paths) == 8 and all(p.read_bytes() in (b"tail", b"moved") for p in paths)
