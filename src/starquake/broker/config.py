@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "STARQUAKE_"
+MAX_PARTITIONS = 10_000
+"""The most partitions any partitioned topic can have, whatever the configuration says: each
+partition is a topic, and listing or deleting a partitioned topic touches every one."""
 
 
 class ConfigError(ValueError):
@@ -52,6 +55,13 @@ class BrokerConfig:
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
+    """Partitions of a topic created automatically as partitioned (at most the partition limit:
+    ``maxNumPartitionsPerPartitionedTopic``, or :data:`MAX_PARTITIONS`)."""
+    maxNumPartitionsPerPartitionedTopic: int = 0
+    """Most partitions a partitioned topic may have: creating or growing one past it is refused
+    with 406, a namespace's ``defaultNumPartitions`` above it too, and automatic creation makes
+    at most this many. 0, as in Pulsar, sets no limit of its own; Starquake still never goes
+    past :data:`MAX_PARTITIONS`."""
     allowAutoSubscriptionCreation: bool = True
     dispatcherMaxReadBatchSize: int = 100
     subscriptionKeySharedUseConsistentHashing: bool = True
@@ -209,6 +219,12 @@ class BrokerConfig:
                 )
 
     @property
+    def partition_limit(self) -> int:
+        """The most partitions a partitioned topic may have here."""
+        configured = self.maxNumPartitionsPerPartitionedTopic
+        return min(configured, MAX_PARTITIONS) if configured > 0 else MAX_PARTITIONS
+
+    @property
     def advertised_host(self) -> str:
         """The host clients are told to connect to (loopback for a wildcard bind)."""
         if self.advertisedAddress:
@@ -231,7 +247,8 @@ _RANGES: dict[str, tuple[float, float | None]] = {
     "maxMessageSize": (1, 2**31 - 1),
     "keepAliveIntervalSeconds": (1, None),
     "maxPendingSendBytesPerConnection": (0, None),
-    "defaultNumPartitions": (1, None),
+    "defaultNumPartitions": (1, MAX_PARTITIONS),
+    "maxNumPartitionsPerPartitionedTopic": (0, MAX_PARTITIONS),
     "dispatcherMaxReadBatchSize": (1, None),
     "subscriptionKeySharedConsistentHashingReplicaPoints": (1, None),
     "maxUnackedMessagesPerConsumer": (0, None),

@@ -89,9 +89,18 @@ def _in_use(topic: TopicApi) -> bool:
 
 
 async def delete_topic(service: BrokerService, topic: TopicName, *, force: bool) -> None:
-    """Delete a non-partitioned topic and its data; with clients attached only when forced."""
+    """Delete a non-partitioned topic and its data; with clients attached only when forced.
+
+    The base name of a partitioned topic is refused (ConflictError) and nothing is deleted:
+    that topic goes with :func:`delete_partitioned_topic`, as in Pulsar.
+    """
     service.check_namespace(topic)
     name = str(topic)
+    if service.resources.partitions(topic) > 0:
+        raise ConflictError(
+            f"{name} is a partitioned topic, instead of calling delete topic, please call "
+            "delete-partitioned-topic."
+        )
     if topic.domain is not TopicDomain.PERSISTENT:
         np_topic = service.nonpersistent_topics.get(name)
         if np_topic is None:

@@ -41,11 +41,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker.admin.replies import (
+    MAX_LONG,
     NO_CONTENT,
     BadRequest,
     Endpoint,
     Reply,
     json_body,
+    partition_count_refusal,
     serve_routes,
 )
 from starquake.broker.errors import BrokerServiceError
@@ -83,8 +85,8 @@ def _is_int(value: Any) -> bool:
 
 
 def _whole(value: Any, what: str, minimum: int = 0) -> int:
-    if not _is_int(value) or value < minimum:
-        raise BadRequest(f"{what} must be a whole number >= {minimum}")
+    if not _is_int(value) or not minimum <= value <= MAX_LONG:
+        raise BadRequest(f"{what} must be a whole number from {minimum} to {MAX_LONG}")
     return int(value)
 
 
@@ -365,6 +367,11 @@ def install(web: WebServer, service: BrokerService) -> None:
             value = check(json_body(body))
             if field == "retention_policies":
                 check_retention(namespace, value)
+            if field == "autoTopicCreationOverride" and "defaultNumPartitions" in value:
+                limit = service.config.partition_limit
+                refusal = partition_count_refusal(value["defaultNumPartitions"], limit)
+                if refusal is not None:
+                    raise refusal
             await store(namespace, field, value)
             return NO_CONTENT
 

@@ -117,7 +117,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         if not service.resources.namespace_exists(namespace):
             raise TopicNotFoundError(f"Namespace {namespace} does not exist")
         persistent = params["domain"] == "persistent"
-        names = service.list_topics(namespace, persistent=persistent)
+        names = await service.list_topics(namespace, persistent=persistent)
         if not flag(params, "includeSystemTopic"):
             names = hide_system_topics(names)
         return json_reply(200, names)
