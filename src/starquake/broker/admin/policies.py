@@ -184,7 +184,7 @@ def _auto_subscription_creation(value: Any) -> Any:
 
 
 def _strategy(value: Any) -> str:
-    if value not in SCHEMA_STRATEGIES:
+    if not isinstance(value, str) or value not in SCHEMA_STRATEGIES:
         raise BadRequest(
             f"unknown strategy {value!r}; one of {', '.join(sorted(SCHEMA_STRATEGIES))}"
         )
@@ -192,7 +192,7 @@ def _strategy(value: Any) -> str:
 
 
 def _backlog_policy(value: Any) -> str:
-    if value not in BACKLOG_POLICIES:
+    if not isinstance(value, str) or value not in BACKLOG_POLICIES:
         raise BadRequest(f"policy must be one of {', '.join(sorted(BACKLOG_POLICIES))}")
     return str(value)
 
@@ -241,7 +241,7 @@ DELETE_MODES = frozenset({"delete_when_no_subscriptions", "delete_when_subscript
 
 
 def _delete_mode(value: Any) -> str:
-    if value not in DELETE_MODES:
+    if not isinstance(value, str) or value not in DELETE_MODES:
         modes = ", ".join(sorted(DELETE_MODES))
         raise BadRequest(f"inactiveTopicDeleteMode must be one of {modes}")
     return str(value)
