@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 from admin_http import admin_json
-from broker_process import BrokerProcess, process_client
+from broker_process import BrokerProcess, broker_process, process_client
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -93,12 +93,8 @@ def _paths(pattern: str) -> list[str]:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data")
-    proc.start()
-    try:
+    with broker_process(tmp_path / "data") as proc:
         yield proc
-    finally:
-        proc.cleanup()
 
 
 def _seed(broker: BrokerProcess) -> None:
