@@ -10,13 +10,30 @@ keys we do not use); unknown keys given explicitly are an error, as a typo there
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 ENV_PREFIX = "STARQUAKE_"
+OTHER_VARIABLES = frozenset(
+    {
+        "STARQUAKE_STORAGE_FAULTS",
+        "STARQUAKE_URL",
+        "STARQUAKE_ADMIN_URL",
+        "STARQUAKE_AUTH_PLUGIN",
+        "STARQUAKE_AUTH_PARAMS",
+        "STARQUAKE_TLS_TRUST_CERT_PATH",
+        "STARQUAKE_MODEL_EXAMPLES",
+    }
+)
+"""``STARQUAKE_*`` environment variables that are not configuration keys (the command line
+tools' and the tests' own)."""
 MAX_PARTITIONS = 10_000
 """The most partitions any partitioned topic can have, whatever the configuration says: each
 partition is a topic, and listing or deleting a partitioned topic touches every one."""
@@ -192,7 +209,7 @@ class BrokerConfig:
         f = fields.get(key)
         if f is None:
             if strict:
-                raise ConfigError(f"unknown configuration key {key!r}")
+                raise ConfigError(f"unknown configuration key {key!r}{did_you_mean(key)}")
             self.extra[key] = str(value)
             return
         default = getattr(BrokerConfig, key)
@@ -288,6 +305,44 @@ _CHOICES: dict[str, frozenset[str]] = {
 }
 
 
+def close_key(name: str) -> str | None:
+    """The configuration key ``name`` is most likely a misspelling of (None if none is close)."""
+    keys = BrokerConfig.keys()
+    by_case = {k.lower(): k for k in keys}
+    if name.lower() in by_case:
+        return by_case[name.lower()]
+    found = difflib.get_close_matches(name, keys, n=1, cutoff=0.8)
+    return found[0] if found else None
+
+
+def did_you_mean(name: str) -> str:
+    """``"; did you mean KEY?"`` for the key closest to ``name``, or ``""``."""
+    key = close_key(name)
+    return f"; did you mean {key}?" if key else ""
+
+
+def _environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The configuration keys set as ``STARQUAKE_<key>`` variables. A variable that looks like
+    a misspelt key is refused (ConfigError naming it); other unknown ones are logged."""
+    known = set(BrokerConfig.keys())
+    values: dict[str, str] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or name in OTHER_VARIABLES:
+            continue
+        key = name[len(ENV_PREFIX) :]
+        if key in known:
+            values[key] = value
+            continue
+        close = close_key(key)
+        if close is not None:
+            raise ConfigError(
+                f"environment variable {name} is not a configuration key; "
+                f"did you mean {ENV_PREFIX}{close}?"
+            )
+        log.warning("ignoring environment variable %s: not a configuration key", name)
+    return values
+
+
 def _convert(key: str, value: Any, kind: type) -> Any:
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
@@ -344,10 +399,8 @@ def load_config(
     if conf_file is not None:
         config.update(parse_conf_file(conf_file), strict=False)
     env = os.environ if environ is None else environ
-    known = set(BrokerConfig.keys())
-    for name, value in env.items():
-        if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX) :] in known:
-            config.set(name[len(ENV_PREFIX) :], value)
+    for key, value in _environment(env).items():
+        config.set(key, value)
     if overrides:
         config.update(overrides)
     config.validate()
