@@ -218,3 +218,24 @@ def test_topics_at_the_partition_limit_are_listed_by_both_ports(broker: BrokerPr
         consumer.close()
     finally:
         client.close()
+
+
+def test_non_partitioned_endpoints_leave_a_partitioned_topic_alone(broker: BrokerProcess) -> None:
+    """The base name of a partitioned topic names no topic of its own: the endpoints for one
+    topic refuse it instead of creating a stray topic under that name."""
+    assert admin_json(broker, "PUT", f"{NS}/parts/partitions", 2)[0] == 204
+    reply = admin_json(broker, "POST", f"{NS}/parts/terminate")
+    assert reply == (405, {"reason": "Termination of a partitioned topic is not allowed"})
+    for path in ("internalStats", "lastMessageId", "stats"):
+        assert admin_json(broker, "GET", f"{NS}/parts/{path}")[0] == 404, path
+    listed = admin_json(broker, "GET", NS)[1]
+    assert "persistent://public/default/parts" not in listed
+    # a partition past the count is no topic to create either
+    reply = admin_json(broker, "PUT", f"{NS}/parts-partition-5")
+    assert reply[0] == 412, reply
+    assert "persistent://public/default/parts-partition-5" not in admin_json(broker, "GET", NS)[1]
+    # and a partitioned topic cannot take the name of a non-partitioned one
+    assert admin_json(broker, "PUT", f"{NS}/single")[0] == 204
+    reply = admin_json(broker, "PUT", f"{NS}/single/partitions", 2)
+    assert reply == (409, {"reason": "This topic already exists"})
+    assert admin_json(broker, "GET", f"{NS}/single/partitions") == (200, {"partitions": 0})

@@ -66,6 +66,9 @@ def install(web: WebServer, service: BrokerService) -> None:
         if refusal is not None:
             return json_reply(406, {"reason": str(refusal)})
         resources = service.resources
+        if create and resources.partitions(topic) == 0 and service.topic_exists(topic):
+            # a non-partitioned topic of that name (as Pulsar answers)
+            return json_reply(409, {"reason": "This topic already exists"})
         call = resources.create_partitioned_topic if create else resources.update_partitioned_topic
         try:
             await asyncio.to_thread(call, topic, count)

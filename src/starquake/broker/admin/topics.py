@@ -186,6 +186,8 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     async def terminate(params: dict[str, str], _body: bytes) -> Reply:
         topic = topic_of(params)
+        if service.resources.partitions(topic) > 0:
+            return json_reply(405, {"reason": "Termination of a partitioned topic is not allowed"})
         last = await topic_admin.terminate(service, topic)
         return json_reply(200, message_id(last, topic.partition_index))
 
