@@ -10,6 +10,8 @@ keys we do not use); unknown keys given explicitly are an error, as a typo there
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import math
 import os
 import shlex
@@ -20,7 +22,25 @@ from typing import Any
 
 from starquake.broker import pulsar_settings
 
+log = logging.getLogger(__name__)
+
 ENV_PREFIX = "STARQUAKE_"
+OTHER_VARIABLES = frozenset(
+    {
+        "STARQUAKE_STORAGE_FAULTS",
+        "STARQUAKE_URL",
+        "STARQUAKE_ADMIN_URL",
+        "STARQUAKE_AUTH_PLUGIN",
+        "STARQUAKE_AUTH_PARAMS",
+        "STARQUAKE_TLS_TRUST_CERT_PATH",
+        "STARQUAKE_MODEL_EXAMPLES",
+    }
+)
+"""``STARQUAKE_*`` environment variables that are not configuration keys (the command line
+tools' and the tests' own)."""
+MAX_PARTITIONS = 10_000
+"""The most partitions any partitioned topic can have, whatever the configuration says: each
+partition is a topic, and listing or deleting a partitioned topic touches every one."""
 
 
 class ConfigError(ValueError):
@@ -78,6 +98,13 @@ class BrokerConfig:
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
+    """Partitions of a topic created automatically as partitioned (at most the partition limit:
+    ``maxNumPartitionsPerPartitionedTopic``, or :data:`MAX_PARTITIONS`)."""
+    maxNumPartitionsPerPartitionedTopic: int = 0
+    """Most partitions a partitioned topic may have: creating or growing one past it is refused
+    with 406, a namespace's ``defaultNumPartitions`` above it too, and automatic creation makes
+    at most this many. 0, as in Pulsar, sets no limit of its own; Starquake still never goes
+    past :data:`MAX_PARTITIONS`."""
     allowAutoSubscriptionCreation: bool = True
     dispatcherMaxReadBatchSize: int = 100
     subscriptionKeySharedUseConsistentHashing: bool = True
@@ -224,7 +251,7 @@ class BrokerConfig:
         f = fields.get(key)
         if f is None:
             if strict and key not in SYSTEM_PROPERTIES and not pulsar_settings.pulsar_key(key):
-                raise ConfigError(f"unknown configuration key {key!r}")
+                raise ConfigError(f"unknown configuration key {key!r}{did_you_mean(key)}")
             self.extra[key] = str(value)
             return
         default = getattr(BrokerConfig, key)
@@ -275,6 +302,12 @@ class BrokerConfig:
         return mode
 
     @property
+    def partition_limit(self) -> int:
+        """The most partitions a partitioned topic may have here."""
+        configured = self.maxNumPartitionsPerPartitionedTopic
+        return min(configured, MAX_PARTITIONS) if configured > 0 else MAX_PARTITIONS
+
+    @property
     def advertised_host(self) -> str:
         """The host clients are told to connect to (loopback for a wildcard bind)."""
         if self.advertisedAddress:
@@ -303,7 +336,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "maxMessageSize": (1, _INT),
     "keepAliveIntervalSeconds": (1, _YEAR_SECONDS),
     "maxPendingSendBytesPerConnection": (0, _LONG),
-    "defaultNumPartitions": (1, _INT),
+    "defaultNumPartitions": (1, MAX_PARTITIONS),
+    "maxNumPartitionsPerPartitionedTopic": (0, MAX_PARTITIONS),
     "dispatcherMaxReadBatchSize": (1, _INT),
     "subscriptionKeySharedConsistentHashingReplicaPoints": (1, _INT),
     "maxUnackedMessagesPerConsumer": (0, _INT),
@@ -352,6 +386,44 @@ _CHOICES: dict[str, frozenset[str]] = {
 
 def _number(value: float) -> str:
     return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def close_key(name: str) -> str | None:
+    """The configuration key ``name`` is most likely a misspelling of (None if none is close)."""
+    keys = BrokerConfig.keys()
+    by_case = {k.lower(): k for k in keys}
+    if name.lower() in by_case:
+        return by_case[name.lower()]
+    found = difflib.get_close_matches(name, keys, n=1, cutoff=0.8)
+    return found[0] if found else None
+
+
+def did_you_mean(name: str) -> str:
+    """``"; did you mean KEY?"`` for the key closest to ``name``, or ``""``."""
+    key = close_key(name)
+    return f"; did you mean {key}?" if key else ""
+
+
+def _environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The configuration keys set as ``STARQUAKE_<key>`` variables. A variable that looks like
+    a misspelt key is refused (ConfigError naming it); other unknown ones are logged."""
+    known = set(BrokerConfig.keys())
+    values: dict[str, str] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or name in OTHER_VARIABLES:
+            continue
+        key = name[len(ENV_PREFIX) :]
+        if key in known or pulsar_settings.pulsar_key(key):
+            values[key] = value
+            continue
+        close = close_key(key)
+        if close is not None:
+            raise ConfigError(
+                f"environment variable {name} is not a configuration key; "
+                f"did you mean {ENV_PREFIX}{close}?"
+            )
+        log.warning("ignoring environment variable %s: not a configuration key", name)
+    return values
 
 
 def _convert(key: str, value: Any, kind: type) -> Any:
@@ -410,11 +482,8 @@ def load_config(
     if conf_file is not None:
         config.update(parse_conf_file(conf_file), strict=False)
     env = os.environ if environ is None else environ
-    known = set(BrokerConfig.keys())
-    for name, value in env.items():
-        key = name[len(ENV_PREFIX) :]
-        if name.startswith(ENV_PREFIX) and (key in known or pulsar_settings.pulsar_key(key)):
-            config.set(key, value)
+    for key, value in _environment(env).items():
+        config.set(key, value)
     if overrides:
         config.update(overrides)
     if not config.basicAuthConf:

@@ -59,12 +59,16 @@ class Consumer:
 
     __slots__ = (
         "allow_out_of_order",
+        "avg_messages_per_entry",
         "blocked",
         "bytes_out_counter",
         "cnx",
         "connected_since",
         "consumer_id",
         "key_hash_ranges",
+        "last_acked_timestamp",
+        "last_consumed_flow_timestamp",
+        "last_consumed_timestamp",
         "metadata",
         "msg_out_counter",
         "name",
@@ -110,6 +114,13 @@ class Consumer:
         self.allow_out_of_order = False
         self.read_position_when_joining: Position | None = None
         self.metadata: dict[str, str] = {}
+        # For the stats, as Pulsar keeps them (epoch milliseconds; 0: never): when messages
+        # were last dispatched, acknowledged, and asked for (FLOW); and a moving average of
+        # the messages per dispatched entry, updated once per dispatch.
+        self.last_consumed_timestamp = 0
+        self.last_acked_timestamp = 0
+        self.last_consumed_flow_timestamp = 0
+        self.avg_messages_per_entry = 0.0
 
     @property
     def unacked_messages(self) -> int:
@@ -151,7 +162,19 @@ class Consumer:
         self.unacked += sent
         self.msg_out_counter += sent
         self.bytes_out_counter += size
+        if entries:
+            self.dispatched(sent / len(entries))
         self.cnx.write_frames(frames)
+
+    def dispatched(self, messages_per_entry: float) -> None:
+        """Entries went to the client (``messages_per_entry`` on average): note the time and
+        fold the figure into the average, weighting the newest dispatch by 0.9 (as Pulsar)."""
+        self.last_consumed_timestamp = int(time.time() * 1000)
+        average = self.avg_messages_per_entry
+        if average < 1:  # no dispatch yet
+            self.avg_messages_per_entry = messages_per_entry
+        else:
+            self.avg_messages_per_entry = round(average * 0.1 + messages_per_entry * 0.9)
 
     def acked(self, position: Position) -> bool:
         """Forget ``position`` (acknowledged); True if it was pending here."""

@@ -190,7 +190,11 @@ class ConsumerCommands:
         consumer = self._cnx.consumers.get(flow.consumer_id)
         if consumer is None:
             return
-        dispatcher = consumer.subscription.dispatcher
+        now = int(time.time() * 1000)
+        consumer.last_consumed_flow_timestamp = now
+        subscription = consumer.subscription
+        subscription.last_consumed_flow_timestamp = now
+        dispatcher = subscription.dispatcher
         if dispatcher is not None:
             dispatcher.consumer_flow(consumer, flow.messagePermits)
 
@@ -200,6 +204,7 @@ class ConsumerCommands:
         wants_response = ack.HasField("request_id")
         try:
             consumer = self._consumer(ack)
+            consumer.last_acked_timestamp = int(time.time() * 1000)
             if int(ack.ack_type) == AckType.Cumulative:
                 self._ack_cumulative(consumer, ack)
             else:

@@ -125,6 +125,8 @@ class NonPersistentSubscription:
         self.name = name
         self.dispatcher: NonPersistentDispatcher | None = None
         self.msg_drop_counter = 0
+        self.last_consumed_flow_timestamp = 0
+        """When a consumer last asked for messages (epoch milliseconds; 0: never)."""
         self.departed_out = (0, 0)
         """Messages and bytes dispatched to consumers that have left."""
         self.rates = RateWindow()
@@ -178,6 +180,7 @@ class NonPersistentSubscription:
         consumer.permits -= info.num_messages  # before the write, which may hold permits back
         consumer.msg_out_counter += info.num_messages
         consumer.bytes_out_counter += len(entry)
+        consumer.dispatched(info.num_messages)
         consumer.cnx.write_frames([header, entry])
 
     # Acknowledgments and redelivery mean nothing without storage.

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from starquake.broker import admin, pulsar_settings
@@ -35,6 +37,15 @@ def storage_faults(path: str) -> StorageFaults:
 
 class BrokerStartError(Exception):
     """The broker cannot start (e.g. its data directory is in use by another broker)."""
+
+
+@contextlib.contextmanager
+def _naming(key: str, value: object) -> Iterator[None]:
+    """Report an OSError in the block as a BrokerStartError naming the configuration key."""
+    try:
+        yield
+    except OSError as exc:
+        raise BrokerStartError(f"{key} {value}: {exc}") from exc
 
 
 class BrokerServer:
@@ -122,13 +133,17 @@ class BrokerServer:
             service = BrokerService(config, self._faults)
         except (StorageError, ConfigError) as exc:
             raise BrokerStartError(str(exc)) from exc
+        except OSError as exc:  # the data directory cannot be created, read or written
+            raise BrokerStartError(f"dataDir {config.dataDir}: {exc}") from exc
         self.service = service
         try:
             if config.brokerServicePort >= 0:
-                self.broker_port = await self._listen(service, config.brokerServicePort, None)
+                self.broker_port = await self._listen(
+                    service, "brokerServicePort", config.brokerServicePort, None
+                )
             if config.brokerServicePortTls >= 0:
                 self.broker_port_tls = await self._listen(
-                    service, config.brokerServicePortTls, ssl_context
+                    service, "brokerServicePortTls", config.brokerServicePortTls, ssl_context
                 )
         except BaseException:
             for server in self._servers:
@@ -143,17 +158,24 @@ class BrokerServer:
             self.web.authorize = web_authorizer(service.authorization)
         if service.authentication is not None:
             self.web.authenticate = service.authentication.authenticate_http
-        self.web_port = await self.web.start(config.bindAddress, config.webServicePort)
+        with _naming("webServicePort", config.webServicePort):
+            self.web_port = await self.web.start(config.bindAddress, config.webServicePort)
         if config.webServicePortTls >= 0:
             assert ssl_context is not None
-            self.web_port_tls = await self.web.start_tls(
-                config.bindAddress, config.webServicePortTls, ssl_context
-            )
+            with _naming("webServicePortTls", config.webServicePortTls):
+                self.web_port_tls = await self.web.start_tls(
+                    config.bindAddress, config.webServicePortTls, ssl_context
+                )
         urls = self.urls
+<<<<<<< HEAD
         try:
             await asyncio.to_thread(service.start_resources, urls)
         except StorageError as exc:  # e.g. a damaged stored cluster record
             raise BrokerStartError(str(exc)) from exc
+=======
+        with _naming("dataDir", config.dataDir):
+            await asyncio.to_thread(service.start_resources, urls)
+>>>>>>> h/adminops
         service.start(urls)
         for server in self._servers:
             server.start()
@@ -166,8 +188,9 @@ class BrokerServer:
         )
 
     async def _listen(
-        self, service: BrokerService, port: int, ssl_context: ssl.SSLContext | None
+        self, service: BrokerService, key: str, port: int, ssl_context: ssl.SSLContext | None
     ) -> int:
+<<<<<<< HEAD
         """Bind ``port`` (not serving yet); returns the port actually bound."""
         sockets = await asyncio.to_thread(bind, self.config.bindAddress, port, BINARY_BACKLOG)
         server = Listener(
@@ -179,6 +202,20 @@ class BrokerServer:
             max_connections=self.config.brokerMaxConnections,
             at_limit=REFUSE,
         )
+=======
+        """Bind ``port`` (not serving yet; ``key`` names it in errors); returns the port
+        actually bound."""
+        loop = asyncio.get_running_loop()
+        with _naming(key, port):
+            server = await loop.create_server(
+                lambda: ServerCnx(service),
+                self.config.bindAddress,
+                port,
+                ssl=ssl_context,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if ssl_context is not None else None,
+                start_serving=False,
+            )
+>>>>>>> h/adminops
         self._servers.append(server)
         return server.port
 

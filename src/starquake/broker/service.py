@@ -360,7 +360,8 @@ class BrokerService:
 
     async def create_auto_partitioned(self, topic: TopicName) -> int:
         """Create ``topic`` as a partitioned topic (auto-creation); returns its partition count."""
-        partitions = max(1, self.auto_topic_creation(topic)[2])
+        # at most the partition limit, as Pulsar clamps defaultNumPartitions to its maximum
+        partitions = min(max(1, self.auto_topic_creation(topic)[2]), self.config.partition_limit)
         try:
             await asyncio.to_thread(self.resources.create_partitioned_topic, topic, partitions)
         except BrokerServiceError:
@@ -622,12 +623,22 @@ class BrokerService:
             log.exception("closing ledger of %s failed", topic.full_name)
         log.info("unloaded topic %s", topic.full_name)
 
-    def list_topics(self, namespace: str, persistent: bool = True) -> list[str]:
-        """Topics of a namespace, with partitions listed as ``<name>-partition-<i>``."""
+    async def list_topics(self, namespace: str, persistent: bool = True) -> list[str]:
+        """Topics of a namespace, with partitions listed as ``<name>-partition-<i>``.
+
+        The names of the partitions (up to the partition limit for each partitioned topic) and
+        the stored ledgers are gathered off the event loop, from a snapshot taken on it.
+        """
         if not persistent:
             return topic_listing.non_persistent_topics(self.nonpersistent_topics, namespace)
-        stored = itertools.chain(self.topics, self.factory.list_names())
-        return topic_listing.persistent_topics(stored, self.resources, namespace)
+        loaded = list(self.topics)
+        partitioned = topic_listing.partitioned_counts(self.resources, namespace)
+
+        def gather() -> list[str]:
+            stored = itertools.chain(loaded, self.factory.list_names())
+            return topic_listing.persistent_topics(stored, partitioned, namespace)
+
+        return await asyncio.to_thread(gather)
 
     @staticmethod
     def filter_topics(topics: Iterable[str], pattern: str) -> list[str]:

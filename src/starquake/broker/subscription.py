@@ -75,6 +75,10 @@ class Subscription:
         self.expired_counter = 0
         self._told_end: set[Consumer] = set()
         self.last_expire_timestamp = 0
+        self.last_consumed_flow_timestamp = 0
+        """When a consumer last asked for messages (epoch milliseconds; 0: never)."""
+        self.last_mark_delete_advanced_timestamp = 0
+        """When an acknowledgment last moved the mark-delete position (epoch ms; 0: never)."""
         self.fenced = False
         """True while a cursor reset is being stored: consumers cannot attach (they retry)."""
         self.start_position: Position | None = None
@@ -224,14 +228,14 @@ class Subscription:
         self._after_ack(consumer, before)
 
     def _after_ack(self, consumer: Consumer, mark_delete_before: Position) -> None:
+        moved = self.cursor.mark_delete_position != mark_delete_before
+        if moved:
+            self.last_mark_delete_advanced_timestamp = int(time.time() * 1000)
         dispatcher = self.dispatcher
         if dispatcher is None:
             return
         dispatcher.on_acked(consumer)
-        if (
-            isinstance(dispatcher, KeySharedDispatcher)
-            and self.cursor.mark_delete_position != mark_delete_before
-        ):
+        if moved and isinstance(dispatcher, KeySharedDispatcher):
             dispatcher.on_mark_delete_moved()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:

@@ -53,8 +53,11 @@ async def existing_topic(
     service: BrokerService, topic: TopicName, *, create: bool = False
 ) -> TopicApi:
     """The topic, loaded if it is stored; TopicNotFoundError if it does not exist (unless
-    ``create`` and automatic topic creation allow creating it)."""
+    ``create`` and automatic topic creation allow creating it) or is the base name of a
+    partitioned topic (which names no topic of its own: loading it would create one)."""
     service.check_namespace(topic)
+    if service.resources.partitions(topic) > 0:
+        raise TopicNotFoundError(f"{topic} is a partitioned topic: name one of its partitions")
     if topic.domain is TopicDomain.PERSISTENT:
         return await service.get_topic(topic, create=create)
     loaded = service.loaded_topic(topic)
@@ -78,6 +81,13 @@ async def create_topic(service: BrokerService, topic: TopicName) -> None:
     service.check_namespace(topic)
     if service.resources.partitions(topic) > 0:
         raise ConflictError(f"{topic} already exists as a partitioned topic")
+    if topic.is_partition:
+        count = service.resources.partitions(topic.partitioned_topic_name)
+        if 0 < count <= topic.partition_index:
+            raise PreconditionFailed(
+                f"Can't create topic {topic}: the partitioned topic "
+                f"{topic.partitioned_topic_name} has {count} partitions"
+            )
     if service.topic_exists(topic) or service.loaded_topic(topic) is not None:
         raise ConflictError(f"Topic {topic} already exists")
     await service.get_topic(topic, create=True, explicit=True)
@@ -89,9 +99,18 @@ def _in_use(topic: TopicApi) -> bool:
 
 
 async def delete_topic(service: BrokerService, topic: TopicName, *, force: bool) -> None:
-    """Delete a non-partitioned topic and its data; with clients attached only when forced."""
+    """Delete a non-partitioned topic and its data; with clients attached only when forced.
+
+    The base name of a partitioned topic is refused (ConflictError) and nothing is deleted:
+    that topic goes with :func:`delete_partitioned_topic`, as in Pulsar.
+    """
     service.check_namespace(topic)
     name = str(topic)
+    if service.resources.partitions(topic) > 0:
+        raise ConflictError(
+            f"{name} is a partitioned topic, instead of calling delete topic, please call "
+            "delete-partitioned-topic."
+        )
     if topic.domain is not TopicDomain.PERSISTENT:
         np_topic = service.nonpersistent_topics.get(name)
         if np_topic is None:

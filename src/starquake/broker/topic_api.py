@@ -57,6 +57,9 @@ class SubscriptionApi(Protocol):
     def dispatcher(self) -> DispatcherApi | None:
         """The dispatcher of the current subscription type; None before any consumer."""
 
+    last_consumed_flow_timestamp: int
+    """When a consumer last asked for messages (epoch milliseconds; 0: never)."""
+
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer (raises if its type or limits forbid it)."""
 

@@ -81,24 +81,31 @@ class TopicCommands:
         if not self._service.resources.namespace_exists(namespace):
             self._cnx.fail(request, MetadataError(f"Namespace {namespace} does not exist"))
             return
-        topics: list[str] = []
-        if int(request.mode) != TopicListMode.NON_PERSISTENT:
-            topics += self._service.list_topics(namespace)
-        if int(request.mode) != TopicListMode.PERSISTENT:
-            topics += self._service.list_topics(namespace, persistent=False)
-        topics = hide_system_topics(topics)  # as Pulsar: clients never see system topics
-        filtered = False
-        if request.HasField("topics_pattern"):
-            try:
-                topics = self._service.filter_topics(topics, request.topics_pattern)
-                filtered = True
-            except Exception:
-                filtered = False
-        self._cnx.write(
-            commands.get_topics_of_namespace_response(
-                request.request_id, topics, filtered=filtered, topics_hash=topics_hash(topics)
+        mode = int(request.mode)
+
+        async def gather() -> list[str]:
+            topics: list[str] = []
+            if mode != TopicListMode.NON_PERSISTENT:
+                topics += await self._service.list_topics(namespace)
+            if mode != TopicListMode.PERSISTENT:
+                topics += await self._service.list_topics(namespace, persistent=False)
+            return hide_system_topics(topics)  # as Pulsar: clients never see system topics
+
+        def answer(topics: list[str]) -> None:
+            filtered = False
+            if request.HasField("topics_pattern"):
+                try:
+                    topics = self._service.filter_topics(topics, request.topics_pattern)
+                    filtered = True
+                except Exception:
+                    filtered = False
+            self._cnx.write(
+                commands.get_topics_of_namespace_response(
+                    request.request_id, topics, filtered=filtered, topics_hash=topics_hash(topics)
+                )
             )
-        )
+
+        self._cnx.await_then(request, gather(), answer, f"GET_TOPICS_OF_NAMESPACE of {namespace}")
 
     def on_get_schema(self, command: T, _: bytes | None) -> None:
         """GET_SCHEMA: the topic's schema of the given version (default: the latest)."""

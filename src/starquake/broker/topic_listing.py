@@ -18,11 +18,22 @@ def non_persistent_topics(topics: Mapping[str, NonPersistentTopic], namespace: s
     return sorted(name for name, t in topics.items() if t.name.namespace_name == namespace)
 
 
+def partitioned_counts(resources: PulsarResources, namespace: str) -> list[tuple[TopicName, int]]:
+    """The persistent partitioned topics of ``namespace`` and their partition counts."""
+    out = []
+    for base in resources.partitioned_topics(namespace):
+        parsed = TopicName.parse(base)
+        if parsed.is_persistent:
+            out.append((parsed, resources.partitions(parsed)))
+    return out
+
+
 def persistent_topics(
-    stored_names: Iterable[str], resources: PulsarResources, namespace: str
+    stored_names: Iterable[str], partitioned: Iterable[tuple[TopicName, int]], namespace: str
 ) -> list[str]:
     """The persistent topics of ``namespace``, sorted: those with a ledger (``stored_names``)
-    and every partition of its partitioned topics, as ``<name>-partition-<i>``."""
+    and every partition of its partitioned topics (``partitioned``: each with its count), as
+    ``<name>-partition-<i>``."""
     names: set[str] = set()
     for name in stored_names:
         try:
@@ -31,11 +42,8 @@ def persistent_topics(
             continue
         if parsed.namespace_name == namespace and parsed.is_persistent:
             names.add(name)
-    for base in resources.partitioned_topics(namespace):
-        parsed = TopicName.parse(base)
-        if parsed.is_persistent:
-            count = resources.partitions(parsed)
-            names.update(str(parsed.partition(i)) for i in range(count))
+    for parsed, count in partitioned:
+        names.update(str(parsed.partition(i)) for i in range(count))
     return sorted(names)
 
 

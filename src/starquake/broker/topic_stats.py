@@ -92,14 +92,14 @@ def _consumer(consumer: Consumer, now: float, ranges: list[tuple[int, int]] | No
         "consumerName": consumer.name,
         "availablePermits": max(consumer.permits, 0),
         "unackedMessages": consumer.unacked,
-        "avgMessagesPerEntry": 0,
+        "avgMessagesPerEntry": round(consumer.avg_messages_per_entry),
         "blockedConsumerOnUnackedMsgs": consumer.blocked,
         "address": cnx.remote_address,
         "connectedSince": _iso(consumer.connected_since),
         "clientVersion": cnx.client_version,
-        "lastAckedTimestamp": 0,
-        "lastConsumedTimestamp": 0,
-        "lastConsumedFlowTimestamp": 0,
+        "lastAckedTimestamp": consumer.last_acked_timestamp,
+        "lastConsumedTimestamp": consumer.last_consumed_timestamp,
+        "lastConsumedFlowTimestamp": consumer.last_consumed_flow_timestamp,
         "metadata": dict(consumer.metadata),
     }
     if ranges is not None:
@@ -144,10 +144,11 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
         "msgRateExpired": 0.0,
         "totalMsgExpired": subscription.expired_counter,
         "lastExpireTimestamp": subscription.last_expire_timestamp,
-        "lastConsumedFlowTimestamp": 0,
-        "lastConsumedTimestamp": 0,
-        "lastAckedTimestamp": 0,
-        "lastMarkDeleteAdvancedTimestamp": 0,
+        # as Pulsar: the latest of the connected consumers' times
+        "lastConsumedFlowTimestamp": subscription.last_consumed_flow_timestamp,
+        "lastConsumedTimestamp": max((c["lastConsumedTimestamp"] for c in consumers), default=0),
+        "lastAckedTimestamp": max((c["lastAckedTimestamp"] for c in consumers), default=0),
+        "lastMarkDeleteAdvancedTimestamp": subscription.last_mark_delete_advanced_timestamp,
         "consumers": consumers,
         "isDurable": subscription.durable,
         "isReplicated": False,
@@ -231,6 +232,7 @@ def nonpersistent_stats(topic: NonPersistentTopic, now: float | None = None) -> 
         messages_out, bytes_out = subscription_out(sub)
         rate, throughput = sub.rates.rates(now, messages_out, bytes_out)
         dispatcher = sub.dispatcher
+        consumers = [_consumer(c, now, None) for c in sub.consumers]
         subscriptions[name] = {
             "msgRateOut": rate,
             "msgThroughputOut": throughput,
@@ -242,7 +244,12 @@ def nonpersistent_stats(topic: NonPersistentTopic, now: float | None = None) -> 
             "unackedMessages": 0,
             "type": dispatcher.sub_type.name if dispatcher is not None else "None",
             "isDurable": False,
-            "consumers": [_consumer(c, now, None) for c in sub.consumers],
+            "consumers": consumers,
+            "lastConsumedFlowTimestamp": sub.last_consumed_flow_timestamp,
+            "lastConsumedTimestamp": max(
+                (c["lastConsumedTimestamp"] for c in consumers), default=0
+            ),
+            "lastAckedTimestamp": max((c["lastAckedTimestamp"] for c in consumers), default=0),
         }
     return {
         **_traffic(topic, subscriptions, now),
@@ -254,6 +261,17 @@ def nonpersistent_stats(topic: NonPersistentTopic, now: float | None = None) -> 
         "replication": {},
         "ownerBroker": topic.service.owner_broker,
     }
+
+
+def _messages_consumed(topic: PersistentTopic, cursor: Any) -> int:
+    """The cursor's messagesConsumedCounter as Pulsar's managed cursor keeps it: the entries
+    added since the topic was loaded less those not read yet (negative while a cursor that
+    was behind at load time catches up)."""
+    read = cursor.read_position
+    unread = topic.ledger.count_entries(
+        (read.ledger_id, read.entry_id - 1), topic.ledger.last_confirmed
+    )
+    return int(topic.entries_added - unread)
 
 
 def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
@@ -270,7 +288,7 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
             "readPosition": _position(cursor.read_position),
             "waitingReadOp": False,
             "pendingReadOps": 0,
-            "messagesConsumedCounter": 0,
+            "messagesConsumedCounter": _messages_consumed(topic, cursor),
             "cursorLedger": -1,
             "cursorLedgerLastEntry": -1,
             "individuallyDeletedMessages": "["

@@ -22,6 +22,30 @@ from collections.abc import Sequence
 
 import click
 
+_STANDALONE_EPILOG = """\
+configuration:
+  Every setting is a key of Pulsar's broker.conf. Lowest precedence first: the defaults, the
+  -c FILE (key=value lines; keys Starquake does not use are ignored), STARQUAKE_<key>
+  environment variables, then -D KEY=VALUE and the flags above. An unknown key given with -D,
+  or a STARQUAKE_ variable that looks like a misspelt key, stops the broker (exit code 2).
+  Keys (their defaults and meanings: README.md, "Configuration"):
+{keys}
+
+examples:
+  starquake standalone --data-dir /var/lib/starquake --log-level WARNING
+  starquake standalone -D brokerDeduplicationEnabled=true -D defaultRetentionTimeInMinutes=60
+  STARQUAKE_webServicePort=8081 starquake standalone
+"""
+
+
+def _keys_text() -> str:
+    import textwrap
+
+    from starquake.broker.config import BrokerConfig
+
+    text = ", ".join(BrokerConfig.keys())
+    return textwrap.fill(text, width=92, initial_indent="    ", subsequent_indent="    ")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -29,7 +53,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Starquake: a Pulsar-compatible messaging and streaming broker in Python.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sa = sub.add_parser("standalone", help="run a standalone broker with embedded storage")
+    sa = sub.add_parser(
+        "standalone",
+        help="run a standalone broker with embedded storage",
+        description="Run a standalone broker with embedded storage until SIGINT or SIGTERM.",
+        epilog=_STANDALONE_EPILOG.format(keys=_keys_text()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sa.add_argument("--data-dir", help="data directory (dataDir; default ./data)")
     sa.add_argument(
         "--broker-port", type=int, help="binary protocol port (brokerServicePort; 6650)"
@@ -44,9 +74,16 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="set any broker.conf key (repeatable); also STARQUAKE_<key> in the environment",
+        help="set a broker.conf key (repeatable; the keys are listed below); also "
+        "STARQUAKE_<key> in the environment",
     )
-    sa.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    sa.add_argument(
+        "--log-level",
+        default="INFO",
+        metavar="LEVEL",
+        help="DEBUG, INFO (one line per lifecycle event: the default), WARNING, ERROR or "
+        "CRITICAL, in any case",
+    )
     return parser
 
 

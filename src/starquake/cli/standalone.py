@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import logging
 import os
 import signal
@@ -15,11 +16,26 @@ from starquake.broker.config import ConfigError, load_config, parse_overrides
 from starquake.broker.data_dir import restrict_umask
 from starquake.broker.server import BrokerServer, BrokerStartError, storage_faults
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level_refusal(value: str) -> str | None:
+    """Why ``value`` is not a ``--log-level`` (None when it is one), with the close match."""
+    if value.upper() in (*LOG_LEVELS, "WARN"):
+        return None
+    close = difflib.get_close_matches(value.upper(), LOG_LEVELS, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"--log-level {value!r} is not one of {', '.join(LOG_LEVELS)}{hint}"
+
 
 def run_standalone(args: argparse.Namespace) -> int:
     """Run a standalone broker with the parsed command line until stopped; the exit code."""
+    refusal = log_level_refusal(str(args.log_level))
+    if refusal is not None:
+        print(f"starquake: {refusal}", file=sys.stderr)
+        return 2
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=getattr(logging, str(args.log_level).upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     overrides: dict[str, Any] = {}

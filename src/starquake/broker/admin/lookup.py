@@ -71,9 +71,9 @@ def install(web: WebServer, service: BrokerService) -> None:
             return json_reply(400, {"reason": f"unknown mode {mode!r}"})
         names: list[str] = []
         if mode in ("PERSISTENT", "ALL"):
-            names += service.list_topics(namespace, persistent=True)
+            names += await service.list_topics(namespace, persistent=True)
         if mode in ("NON_PERSISTENT", "ALL"):
-            names += service.list_topics(namespace, persistent=False)
+            names += await service.list_topics(namespace, persistent=False)
         return json_reply(200, names)
 
     web.route_pattern("GET", LOOKUP, lookup)

@@ -9,11 +9,17 @@ the same path raises the count (it can only grow), ``GET`` answers ``{"partition
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import TYPE_CHECKING
 
-from starquake.broker.admin.replies import NO_CONTENT, Reply, status_of
+from starquake.broker.admin.replies import (
+    NO_CONTENT,
+    BadRequest,
+    Reply,
+    parse_json,
+    partition_count_refusal,
+    status_of,
+)
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.system_topics import CREATE_REFUSED, is_system_topic
 from starquake.broker.web import WebServer, json_reply
@@ -40,8 +46,8 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     def count_of(body: bytes) -> int | None:
         try:
-            value = json.loads(body or b"null")
-        except ValueError:
+            value = parse_json(body or b"null")
+        except BadRequest:
             return None
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -55,9 +61,14 @@ def install(web: WebServer, service: BrokerService) -> None:
         count = count_of(body)
         if count is None:
             return json_reply(400, {"reason": "the body must be the number of partitions"})
-        if count < 1:  # Pulsar answers 406 Not Acceptable, creating or updating
-            return json_reply(406, {"reason": "Number of partitions should be more than 0"})
+        # Pulsar answers 406 Not Acceptable, creating or updating
+        refusal = partition_count_refusal(count, service.config.partition_limit)
+        if refusal is not None:
+            return json_reply(406, {"reason": str(refusal)})
         resources = service.resources
+        if create and resources.partitions(topic) == 0 and service.topic_exists(topic):
+            # a non-partitioned topic of that name (as Pulsar answers)
+            return json_reply(409, {"reason": "This topic already exists"})
         call = resources.create_partitioned_topic if create else resources.update_partitioned_topic
         try:
             await asyncio.to_thread(call, topic, count)

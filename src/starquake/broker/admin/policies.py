@@ -41,11 +41,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker.admin.replies import (
+    MAX_LONG,
     NO_CONTENT,
     BadRequest,
     Endpoint,
     Reply,
     json_body,
+    partition_count_refusal,
     serve_routes,
 )
 from starquake.broker.errors import BrokerServiceError
@@ -83,8 +85,8 @@ def _is_int(value: Any) -> bool:
 
 
 def _whole(value: Any, what: str, minimum: int = 0) -> int:
-    if not _is_int(value) or value < minimum:
-        raise BadRequest(f"{what} must be a whole number >= {minimum}")
+    if not _is_int(value) or not minimum <= value <= MAX_LONG:
+        raise BadRequest(f"{what} must be a whole number from {minimum} to {MAX_LONG}")
     return int(value)
 
 
@@ -182,7 +184,7 @@ def _auto_subscription_creation(value: Any) -> Any:
 
 
 def _strategy(value: Any) -> str:
-    if value not in SCHEMA_STRATEGIES:
+    if not isinstance(value, str) or value not in SCHEMA_STRATEGIES:
         raise BadRequest(
             f"unknown strategy {value!r}; one of {', '.join(sorted(SCHEMA_STRATEGIES))}"
         )
@@ -190,7 +192,7 @@ def _strategy(value: Any) -> str:
 
 
 def _backlog_policy(value: Any) -> str:
-    if value not in BACKLOG_POLICIES:
+    if not isinstance(value, str) or value not in BACKLOG_POLICIES:
         raise BadRequest(f"policy must be one of {', '.join(sorted(BACKLOG_POLICIES))}")
     return str(value)
 
@@ -239,7 +241,7 @@ DELETE_MODES = frozenset({"delete_when_no_subscriptions", "delete_when_subscript
 
 
 def _delete_mode(value: Any) -> str:
-    if value not in DELETE_MODES:
+    if not isinstance(value, str) or value not in DELETE_MODES:
         modes = ", ".join(sorted(DELETE_MODES))
         raise BadRequest(f"inactiveTopicDeleteMode must be one of {modes}")
     return str(value)
@@ -365,6 +367,11 @@ def install(web: WebServer, service: BrokerService) -> None:
             value = check(json_body(body))
             if field == "retention_policies":
                 check_retention(namespace, value)
+            if field == "autoTopicCreationOverride" and "defaultNumPartitions" in value:
+                limit = service.config.partition_limit
+                refusal = partition_count_refusal(value["defaultNumPartitions"], limit)
+                if refusal is not None:
+                    raise refusal
             await store(namespace, field, value)
             return NO_CONTENT
 

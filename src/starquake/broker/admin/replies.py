@@ -20,10 +20,13 @@ __all__ = [
     "SEGMENT",
     "BadRequest",
     "Endpoint",
+    "NotAcceptable",
     "Reply",
     "guarded",
     "json_body",
+    "parse_json",
     "status_of",
+    "whole_number",
 ]
 
 NO_CONTENT: Reply = (204, "application/json", b"")
@@ -33,9 +36,23 @@ class BadRequest(Exception):
     """The request body is not what the endpoint takes (HTTP 400)."""
 
 
+class NotAcceptable(BrokerServiceError):
+    """A partition count out of bounds (HTTP 406, as Pulsar answers it)."""
+
+
+def partition_count_refusal(count: int, limit: int) -> NotAcceptable | None:
+    """Why ``count`` partitions are refused (None when they are not), in Pulsar's words."""
+    if count < 1:
+        return NotAcceptable("Number of partitions should be more than 0")
+    if count > limit:
+        return NotAcceptable(f"Number of partitions should be less than or equal to {limit}")
+    return None
+
+
 def status_of(exc: Exception) -> int:
     """The HTTP status of a failed admin operation: 404 unknown, 409 exists, 400 bad body,
-    422 a request that cannot be carried out, 412 for the rest (a precondition that does not
+    422 a request that cannot be carried out, 406 a partition count out of bounds, 412 for the
+    rest (a precondition that does not
     hold, a name Pulsar refuses)."""
     if isinstance(exc, (NotFoundError, TopicNotFoundError, SubscriptionNotFoundError)):
         return 404
@@ -45,17 +62,44 @@ def status_of(exc: Exception) -> int:
         return 400
     if isinstance(exc, UnprocessableError):
         return 422
+    if isinstance(exc, NotAcceptable):
+        return 406
     return 412
+
+
+MAX_LONG = 2**63 - 1
+"""The largest whole number the admin API takes (Pulsar's are Java longs at most)."""
+
+
+def parse_json(data: bytes | str, what: str = "the body") -> Any:
+    """The JSON value of ``data``; BadRequest if it is not JSON, nests too deeply for the
+    parser, or holds a whole number beyond a long."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise BadRequest(f"{what} is nested too deeply") from None
+    except ValueError as exc:  # also bytes that are not UTF-8
+        raise BadRequest(f"{what} is not valid JSON: {exc}") from None
+    return value
 
 
 def json_body(body: bytes, default: Any = None) -> Any:
     """The JSON value of a request body (``default`` when empty); BadRequest if malformed."""
     if not body.strip():
         return default
+    return parse_json(body)
+
+
+def whole_number(text: str, what: str, minimum: int = 0) -> int:
+    """A whole number from a path or query parameter, from ``minimum`` to a long's maximum
+    (BadRequest otherwise)."""
     try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise BadRequest(f"the body is not valid JSON: {exc}") from None
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{what} must be a whole number, not {text[:40]!r}") from None
+    if not minimum <= value <= MAX_LONG:
+        raise BadRequest(f"{what} must be from {minimum} to {MAX_LONG}, not {text[:40]}")
+    return value
 
 
 SEGMENT = r"[^/]+"

@@ -27,7 +27,15 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from starquake.broker.admin.replies import SEGMENT, BadRequest, Reply, guarded, json_body
+from starquake.broker.admin.replies import (
+    SEGMENT,
+    BadRequest,
+    Reply,
+    guarded,
+    json_body,
+    parse_json,
+    whole_number,
+)
 from starquake.broker.resources import NotFoundError
 from starquake.broker.schemas.compatibility import IncompatibleSchemaError, InvalidSchemaError
 from starquake.broker.schemas.registry import StoredSchema, schema_id
@@ -107,7 +115,11 @@ def payload_schema(body: bytes) -> SchemaInfo:
     props = {str(k): str(v) for k, v in properties.items()}
     definition = value.get("schema", "")
     if kind is SchemaType.KEY_VALUE:
-        parts = json.loads(definition) if isinstance(definition, str) and definition else definition
+        parts = (
+            parse_json(definition, "the KEY_VALUE schema")
+            if isinstance(definition, str) and definition
+            else definition
+        )
         if not isinstance(parts, dict) or set(parts) - {"key", "value"}:
             raise BadRequest('a KEY_VALUE schema must be a JSON object {"key": ..., "value": ...}')
         try:
@@ -145,10 +157,7 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     async def get_version(params: dict[str, str], _body: bytes) -> Reply:
         sid, _ = schema_id_of(params)
-        try:
-            version = int(params["version"])
-        except ValueError:
-            raise BadRequest("the version must be a whole number") from None
+        version = whole_number(params["version"], "the version")
         stored = await asyncio.to_thread(registry.get, sid, version)
         if stored is None:
             raise NotFoundError(f"Schema version {version} not found")

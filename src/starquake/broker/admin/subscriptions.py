@@ -29,6 +29,7 @@ from starquake.broker.admin.replies import (
     Reply,
     json_body,
     serve_routes,
+    whole_number,
 )
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import (
@@ -36,6 +37,7 @@ from starquake.broker.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
+from starquake.broker.resources import ConflictError
 from starquake.broker.subscription import Subscription
 from starquake.broker.topic import LATEST_ID, PersistentTopic
 from starquake.broker.web import WebServer, json_reply
@@ -145,6 +147,8 @@ def install(web: WebServer, service: BrokerService) -> None:
         topics = await topics_of(params, create=True)
         if not topics:
             raise TopicNotFoundError(f"Topic {topic_of(params)} not found")
+        if any(name in topic.subscriptions for topic in topics):  # before creating any
+            raise ConflictError(f"Subscription {name} already exists")
         for topic in topics:
             at = start
             if isinstance(start, Position) and len(topics) > 1:
@@ -158,6 +162,10 @@ def install(web: WebServer, service: BrokerService) -> None:
         topics = await topics_of(params)
         if not any(name in t.subscriptions for t in topics):
             raise SubscriptionNotFoundError(f"Subscription {name} not found")
+        if not force and any(
+            t.subscriptions[name].consumers for t in topics if name in t.subscriptions
+        ):  # refused before any partition's subscription is deleted
+            raise topic_admin.PreconditionFailed(f"Subscription {name} has active consumers")
         for topic in topics:
             if name in topic.subscriptions:
                 await topic_admin.delete_subscription(service, topic, name, force=force)
@@ -232,14 +240,8 @@ def install(web: WebServer, service: BrokerService) -> None:
 
 
 def _count(text: str) -> int:
-    """A non-negative integer from the path (BadRequest otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadRequest(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise BadRequest(f"{value} is negative")
-    return value
+    """A non-negative integer from the path, at most a long (BadRequest otherwise)."""
+    return whole_number(text, "the number in the path")
 
 
 __all__ = ["SUBSCRIPTION", "install"]

@@ -170,7 +170,8 @@ def install(web: WebServer, service: BrokerService) -> None:
         namespace = f"{params['tenant']}/{params['namespace']}"
         if not resources.namespace_exists(namespace):
             raise NotFoundError(f"Namespace {namespace} does not exist")
-        topics = service.list_topics(namespace) + service.list_topics(namespace, persistent=False)
+        topics = await service.list_topics(namespace)
+        topics += await service.list_topics(namespace, persistent=False)
         if topics or resources.partitioned_topics(namespace):
             raise ConflictError(f"Cannot delete non empty namespace {namespace}")
         await asyncio.to_thread(resources.delete_namespace, namespace)

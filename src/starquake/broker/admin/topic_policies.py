@@ -58,6 +58,7 @@ from starquake.broker.admin.replies import (
     Reply,
     guarded,
     json_body,
+    whole_number,
 )
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import BrokerServiceError, TopicNotFoundError
@@ -141,10 +142,7 @@ def _message_ttl(params: dict[str, str], body: bytes) -> int:
         if value is None:
             raise BadRequest("give the TTL in seconds as the query parameter messageTTL")
     else:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise BadRequest(f"messageTTL must be a whole number of seconds, not {raw!r}") from None
+        value = whole_number(raw, "messageTTL")
     ttl: int = CHECKS["message_ttl_in_seconds"](value)
     return ttl
 

@@ -117,7 +117,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         if not service.resources.namespace_exists(namespace):
             raise TopicNotFoundError(f"Namespace {namespace} does not exist")
         persistent = params["domain"] == "persistent"
-        names = service.list_topics(namespace, persistent=persistent)
+        names = await service.list_topics(namespace, persistent=persistent)
         if not flag(params, "includeSystemTopic"):
             names = hide_system_topics(names)
         return json_reply(200, names)
@@ -186,6 +186,8 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     async def terminate(params: dict[str, str], _body: bytes) -> Reply:
         topic = topic_of(params)
+        if service.resources.partitions(topic) > 0:
+            return json_reply(405, {"reason": "Termination of a partitioned topic is not allowed"})
         last = await topic_admin.terminate(service, topic)
         return json_reply(200, message_id(last, topic.partition_index))
 
