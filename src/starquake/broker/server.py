@@ -167,15 +167,11 @@ class BrokerServer:
                     config.bindAddress, config.webServicePortTls, ssl_context
                 )
         urls = self.urls
-<<<<<<< HEAD
         try:
-            await asyncio.to_thread(service.start_resources, urls)
+            with _naming("dataDir", config.dataDir):
+                await asyncio.to_thread(service.start_resources, urls)
         except StorageError as exc:  # e.g. a damaged stored cluster record
             raise BrokerStartError(str(exc)) from exc
-=======
-        with _naming("dataDir", config.dataDir):
-            await asyncio.to_thread(service.start_resources, urls)
->>>>>>> h/adminops
         service.start(urls)
         for server in self._servers:
             server.start()
@@ -190,9 +186,10 @@ class BrokerServer:
     async def _listen(
         self, service: BrokerService, key: str, port: int, ssl_context: ssl.SSLContext | None
     ) -> int:
-<<<<<<< HEAD
-        """Bind ``port`` (not serving yet); returns the port actually bound."""
-        sockets = await asyncio.to_thread(bind, self.config.bindAddress, port, BINARY_BACKLOG)
+        """Bind ``port`` (not serving yet; ``key`` names it in errors); returns the port
+        actually bound."""
+        with _naming(key, port):
+            sockets = await asyncio.to_thread(bind, self.config.bindAddress, port, BINARY_BACKLOG)
         server = Listener(
             "TLS binary port" if ssl_context is not None else "binary port",
             sockets,
@@ -202,20 +199,6 @@ class BrokerServer:
             max_connections=self.config.brokerMaxConnections,
             at_limit=REFUSE,
         )
-=======
-        """Bind ``port`` (not serving yet; ``key`` names it in errors); returns the port
-        actually bound."""
-        loop = asyncio.get_running_loop()
-        with _naming(key, port):
-            server = await loop.create_server(
-                lambda: ServerCnx(service),
-                self.config.bindAddress,
-                port,
-                ssl=ssl_context,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if ssl_context is not None else None,
-                start_serving=False,
-            )
->>>>>>> h/adminops
         self._servers.append(server)
         return server.port
 
