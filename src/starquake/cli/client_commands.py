@@ -16,6 +16,7 @@ from starquake.cli.output import (
     CannotConnect,
     CommandError,
     default_output,
+    hex_dump,
     payload_fields,
     print_json_line,
 )
@@ -467,19 +468,10 @@ class _Shown:
         props = ", ".join(f"{k}={v}" for k, v in msg.properties().items())
         text = f"key:[{key}], properties:[{props}]"
         if not self.hide_content:
-            content = hex_dump(data) if self.as_hex else data.decode("utf-8", "replace")
+            if self.as_hex:
+                content = "\n" + "\n".join(hex_dump(data))
+            else:
+                content = data.decode("utf-8", "replace")
             text += f", content:{content}"
         click.echo("----- got message -----")
         click.echo(text)
-
-
-def hex_dump(data: bytes) -> str:
-    """``data`` as a hex dump: per 16 bytes a line of offset, bytes in hex and printable
-    characters."""
-    lines = []
-    for offset in range(0, len(data), 16):
-        chunk = data[offset : offset + 16]
-        hexes = " ".join(f"{b:02x}" for b in chunk)
-        chars = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
-        lines.append(f"{offset:08x}  {hexes:<47}  |{chars}|")
-    return "\n" + "\n".join(lines)

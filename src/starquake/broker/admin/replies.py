@@ -24,6 +24,7 @@ __all__ = [
     "guarded",
     "json_body",
     "status_of",
+    "whole_number",
 ]
 
 NO_CONTENT: Reply = (204, "application/json", b"")
@@ -56,6 +57,18 @@ def json_body(body: bytes, default: Any = None) -> Any:
         return json.loads(body)
     except ValueError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
+
+
+def whole_number(text: str, name: str = "") -> int:
+    """A non-negative whole number from a request's path or query (BadRequest otherwise)."""
+    label = f"{name} " if name else ""
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{label}{text!r} is not a whole number") from None
+    if value < 0:
+        raise BadRequest(f"{label}{value} is negative")
+    return value
 
 
 SEGMENT = r"[^/]+"
