@@ -89,6 +89,18 @@ def test_pulsar_perf_flags_run_as_pulsar_perf_reads_them(
         assert set(stats["subscriptions"]) == {"sub-0", "sub-1"}
         assert {s["type"] for s in stats["subscriptions"].values()} == {"Shared"}
         assert all(s["msgBacklog"] == 0 for s in stats["subscriptions"].values())
+    # pulsar-perf read: -m is where readers start, -n how many messages in all
+    read = starquake(
+        "perf", "read", "-u", url, base, "-t", "2", "-m", "earliest", "-n", "300",
+        "-r", "100000", "-time", "60", "-i", "0", "--json",
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr
+    summary = json.loads(read.stdout)
+    assert (summary["command"], summary["messages"]) == ("read", 300)
+    assert summary["bytes"] == 300 * 16
+    bad_start = starquake("perf", "read", "-u", url, base, "-m", "soon")
+    assert bad_start.returncode == 2 and "--start-message-id" in bad_start.stderr
+
     topics = default_topics(cli_broker)
     for word in ("sub", "sub-x", "Shared", "Earliest", "t", "p"):
         assert f"persistent://public/default/{word}" not in topics

@@ -100,16 +100,6 @@ def admin_command(group: click.Group, name: str, **settings: Any) -> Callable[[F
     return decorate
 
 
-def message_id_value(text: str) -> tuple[int, int]:
-    """``--messageId`` as ``(ledger, entry)``: LEDGER:ENTRY, earliest or latest."""
-    from starquake.admin.client import parse_message_id
-
-    try:
-        return parse_message_id(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--messageId") from None
-
-
 @click.group("admin", cls=StrictGroup)
 @click.option(
     "--admin-url",

@@ -13,11 +13,10 @@ from starquake.cli.admin_group import (
     SUBSCRIPTION,
     AdminContext,
     admin_command,
-    message_id_value,
     topics,
 )
 from starquake.cli.output import hex_dump, payload_fields, print_json_line, utf8_or_none
-from starquake.cli.params import check_topic, relative_seconds
+from starquake.cli.params import check_topic, message_id_value, relative_seconds
 
 if TYPE_CHECKING:
     from starquake.admin.client import PeekedMessage

@@ -54,6 +54,17 @@ def relative_seconds(text: str, hint: str | None = None) -> int:
         raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
+def message_id_value(text: str, hint: str = "--messageId") -> tuple[int, int]:
+    """A message id option as ``(ledger, entry)``: LEDGER:ENTRY, earliest or latest; a usage
+    error naming ``hint`` if malformed."""
+    from starquake.admin.client import parse_message_id
+
+    try:
+        return parse_message_id(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
 def count_option(
     *names: str,
     default: int,

@@ -25,6 +25,7 @@ from starquake.cli.output import CommandError
 from starquake.cli.params import count_option
 from starquake.cli.perf_consume import consume
 from starquake.cli.perf_meter import Meter
+from starquake.cli.perf_read import read
 from starquake.cli.perf_run import (
     RunSettings,
     guard,
@@ -53,6 +54,7 @@ def perf(ctx: click.Context, url: str) -> None:
 
 
 perf.add_command(consume)
+perf.add_command(read)
 
 
 # --- produce -----------------------------------------------------------------------------------

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,13 +20,14 @@ from starquake.cli.params import count_option, split_values
 from starquake.cli.perf_meter import Meter
 from starquake.cli.perf_run import (
     RunSettings,
+    count_received,
     guard,
     measure,
     num_messages_option,
     numbered,
     run_options,
     run_settings,
-    start_reporting,
+    take_until_stopped,
 )
 from starquake.cli.security_options import security_options
 from starquake.cli.strict_options import StrictCommand
@@ -48,24 +47,6 @@ class ConsumeSettings(RunSettings):
     receiver_queue_size: int
     receiver_queue_size_across_partitions: int
     rate: float
-
-
-class _Pace:
-    """At most ``rate`` receives a second across all consumers (0: no limit), as pulsar-perf's
-    ``-r`` simulates a slow consumer."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = rate
-        self.count = 0
-        self.start = time.perf_counter()
-
-    async def wait(self) -> None:
-        if not self.rate:
-            return
-        self.count += 1
-        delay = self.start + self.count / self.rate - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
 
 
 def _subscriptions(
@@ -188,42 +169,12 @@ async def _consume(settings: ConsumeSettings, meter: Meter, stop: asyncio.Event)
     client = settings.client()
     try:
         consumers = await _subscribe_all(settings, client)
-        helpers = start_reporting(settings, meter, "Consumed", stop)
-        pace = _Pace(settings.rate)
-        readers = [
-            asyncio.ensure_future(_receive(c, settings, meter, pace, stop)) for c in consumers
-        ]
-        try:
-            await stop.wait()
-        finally:
-            stop.set()
-            for reader in readers:
-                reader.cancel()
-            await asyncio.gather(*readers, *helpers, return_exceptions=True)
-        for consumer in consumers:
-            await consumer.close()
+
+        async def take(consumer: Consumer) -> None:
+            msg = await consumer.receive()
+            count_received(meter, msg)
+            await consumer.acknowledge(msg)
+
+        await take_until_stopped(settings, meter, stop, consumers, take, settings.rate, "Consumed")
     finally:
         await client.close()
-
-
-async def _receive(
-    consumer: Consumer, settings: ConsumeSettings, meter: Meter, pace: _Pace, stop: asyncio.Event
-) -> None:
-    limit = settings.num_messages or sys.maxsize
-    clock = time.perf_counter
-    wall = time.time
-    record_interval = meter.interval.record
-    receive = consumer.receive
-    acknowledge = consumer.acknowledge
-    while meter.messages < limit:
-        await pace.wait()
-        msg = await receive()
-        now = clock()
-        if not meter.messages:
-            meter.first_at = now
-        meter.messages += 1
-        meter.bytes += len(msg.data())
-        meter.last_at = now
-        record_interval(int((wall() * 1000 - msg.publish_timestamp()) * 1000))
-        await acknowledge(msg)
-    stop.set()

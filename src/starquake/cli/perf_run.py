@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+import sys
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +22,7 @@ from starquake.cli.perf_meter import Meter, print_summary, report_progress
 from starquake.cli.security_options import security_args
 
 if TYPE_CHECKING:
+    from starquake.client import Message
     from starquake.client.asyncio import Client
 
 T = TypeVar("T")
@@ -111,9 +114,12 @@ def run_options(command: F) -> F:
     return command
 
 
-def num_messages_option(help: str) -> Callable[[F], F]:
-    """``-m/--num-messages``: how many messages a run handles (0: no limit)."""
-    return count_option("-m", "--num-messages", default=0, minimum=0, show_default=False, help=help)
+def num_messages_option(help: str, short: str = "-m") -> Callable[[F], F]:
+    """``-m/--num-messages`` (``-n`` for ``perf read``, as pulsar-perf names them): how many
+    messages a run handles (0: no limit)."""
+    return count_option(
+        short, "--num-messages", default=0, minimum=0, show_default=False, help=help
+    )
 
 
 def numbered(names: list[str], count: int | None, separator: str, what: str) -> list[str]:
@@ -203,3 +209,67 @@ def start_reporting(
     if settings.interval > 0:
         tasks.append(asyncio.ensure_future(report_progress(meter, what, settings.interval, stop)))
     return tasks
+
+
+class Pace:
+    """At most ``rate`` messages a second across every consumer or reader of a run (0: no
+    limit), as pulsar-perf's ``-r`` simulates a slow reader."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.count = 0
+        self.start = time.perf_counter()
+
+    async def wait(self) -> None:
+        """Return when the next message may be taken."""
+        if not self.rate:
+            return
+        self.count += 1
+        delay = self.start + self.count / self.rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+def count_received(meter: Meter, msg: Message) -> None:
+    """Count a message received, with its end-to-end latency from its publish time."""
+    now = time.perf_counter()
+    if not meter.messages:
+        meter.first_at = now
+    meter.messages += 1
+    meter.bytes += len(msg.data())
+    meter.last_at = now
+    meter.interval.record(int((time.time() * 1000 - msg.publish_timestamp()) * 1000))
+
+
+async def take_until_stopped(
+    settings: RunSettings,
+    meter: Meter,
+    stop: asyncio.Event,
+    handles: Sequence[Any],
+    take: Callable[[Any], Awaitable[None]],
+    rate: float,
+    what: str,
+) -> None:
+    """Run ``take(handle)`` for every consumer or reader in ``handles`` (each call takes and
+    counts one message) at most ``rate`` times a second over all (0: no limit), until ``stop``
+    or the run's message limit; then close the handles. Progress lines say ``what``."""
+    helpers = start_reporting(settings, meter, what, stop)
+    pace = Pace(rate)
+    limit = settings.num_messages or sys.maxsize
+
+    async def run(handle: Any) -> None:
+        while meter.messages < limit:
+            await pace.wait()
+            await take(handle)
+        stop.set()
+
+    tasks = [asyncio.ensure_future(run(handle)) for handle in handles]
+    try:
+        await stop.wait()
+    finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, *helpers, return_exceptions=True)
+    for handle in handles:
+        await handle.close()
