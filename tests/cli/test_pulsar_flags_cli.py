@@ -153,6 +153,24 @@ def test_pulsar_client_flags(cli_broker: EmbeddedBroker, tmp_path: Path) -> None
     assert consumed.stdout.count("----- got message -----") == 8
     assert "61 6c 70 68 61" in consumed.stdout and "|alpha|" in consumed.stdout  # hex dump
 
+    # read: a reader from -m (nothing acknowledged, no subscription left behind)
+    read = starquake(
+        "client", "--url", url, "--output", "json", "read", topic, "-m", "earliest",
+        "-n", "3", "--timeout", "30",
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr
+    lines = [json.loads(line) for line in read.stdout.splitlines()]
+    assert [m["payload"] for m in lines] == ["alpha", "beta", "gamma"]
+    second = lines[1]["messageId"].rsplit(":", 2)[0]  # LEDGER:ENTRY
+    inclusive = starquake(
+        "client", "--url", url, "--output", "json", "read", topic, "-m", second, "-i",
+        "--timeout", "30",
+    )  # fmt: skip
+    assert inclusive.returncode == 0, inclusive.stderr
+    assert json.loads(inclusive.stdout)["payload"] == "beta"
+    stats = get_json(cli_broker, f"/admin/v2/persistent/public/default/{topic}/stats")
+    assert set(stats["subscriptions"]) == {"s1"}
+
     # -c: a message larger than the broker's maximum (64 KiB here) goes in chunks
     big = "z" * (150 * 1024)
     (tmp_path / "big").write_text(big)

@@ -16,7 +16,6 @@ from starquake.cli.output import (
     CannotConnect,
     CommandError,
     default_output,
-    hex_dump,
     payload_fields,
     print_json_line,
 )
@@ -25,7 +24,7 @@ from starquake.cli.security_options import security_args, security_options
 from starquake.cli.strict_options import StrictGroup
 
 if TYPE_CHECKING:
-    from starquake.client import Client, Consumer, ConsumerType, Message
+    from starquake.client import Client, ConsumerType, Message
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -155,7 +154,7 @@ URL_OPTION = click.option(
 )
 """``--url`` of the ``client`` and ``perf`` groups."""
 
-_OUTPUT = click.option(
+OUTPUT_OPTION = click.option(
     "--output",
     type=click.Choice(OUTPUT_CHOICES),
     default=None,
@@ -165,7 +164,7 @@ _OUTPUT = click.option(
 
 @click.group("client", cls=StrictGroup)
 @URL_OPTION
-@_OUTPUT
+@OUTPUT_OPTION
 @security_options
 @click.pass_context
 def client(ctx: click.Context, url: str, output: str | None) -> None:
@@ -233,7 +232,7 @@ VALUE_SCHEMAS = ("bytes", "string")
     show_default=True,
     help="the key's schema of a KeyValue value (unused: -vs has no KeyValue type here)",
 )
-@_OUTPUT
+@OUTPUT_OPTION
 @click.pass_obj
 def produce(
     ctx: ClientContext,
@@ -306,172 +305,3 @@ def _schema(name: str) -> Any:
     from starquake.client.schema import BytesSchema, StringSchema
 
     return StringSchema() if name.lower() == "string" else BytesSchema()
-
-
-@client.command("consume")
-@click.argument("topic")
-@click.option("-s", "--subscription-name", required=True, help="subscription name")
-@subscription_options()
-@click.option(
-    "-m",
-    "--subscription-mode",
-    type=click.Choice(("Durable",), case_sensitive=False),
-    default="Durable",
-    show_default=True,
-    help="only Durable subscriptions are offered here",
-)
-@count_option(
-    "-n",
-    "--num-messages",
-    default=1,
-    minimum=0,
-    help="messages to consume (0: until interrupted)",
-)
-@click.option("--hex", "as_hex", is_flag=True, help="show the content as a hex dump")
-@click.option("--hide-content", is_flag=True, help="do not print the messages' content")
-@click.option(
-    "-r",
-    "--rate",
-    type=click.FloatRange(min=0),
-    default=0,
-    help="messages per second (0: as fast as possible)",
-)
-@click.option("--regex", is_flag=True, help="TOPIC is a regular expression of topic names")
-@click.option(
-    "-q",
-    "--queue-size",
-    type=click.IntRange(min=1),
-    default=None,
-    help="the consumer's receiver queue size (default: the client's, 1000)",
-)
-@click.option(
-    "-st",
-    "--schema-type",
-    type=click.Choice(("bytes",), case_sensitive=False),
-    default="bytes",
-    show_default=True,
-    help="the consumer's schema",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0),
-    default=0,
-    help="give up after this many seconds without a message (0: wait forever)",
-)
-@_OUTPUT
-@click.pass_obj
-def consume(
-    ctx: ClientContext,
-    topic: str,
-    subscription_name: str,
-    subscription_type: str,
-    subscription_position: str,
-    subscription_mode: str,
-    num_messages: int,
-    as_hex: bool,
-    hide_content: bool,
-    rate: float,
-    regex: bool,
-    queue_size: int | None,
-    schema_type: str,
-    timeout: float,
-    output: str | None,
-) -> None:
-    """Receive, print and acknowledge messages of TOPIC (of every topic matching it with
-    --regex)."""
-    if regex:
-        _check_pattern(topic)
-        name = topic
-    else:
-        name = check_topic(topic)
-    show = _Shown(ctx.json(output), hide_content, as_hex)
-    from starquake.client import InitialPosition
-
-    settings: dict[str, Any] = {
-        "consumer_type": consumer_type_of(subscription_type),
-        "initial_position": getattr(InitialPosition, subscription_position.capitalize()),
-        "is_pattern_topic": regex,
-    }
-    if queue_size is not None:
-        settings["receiver_queue_size"] = queue_size
-    with open_client(ctx.url, **ctx.client_args) as c:
-        consumer = c.subscribe(name, subscription_name, **settings)
-        received = _receive_loop(consumer, num_messages, timeout, rate, show)
-        consumer.close()
-    if not show.as_json:
-        click.echo(f"{received} messages successfully consumed", err=True)
-
-
-def _check_pattern(topic: str) -> None:
-    import re
-
-    try:
-        re.compile(topic)
-    except re.error as exc:
-        raise click.BadParameter(f"not a regular expression: {exc}", param_hint="TOPIC") from None
-
-
-def _receive_loop(
-    consumer: Consumer, num_messages: int, timeout: float, rate: float, show: _Shown
-) -> int:
-    """Receive, print and acknowledge until ``num_messages`` (0: until Ctrl-C); CommandError
-    after ``timeout`` seconds without a message. The number received."""
-    from starquake.client.exceptions import Timeout
-
-    received = 0
-    last_at = next_at = time.monotonic()
-    try:
-        while num_messages == 0 or received < num_messages:
-            if rate:
-                time.sleep(max(next_at - time.monotonic(), 0))
-                next_at = max(next_at, time.monotonic() - 1) + 1 / rate
-            try:
-                msg = consumer.receive(timeout_millis=500)
-            except Timeout:
-                if timeout and time.monotonic() - last_at >= timeout:
-                    consumer.close()
-                    raise CommandError(
-                        f"no message for {timeout:g} s after {received} of "
-                        f"{num_messages or 'unlimited'} messages"
-                    ) from None
-                continue
-            last_at = time.monotonic()
-            received += 1
-            show.message(msg)
-            consumer.acknowledge(msg)
-    except KeyboardInterrupt:
-        pass
-    return received
-
-
-class _Shown:
-    """How received messages are printed: JSON lines or Pulsar's text, content or not, the
-    content as text or as a hex dump."""
-
-    def __init__(self, as_json: bool, hide_content: bool, as_hex: bool) -> None:
-        self.as_json = as_json
-        self.hide_content = hide_content
-        self.as_hex = as_hex
-
-    def message(self, msg: Message) -> None:
-        """Print one message."""
-        data = msg.data()
-        if self.as_json:
-            line = message_json(msg)
-            if self.hide_content:
-                del line["payload"], line["payloadBase64"]
-            elif self.as_hex:
-                line["payloadHex"] = data.hex()
-            print_json_line(line)
-            return
-        key = msg.partition_key() or "null"
-        props = ", ".join(f"{k}={v}" for k, v in msg.properties().items())
-        text = f"key:[{key}], properties:[{props}]"
-        if not self.hide_content:
-            if self.as_hex:
-                content = "\n" + "\n".join(hex_dump(data))
-            else:
-                content = data.decode("utf-8", "replace")
-            text += f", content:{content}"
-        click.echo("----- got message -----")
-        click.echo(text)

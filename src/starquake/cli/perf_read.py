@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from starquake.cli.params import count_option, message_id_value
+from starquake.cli.params import count_option
+from starquake.cli.params import start_message_id as reader_start
 from starquake.cli.perf_meter import Meter
 from starquake.cli.perf_run import (
     RunSettings,
@@ -27,6 +28,7 @@ from starquake.cli.security_options import security_options
 from starquake.cli.strict_options import StrictCommand
 
 if TYPE_CHECKING:
+    from starquake.client import MessageId
     from starquake.client.asyncio import Reader
 
 
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 class ReadSettings(RunSettings):
     """The settings of ``perf read``."""
 
-    start: tuple[int, int]
+    start: MessageId
     receiver_queue_size: int
     rate: float
 
@@ -72,7 +74,7 @@ def read(
     **options: Any,
 ) -> None:
     """Read TOPICS with readers and report throughput and end-to-end latency."""
-    start = message_id_value(start_message_id, "--start-message-id")
+    start = reader_start(start_message_id)
     settings = ReadSettings(
         **run_settings(ctx, options, topics, num_messages),
         start=start,
@@ -85,15 +87,7 @@ def read(
 
 
 async def _read(settings: ReadSettings, meter: Meter, stop: asyncio.Event) -> None:
-    from starquake.client import MessageId
-
-    ledger, entry = settings.start
-    if (ledger, entry) == (-1, -1):
-        start = MessageId.earliest
-    elif ledger >= 2**63 - 1:
-        start = MessageId.latest
-    else:
-        start = MessageId(-1, ledger, entry)
+    start = settings.start
     client = settings.client()
     try:
         readers = [
