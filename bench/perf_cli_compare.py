@@ -221,7 +221,7 @@ def run_perf(scenario: Scenario, url: str, starquake: str, timeout: float) -> Re
     command = [
         starquake, "perf", "produce", "--service-url", url, topic,
         "-r", str(scenario.rate), "-m", str(scenario.count), "-s", str(scenario.size),
-        "--batch-max-messages", "1000", "--batch-max-publish-delay", str(scenario.batch_delay_ms),
+        "--batch-max-messages", "1000", "--batch-time-window", str(scenario.batch_delay_ms),
         "--max-outstanding", str(scenario.max_pending), "--stats-interval-seconds", "3600",
         "--json", *([] if scenario.batching else ["--disable-batching"]),
     ]  # fmt: skip

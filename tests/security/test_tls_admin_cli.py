@@ -175,6 +175,19 @@ def test_cli_client_and_perf_over_tls(tls: EmbeddedBroker, pki: Pki) -> None:
     )  # fmt: skip
     assert perf.returncode == 0, perf.stderr
     assert json.loads(perf.stdout)["messages"] == 200
+    # pulsar-perf's place and name for the option: on the command, --trust-cert-file
+    perf = starquake(
+        "perf", "produce", "-u", url, "--trust-cert-file", ca, topic,
+        "-r", "0", "-m", "10", "-i", "0", "--json",
+    )  # fmt: skip
+    assert perf.returncode == 0, perf.stderr
+    # a flag given to the group holds for the command, which has the option too
+    perf = starquake(
+        "perf", "--url", url, "--tls-allow-insecure", "consume", topic,
+        "-ss", "s", "-sp", "Earliest", "-m", "212", "-i", "0", "--json",
+    )  # fmt: skip
+    assert perf.returncode == 0, perf.stderr
+    assert json.loads(perf.stdout)["messages"] == 212
 
     refused = starquake(
         "client", "--url", url, "--tls-trust-cert-path", str(pki.untrusted_ca_cert),

@@ -19,6 +19,21 @@ import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
+from starquake.admin._base import (
+    V2,
+    Group,
+    Names,
+    namespace_path,
+    quote,
+    topic_path,
+    topic_ref,
+)
+from starquake.admin._operations import (
+    Brokers,
+    ClusterOperations,
+    NamespaceOperations,
+    TopicOperations,
+)
 from starquake.admin._parsing import (
     LATEST,
     parse_message_id,
@@ -34,7 +49,7 @@ from starquake.admin._responses import (
     reason_of,
 )
 from starquake.common.tls import client_ssl_context
-from starquake.common.topic_name import TopicName, parse_namespace
+from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
     from starquake.client._auth import Authentication
@@ -42,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AdminConnectError",
     "AdminResponse",
+    "Brokers",
     "PeekedMessage",
     "PulsarAdmin",
     "PulsarAdminError",
@@ -52,46 +68,12 @@ __all__ = [
     "topic_ref",
 ]
 
-V2 = "/admin/v2"
-
 TopicRef = TopicName
-Names = list[str]
-
-
-def topic_ref(name: str) -> TopicName:
-    """The full topic name of ``name`` (short forms allowed); ValueError if malformed."""
-    return TopicName.parse(name)
-
-
-def _quote(segment: str) -> str:
-    return urllib.parse.quote(segment, safe="")
-
-
-def _topic_path(topic: str | TopicName) -> str:
-    name = topic if isinstance(topic, TopicName) else topic_ref(topic)
-    return (
-        f"{V2}/{name.domain.value}/{_quote(name.tenant)}/{_quote(name.namespace)}"
-        f"/{_quote(name.local_name)}"
-    )
-
-
-def _namespace_path(namespace: str) -> str:
-    tenant, ns = parse_namespace(namespace)
-    return f"{_quote(tenant)}/{_quote(ns)}"
-
 
 Peeked = list[PeekedMessage]
 
 
-class _Group:
-    def __init__(self, admin: PulsarAdmin) -> None:
-        self._admin = admin
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        return self._admin.request(method, path, body).json()
-
-
-class Clusters(_Group):
+class Clusters(ClusterOperations):
     """``/admin/v2/clusters``."""
 
     def list(self) -> Names:
@@ -100,10 +82,10 @@ class Clusters(_Group):
 
     def get(self, cluster: str) -> Any:
         """A cluster's data (service URLs)."""
-        return self._call("GET", f"{V2}/clusters/{_quote(cluster)}")
+        return self._call("GET", f"{V2}/clusters/{quote(cluster)}")
 
 
-class Tenants(_Group):
+class Tenants(Group):
     """``/admin/v2/tenants``: TenantInfo is ``{"adminRoles": [...], "allowedClusters": [...]}``."""
 
     def list(self) -> Names:
@@ -112,7 +94,7 @@ class Tenants(_Group):
 
     def get(self, tenant: str) -> Any:
         """A tenant's admin roles and allowed clusters."""
-        return self._call("GET", f"{V2}/tenants/{_quote(tenant)}")
+        return self._call("GET", f"{V2}/tenants/{quote(tenant)}")
 
     def create(
         self,
@@ -124,7 +106,7 @@ class Tenants(_Group):
         pulsar-admin does)."""
         clusters = allowed_clusters if allowed_clusters else self._admin.clusters.list()
         info = {"adminRoles": list(admin_roles or []), "allowedClusters": clusters}
-        self._call("PUT", f"{V2}/tenants/{_quote(tenant)}", info)
+        self._call("PUT", f"{V2}/tenants/{quote(tenant)}", info)
 
     def update(
         self,
@@ -139,34 +121,34 @@ class Tenants(_Group):
             info["adminRoles"] = list(admin_roles)
         if allowed_clusters is not None:
             info["allowedClusters"] = list(allowed_clusters)
-        self._call("POST", f"{V2}/tenants/{_quote(tenant)}", info)
+        self._call("POST", f"{V2}/tenants/{quote(tenant)}", info)
 
     def delete(self, tenant: str) -> None:
         """Delete a tenant that has no namespaces."""
-        self._call("DELETE", f"{V2}/tenants/{_quote(tenant)}")
+        self._call("DELETE", f"{V2}/tenants/{quote(tenant)}")
 
 
-class Namespaces(_Group):
+class Namespaces(NamespaceOperations):
     """``/admin/v2/namespaces``: namespaces are ``tenant/namespace``."""
 
     def list(self, tenant: str) -> Names:
         """The namespaces of ``tenant``."""
-        return list(self._call("GET", f"{V2}/namespaces/{_quote(tenant)}"))
+        return list(self._call("GET", f"{V2}/namespaces/{quote(tenant)}"))
 
     def create(self, namespace: str) -> None:
         """Create a namespace."""
-        self._call("PUT", f"{V2}/namespaces/{_namespace_path(namespace)}")
+        self._call("PUT", f"{V2}/namespaces/{namespace_path(namespace)}")
 
     def delete(self, namespace: str) -> None:
         """Delete a namespace that has no topics."""
-        self._call("DELETE", f"{V2}/namespaces/{_namespace_path(namespace)}")
+        self._call("DELETE", f"{V2}/namespaces/{namespace_path(namespace)}")
 
     def policies(self, namespace: str) -> Any:
         """All the policies of a namespace."""
-        return self._call("GET", f"{V2}/namespaces/{_namespace_path(namespace)}")
+        return self._call("GET", f"{V2}/namespaces/{namespace_path(namespace)}")
 
     def _policy(self, namespace: str, policy: str) -> str:
-        return f"{V2}/namespaces/{_namespace_path(namespace)}/{policy}"
+        return f"{V2}/namespaces/{namespace_path(namespace)}/{policy}"
 
     def get_retention(self, namespace: str) -> Any:
         """The retention: time in minutes and size in MB."""
@@ -245,11 +227,11 @@ class Namespaces(_Group):
 
     def grant_permission(self, namespace: str, role: str, actions: Names) -> None:
         """Let ``role`` do ``actions`` on every topic of the namespace (replacing its grant)."""
-        self._call("POST", self._policy(namespace, f"permissions/{_quote(role)}"), list(actions))
+        self._call("POST", self._policy(namespace, f"permissions/{quote(role)}"), list(actions))
 
     def revoke_permission(self, namespace: str, role: str) -> None:
         """Take back the actions granted to ``role``."""
-        self._call("DELETE", self._policy(namespace, f"permissions/{_quote(role)}"))
+        self._call("DELETE", self._policy(namespace, f"permissions/{quote(role)}"))
 
     def subscription_permissions(self, namespace: str) -> Any:
         """``{subscription: [role, ...]}``: the roles each listed subscription is limited to."""
@@ -259,115 +241,117 @@ class Namespaces(_Group):
         self, namespace: str, subscription: str, roles: Names
     ) -> None:
         """Let only ``roles`` consume with ``subscription`` on the namespace's topics."""
-        path = self._policy(namespace, f"permissions/subscription/{_quote(subscription)}")
+        path = self._policy(namespace, f"permissions/subscription/{quote(subscription)}")
         self._call("POST", path, list(roles))
 
     def revoke_subscription_permission(self, namespace: str, subscription: str, role: str) -> None:
         """Remove ``role`` from those allowed to use ``subscription``."""
-        path = self._policy(namespace, f"permissions/{_quote(subscription)}/{_quote(role)}")
+        path = self._policy(namespace, f"permissions/{quote(subscription)}/{quote(role)}")
         self._call("DELETE", path)
 
 
-class Topics(_Group):
+class Topics(TopicOperations):
     """``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``."""
 
     def list(self, namespace: str) -> Names:
         """Every topic of ``namespace``, persistent then non-persistent (partitions of a
         partitioned topic one by one)."""
-        path = _namespace_path(namespace)
+        path = namespace_path(namespace)
         names = list(self._call("GET", f"{V2}/persistent/{path}"))
         names += list(self._call("GET", f"{V2}/non-persistent/{path}"))
         return names
 
     def list_partitioned(self, namespace: str) -> Names:
         """The partitioned topics of ``namespace`` (persistent then non-persistent)."""
-        path = _namespace_path(namespace)
+        path = namespace_path(namespace)
         names = list(self._call("GET", f"{V2}/persistent/{path}/partitioned"))
         names += list(self._call("GET", f"{V2}/non-persistent/{path}/partitioned"))
         return names
 
     def create(self, topic: str) -> None:
         """Create a non-partitioned topic."""
-        self._call("PUT", _topic_path(topic))
+        self._call("PUT", topic_path(topic))
 
     def delete(self, topic: str, force: bool = False) -> None:
         """Delete a non-partitioned topic (or one partition)."""
         suffix = "?force=true" if force else ""
-        self._call("DELETE", _topic_path(topic) + suffix)
+        self._call("DELETE", topic_path(topic) + suffix)
 
     def create_partitioned(self, topic: str, partitions: int) -> None:
         """Create a topic of ``partitions`` partitions."""
-        self._call("PUT", _topic_path(topic) + "/partitions", partitions)
+        self._call("PUT", topic_path(topic) + "/partitions", partitions)
 
     def update_partitioned(self, topic: str, partitions: int) -> None:
         """Raise a partitioned topic's number of partitions."""
-        self._call("POST", _topic_path(topic) + "/partitions", partitions)
+        self._call("POST", topic_path(topic) + "/partitions", partitions)
 
     def partitioned_metadata(self, topic: str) -> Any:
         """``{"partitions": N}`` (0 for a topic that is not partitioned)."""
-        return self._call("GET", _topic_path(topic) + "/partitions")
+        return self._call("GET", topic_path(topic) + "/partitions")
 
     def delete_partitioned(self, topic: str, force: bool = False) -> None:
         """Delete a partitioned topic and its partitions."""
         suffix = "?force=true" if force else ""
-        self._call("DELETE", _topic_path(topic) + "/partitions" + suffix)
+        self._call("DELETE", topic_path(topic) + "/partitions" + suffix)
 
-    def stats(self, topic: str) -> Any:
-        """Pulsar's TopicStats (msgRateIn, msgInCounter, publishers, subscriptions, ...)."""
-        return self._call("GET", _topic_path(topic) + "/stats")
+    def stats(self, topic: str, get_precise_backlog: bool = False) -> Any:
+        """Pulsar's TopicStats (msgRateIn, msgInCounter, publishers, subscriptions, ...);
+        ``get_precise_backlog`` asks for backlogs counted exactly."""
+        query = "?getPreciseBacklog=true" if get_precise_backlog else ""
+        return self._call("GET", topic_path(topic) + "/stats" + query)
 
     def internal_stats(self, topic: str) -> Any:
         """Pulsar's PersistentTopicInternalStats (ledgers, cursors, ...)."""
-        return self._call("GET", _topic_path(topic) + "/internalStats")
+        return self._call("GET", topic_path(topic) + "/internalStats")
 
     def partitioned_stats(self, topic: str, per_partition: bool = True) -> Any:
         """A partitioned topic's stats, summed (and per partition)."""
         query = "" if per_partition else "?perPartition=false"
-        return self._call("GET", _topic_path(topic) + "/partitioned-stats" + query)
+        return self._call("GET", topic_path(topic) + "/partitioned-stats" + query)
 
     def last_message_id(self, topic: str) -> Any:
         """The id of the topic's last message."""
-        return self._call("GET", _topic_path(topic) + "/lastMessageId")
+        return self._call("GET", topic_path(topic) + "/lastMessageId")
 
     def terminate(self, topic: str) -> Any:
         """Seal the topic: no more messages may be published; answers the last message id."""
-        return self._call("POST", _topic_path(topic) + "/terminate")
+        return self._call("POST", topic_path(topic) + "/terminate")
 
     def unload(self, topic: str) -> None:
         """Unload the topic (its clients reconnect)."""
-        self._call("PUT", _topic_path(topic) + "/unload")
+        self._call("PUT", topic_path(topic) + "/unload")
 
     def trigger_compaction(self, topic: str) -> None:
         """Start compacting the topic (every partition of a partitioned topic)."""
-        self._call("PUT", _topic_path(topic) + "/compaction")
+        self._call("PUT", topic_path(topic) + "/compaction")
 
     def compaction_status(self, topic: str) -> Any:
         """``{"status": "NOT_RUN" | "RUNNING" | "SUCCESS" | "ERROR", "lastError": ...}``."""
-        return self._call("GET", _topic_path(topic) + "/compaction")
+        return self._call("GET", topic_path(topic) + "/compaction")
 
     def permissions(self, topic: str) -> Any:
         """The topic's effective grants: the namespace's, with the topic's added."""
-        return self._call("GET", _topic_path(topic) + "/permissions")
+        return self._call("GET", topic_path(topic) + "/permissions")
 
     def grant_permission(self, topic: str, role: str, actions: Names) -> None:
         """Let ``role`` do ``actions`` on the topic (every partition of a partitioned one)."""
-        self._call("POST", f"{_topic_path(topic)}/permissions/{_quote(role)}", list(actions))
+        self._call("POST", f"{topic_path(topic)}/permissions/{quote(role)}", list(actions))
 
     def revoke_permission(self, topic: str, role: str) -> None:
         """Take back the actions granted to ``role`` on the topic itself."""
-        self._call("DELETE", f"{_topic_path(topic)}/permissions/{_quote(role)}")
+        self._call("DELETE", f"{topic_path(topic)}/permissions/{quote(role)}")
 
 
-class Subscriptions(_Group):
+class Subscriptions(Group):
     """A topic's subscriptions: ``.../{topic}/subscriptions`` and ``.../subscription/{sub}``."""
 
     @staticmethod
     def _path(topic: str, subscription: str) -> str:
-        return f"{_topic_path(topic)}/subscription/{_quote(subscription)}"
+        return f"{topic_path(topic)}/subscription/{quote(subscription)}"
 
     def list(self, topic: str) -> Names:
         """The subscription names of a topic."""
-        return list(self._call("GET", _topic_path(topic) + "/subscriptions"))
+        return list(self._call("GET", topic_path(topic) + "/subscriptions"))
 
     def create(
         self, topic: str, subscription: str, message_id: tuple[int, int] | None = None
@@ -430,7 +414,7 @@ def _quota_query(quota_type: str) -> str:
 _PUT_POLICIES = frozenset({"compactionThreshold", "schemaCompatibilityStrategy"})
 
 
-class TopicPolicies(_Group):
+class TopicPolicies(Group):
     """Policies set on one topic (those of a partitioned topic apply to every partition):
     ``.../{topic}/{policy}`` with Pulsar's policy names (``retention``, ``messageTTL``,
     ``deduplicationEnabled``, ``maxUnackedMessagesOnConsumer``,
@@ -444,11 +428,11 @@ class TopicPolicies(_Group):
     def get(self, topic: str, policy: str, applied: bool = False) -> Any:
         """The topic's value of ``policy`` (``applied``: the value in force)."""
         query = "?applied=true" if applied else ""
-        return self._call("GET", f"{_topic_path(topic)}/{policy}{query}")
+        return self._call("GET", f"{topic_path(topic)}/{policy}{query}")
 
     def set(self, topic: str, policy: str, value: Any) -> None:
         """Set the topic's value of ``policy``."""
-        path = f"{_topic_path(topic)}/{policy}"
+        path = f"{topic_path(topic)}/{policy}"
         if policy == "messageTTL":  # a query parameter, as Pulsar's admin client sends it
             self._call("POST", f"{path}?messageTTL={int(value)}")
         else:
@@ -456,7 +440,7 @@ class TopicPolicies(_Group):
 
     def remove(self, topic: str, policy: str) -> None:
         """Remove the topic's value of ``policy``."""
-        self._call("DELETE", f"{_topic_path(topic)}/{policy}")
+        self._call("DELETE", f"{topic_path(topic)}/{policy}")
 
     def get_backlog_quotas(self, topic: str, applied: bool = False) -> Any:
         """``{"destination_storage" | "message_age": {"limitSize", "limitTime", "policy"}}``."""
@@ -466,14 +450,14 @@ class TopicPolicies(_Group):
         self, topic: str, quota: dict[str, Any], quota_type: str = "destination_storage"
     ) -> None:
         """Set the topic's backlog quota of ``quota_type``."""
-        self._call("POST", f"{_topic_path(topic)}/backlogQuota{_quota_query(quota_type)}", quota)
+        self._call("POST", f"{topic_path(topic)}/backlogQuota{_quota_query(quota_type)}", quota)
 
     def remove_backlog_quota(self, topic: str, quota_type: str = "destination_storage") -> None:
         """Remove the topic's backlog quota of ``quota_type``."""
-        self._call("DELETE", f"{_topic_path(topic)}/backlogQuota{_quota_query(quota_type)}")
+        self._call("DELETE", f"{topic_path(topic)}/backlogQuota{_quota_query(quota_type)}")
 
 
-class Schemas(_Group):
+class Schemas(Group):
     """``/admin/v2/schemas/{tenant}/{namespace}/{topic}``: a topic's schema versions.
 
     A schema payload is Pulsar's ``{"type": "AVRO", "schema": "<definition>", "properties":
@@ -484,7 +468,7 @@ class Schemas(_Group):
     def _path(topic: str) -> str:
         name = TopicName.parse(topic).partitioned_topic_name
         parts = (name.tenant, name.namespace, name.local_name)
-        return f"{V2}/schemas/" + "/".join(_quote(p) for p in parts)
+        return f"{V2}/schemas/" + "/".join(quote(p) for p in parts)
 
     def get(self, topic: str, version: int | None = None) -> Any:
         """The latest schema of ``topic``, or version ``version``."""
@@ -557,6 +541,7 @@ class PulsarAdmin:
             handlers.append(urllib.request.HTTPSHandler(context=context))
         self._opener = urllib.request.build_opener(*handlers)
         self.last_response: AdminResponse | None = None
+        self.brokers = Brokers(self)
         self.clusters = Clusters(self)
         self.tenants = Tenants(self)
         self.namespaces = Namespaces(self)

@@ -152,7 +152,6 @@ class BrokerServer:
             service.abort()
             self.service = None
             raise
-        self.web.route("GET", "/admin/v2/brokers/health", _health)
         admin.install(self.web, service)
         if service.authorization.enabled:
             self.web.authorize = web_authorizer(service.authorization)
@@ -228,7 +227,3 @@ class BrokerServer:
     async def wait_stopped(self) -> None:
         """Wait until the server has stopped."""
         await self._stopped.wait()
-
-
-async def _health(method: str, target: str, body: bytes) -> tuple[int, str, bytes]:
-    return 200, "text/plain", b"ok"

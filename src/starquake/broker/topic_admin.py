@@ -308,6 +308,57 @@ def nth_unacked_entry(subscription: Subscription, n: int) -> Entry:
     raise TopicNotFoundError(f"No message at position {n} of subscription {subscription.name}")
 
 
+async def expire_all_subscriptions(
+    service: BrokerService, topic: PersistentTopic, seconds: int
+) -> None:
+    """Acknowledge, on every subscription, the messages published more than ``seconds`` ago."""
+    for subscription in list(topic.subscriptions.values()):
+        if isinstance(subscription, Subscription):
+            expire_older_than(subscription, seconds)
+    await service.persist_cursors()
+
+
+async def truncate(service: BrokerService, topic: PersistentTopic) -> int:
+    """Move every subscription to the end of the topic and delete the ledgers nothing reads any
+    more, retention notwithstanding (as Pulsar's truncate); returns how many were deleted.
+
+    The current ledger is sealed first so that its data can go too; what deduplication still
+    needs, and messages published meanwhile, stay.
+    """
+    for subscription in list(topic.subscriptions.values()):
+        if isinstance(subscription, Subscription) and subscription.durable:
+            await clear_backlog(service, subscription)
+    await asyncio.wait_for(topic.receipts_sent(), 30.0)
+    if topic.ledger.roll_over():
+        await service.committer.drain()  # stores the old ledger's seal
+    await service.persist_cursors()  # the trim goes by the cursors as stored
+    deleted = topic.ledger.trim(None, hold=topic.trim_hold())
+    topic.forget_consumed_entry_infos()
+    if deleted:
+        service.committer.kick()  # the commit thread deletes the files
+    log.info("topic %s truncated: %d ledger(s) deleted", topic.full_name, deleted)
+    return deleted
+
+
+def examined_entry(topic: PersistentTopic, initial: str, n: int) -> Entry:
+    """The ``n``-th (from 1) stored entry counted from the earliest, or back from the latest
+    (``initial``: "earliest" or "latest")."""
+    if n < 1:
+        raise BrokerServiceError("messagePosition must be 1 or more")
+    ledgers = [(info.ledger_id, info.entries) for info in topic.ledger.ledgers() if info.entries]
+    total = sum(entries for _, entries in ledgers)
+    index = n - 1 if initial == "earliest" else total - n
+    if not 0 <= index < total:
+        raise TopicNotFoundError(
+            f"No message at position {n} from the {initial} of {topic.full_name} ({total} stored)"
+        )
+    for ledger_id, entries in ledgers:
+        if index < entries:
+            return entry_at(topic, Position(ledger_id, index))
+        index -= entries
+    raise TopicNotFoundError(f"No message at position {n} of {topic.full_name}")
+
+
 def entry_at(topic: PersistentTopic, position: Position) -> Entry:
     """The stored entry at ``position`` (TopicNotFoundError if none)."""
     entry = topic.ledger.read_entry(position) if topic.ledger.entry_exists(position) else None
@@ -325,11 +376,14 @@ __all__ = [
     "delete_subscription",
     "delete_topic",
     "entry_at",
+    "examined_entry",
     "existing_topic",
+    "expire_all_subscriptions",
     "expire_messages",
     "nth_unacked_entry",
     "persistent_topic",
     "reset_cursor",
     "skip",
     "terminate",
+    "truncate",
 ]

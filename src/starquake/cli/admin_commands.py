@@ -7,6 +7,7 @@ commands of one area, and importing them here builds the whole command tree.
 from __future__ import annotations
 
 from starquake.cli import (  # noqa: F401
+    admin_brokers,
     admin_compaction,
     admin_namespaces,
     admin_permissions,
@@ -14,6 +15,7 @@ from starquake.cli import (  # noqa: F401
     admin_schemas,
     admin_subscriptions,
     admin_tenants,
+    admin_topic_messages,
     admin_topics,
 )
 from starquake.cli.admin_group import admin

@@ -21,6 +21,7 @@ from starquake.cli.output import (
     print_raw_json,
 )
 from starquake.cli.security_options import security_args, security_options
+from starquake.cli.strict_options import StrictGroup
 
 if TYPE_CHECKING:
     from starquake.admin.client import PulsarAdmin
@@ -99,17 +100,7 @@ def admin_command(group: click.Group, name: str, **settings: Any) -> Callable[[F
     return decorate
 
 
-def message_id_value(text: str) -> tuple[int, int]:
-    """``--messageId`` as ``(ledger, entry)``: LEDGER:ENTRY, earliest or latest."""
-    from starquake.admin.client import parse_message_id
-
-    try:
-        return parse_message_id(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--messageId") from None
-
-
-@click.group("admin")
+@click.group("admin", cls=StrictGroup)
 @click.option(
     "--admin-url",
     envvar="STARQUAKE_ADMIN_URL",

@@ -30,6 +30,40 @@ def namespaces_delete(ctx: AdminContext, namespace: str) -> None:
     ctx.admin.namespaces.delete(namespace)
 
 
+@admin_command(namespaces, "topics")
+@click.argument("namespace")
+@click.option(
+    "-m",
+    "--mode",
+    type=click.Choice(("PERSISTENT", "NON_PERSISTENT", "ALL"), case_sensitive=False),
+    default="PERSISTENT",
+    show_default=True,
+)
+def namespaces_topics(ctx: AdminContext, namespace: str, mode: str) -> None:
+    """List a namespace's topics (partitions one by one)."""
+    ctx.show(ctx.admin.namespaces.topics(namespace, mode.upper()), header="topic")
+
+
+@admin_command(namespaces, "unload")
+@click.argument("namespace")
+def namespaces_unload(ctx: AdminContext, namespace: str) -> None:
+    """Unload every topic of a namespace (clients reconnect; topics load again on use)."""
+    ctx.admin.namespaces.unload(namespace)
+
+
+@admin_command(namespaces, "clear-backlog")
+@click.argument("namespace")
+@click.option("-s", "--sub", default=None, help="only the subscriptions of this name")
+@click.option("-force", "--force", is_flag=True, help="do not ask for confirmation")
+def namespaces_clear_backlog(
+    ctx: AdminContext, namespace: str, sub: str | None, force: bool
+) -> None:
+    """Acknowledge every message of every subscription in a namespace."""
+    if not force:
+        click.confirm("Are you sure you want to clear the backlog?", abort=True, err=True)
+    ctx.admin.namespaces.clear_backlog(namespace, sub)
+
+
 @admin_command(namespaces, "policies")
 @click.argument("namespace")
 def namespaces_policies(ctx: AdminContext, namespace: str) -> None:

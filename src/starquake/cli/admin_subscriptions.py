@@ -13,11 +13,10 @@ from starquake.cli.admin_group import (
     SUBSCRIPTION,
     AdminContext,
     admin_command,
-    message_id_value,
     topics,
 )
-from starquake.cli.output import payload_fields, print_json_line, utf8_or_none
-from starquake.cli.params import check_topic, relative_seconds
+from starquake.cli.output import hex_dump, payload_fields, print_json_line, utf8_or_none
+from starquake.cli.params import check_topic, message_id_value, relative_seconds
 
 if TYPE_CHECKING:
     from starquake.admin.client import PeekedMessage
@@ -129,15 +128,15 @@ def topics_peek_messages(ctx: AdminContext, topic: str, subscription: str, count
     messages = ctx.admin.subscriptions.peek(check_topic(topic), subscription, count)
     if ctx.json:
         for message in messages:
-            print_json_line(_peeked_json(message))
+            print_json_line(peeked_json(message))
         return
     for index, message in enumerate(messages):
         if index:
             click.echo()
-        _print_peeked(message)
+        print_peeked(message)
 
 
-def _peeked_json(message: PeekedMessage) -> dict[str, Any]:
+def peeked_json(message: PeekedMessage) -> dict[str, Any]:
     return {
         "messageId": message.message_id,
         "properties": message.properties,
@@ -146,7 +145,7 @@ def _peeked_json(message: PeekedMessage) -> dict[str, Any]:
     }
 
 
-def _print_peeked(message: PeekedMessage) -> None:
+def print_peeked(message: PeekedMessage) -> None:
     """The id, the metadata, then the payload as text, or as a hex dump when it is not
     printable UTF-8."""
     click.echo(f"Message ID: {message.message_id}")
@@ -159,9 +158,5 @@ def _print_peeked(message: PeekedMessage) -> None:
     if text is not None and all(c.isprintable() or c in "\t\r\n" for c in text):
         click.echo(text)
         return
-    payload = message.payload
-    for offset in range(0, len(payload), 16):
-        chunk = payload[offset : offset + 16]
-        hexes = " ".join(f"{b:02x}" for b in chunk)
-        chars = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
-        click.echo(f"{offset:08x}  {hexes:<47}  |{chars}|")
+    for line in hex_dump(message.payload):
+        click.echo(line)

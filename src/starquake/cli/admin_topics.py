@@ -77,9 +77,15 @@ def topics_delete_partitioned(ctx: AdminContext, topic: str, force: bool) -> Non
 
 @admin_command(topics, "stats")
 @click.argument("topic")
-def topics_stats(ctx: AdminContext, topic: str) -> None:
+@click.option(
+    "-gpb",
+    "--get-precise-backlog",
+    is_flag=True,
+    help="count backlogs exactly (Starquake always does)",
+)
+def topics_stats(ctx: AdminContext, topic: str, get_precise_backlog: bool) -> None:
     """Show a topic's stats (rates, counters, publishers, subscriptions)."""
-    ctx.show(ctx.admin.topics.stats(check_topic(topic)))
+    ctx.show(ctx.admin.topics.stats(check_topic(topic), get_precise_backlog))
 
 
 @admin_command(topics, "stats-internal")

@@ -19,8 +19,9 @@ from starquake.cli.output import (
     payload_fields,
     print_json_line,
 )
-from starquake.cli.params import check_topic, count_option, key_values
+from starquake.cli.params import check_topic, count_option, key_values, split_values
 from starquake.cli.security_options import security_args, security_options
+from starquake.cli.strict_options import StrictGroup
 
 if TYPE_CHECKING:
     from starquake.client import Client, ConsumerType, Message
@@ -61,25 +62,30 @@ def client_errors(url: str) -> Iterator[None]:
         raise CommandError(f"{text} ({type(exc).__name__})") from None
 
 
-def subscription_options(command: F) -> F:
-    """The ``-t/--subscription-type`` and ``-p/--subscription-position`` options of the
-    consuming commands (``client consume``, ``perf consume``)."""
+def subscription_options(
+    kind_names: tuple[str, str] = ("-t", "--subscription-type"),
+    position_names: tuple[str, str] = ("-p", "--subscription-position"),
+) -> Callable[[F], F]:
+    """The subscription type and initial position options of the consuming commands:
+    pulsar-client's ``-t``/``-p`` by default, pulsar-perf's ``-st``/``-sp`` when given."""
     position = click.option(
-        "-p",
-        "--subscription-position",
+        *position_names,
         type=click.Choice(POSITIONS, case_sensitive=False),
         default="Latest",
         show_default=True,
         help="where a new subscription starts",
     )
     kind = click.option(
-        "-t",
-        "--subscription-type",
+        *kind_names,
         type=click.Choice(SUBSCRIPTION_TYPES, case_sensitive=False),
         default="Exclusive",
         show_default=True,
     )
-    return kind(position(command))
+
+    def decorate(command: F) -> F:
+        return kind(position(command))
+
+    return decorate
 
 
 def checked_url(url: str) -> str:
@@ -148,7 +154,7 @@ URL_OPTION = click.option(
 )
 """``--url`` of the ``client`` and ``perf`` groups."""
 
-_OUTPUT = click.option(
+OUTPUT_OPTION = click.option(
     "--output",
     type=click.Choice(OUTPUT_CHOICES),
     default=None,
@@ -156,9 +162,9 @@ _OUTPUT = click.option(
 )
 
 
-@click.group("client")
+@click.group("client", cls=StrictGroup)
 @URL_OPTION
-@_OUTPUT
+@OUTPUT_OPTION
 @security_options
 @click.pass_context
 def client(ctx: click.Context, url: str, output: str | None) -> None:
@@ -166,22 +172,32 @@ def client(ctx: click.Context, url: str, output: str | None) -> None:
     ctx.obj = ClientContext(url, output, security_args(ctx))
 
 
+DISABLE_BATCHING = click.option(
+    "-db", "--disable-batching", is_flag=True, help="one entry per message"
+)
+"""``-db/--disable-batching`` of the producing commands (``client produce``, ``perf produce``)."""
+
+VALUE_SCHEMAS = ("bytes", "string")
+"""The ``-vs/--value-schema`` types ``client produce`` sends (Pulsar's names)."""
+
+
 @client.command("produce")
 @click.argument("topic")
-@click.option("-m", "--messages", multiple=True, help="a message to send (repeatable)")
+@click.option("-m", "--messages", multiple=True, help="messages to send (repeatable; see -s)")
 @click.option(
     "-f",
     "--files",
     multiple=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="send this file's content as a message (repeatable)",
+    help="send each file's content as a message (comma-separated, repeatable)",
 )
-@click.option("-s", "--separator", default=None, help="also split each -m value at this text")
-@count_option("-n", "--num-produce", default=1, help="send the messages this many times")
-@click.option("-k", "--key", default=None, help="the messages' key (routing and Key_Shared)")
 @click.option(
-    "-p", "--properties", multiple=True, help="KEY=VALUE properties, comma-separated (repeatable)"
+    "-s",
+    "--separator",
+    default=",",
+    show_default=True,
+    help="split each -m value into messages at this text",
 )
+@count_option("-n", "--num-produce", default=1, help="send the messages this many times")
 @click.option(
     "-r",
     "--rate",
@@ -189,36 +205,64 @@ def client(ctx: click.Context, url: str, output: str | None) -> None:
     default=0,
     help="messages per second (0: as fast as possible)",
 )
-@_OUTPUT
+@DISABLE_BATCHING
+@click.option(
+    "-c",
+    "--chunking",
+    is_flag=True,
+    help="split messages larger than the broker's maximum into chunks (batching is then off)",
+)
+@click.option(
+    "-p", "--properties", multiple=True, help="KEY=VALUE properties, comma-separated (repeatable)"
+)
+@click.option("-k", "--key", default=None, help="the messages' key (routing and Key_Shared)")
+@click.option(
+    "-vs",
+    "--value-schema",
+    type=click.Choice(VALUE_SCHEMAS, case_sensitive=False),
+    default="bytes",
+    show_default=True,
+    help="the schema the producer declares",
+)
+@click.option(
+    "-ks",
+    "--key-schema",
+    type=click.Choice(VALUE_SCHEMAS, case_sensitive=False),
+    default="string",
+    show_default=True,
+    help="the key's schema of a KeyValue value (unused: -vs has no KeyValue type here)",
+)
+@OUTPUT_OPTION
 @click.pass_obj
 def produce(
     ctx: ClientContext,
     topic: str,
     messages: tuple[str, ...],
     files: tuple[str, ...],
-    separator: str | None,
+    separator: str,
     num_produce: int,
-    key: str | None,
-    properties: tuple[str, ...],
     rate: float,
+    disable_batching: bool,
+    chunking: bool,
+    properties: tuple[str, ...],
+    key: str | None,
+    value_schema: str,
+    key_schema: str,
     output: str | None,
 ) -> None:
     """Send messages to TOPIC and print how many were stored (their ids with --output json)."""
     name = check_topic(topic)
-    payloads: list[bytes] = []
-    for message in messages:
-        parts = message.split(separator) if separator else [message]
-        payloads.extend(part.encode() for part in parts)
-    for path in files:
-        with open(path, "rb") as f:
-            payloads.append(f.read())
-    if not payloads:
-        raise click.UsageError("give at least one message (-m) or file (-f)")
+    payloads = _payloads(messages, files, separator)
     props = key_values(properties, "--properties")
     ids: list[str] = []
     interval = 1 / rate if rate else 0.0
     with open_client(ctx.url, **ctx.client_args) as c:
-        producer = c.create_producer(name)
+        producer = c.create_producer(
+            name,
+            schema=_schema(value_schema),
+            batching_enabled=not (disable_batching or chunking),
+            chunking_enabled=chunking,
+        )
         next_at = time.monotonic()
         for _ in range(num_produce):
             for payload in payloads:
@@ -227,7 +271,8 @@ def produce(
                     if delay > 0:
                         time.sleep(delay)
                     next_at += interval
-                mid = producer.send(payload, properties=props or None, partition_key=key)
+                value: Any = payload.decode() if value_schema.lower() == "string" else payload
+                mid = producer.send(value, properties=props or None, partition_key=key)
                 ids.append(f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}")
         producer.close()
     if ctx.json(output):
@@ -236,85 +281,27 @@ def produce(
         click.echo(f"{len(ids)} messages successfully produced")
 
 
-@client.command("consume")
-@click.argument("topic")
-@click.option("-s", "--subscription-name", required=True, help="subscription name")
-@count_option(
-    "-n",
-    "--num-messages",
-    default=1,
-    minimum=0,
-    help="messages to consume (0: until interrupted)",
-)
-@subscription_options
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0),
-    default=0,
-    help="give up after this many seconds without a message (0: wait forever)",
-)
-@click.option("--hide-content", is_flag=True, help="do not print the messages' content")
-@_OUTPUT
-@click.pass_obj
-def consume(
-    ctx: ClientContext,
-    topic: str,
-    subscription_name: str,
-    num_messages: int,
-    subscription_type: str,
-    subscription_position: str,
-    timeout: float,
-    hide_content: bool,
-    output: str | None,
-) -> None:
-    """Receive, print and acknowledge messages of TOPIC."""
-    name = check_topic(topic)
-    as_json = ctx.json(output)
-    from starquake.client import InitialPosition
-    from starquake.client.exceptions import Timeout
-
-    consumer_type = consumer_type_of(subscription_type)
-    position = getattr(InitialPosition, subscription_position.capitalize())
-    received = 0
-    with open_client(ctx.url, **ctx.client_args) as c:
-        consumer = c.subscribe(
-            name, subscription_name, consumer_type=consumer_type, initial_position=position
-        )
-        last_at = time.monotonic()
+def _payloads(messages: tuple[str, ...], files: tuple[str, ...], separator: str) -> list[bytes]:
+    """The messages' payloads: each ``-m`` split at ``separator``, then each file's content."""
+    payloads: list[bytes] = []
+    for message in messages:
+        parts = message.split(separator) if separator else [message]
+        payloads.extend(part.encode() for part in parts)
+    for path in split_values(files) or []:
         try:
-            while num_messages == 0 or received < num_messages:
-                try:
-                    msg = consumer.receive(timeout_millis=500)
-                except Timeout:
-                    if timeout and time.monotonic() - last_at >= timeout:
-                        consumer.close()
-                        raise CommandError(
-                            f"no message for {timeout:g} s after {received} of "
-                            f"{num_messages or 'unlimited'} messages"
-                        ) from None
-                    continue
-                last_at = time.monotonic()
-                received += 1
-                _print_message(msg, as_json, hide_content)
-                consumer.acknowledge(msg)
-        except KeyboardInterrupt:
-            pass
-        consumer.close()
-    if not as_json:
-        click.echo(f"{received} messages successfully consumed", err=True)
+            with open(path, "rb") as f:
+                payloads.append(f.read())
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot read {path}: {exc.strerror}", param_hint="--files"
+            ) from None
+    if not payloads:
+        raise click.UsageError("give at least one message (-m) or file (-f)")
+    return payloads
 
 
-def _print_message(msg: Message, as_json: bool, hide_content: bool) -> None:
-    if as_json:
-        line = message_json(msg)
-        if hide_content:
-            del line["payload"], line["payloadBase64"]
-        print_json_line(line)
-        return
-    key = msg.partition_key() or "null"
-    props = ", ".join(f"{k}={v}" for k, v in msg.properties().items())
-    text = f"key:[{key}], properties:[{props}]"
-    if not hide_content:
-        text += f", content:{msg.data().decode('utf-8', 'replace')}"
-    click.echo("----- got message -----")
-    click.echo(text)
+def _schema(name: str) -> Any:
+    """The client schema of a ``-vs`` name."""
+    from starquake.client.schema import BytesSchema, StringSchema
+
+    return StringSchema() if name.lower() == "string" else BytesSchema()

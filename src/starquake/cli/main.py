@@ -101,7 +101,7 @@ class _LazyGroup(click.Group):
 
     LAZY = {
         "admin": ("starquake.cli.admin_commands", "admin"),
-        "client": ("starquake.cli.client_commands", "client"),
+        "client": ("starquake.cli.client_tool", "client"),
         "perf": ("starquake.cli.perf", "perf"),
         "tokens": ("starquake.cli.tokens", "tokens"),
     }

@@ -80,6 +80,18 @@ def payload_fields(data: bytes) -> dict[str, str | None]:
     return {"payload": utf8_or_none(data), "payloadBase64": base64.b64encode(data).decode("ascii")}
 
 
+def hex_dump(data: bytes) -> list[str]:
+    """``data`` as hex dump lines: per 16 bytes the offset, the bytes in hex and the printable
+    characters."""
+    lines = []
+    for offset in range(0, len(data), 16):
+        chunk = data[offset : offset + 16]
+        hexes = " ".join(f"{b:02x}" for b in chunk)
+        chars = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{offset:08x}  {hexes:<47}  |{chars}|")
+    return lines
+
+
 def print_raw_json(body: bytes) -> None:
     """A JSON body exactly as the broker answered it (nothing for an empty body)."""
     text = body.decode("utf-8", "replace").strip()

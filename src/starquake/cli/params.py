@@ -10,6 +10,8 @@ import click
 if TYPE_CHECKING:
     from click.decorators import FC
 
+    from starquake.client import MessageId
+
 
 def key_values(values: tuple[str, ...], option: str) -> dict[str, str]:
     """``KEY=VALUE`` pairs from a repeatable option whose values may also be comma-separated
@@ -52,6 +54,29 @@ def relative_seconds(text: str, hint: str | None = None) -> int:
         return parse_relative_seconds(text)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
+def message_id_value(text: str, hint: str = "--messageId") -> tuple[int, int]:
+    """A message id option as ``(ledger, entry)``: LEDGER:ENTRY, earliest or latest; a usage
+    error naming ``hint`` if malformed."""
+    from starquake.admin.client import parse_message_id
+
+    try:
+        return parse_message_id(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
+def start_message_id(text: str, hint: str = "--start-message-id") -> MessageId:
+    """Where a reader starts: ``earliest``, ``latest`` or ``LEDGER:ENTRY``."""
+    from starquake.client import MessageId
+
+    ledger, entry = message_id_value(text, hint)
+    if (ledger, entry) == (-1, -1):
+        return MessageId.earliest
+    if ledger >= 2**63 - 1:
+        return MessageId.latest
+    return MessageId(-1, ledger, entry)
 
 
 def count_option(

@@ -13,109 +13,38 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from starquake.cli.client_commands import (
-    URL_OPTION,
-    checked_url,
-    client_errors,
-    consumer_type_of,
-    subscription_options,
+from starquake.cli.client_commands import DISABLE_BATCHING, URL_OPTION
+from starquake.cli.output import CommandError
+from starquake.cli.params import count_option
+from starquake.cli.perf_consume import consume
+from starquake.cli.perf_meter import Meter
+from starquake.cli.perf_read import read
+from starquake.cli.perf_run import (
+    RunSettings,
+    guard,
+    measure,
+    num_messages_option,
+    run_options,
+    run_settings,
+    start_reporting,
 )
-from starquake.cli.connect import DEFAULT_SERVICE_URL
-from starquake.cli.output import CommandError, print_json_line
-from starquake.cli.params import check_topic, count_option
-from starquake.cli.perf_meter import Meter, print_summary, report_progress
-from starquake.cli.security_options import security_args, security_options
+from starquake.cli.security_options import security_options
+from starquake.cli.strict_options import StrictGroup
 
 if TYPE_CHECKING:
-    from starquake.client.asyncio import Client, Consumer, Producer
-
-T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
+    from starquake.client.asyncio import Producer
 
 COMPRESSIONS = ("none", "lz4", "zlib", "zstd", "snappy")
 
 
-# --- running -----------------------------------------------------------------------------------
-
-
-def _run(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
-    """Run ``main(stop)`` on uvloop when installed; the first Ctrl-C or SIGTERM sets ``stop``
-    (the run ends cleanly and reports), a second Ctrl-C interrupts."""
-
-    async def wrapper() -> T:
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-
-        def on_signal() -> None:
-            stop.set()
-            loop.remove_signal_handler(signal.SIGINT)
-
-        loop.add_signal_handler(signal.SIGINT, on_signal)
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-        return await main(stop)
-
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(wrapper())
-    return uvloop.run(wrapper())
-
-
-async def _stop_after(seconds: float, stop: asyncio.Event) -> None:
-    if seconds > 0:
-        try:
-            await asyncio.wait_for(stop.wait(), seconds)
-        except TimeoutError:
-            stop.set()
-
-
-async def _guard(url: str, step: Awaitable[T]) -> T:
-    """Await ``step`` with the client's errors turned into exit codes."""
-    with client_errors(url):
-        return await step
-
-
-def _run_options(command: F) -> F:
-    """How long a run lasts and how it reports: ``-time``, ``-i`` and ``--json``."""
-    duration = click.option(
-        "-time",
-        "--test-duration",
-        type=click.FloatRange(min=0),
-        default=0,
-        help="stop after this many seconds (0: no limit)",
-    )
-    interval = click.option(
-        "-i",
-        "--stats-interval-seconds",
-        type=click.FloatRange(min=0.1),
-        default=5,
-        show_default=True,
-        help="seconds between progress lines",
-    )
-    as_json = click.option(
-        "--json", "as_json", is_flag=True, help="print the summary as one JSON object"
-    )
-    return duration(interval(as_json(command)))
-
-
-_SERVICE_URL = click.option(
-    "-u",
-    "--service-url",
-    default=None,
-    help="the broker's service URL (default: --url of starquake perf)",
-)
-
-
-@click.group("perf")
+@click.group("perf", cls=StrictGroup)
 @URL_OPTION
 @security_options
 @click.pass_context
@@ -124,73 +53,8 @@ def perf(ctx: click.Context, url: str) -> None:
     ctx.obj = url
 
 
-def _service_url(ctx: click.Context, service_url: str | None) -> str:
-    return checked_url(service_url or str(ctx.obj or DEFAULT_SERVICE_URL))
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunSettings:
-    """What every perf run is given: where, on which topics, and for how long."""
-
-    url: str
-    topics: list[str]
-    num_messages: int
-    duration: float
-    interval: float
-    client_args: dict[str, Any] = field(default_factory=dict)
-
-    def client(self) -> Client:
-        """A new asyncio client of the broker."""
-        from starquake.client.asyncio import Client
-
-        return Client(self.url, operation_timeout_seconds=30, **self.client_args)
-
-
-def _run_settings(
-    ctx: click.Context,
-    service_url: str | None,
-    topics: tuple[str, ...],
-    num_messages: int,
-    duration: float,
-    interval: float,
-) -> dict[str, Any]:
-    """The :class:`RunSettings` fields from a command's options (URL and topics checked)."""
-    return {
-        "url": _service_url(ctx, service_url),
-        "client_args": security_args(ctx),
-        "topics": [check_topic(t) for t in topics],
-        "num_messages": num_messages,
-        "duration": duration,
-        "interval": interval,
-    }
-
-
-def _measure(
-    load: Callable[[Meter, asyncio.Event], Coroutine[Any, Any, None]],
-    command: str,
-    title: str,
-    shown: dict[str, Any],
-    as_json: bool,
-) -> Meter:
-    """Run ``load`` until it ends or is stopped, then print its summary with ``shown``."""
-    meter = Meter()
-    _run(functools.partial(load, meter))
-    summary = meter.summary()
-    if as_json:
-        print_json_line({"command": command, **summary, **shown})
-    else:
-        print_summary(title, summary, shown)
-    return meter
-
-
-def _start_reporting(
-    settings: RunSettings, meter: Meter, what: str, stop: asyncio.Event
-) -> list[asyncio.Future[None]]:
-    """The tasks printing progress and ending the run after its duration."""
-    return [
-        asyncio.ensure_future(report_progress(meter, what, settings.interval, stop)),
-        asyncio.ensure_future(_stop_after(settings.duration, stop)),
-    ]
+perf.add_command(consume)
+perf.add_command(read)
 
 
 # --- produce -----------------------------------------------------------------------------------
@@ -206,13 +70,14 @@ class ProduceSettings(RunSettings):
     max_outstanding: int
     batching: bool
     batch_max_messages: int
-    batch_max_publish_delay_ms: int
+    batch_max_bytes: int
+    batch_time_window_ms: float
+    chunking: bool
     compression: str
 
 
 @perf.command("produce")
 @click.argument("topics", nargs=-1, required=True)
-@_SERVICE_URL
 @click.option(
     "-r",
     "--rate",
@@ -221,8 +86,9 @@ class ProduceSettings(RunSettings):
     show_default=True,
     help="messages per second across all producers (0: as fast as possible)",
 )
-@count_option("-s", "--size", default=1024, minimum=0, help="bytes")
+@count_option("-s", "--size", default=1024, minimum=0, help="message size in bytes")
 @count_option("-n", "--num-producers", default=1, help="producers per topic")
+@click.option("--separator", default="-", show_default=True, help="between topic and number")
 @count_option(
     "-o",
     "--max-outstanding",
@@ -230,22 +96,23 @@ class ProduceSettings(RunSettings):
     help="messages a producer may have waiting for a receipt",
 )
 @count_option("-bm", "--batch-max-messages", default=1000, help="messages per batch")
-@count_option(
+@count_option("-bb", "--batch-max-bytes", default=4 * 1024 * 1024, help="bytes per batch")
+@click.option(
     "-b",
-    "--batch-max-publish-delay",
-    default=1,
-    minimum=0,
-    help="ms a batch waits for more messages",
+    "--batch-time-window",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="ms a batch waits for more messages (fractions allowed)",
 )
-@click.option("-bd", "--disable-batching", is_flag=True, help="one entry per message")
-@count_option(
-    "-m",
-    "--num-messages",
-    default=0,
-    minimum=0,
-    show_default=False,
-    help="messages to send in total (0: no limit)",
+@DISABLE_BATCHING
+@click.option(
+    "-ch",
+    "--chunking",
+    is_flag=True,
+    help="split messages larger than the broker's maximum into chunks (needs -db)",
 )
+@num_messages_option("messages to send in total (0: no limit)")
 @click.option(
     "-z",
     "--compression",
@@ -253,37 +120,42 @@ class ProduceSettings(RunSettings):
     default="none",
     show_default=True,
 )
-@_run_options
+@run_options
+@security_options
 @click.pass_context
 def produce(
     ctx: click.Context,
+    /,
     topics: tuple[str, ...],
-    service_url: str | None,
     rate: float,
     size: int,
     num_producers: int,
+    separator: str,
     max_outstanding: int,
     batch_max_messages: int,
-    batch_max_publish_delay: int,
+    batch_max_bytes: int,
+    batch_time_window: float,
     disable_batching: bool,
+    chunking: bool,
     num_messages: int,
-    test_duration: float,
-    stats_interval_seconds: float,
     compression: str,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Publish to TOPICS and report throughput and publish latency."""
+    if chunking and not disable_batching:
+        raise click.UsageError("chunking (-ch) needs batching off (-db)")
     settings = ProduceSettings(
-        **_run_settings(
-            ctx, service_url, topics, num_messages, test_duration, stats_interval_seconds
-        ),
+        **run_settings(ctx, options, topics, num_messages, separator),
         rate=rate,
         size=size,
         producers_per_topic=num_producers,
         max_outstanding=max_outstanding,
         batching=not disable_batching,
         batch_max_messages=batch_max_messages,
-        batch_max_publish_delay_ms=batch_max_publish_delay,
+        batch_max_bytes=batch_max_bytes,
+        batch_time_window_ms=batch_time_window,
+        chunking=chunking,
         compression=compression.lower(),
     )
     shown = {
@@ -293,10 +165,11 @@ def produce(
         "rate": settings.rate,
         "batching": settings.batching,
         "batch_max_messages": settings.batch_max_messages,
-        "batch_max_publish_delay_ms": settings.batch_max_publish_delay_ms,
+        "batch_time_window_ms": settings.batch_time_window_ms,
         "max_outstanding": settings.max_outstanding,
     }
-    meter = _measure(functools.partial(_produce, settings), "produce", "Produced", shown, as_json)
+    names = ("produce", "Produced")
+    meter = measure(functools.partial(_produce, settings), settings, names, shown, as_json)
     if meter.failed:
         raise CommandError(f"{meter.failed} sends failed, the first: {meter.first_error}")
 
@@ -316,28 +189,27 @@ async def _produce(settings: ProduceSettings, meter: Meter, stop: asyncio.Event)
         }[settings.compression]
         for topic in settings.topics:
             for _ in range(settings.producers_per_topic):
-                producer = await _guard(
+                producer = await guard(
                     settings.url,
                     client.create_producer(
                         topic,
                         batching_enabled=settings.batching,
                         batching_max_messages=settings.batch_max_messages,
-                        batching_max_allowed_size_in_bytes=max(
-                            128 * 1024, settings.size * settings.batch_max_messages
-                        ),
-                        batching_max_publish_delay_ms=settings.batch_max_publish_delay_ms,
+                        batching_max_allowed_size_in_bytes=settings.batch_max_bytes,
+                        batching_max_publish_delay_ms=settings.batch_time_window_ms,
+                        chunking_enabled=settings.chunking,
                         max_pending_messages=settings.max_outstanding,
                         block_if_queue_full=True,
                         compression_type=compression,
                     ),
                 )
                 producers.append(producer)
-        helpers = _start_reporting(settings, meter, "Produced", stop)
+        helpers = start_reporting(settings, meter, "Produced", stop)
         try:
             await _send_all(settings, producers, meter, stop)
             stop.set()
             for producer in producers:
-                await _guard(settings.url, producer.flush())
+                await guard(settings.url, producer.flush())
         finally:
             stop.set()
             await asyncio.gather(*helpers)
@@ -401,126 +273,3 @@ async def _send_all(
             fut.add_done_callback(functools.partial(done, sent_at))
             sent += 1
         await asyncio.sleep(0)
-
-
-# --- consume -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class ConsumeSettings(RunSettings):
-    """The settings of ``perf consume``."""
-
-    subscription: str
-    subscription_type: str
-    position: str
-    consumers_per_topic: int
-    receiver_queue_size: int
-
-
-@perf.command("consume")
-@click.argument("topics", nargs=-1, required=True)
-@_SERVICE_URL
-@click.option("-s", "--subscription", default="sub", show_default=True, help="subscription name")
-@subscription_options
-@count_option("-n", "--num-consumers", default=1, help="consumers per topic")
-@count_option("-q", "--receiver-queue-size", default=1000)
-@count_option(
-    "-m",
-    "--num-messages",
-    default=0,
-    minimum=0,
-    show_default=False,
-    help="stop after this many messages in total (0: no limit)",
-)
-@_run_options
-@click.pass_context
-def consume(
-    ctx: click.Context,
-    topics: tuple[str, ...],
-    service_url: str | None,
-    subscription: str,
-    subscription_type: str,
-    subscription_position: str,
-    num_consumers: int,
-    receiver_queue_size: int,
-    num_messages: int,
-    test_duration: float,
-    stats_interval_seconds: float,
-    as_json: bool,
-) -> None:
-    """Consume TOPICS and report throughput and end-to-end latency (from publish time)."""
-    settings = ConsumeSettings(
-        **_run_settings(
-            ctx, service_url, topics, num_messages, test_duration, stats_interval_seconds
-        ),
-        subscription=subscription,
-        subscription_type=subscription_type,
-        position=subscription_position,
-        consumers_per_topic=num_consumers,
-        receiver_queue_size=receiver_queue_size,
-    )
-    shown = {
-        "topics": settings.topics,
-        "subscription": settings.subscription,
-        "subscription_type": settings.subscription_type,
-        "consumers": len(settings.topics) * settings.consumers_per_topic,
-    }
-    _measure(functools.partial(_consume, settings), "consume", "Consumed", shown, as_json)
-
-
-async def _consume(settings: ConsumeSettings, meter: Meter, stop: asyncio.Event) -> None:
-    from starquake.client import InitialPosition
-
-    consumer_type = consumer_type_of(settings.subscription_type)
-    position = getattr(InitialPosition, settings.position.capitalize())
-    client = settings.client()
-    consumers: list[Consumer] = []
-    try:
-        for topic in settings.topics:
-            for _ in range(settings.consumers_per_topic):
-                consumer = await _guard(
-                    settings.url,
-                    client.subscribe(
-                        topic,
-                        settings.subscription,
-                        consumer_type=consumer_type,
-                        initial_position=position,
-                        receiver_queue_size=settings.receiver_queue_size,
-                    ),
-                )
-                consumers.append(consumer)
-        helpers = _start_reporting(settings, meter, "Consumed", stop)
-        readers = [asyncio.ensure_future(_receive(c, settings, meter, stop)) for c in consumers]
-        try:
-            await stop.wait()
-        finally:
-            stop.set()
-            for reader in readers:
-                reader.cancel()
-            await asyncio.gather(*readers, *helpers, return_exceptions=True)
-        for consumer in consumers:
-            await consumer.close()
-    finally:
-        await client.close()
-
-
-async def _receive(
-    consumer: Consumer, settings: ConsumeSettings, meter: Meter, stop: asyncio.Event
-) -> None:
-    limit = settings.num_messages or sys.maxsize
-    clock = time.perf_counter
-    wall = time.time
-    record_interval = meter.interval.record
-    receive = consumer.receive
-    acknowledge = consumer.acknowledge
-    while meter.messages < limit:
-        msg = await receive()
-        now = clock()
-        if not meter.messages:
-            meter.first_at = now
-        meter.messages += 1
-        meter.bytes += len(msg.data())
-        meter.last_at = now
-        record_interval(int((wall() * 1000 - msg.publish_timestamp()) * 1000))
-        await acknowledge(msg)
-    stop.set()

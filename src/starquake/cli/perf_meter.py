@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
-PERCENTILES = (50.0, 95.0, 99.0, 99.9)
+PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
 _HIGHEST_MICROS = 600_000_000  # latencies above 10 minutes are counted as 10 minutes
 
 
@@ -31,13 +31,18 @@ class Latencies:
         self._histogram.add(other._histogram)
         self.count += other.count
 
+    def write_interval(self, writer: Any, start: float, end: float) -> None:
+        """Write the latencies counted as one interval of an HdrHistogram log (``writer``: a
+        ``hdrh.log.HistogramLogWriter``; ``start``, ``end``: seconds since the log's start)."""
+        writer.output_interval_histogram(self._histogram, start, end, max_value_unit_ratio=1000.0)
+
     def reset(self) -> None:
         """Forget every latency counted."""
         self._histogram.reset()
         self.count = 0
 
     def summary_ms(self) -> dict[str, float]:
-        """mean, p50, p95, p99, p99.9 and max in milliseconds (zeros when empty)."""
+        """mean, p50, p95, p99, p99.9, p99.99 and max in milliseconds (zeros when empty)."""
         if not self.count:
             return {"mean": 0.0, **{f"p{p:g}": 0.0 for p in PERCENTILES}, "max": 0.0}
         h = self._histogram
@@ -64,6 +69,38 @@ class Meter:
     _interval_messages: int = 0
     _interval_bytes: int = 0
     _interval_start: float = field(default_factory=time.perf_counter)
+    _log: Any = None  # hdrh.log.HistogramLogWriter of --histogram-file
+    _log_file: IO[str] | None = None
+    _log_start: float = 0.0
+
+    def open_histogram_log(self, path: str) -> None:
+        """Write each interval's latencies to an HdrHistogram log at ``path``."""
+        from hdrh.log import HistogramLogWriter
+
+        self._log_file = open(path, "w")  # noqa: SIM115 (closed by close_histogram_log)
+        self._log = HistogramLogWriter(self._log_file)
+        self._log_start = time.perf_counter()
+        self._log.output_log_format_version()
+        started = time.time()  # hdrh's own output_start_time fails on Python 3
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+        self._log_file.write(f"#[StartTime: {started:.3f} (seconds since epoch), {stamp}]\n")
+        self._log.output_legend()
+
+    def close_histogram_log(self) -> None:
+        """Close the HdrHistogram log, if one is written."""
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = self._log = None
+
+    def _end_interval(self, now: float) -> None:
+        """Log the interval's latencies (with --histogram-file), add them to the total and
+        start a new interval."""
+        if self._log is not None and self.interval.count:
+            start = self._interval_start - self._log_start
+            self.interval.write_interval(self._log, max(start, 0.0), now - self._log_start)
+        self.total.add(self.interval)
+        self.interval.reset()
+        self._interval_start = now
 
     def progress(self, what: str) -> str:
         """The progress line of the interval since the last call (and start a new one)."""
@@ -72,22 +109,20 @@ class Meter:
         count = self.messages - self._interval_messages
         size = self.bytes - self._interval_bytes
         lat = self.interval.summary_ms()
-        self.total.add(self.interval)
-        self.interval.reset()
-        self._interval_start = now
+        self._end_interval(now)
         self._interval_messages = self.messages
         self._interval_bytes = self.bytes
         return (
             f"{what}: {count / seconds:,.1f} msg/s, {size / seconds / 1e6:,.2f} MB/s, "
             f"{self.messages:,} total, {self.failed} failed --- latency ms: "
             f"mean {lat['mean']:.3f} p50 {lat['p50']:.3f} p95 {lat['p95']:.3f} "
-            f"p99 {lat['p99']:.3f} p99.9 {lat['p99.9']:.3f} max {lat['max']:.3f}"
+            f"p99 {lat['p99']:.3f} p99.9 {lat['p99.9']:.3f} p99.99 {lat['p99.99']:.3f} "
+            f"max {lat['max']:.3f}"
         )
 
     def summary(self) -> dict[str, Any]:
         """The whole run's figures: counts, seconds, throughput and latency percentiles."""
-        self.total.add(self.interval)
-        self.interval.reset()
+        self._end_interval(time.perf_counter())
         seconds = max(self.last_at - self.first_at, 0.0) if self.messages else 0.0
         rate = self.messages / seconds if seconds else 0.0
         return {

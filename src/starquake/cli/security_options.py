@@ -25,14 +25,23 @@ _META = "starquake.security"
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    if param.name is not None and value is not None:
-        ctx.meta.setdefault(_META, {})[param.name] = value
+    """Keep an option's value for :func:`security_args`. The options may be given to a group
+    and to its command (``perf produce`` takes them as pulsar-perf does): a default at one
+    level does not replace a value given at the other."""
+    if param.name is None or value is None:
+        return value
+    remembered = ctx.meta.setdefault(_META, {})
+    source = ctx.get_parameter_source(param.name)
+    if source is click.core.ParameterSource.DEFAULT and param.name in remembered:
+        return value
+    remembered[param.name] = value
     return value
 
 
 _OPTIONS = [
     click.option(
         "--tls-trust-cert-path",
+        "--trust-cert-file",
         envvar="STARQUAKE_TLS_TRUST_CERT_PATH",
         default=None,
         expose_value=False,

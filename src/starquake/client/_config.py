@@ -81,7 +81,7 @@ class ProducerConfig:
     batching_enabled: bool = True
     batching_max_messages: int = 1000
     batching_max_allowed_size_in_bytes: int = 128 * 1024
-    batching_max_publish_delay_ms: int = 10
+    batching_max_publish_delay_ms: float = 10
     chunking_enabled: bool = False
     message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution
     hashing_scheme: HashingScheme = HashingScheme.BoostHash

@@ -12,6 +12,7 @@ Everything here runs on the caller's event loop::
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
 from collections.abc import Callable
@@ -149,7 +150,7 @@ class Client:
         batching_enabled: bool = True,
         batching_max_messages: int = 1000,
         batching_max_allowed_size_in_bytes: int = 128 * 1024,
-        batching_max_publish_delay_ms: int = 10,
+        batching_max_publish_delay_ms: float = 10,
         chunking_enabled: bool = False,
         message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
         lazy_start_partitioned_producers: bool = False,
@@ -163,10 +164,17 @@ class Client:
     ) -> Producer:
         """Create a producer (see the blocking ``Client.create_producer`` for the arguments).
 
-        ``hashing_scheme`` is a Starquake extension: BoostHash (the official Python client's
-        routing) by default; JavaStringHash matches the Java client.
+        Starquake extensions: ``hashing_scheme`` is BoostHash (the official Python client's
+        routing) by default, JavaStringHash matches the Java client;
+        ``batching_max_publish_delay_ms`` may be a fraction of a millisecond (a float, as
+        pulsar-perf's ``-b``).
         """
         check_type(str, topic, "topic")
+        delay_ms = batching_max_publish_delay_ms
+        if isinstance(delay_ms, float):
+            if not delay_ms >= 0:
+                raise ValueError("batching_max_publish_delay_ms must not be negative")
+            batching_max_publish_delay_ms = 0  # checked here; the float is kept below
         config = producer_config(
             producer_name=producer_name,
             schema=schema,
@@ -191,6 +199,8 @@ class Client:
             message_router=message_router,
             hashing_scheme=hashing_scheme,
         )
+        if isinstance(delay_ms, float):
+            config = dataclasses.replace(config, batching_max_publish_delay_ms=delay_ms)
         name = normalize_topic(topic)
         impl = await open_producer(self._core, name, config)
         return Producer(impl, name, schema)

@@ -180,6 +180,14 @@ class ManagedLedger:
             return True
         return False
 
+    def roll_over(self) -> bool:
+        """Start a new ledger now if the current one has entries (truncating a topic seals
+        its data so that it can be deleted); True if a new ledger was started."""
+        if self._fenced is not None or self._closed or not self._cur.entries:
+            return False
+        self._rollover(self._clock())
+        return True
+
     @property
     def fenced(self) -> bool:
         """True after a failed commit: appends are refused until the ledger is reopened."""

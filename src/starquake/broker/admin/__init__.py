@@ -6,16 +6,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from starquake.broker.admin import (
+    brokers,
     compaction,
     dashboard,
     lookup,
     metrics,
+    namespace_actions,
     partitions,
     permissions,
     policies,
     schemas,
     subscriptions,
     tenants,
+    topic_messages,
     topic_policies,
     topics,
 )
@@ -27,11 +30,14 @@ if TYPE_CHECKING:
 
 def install(web: WebServer, service: BrokerService) -> None:
     """Add every endpoint to ``web``."""
+    brokers.install(web, service)  # before tenants' /admin/v2/brokers/{cluster}
     tenants.install(web, service)
     policies.install(web, service)
     permissions.install(web, service)
     partitions.install(web, service)
     topics.install(web, service)
+    topic_messages.install(web, service)
+    namespace_actions.install(web, service)
     compaction.install(web, service)
     topic_policies.install(web, service)
     subscriptions.install(web, service)

@@ -90,7 +90,7 @@ def json_body(body: bytes, default: Any = None) -> Any:
     return parse_json(body)
 
 
-def whole_number(text: str, what: str, minimum: int = 0) -> int:
+def whole_number(text: str, what: str = "the number in the path", minimum: int = 0) -> int:
     """A whole number from a path or query parameter, from ``minimum`` to a long's maximum
     (BadRequest otherwise)."""
     try:

@@ -172,7 +172,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         return NO_CONTENT
 
     async def skip(params: dict[str, str], _body: bytes) -> Reply:
-        count = _count(params["count"])
+        count = whole_number(params["count"])
         topic = await one_topic(params)
         subscription = topic_admin.subscription_of(topic, params["subscription"])
         await topic_admin.skip(service, subscription, count)
@@ -183,12 +183,12 @@ def install(web: WebServer, service: BrokerService) -> None:
         return NO_CONTENT
 
     async def expire(params: dict[str, str], _body: bytes) -> Reply:
-        seconds = _count(params["seconds"])
+        seconds = whole_number(params["seconds"])
         await each_subscription(params, lambda s: topic_admin.expire_messages(service, s, seconds))
         return NO_CONTENT
 
     async def reset_to_time(params: dict[str, str], _body: bytes) -> Reply:
-        timestamp = _count(params["timestamp"])
+        timestamp = whole_number(params["timestamp"])
 
         async def reset(subscription: Subscription) -> None:
             position = subscription.topic.find_position_by_publish_time(timestamp)
@@ -212,7 +212,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         return NO_CONTENT
 
     async def peek(params: dict[str, str], _body: bytes) -> Reply:
-        n = _count(params["position"])
+        n = whole_number(params["position"])
         topic = await one_topic(params)
         subscription = topic_admin.subscription_of(topic, params["subscription"])
         entry = topic_admin.nth_unacked_entry(subscription, n)
@@ -220,7 +220,7 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     async def get_message(params: dict[str, str], _body: bytes) -> Reply:
         topic = await one_topic(params)
-        position = Position(_count(params["ledger"]), _count(params["entry"]))
+        position = Position(whole_number(params["ledger"]), whole_number(params["entry"]))
         entry = topic_admin.entry_at(topic, position)
         return entry_reply(entry, topic.partition_index)
 
@@ -237,11 +237,6 @@ def install(web: WebServer, service: BrokerService) -> None:
         ("GET", TOPIC + r"/ledger/(?P<ledger>[^/]+)/entry/(?P<entry>[^/]+)", get_message),
     ]
     serve_routes(web, routes)
-
-
-def _count(text: str) -> int:
-    """A non-negative integer from the path, at most a long (BadRequest otherwise)."""
-    return whole_number(text, "the number in the path")
 
 
 __all__ = ["SUBSCRIPTION", "install"]

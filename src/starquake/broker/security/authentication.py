@@ -77,7 +77,7 @@ _PULSAR_CLASSES = {
     "AuthenticationProviderTls": "tls",
 }
 NO_CREDENTIALS = ("", "none")
-UNAUTHENTICATED_PATHS = frozenset({"/metrics", "/metrics/"})
+UNAUTHENTICATED_PATHS = frozenset({"/metrics", "/metrics/", "/status.html"})
 REFUSAL_DELAY = 0.1
 MAX_DELAYED_REFUSALS = 1024
 FAILURE_LOG_WINDOW = 10.0
@@ -187,7 +187,8 @@ class AuthenticationService:
 
     async def authenticate_http(self, request: web.Request) -> str | None:
         """The role of a web request (the ``WebServer.authenticate`` hook); raises
-        WebAuthenticationError (401). None for an unauthenticated ``/metrics`` scrape."""
+        WebAuthenticationError (401). None for an unauthenticated ``/metrics`` scrape or
+        ``/status.html`` probe."""
         remote = request.remote or "?"
         try:
             method, credentials = _http_credentials(request, "tls" in self.providers)

@@ -69,6 +69,7 @@ RULES: list[tuple[frozenset[str], re.Pattern[str], Need]] = [
     for methods, pattern, need in [
         (_GET, r"/metrics/?", Need.NOTHING),
         (_GET, r"/", Need.NOTHING),
+        (_GET, r"/status\.html", Need.NOTHING),
         (_GET, r"/dashboard/[^/]+", Need.NOTHING),
         (_ANY, r"/admin/v2/(clusters|brokers)(/.*)?", Need.SUPER_USER),
         (_ANY, r"/admin/v2/tenants", Need.SUPER_USER),
@@ -78,7 +79,11 @@ RULES: list[tuple[frozenset[str], re.Pattern[str], Need]] = [
         (_ANY, rf"/admin/v2/namespaces/{_T}(/.*)?", Need.TENANT_ADMIN),
         (_GET, rf"/admin/v2/{_DOMAIN}/{_T}/{_NS}(/partitioned)?", Need.LIST_TOPICS),
         (_GET, rf"/lookup/v2/topic/{_DOMAIN}/{_T}/{_NS}/(?P<topic>{_S})", Need.TOPIC_LOOKUP),
-        (_GET, rf"{_TOPIC}/(partitions|stats|partitioned-stats|internalStats)", Need.TOPIC_LOOKUP),
+        (
+            _GET,
+            rf"{_TOPIC}/(partitions|stats|partitioned-stats|internalStats|partitioned-internalStats)",
+            Need.TOPIC_LOOKUP,
+        ),
         (_GET, rf"{_TOPIC}/(subscriptions|lastMessageId|ledger/.*)", Need.TOPIC_CONSUME),
         (_ANY, rf"{_TOPIC}/subscription/{_SUB}(/.*)?", Need.TOPIC_CONSUME),
         (_ANY, rf"{_TOPIC}(/.*)?", Need.TOPIC_ADMIN),

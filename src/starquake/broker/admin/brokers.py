@@ -1,0 +1,96 @@
+"""The broker's own endpoints, with Pulsar's paths:
+
+- ``GET /status.html``: ``OK`` (200) while the broker serves, for load balancers (no
+  credentials needed);
+- ``GET /admin/v2/brokers/health``: ``ok`` (200) once the broker has written a heartbeat to its
+  metadata store (synced to disk) and read it back; 503 with the reason otherwise;
+- ``GET /admin/v2/brokers/configuration``: the names of the settings that can change while the
+  broker runs (none here: every setting is read at start-up);
+- ``GET /admin/v2/brokers/configuration/values``: those settings' values (an empty object);
+- ``GET /admin/v2/brokers/configuration/runtime``: every setting as the broker was configured
+  (defaults included), values as strings (secrets masked).
+
+They are installed before the ``/admin/v2/brokers/{cluster}`` route, which would take
+``health`` and ``configuration`` for cluster names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+import time
+from typing import TYPE_CHECKING
+
+from starquake.broker.admin.replies import Endpoint, Reply, serve_routes
+from starquake.broker.web import WebServer, json_reply
+
+if TYPE_CHECKING:
+    from starquake.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_KEY = "/admin/heartbeat"
+_SECRET = re.compile(r"secret|password|authParams|AuthenticationParameters", re.IGNORECASE)
+MASK = "********"
+
+
+def runtime_configuration(service: BrokerService) -> dict[str, str]:
+    """Every setting of the running broker as text, with secrets masked."""
+    config = service.config
+    out: dict[str, str] = {}
+    for field in dataclasses.fields(config):
+        if field.name == "extra":
+            continue
+        value = getattr(config, field.name)
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        out[field.name] = MASK if text and _SECRET.search(field.name) else text
+    for key, text in config.extra.items():
+        out[key] = MASK if text and _SECRET.search(key) else text
+    return dict(sorted(out.items()))
+
+
+def _heartbeat(service: BrokerService) -> str | None:
+    """Write a heartbeat to the metadata store and read it back; why it failed, or None."""
+    stamp = str(time.time_ns()).encode()
+    service.metadata.put_many([(HEARTBEAT_KEY, stamp)])
+    if service.metadata.get(HEARTBEAT_KEY) != stamp:
+        return "the metadata store did not return the heartbeat just written"
+    return None
+
+
+def install(web: WebServer, service: BrokerService) -> None:
+    """Add the endpoints to ``web``."""
+
+    async def status(_method: str, _target: str, _body: bytes) -> Reply:
+        return 200, "text/plain", b"OK"
+
+    async def health(_params: dict[str, str], _body: bytes) -> Reply:
+        try:
+            problem = await asyncio.to_thread(_heartbeat, service)
+        except Exception as exc:
+            problem = f"the metadata store failed: {exc}"
+        if problem is not None:
+            log.warning("health check failed: %s", problem)
+            return json_reply(503, {"reason": problem})
+        return 200, "text/plain", b"ok"
+
+    async def dynamic_names(_params: dict[str, str], _body: bytes) -> Reply:
+        return json_reply(200, [])
+
+    async def dynamic_values(_params: dict[str, str], _body: bytes) -> Reply:
+        return json_reply(200, {})
+
+    async def runtime(_params: dict[str, str], _body: bytes) -> Reply:
+        return json_reply(200, runtime_configuration(service))
+
+    web.route("GET", "/status.html", status)
+    base = "/admin/v2/brokers"
+    routes: list[tuple[str, str, Endpoint]] = [
+        ("GET", f"{base}/health", health),
+        ("GET", f"{base}/configuration", dynamic_names),
+        ("GET", f"{base}/configuration/values", dynamic_values),
+        ("GET", f"{base}/configuration/runtime", runtime),
+    ]
+    serve_routes(web, routes)
