@@ -138,6 +138,7 @@ class ServerCnx(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.service.connections.add(self)
+        self.service.connection_counts.created += 1
         self.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
         interval = self.service.config.keepAliveIntervalSeconds
         if interval > 0:
@@ -146,6 +147,7 @@ class ServerCnx(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """Detach the connection's producers and consumers."""
         self.service.connections.discard(self)
+        self.service.connection_counts.closed += 1
         if self._keepalive is not None:
             self._keepalive.cancel()
         for producer in list(self.producers.values()):
@@ -157,7 +159,7 @@ class ServerCnx(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         """Decode the frames ``data`` completes and handle them in order."""
-        self._last_received = time.monotonic()
+        self._last_received = self.service.received_at = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except FrameTooLargeError as exc:
