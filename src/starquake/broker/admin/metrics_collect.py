@@ -44,7 +44,7 @@ _NS_LABELS = ["cluster", "namespace"]
 _TOPIC_LABELS = [*_NS_LABELS, "topic"]
 _SUBSCRIPTION_LABELS = [*_TOPIC_LABELS, "subscription"]
 
-# (metric, help, field of _Figures): gauges of a topic, or of a namespace summed over its topics
+# (metric, help, field of TopicFigures): gauges of a topic, or of a namespace summed over its topics
 _FIGURE_GAUGES = (
     ("pulsar_rate_in", "Messages published per second.", "rate_in"),
     ("pulsar_rate_out", "Messages dispatched per second.", "rate_out"),
@@ -83,7 +83,7 @@ _SUBSCRIPTION_GAUGES = (
         "msgRateRedeliver",
     ),
 )
-# (metric prefix, help, bucket name suffixes, field of _Figures)
+# (metric prefix, help, bucket name suffixes, field of TopicFigures)
 _BUCKETED = (
     (
         "pulsar_storage_write_latency",
@@ -99,7 +99,7 @@ _BUCKETED = (
         "entry_sizes",
     ),
 )
-# (metric, help, field of _Figures): the broker's totals
+# (metric, help, field of TopicFigures): the broker's totals
 _BROKER_GAUGES = (
     ("pulsar_broker_topics_count", "Topics loaded by this broker.", "topics"),
     ("pulsar_broker_subscriptions_count", "Subscriptions of the loaded topics.", "subscriptions"),
@@ -129,7 +129,7 @@ def _number(value: object) -> float:
 
 
 @dataclass
-class _Figures:
+class TopicFigures:
     """What the metrics say of one topic, or summed over several."""
 
     topics: int = 0
@@ -151,7 +151,10 @@ class _Figures:
     entry_sizes: list[float] = field(default_factory=lambda: [0.0] * 11)
 
     @classmethod
-    def of(cls, topic: PersistentTopic | NonPersistentTopic, stats: Mapping[str, Any]) -> _Figures:
+    def of(
+        cls, topic: PersistentTopic | NonPersistentTopic, stats: Mapping[str, Any]
+    ) -> TopicFigures:
+        """The figures of ``topic``, whose stats are ``stats``."""
         subscriptions: Mapping[str, Mapping[str, Any]] = stats.get("subscriptions") or {}
         figures = cls(
             topics=1,
@@ -175,7 +178,7 @@ class _Figures:
             figures.entry_sizes = _last_interval(topic.entry_sizes)
         return figures
 
-    def add(self, other: _Figures) -> None:
+    def add(self, other: TopicFigures) -> None:
         """Sum ``other`` into these figures."""
         for name, value in vars(other).items():
             if isinstance(value, list):
@@ -227,7 +230,7 @@ class _Families:
     def gauge(self, name: str, doc: str, labels: list[str]) -> None:
         self.gauges[name] = GaugeMetricFamily(name, doc, labels=labels)
 
-    def add_figures(self, labels: list[str], figures: _Figures) -> None:
+    def add_figures(self, labels: list[str], figures: TopicFigures) -> None:
         """One topic's (or namespace's) samples."""
         for name, _, attr in _FIGURE_GAUGES:
             self.gauges[name].add_metric(labels, float(getattr(figures, attr)))
@@ -273,17 +276,17 @@ class BrokerCollector:
         per_topic = service.config.exposeTopicLevelMetricsInPrometheus
         families = self._families()
         cluster = service.config.clusterName
-        namespaces: dict[str, _Figures] = {}
-        broker = _Figures()
+        namespaces: dict[str, TopicFigures] = {}
+        broker = TopicFigures()
         for topic in self._topics():
             try:
                 stats = topic.stats()
             except Exception:
                 log.exception("cannot read the stats of %s for metrics", topic.full_name)
                 continue
-            figures = _Figures.of(topic, stats)
+            figures = TopicFigures.of(topic, stats)
             namespace = topic.name.namespace_name
-            namespaces.setdefault(namespace, _Figures()).add(figures)
+            namespaces.setdefault(namespace, TopicFigures()).add(figures)
             broker.add(figures)
             if per_topic:
                 labels = [cluster, namespace, topic.full_name]

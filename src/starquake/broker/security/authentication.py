@@ -35,6 +35,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -77,7 +78,9 @@ _PULSAR_CLASSES = {
     "AuthenticationProviderTls": "tls",
 }
 NO_CREDENTIALS = ("", "none")
-UNAUTHENTICATED_PATHS = frozenset({"/metrics", "/metrics/"})
+UNAUTHENTICATED_PATHS = re.compile(r"/metrics/?|/|/dashboard/[^/]+")
+"""Paths served without credentials: metrics (as Pulsar does) and the dashboard's page and its
+static files (they hold no data; the summary they read needs credentials)."""
 REFUSAL_DELAY = 0.1
 MAX_DELAYED_REFUSALS = 1024
 FAILURE_LOG_WINDOW = 10.0
@@ -175,7 +178,8 @@ class AuthenticationService:
 
     async def authenticate_http(self, request: web.Request) -> str | None:
         """The role of a web request (the ``WebServer.authenticate`` hook); raises
-        WebAuthenticationError (401). None for an unauthenticated ``/metrics`` scrape."""
+        WebAuthenticationError (401). None for a request without credentials to a path that
+        needs none (``/metrics``, the dashboard's page)."""
         remote = request.remote or "?"
         try:
             method, credentials = _http_credentials(request, "tls" in self.providers)
@@ -185,7 +189,7 @@ class AuthenticationService:
         try:
             result = await self.authenticate(method, credentials)
         except AuthenticationError as exc:
-            if method == "none" and request.path in UNAUTHENTICATED_PATHS:
+            if method == "none" and UNAUTHENTICATED_PATHS.fullmatch(request.path):
                 return None
             self.refused(remote, method, str(exc))
             raise WebAuthenticationError(f"Authentication failed: {exc}") from None
