@@ -108,6 +108,7 @@ def test_overview_lists_topics_with_their_backlog(
     assert row.find("td", cls="subscriptions").text.strip() == "1"
     assert namespace.find("tr", data_topic=other).find("td", cls="backlog").text.strip() == "0"
     assert page.find(id="status").classes() >= {"status", "ok"}
+    assert "hidden" in page.find(id="auth-button").attrs  # no authentication: no Sign in
 
     shot = tmp_path / "overview.png"
     run_chromium(

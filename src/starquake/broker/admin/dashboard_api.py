@@ -121,6 +121,7 @@ async def overview(service: BrokerService, role: str | None, params: dict[str, s
         200,
         {
             "cluster": service.config.clusterName,
+            "authentication": service.authentication is not None,
             "role": role,
             "time": int(time.time() * 1000),
             "totals": _figures_json(answer.totals),

@@ -121,7 +121,7 @@
     const headers = { Accept: "application/json" };
     const credentials = authorization();
     if (credentials) headers.Authorization = credentials;
-    const resp = await fetch(path, { cache: "no-store", credentials: "omit", headers });
+    const resp = await fetch(path, { cache: "no-store", credentials: "same-origin", headers });
     if (!resp.ok) {
       let reason = "";
       try {

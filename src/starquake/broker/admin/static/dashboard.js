@@ -485,10 +485,13 @@
     showAuthScheme();
   }
 
-  function renderAuthButton(role) {
+  // `needed`: whether the broker asks for credentials (false: hide the button unless some are
+  // stored; null: not known yet).
+  function renderAuthButton(role, needed) {
     const auth = loadAuth();
     authButton.textContent = auth ? (role ? `Signed in as ${role}` : "Signed in") : "Sign in";
     authButton.classList.toggle("signed-in", Boolean(auth));
+    authButton.hidden = needed === false && !auth;
   }
 
   authButton.addEventListener("click", () => {
@@ -562,7 +565,7 @@
         if (gen !== generation) return;
         shown = { key: route.key, route, data };
         render(route, data);
-        if (route.kind === "overview") renderAuthButton(data.role);
+        if (route.kind === "overview") renderAuthButton(data.role, data.authentication);
         refreshes += 1;
         main.setAttribute("data-refreshes", String(refreshes));
         setStatus(true, `live \u00b7 ${new Date().toLocaleTimeString("en-GB")}`);
@@ -590,6 +593,6 @@
   filterEl.addEventListener("input", () => {
     if (shown && shown.route.kind === "overview") render(shown.route, shown.data);
   });
-  renderAuthButton(null);
+  renderAuthButton(null, null);
   refresh();
 })();
