@@ -200,7 +200,9 @@ class PersistentTopic:
                 self.service.received_at,
             )
         )
-        self.entry_sizes.observe(len(entry))
+        sizes = self.entry_sizes
+        sizes.counts[bisect_left(ENTRY_SIZE_BOUNDS, len(entry))] += 1
+        sizes.sum += len(entry)
         self.msg_in_counter += info.num_messages
         self.bytes_in_counter += len(entry)
         self.entries_added += 1
@@ -213,12 +215,10 @@ class PersistentTopic:
         pending = self._pending
         partition = self.partition_index
         dedup = self.dedup if self.dedup.enabled else None
-        # the latencies go into bucket counters, inline: this loop runs once per entry
-        now = time.monotonic()
-        latency = self.write_latency
-        by_topic = latency.counts
-        broker = self.service.publish_latency
-        by_broker = broker.counts
+        # Entries read in one go share their read time: their latency is counted once per run
+        # of equal read times, so an entry costs an identity test here.
+        run_read = -1.0
+        run = 0
         while pending and pending[0][0] <= last:
             position, producer, sequence_id, highest, last_chunk, duplicate, received = (
                 pending.popleft()
@@ -228,11 +228,12 @@ class PersistentTopic:
                     commands.send_receipt(producer.producer_id, sequence_id, -1, -1, highest)
                 )
                 continue
-            millis = (now - received) * 1000.0
-            by_topic[bisect_left(WRITE_LATENCY_BOUNDS_MS, millis)] += 1
-            latency.sum += millis
-            by_broker[bisect_left(broker.bounds, millis)] += 1
-            broker.sum += millis
+            if received is not run_read:
+                if run:
+                    self._count_latency(run_read, run)
+                run_read = received
+                run = 0
+            run += 1
             if dedup is not None:
                 dedup.on_persisted(
                     producer.name, sequence_id, highest, position, is_last_chunk=last_chunk
@@ -247,6 +248,8 @@ class PersistentTopic:
                     partition,
                 )
             )
+        if run:
+            self._count_latency(run_read, run)
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
         if not pending and self._drained:
@@ -260,6 +263,16 @@ class PersistentTopic:
                     dedup.snapshot_stored(taken_at)
 
             self.service.store_metadata_later(key, value, on_stored=stored)
+
+    def _count_latency(self, received: float, entries: int) -> None:
+        """``entries`` whose SEND was read at ``received`` are durable now."""
+        millis = (time.monotonic() - received) * 1000.0
+        latency = self.write_latency
+        latency.counts[bisect_left(WRITE_LATENCY_BOUNDS_MS, millis)] += entries
+        latency.sum += millis * entries
+        broker = self.service.publish_latency
+        broker.counts[bisect_left(broker.bounds, millis)] += entries
+        broker.sum += millis * entries
 
     async def receipts_sent(self) -> None:
         """Return once every entry appended so far is durable and its receipt sent."""
