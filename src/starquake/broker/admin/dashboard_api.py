@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker import topic_listing
 from starquake.broker.admin.metrics_collect import TopicFigures
-from starquake.broker.system_topics import hide_system_topics
+from starquake.broker.system_topics import is_system_topic
 from starquake.broker.web import Reply, WebServer, json_reply
 from starquake.common.topic_name import TopicName
 
@@ -45,8 +44,14 @@ _FIELDS = {
 
 
 def _figures_json(figures: TopicFigures) -> dict[str, Any]:
-    values = asdict(figures)
-    return {key: values[attr] for key, attr in _FIELDS.items()}
+    return {key: getattr(figures, attr) for key, attr in _FIELDS.items()}
+
+
+def _namespace_of(name: str) -> str | None:
+    """``tenant/namespace`` of a topic name (None for a name that is not one)."""
+    _, sep, rest = name.partition("://")
+    parts = rest.split("/", 2)
+    return f"{parts[0]}/{parts[1]}" if sep and len(parts) == 3 else None
 
 
 class _Overview:
@@ -55,7 +60,12 @@ class _Overview:
     def __init__(self, service: BrokerService, role: str | None, stored: list[str]) -> None:
         self.service = service
         self.role = role
-        self.stored = stored
+        self.stored: dict[str, list[str]] = {}
+        """The stored persistent topics by namespace."""
+        for name in stored:
+            namespace = _namespace_of(name)
+            if namespace is not None:
+                self.stored.setdefault(namespace, []).append(name)
         self.totals = TopicFigures()
 
     def visible_namespaces(self, tenant: str | None, namespace: str | None) -> dict[str, list[str]]:
@@ -79,13 +89,16 @@ class _Overview:
     def namespace(self, namespace: str) -> list[dict[str, Any]]:
         """The rows of a namespace's topics, partitioned topics folded into one row each."""
         service = self.service
-        names = topic_listing.persistent_topics(self.stored, service.resources, namespace)
+        stored = self.stored.get(namespace, [])
+        names = topic_listing.persistent_topics(stored, service.resources, namespace)
         names += topic_listing.non_persistent_topics(service.nonpersistent_topics, namespace)
         rows: dict[str, dict[str, Any]] = {}
         sums: dict[str, TopicFigures] = {}
         subscriptions: dict[str, set[str]] = {}
-        for name in hide_system_topics(names):
+        for name in names:
             topic = TopicName.parse(name)
+            if is_system_topic(topic):
+                continue
             base = topic.partitioned_topic_name
             partitions = service.resources.partitions(base) if topic.is_partition else 0
             key = str(base) if partitions else name

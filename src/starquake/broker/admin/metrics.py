@@ -9,12 +9,14 @@ Each broker has a registry of its own (several brokers can run in one process) h
   (entries and bytes), observed once per commit, and the number of failed commits;
 - the process (CPU, memory, open files), the Python platform and its garbage collector.
 
-A scrape runs on the event loop and reads in-memory state only.
+A scrape reads the in-memory state on the event loop; the text is formatted in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -26,6 +28,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
 
 from starquake.broker.admin.metrics_collect import BrokerCollector
 from starquake.broker.admin.replies import Reply
@@ -106,6 +109,23 @@ class BrokerMetrics:
         """The registry in Prometheus' text format."""
         return generate_latest(self.registry)
 
+    async def render_async(self) -> bytes:
+        """:meth:`render`, with only the reading of the live state on the event loop: the
+        formatting (most of the time with many topics) runs in a worker thread."""
+        snapshot = _Snapshot(list(self.registry.collect()))
+        return await asyncio.to_thread(generate_latest, snapshot)
+
+
+class _Snapshot:
+    """Metric families already collected, served as a registry to the text formatter."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        """The families, as collected."""
+        return iter(self._families)
+
 
 def install(web: WebServer, service: BrokerService) -> None:
     """Serve ``/metrics`` and ``/metrics/`` on ``web`` from a new registry for ``service``."""
@@ -113,7 +133,7 @@ def install(web: WebServer, service: BrokerService) -> None:
 
     async def scrape(_method: str, _target: str, _body: bytes) -> Reply:
         try:
-            body = metrics.render()
+            body = await metrics.render_async()
         except Exception:
             log.exception("collecting metrics failed")
             return json_reply(500, {"reason": "collecting metrics failed; see the broker log"})

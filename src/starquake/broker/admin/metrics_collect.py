@@ -286,7 +286,11 @@ class BrokerCollector:
                 continue
             figures = TopicFigures.of(topic, stats)
             namespace = topic.name.namespace_name
-            namespaces.setdefault(namespace, TopicFigures()).add(figures)
+            summed = namespaces.setdefault(namespace, TopicFigures())
+            if per_topic:
+                summed.topics += 1  # the namespace's series: only its topic count
+            else:
+                summed.add(figures)
             broker.add(figures)
             if per_topic:
                 labels = [cluster, namespace, topic.full_name]
