@@ -274,14 +274,15 @@ def test_requests_per_refresh_do_not_grow_with_the_topics(
         assert len(rows) == topics
         page.watch_requests()
         start = page.refreshes()
-        page.wait_refreshes(start + 3)
+        page.wait_refreshes(start + 4)
         done = page.refreshes()
         requests = _api_requests(page, base)
-        # one request per refresh; the next refresh's may have started
-        assert done - start <= len(requests) <= done - start + 1, requests
         assert all("/dashboard/api/overview?" in url for url in requests), requests
-        counts[namespace] = len(requests) / (done - start)
-    assert counts["many"] <= counts["few"] + 0.5, counts
+        # one request per refresh (give or take the one in flight at either end)
+        assert done - start - 1 <= len(requests) <= done - start + 1, requests
+        counts[namespace] = len(requests)
+    # 3 topics or 40: the same number of requests
+    assert max(counts.values()) - min(counts.values()) <= 2, counts
 
 
 def _partitioned_stats(broker: EmbeddedBroker, topic: str) -> dict[str, Any]:
