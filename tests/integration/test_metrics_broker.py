@@ -5,6 +5,7 @@ and entry sizes (Pulsar's buckets), redelivery rates, broker totals, connections
 from __future__ import annotations
 
 import base64
+import json
 import math
 import secrets
 import uuid
@@ -14,8 +15,10 @@ from pathlib import Path
 import jwt
 import pulsar
 import pytest
+from admin_http import http_call
 from metrics_scrape import Scrape, produce, wait_for_scrape
 from official_client import official_client
+from polling import wait_for
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -134,6 +137,18 @@ def test_redelivery_rate_of_a_subscription(ticking: EmbeddedBroker) -> None:
 
         scrape = wait_for_scrape(ticking, redelivering)
         assert scrape.value("pulsar_subscription_msg_rate_redeliver", **labels) > 0
+        # the admin API's stats carry the same rate, for the subscription and its consumer
+        path = f"/admin/v2/{topic.replace('://', '/')}/stats"
+
+        def stats_show_it() -> bool:
+            redelivering(Scrape(ticking))
+            status, body = http_call(ticking.web_service_url, "GET", path)
+            sub = json.loads(body)["subscriptions"]["s"] if status == 200 else {}
+            rates = [sub.get("msgRateRedeliver", 0)]
+            rates += [c["msgRateRedeliver"] for c in sub.get("consumers", [])]
+            return len(rates) == 2 and min(rates) > 0
+
+        wait_for(stats_show_it, "msgRateRedeliver in the stats")
         # a subscription that redelivers nothing
         idle = client.subscribe(topic, "idle")
         after = Scrape(ticking)
