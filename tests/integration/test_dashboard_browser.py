@@ -1,139 +1,37 @@
 """The dashboard at ``/``: served over plain HTTP, and rendered by a real headless Chromium
-against a live broker (the page's script reads the admin API, and the tests read the DOM it
-builds).
-
-The browser tests need Debian's ``chromium`` (``scripts/test`` installs it). Without it they
-are skipped, except in CI (``CI=true``), where a missing browser fails them.
-"""
+against a live broker (the page's script reads the broker, and the tests read the DOM it
+builds, the requests it makes and screenshots)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pulsar
 import pytest
 from admin_http import http_call
+from dashboard_browser import LivePage, find_chromium, parse_dom, run_chromium
 from official_client import official_client
 
 from starquake.broker.embedded import EmbeddedBroker
 
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    # virtual time runs the page's timers fast; it stands still while a fetch is in flight
-    "--virtual-time-budget=5000",
-]
-
 
 @pytest.fixture
 def chromium() -> str:
-    found = shutil.which("chromium") or (
-        "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
-    )
-    if found is None:
-        message = "chromium is not installed (scripts/test installs it: apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+    return find_chromium()
 
 
-def _run_chromium(chromium: str, tmp_path: Path, url: str, *args: str) -> str:
-    """Chromium's stdout after loading ``url`` with ``args``, in a fresh profile."""
-    profile = tmp_path / f"chromium-{uuid.uuid4().hex[:8]}"
-    command = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, url]
-    done = subprocess.run(command, capture_output=True, timeout=90, check=False)
-    stderr = done.stderr.decode(errors="replace")
-    assert done.returncode == 0, f"chromium exited with {done.returncode}: {stderr[-2000:]}"
-    return done.stdout.decode()
-
-
-@dataclass
-class Element:
-    tag: str
-    attrs: dict[str, str]
-    text: str = ""
-    children: list[Element] = field(default_factory=list)
-
-    def classes(self) -> set[str]:
-        return set(self.attrs.get("class", "").split())
-
-    def walk(self) -> Iterator[Element]:
-        yield self
-        for child in self.children:
-            yield from child.walk()
-
-    def find_all(
-        self, tag: str | None = None, cls: str | None = None, **attrs: str
-    ) -> list[Element]:
-        """Descendants (and self) with ``tag``, class ``cls`` and attributes (``data_x`` names
-        ``data-x``)."""
-        wanted = {name.replace("_", "-"): value for name, value in attrs.items()}
-        return [
-            e
-            for e in self.walk()
-            if (tag is None or e.tag == tag)
-            and (cls is None or cls in e.classes())
-            and all(e.attrs.get(k) == v for k, v in wanted.items())
-        ]
-
-    def find(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> Element:
-        found = self.find_all(tag, cls, **attrs)
-        assert found, f"no <{tag or '*'} class={cls} {attrs}> in the page"
-        return found[0]
-
-
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
-
-
-class _DomParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.root = Element("#document", {})
-        self.stack = [self.root]
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        element = Element(tag, {k: v or "" for k, v in attrs})
-        self.stack[-1].children.append(element)
-        if tag not in VOID:
-            self.stack.append(element)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.stack[-1].children.append(Element(tag, {k: v or "" for k, v in attrs}))
-
-    def handle_endtag(self, tag: str) -> None:
-        for depth in range(len(self.stack) - 1, 0, -1):
-            if self.stack[depth].tag == tag:
-                del self.stack[depth:]
-                return
-
-    def handle_data(self, data: str) -> None:
-        for open_element in self.stack:
-            open_element.text += data
-
-
-def parse_dom(html: str) -> Element:
-    parser = _DomParser()
-    parser.feed(html)
-    parser.close()
-    return parser.root
+@pytest.fixture
+def page(chromium: str, tmp_path: Path) -> Iterator[LivePage]:
+    live = LivePage(chromium, tmp_path / "profile")
+    try:
+        yield live
+    finally:
+        live.close()
 
 
 def _stats(broker: EmbeddedBroker, topic: str) -> dict[str, Any]:
@@ -198,7 +96,7 @@ def test_overview_lists_topics_with_their_backlog(
     finally:
         client.close()
 
-    page = parse_dom(_run_chromium(chromium, tmp_path, f"{broker.web_service_url}/", "--dump-dom"))
+    page = parse_dom(run_chromium(chromium, tmp_path, f"{broker.web_service_url}/", "--dump-dom"))
 
     main = page.find("main", data_view="overview")
     namespace = main.find(cls="namespace", data_namespace="public/default")
@@ -210,9 +108,10 @@ def test_overview_lists_topics_with_their_backlog(
     assert row.find("td", cls="subscriptions").text.strip() == "1"
     assert namespace.find("tr", data_topic=other).find("td", cls="backlog").text.strip() == "0"
     assert page.find(id="status").classes() >= {"status", "ok"}
+    assert "hidden" in page.find(id="auth-button").attrs  # no authentication: no Sign in
 
     shot = tmp_path / "overview.png"
-    _run_chromium(
+    run_chromium(
         chromium,
         tmp_path,
         f"{broker.web_service_url}/",
@@ -249,7 +148,7 @@ def test_topic_view_draws_key_shared_hash_ranges(
         assert set(expected) == {"ks-a", "ks-b"} and all(expected.values())
 
         url = f"{broker.web_service_url}/#/topic/persistent/public/default/{local}"
-        page = parse_dom(_run_chromium(chromium, tmp_path, url, "--dump-dom"))
+        page = parse_dom(run_chromium(chromium, tmp_path, url, "--dump-dom"))
     finally:
         for consumer in consumers:
             consumer.close()
@@ -269,3 +168,127 @@ def test_topic_view_draws_key_shared_hash_ranges(
         row = sub.find("tr", data_consumer=name)
         assert row.find("td", cls="permits").text.strip() not in ("", "\u2013")
         assert row.find_all("rect", cls="hash-range"), f"{name}'s own bar"
+
+
+def _api_requests(page: LivePage, base: str) -> list[str]:
+    """The URLs of the broker requests the page made (its script's, not its files')."""
+    urls = [r["url"] for r in page.requests if r["url"].startswith(base)]
+    return [u for u in urls if u[len(base) :].startswith(("/admin/", "/dashboard/api/"))]
+
+
+def test_partitioned_topic_is_one_row_and_opens_per_partition(
+    broker: EmbeddedBroker, page: LivePage, tmp_path: Path
+) -> None:
+    local = f"dash-parts-{uuid.uuid4().hex[:8]}"
+    topic = f"persistent://public/default/{local}"
+    broker.create_partitioned_topic(topic, 3)
+    client = official_client(broker)
+    try:
+        client.subscribe(topic, "pending").close()
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(30):
+            producer.send(f"m-{i}".encode(), partition_key=f"key-{i}")
+    finally:
+        client.close()
+    per_partition = {
+        name: sum(s["msgBacklog"] for s in stats["subscriptions"].values())
+        for name, stats in _partitioned_stats(broker, topic)["partitions"].items()
+    }
+    assert sum(per_partition.values()) == 30
+
+    base = broker.web_service_url
+    page.goto(f"{base}/")
+    page.wait_refreshes(1)
+    overview = page.dom().find("main", data_view="overview")
+    row = overview.find("tr", data_topic=topic)
+    assert row.attrs["data-partitions"] == "3"
+    assert row.find(cls="partitions").text == "3 partitions"
+    assert row.find("td", cls="backlog").text == "30"
+    assert row.find("td", cls="subscriptions").text == "1"
+    assert not [
+        r for r in overview.find_all("tr") if "-partition-" in r.attrs.get("data-topic", "")
+    ]
+
+    page.goto(f"{base}/{row.find('a').attrs['href']}")
+    page.wait_for("!!document.querySelector('table.partitions')", "the partitions table")
+    view = page.dom().find("main", data_view="topic")
+    assert not view.find_all(cls="error")
+    assert view.find("h1").text == local
+    shown = {
+        r.attrs["data-topic"]: int(r.find("td", cls="backlog").text)
+        for r in view.find("table", cls="partitions").find_all("tr")
+        if "data-partition" in r.attrs
+    }
+    assert shown == per_partition
+    assert view.find(cls="total-backlog").find(cls="card-value").text == "30"
+    assert view.find(cls="subscription", data_subscription="pending")
+    page.screenshot(tmp_path / "partitioned.png")
+
+    # one partition's own view, from its row
+    first = f"{topic}-partition-0"
+    page.goto(f"{base}/#/topic/persistent/public/default/{local}-partition-0")
+    heading = "document.querySelector('main[data-view=topic] h1')?.textContent"
+    page.wait_for(f"{heading} === '{local}-partition-0'", "the partition's view")
+    view = page.dom().find("main", data_view="topic")
+    assert not view.find_all(cls="error")
+    assert view.find(cls="total-backlog").find(cls="card-value").text == str(per_partition[first])
+
+
+def test_charts_keep_a_short_history(broker: EmbeddedBroker, page: LivePage, topic: str) -> None:
+    client = official_client(broker)
+    try:
+        client.subscribe(topic, "pending").close()
+        producer = client.create_producer(topic)
+        for i in range(12):
+            producer.send(f"m-{i}".encode())
+        page.goto(f"{broker.web_service_url}/")
+        page.wait_refreshes(3)
+    finally:
+        client.close()
+    main = page.dom().find("main", data_view="overview")
+    rates = main.find("figure", cls="chart", data_chart="rates")
+    backlog = main.find("figure", cls="chart", data_chart="backlog")
+    assert int(rates.attrs["data-samples"]) >= 3
+    for series in ("rateIn", "rateOut"):
+        points = rates.find("polyline", data_series=series).attrs["points"].split()
+        assert len(points) >= 3
+    points = backlog.find("polyline", data_series="backlog").attrs["points"].split()
+    ys = {float(p.split(",")[1]) for p in points}
+    assert len(points) >= 3 and len(ys) == 1 and ys != {110.0}  # a flat line above the axis
+    assert backlog.find(cls="chart-legend").text.strip().endswith("12")
+
+
+def test_requests_per_refresh_do_not_grow_with_the_topics(
+    broker: EmbeddedBroker, page: LivePage
+) -> None:
+    base = broker.web_service_url
+    counts = {}
+    for namespace, topics in (("few", 3), ("many", 40)):
+        assert http_call(base, "PUT", f"/admin/v2/namespaces/public/{namespace}")[0] == 204
+        for i in range(topics):
+            path = f"/admin/v2/persistent/public/{namespace}/t-{i}"
+            assert http_call(base, "PUT", path)[0] == 204
+        page.goto(f"{base}/#/namespace/public/{namespace}")
+        page.wait_refreshes(1)
+        rows = page.dom().find("div", cls="namespace").find_all("tr", data_partitions="0")
+        assert len(rows) == topics
+        page.watch_requests()
+        start = page.refreshes()
+        page.wait_refreshes(start + 4)
+        done = page.refreshes()
+        requests = _api_requests(page, base)
+        assert all("/dashboard/api/overview?" in url for url in requests), requests
+        # one request per refresh (give or take the one in flight at either end)
+        assert done - start - 1 <= len(requests) <= done - start + 1, requests
+        counts[namespace] = len(requests)
+    # 3 topics or 40: the same number of requests
+    assert max(counts.values()) - min(counts.values()) <= 2, counts
+
+
+def _partitioned_stats(broker: EmbeddedBroker, topic: str) -> dict[str, Any]:
+    path = f"/admin/v2/{topic.replace('://', '/')}/partitioned-stats?perPartition=true"
+    status, body = http_call(broker.web_service_url, "GET", path)
+    assert status == 200, body
+    stats = json.loads(body)
+    assert isinstance(stats, dict)
+    return stats

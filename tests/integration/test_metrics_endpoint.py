@@ -4,78 +4,18 @@ parsed with prometheus_client's own parser."""
 
 from __future__ import annotations
 
-import threading
-import time
-import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pulsar
+from metrics_scrape import Scrape, produce, wait_for_scrape
 from official_client import official_client
 from prometheus_client import CONTENT_TYPE_LATEST
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.samples import Sample
 
 from starquake.broker.embedded import EmbeddedBroker
 
 CLUSTER = "standalone"
 NAMESPACE = "public/default"
-
-
-class Scrape:
-    """One scrape of ``/metrics``: its samples by sample name."""
-
-    def __init__(self, broker: EmbeddedBroker, path: str = "/metrics") -> None:
-        with urllib.request.urlopen(f"{broker.web_service_url}{path}", timeout=10) as resp:
-            self.status = resp.status
-            self.content_type = resp.headers["Content-Type"]
-            text = resp.read().decode()
-        self.families = {f.name: f for f in text_string_to_metric_families(text)}
-        self.samples: dict[str, list[Sample]] = {}
-        for family in self.families.values():
-            for sample in family.samples:
-                self.samples.setdefault(sample.name, []).append(sample)
-
-    def value(self, name: str, **labels: str) -> float:
-        """The value of the one sample of ``name`` carrying ``labels`` (and maybe others)."""
-        found = [s for s in self.samples.get(name, []) if labels.items() <= s.labels.items()]
-        assert len(found) == 1, f"{name}{labels}: {found}"
-        return found[0].value
-
-    def total(self, name: str) -> float:
-        """The sum of every sample of ``name`` (0 when there are none)."""
-        return sum(s.value for s in self.samples.get(name, []))
-
-
-def _wait_for(
-    broker: EmbeddedBroker, check: Callable[[Scrape], bool], timeout: float = 10
-) -> Scrape:
-    deadline = time.monotonic() + timeout
-    while True:
-        scrape = Scrape(broker)
-        if check(scrape) or time.monotonic() > deadline:
-            return scrape
-        time.sleep(0.1)
-
-
-def _produce(producer: pulsar.Producer, payloads: list[bytes]) -> None:
-    """Send everything asynchronously and wait for every receipt."""
-    done = threading.Event()
-    results: list[pulsar.Result] = []
-    lock = threading.Lock()
-
-    def on_sent(result: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
-        with lock:
-            results.append(result)
-            if len(results) == len(payloads):
-                done.set()
-
-    for payload in payloads:
-        producer.send_async(payload, on_sent)
-    producer.flush()
-    assert done.wait(30), f"{len(results)} of {len(payloads)} receipts"
-    assert all(r == pulsar.Result.Ok for r in results)
 
 
 def test_metrics_are_served_in_prometheus_text_format(broker: EmbeddedBroker) -> None:
@@ -119,7 +59,7 @@ def test_topic_and_subscription_metrics_follow_what_the_clients_did(
         producer = client.create_producer(
             topic, batching_enabled=False, block_if_queue_full=True, max_pending_messages=500
         )
-        _produce(producer, payloads)
+        produce(producer, payloads)
 
         # while the load is fresh, the rates show it
         under_load = Scrape(broker)
@@ -138,7 +78,7 @@ def test_topic_and_subscription_metrics_follow_what_the_clients_did(
                 s.labels.get("subscription") == "pending" and s.value == 10 for s in unacked
             )
 
-        after = _wait_for(broker, settled)
+        after = wait_for_scrape(broker, settled)
 
         # topic metrics, with Pulsar's labels
         assert after.value("pulsar_in_messages_total", **labels) == total

@@ -130,6 +130,8 @@ class BrokerConfig:
     nonPersistentMaxPendingBytesPerConnection: int = 8 * 1024 * 1024
     statsUpdateFrequencyInSecs: int = 60
     """Rates in the stats and metrics average over one to two of these intervals."""
+    exposeTopicLevelMetricsInPrometheus: bool = True
+    """``/metrics`` has topic and subscription series; false: namespace aggregates only."""
     ttlDurationDefaultInSeconds: int = 0
     """Message TTL of namespaces that set none (0: messages never expire)."""
     messageExpiryCheckIntervalInMinutes: float = 5.0

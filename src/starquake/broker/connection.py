@@ -151,6 +151,7 @@ class ServerCnx(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.service.connections.add(self)
+        self.service.connection_counts.created += 1
         self.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
         interval = self.service.config.keepAliveIntervalSeconds
         if interval > 0:
@@ -159,6 +160,7 @@ class ServerCnx(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """Detach the connection's producers and consumers."""
         self.service.connections.discard(self)
+        self.service.connection_counts.closed += 1
         if self._keepalive is not None:
             self._keepalive.cancel()
         for producer in list(self.producers.values()):
@@ -172,7 +174,7 @@ class ServerCnx(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         """Decode the frames ``data`` completes and handle them in order."""
-        self._last_received = time.monotonic()
+        self._last_received = self.service.received_at = time.monotonic()
         if self._handshake_frames and self.authenticator.connected:
             self._handshake_frames = False
             self.decoder.max_frame_size = self._max_frame

@@ -71,6 +71,7 @@ class Consumer:
         "last_consumed_timestamp",
         "metadata",
         "msg_out_counter",
+        "msg_redeliver_counter",
         "name",
         "partition_index",
         "pending_acks",
@@ -79,6 +80,7 @@ class Consumer:
         "rates",
         "read_compacted",
         "read_position_when_joining",
+        "redeliver_rates",
         "sub_type",
         "subscription",
         "unacked",
@@ -108,6 +110,9 @@ class Consumer:
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
         self.rates = RateWindow()
+        self.msg_redeliver_counter = 0
+        """Messages this consumer asked to have redelivered."""
+        self.redeliver_rates = RateWindow()
         self.read_compacted = False
         self.connected_since = time.time()
         self.key_hash_ranges: list[tuple[int, int]] | None = None
@@ -198,6 +203,14 @@ class Consumer:
         for position in chosen:
             self.unacked -= pending.pop(position)
         return chosen
+
+    def count_redelivery(self, positions: Sequence[Position] | None) -> None:
+        """Count the messages a redelivery request covers (those still pending here)."""
+        if positions is None:
+            self.msg_redeliver_counter += self.unacked
+        else:
+            pending = self.pending_acks
+            self.msg_redeliver_counter += sum(pending.get(p, 0) for p in positions)
 
     def clear_pending(self) -> None:
         """Forget every pending entry (they are redelivered elsewhere)."""

@@ -272,6 +272,7 @@ class ConsumerCommands:
             positions = [
                 Position(to_signed(m.ledgerId), to_signed(m.entryId)) for m in request.message_ids
             ]
+        consumer.count_redelivery(positions)
         consumer.subscription.redeliver(consumer, positions)
 
     # --- UNSUBSCRIBE, CLOSE_CONSUMER ----------------------------------------------------------

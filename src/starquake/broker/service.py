@@ -37,6 +37,7 @@ from starquake.broker.errors import (
 )
 from starquake.broker.message_expiry import expire_older_than
 from starquake.broker.nonpersistent import NonPersistentTopic
+from starquake.broker.observations import ConnectionCounts, PublishLatency
 from starquake.broker.resources import PulsarResources
 from starquake.broker.schemas.registry import SchemaRegistry
 from starquake.broker.security.authentication import AuthenticationService
@@ -118,6 +119,10 @@ class BrokerService:
         self._metadata_writer: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
+        self.connection_counts = ConnectionCounts()
+        self.publish_latency = PublishLatency()
+        self.received_at = time.monotonic()
+        """When a connection last handed bytes to its handlers (the publish latency's start)."""
         self.background: set[asyncio.Task[Any]] = set()
         self.urls = BrokerUrls()
         """Every URL of this broker ("" for a port that is off)."""
@@ -259,6 +264,10 @@ class BrokerService:
             now = time.monotonic()
             for topic in self.all_topics():
                 topic_stats.tick(topic, now)
+                if isinstance(topic, PersistentTopic):
+                    topic.write_latency.tick()
+                    topic.entry_sizes.tick()
+            self.publish_latency.tick()
 
     async def _expiry_loop(self) -> None:
         while True:

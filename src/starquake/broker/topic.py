@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from bisect import bisect_left
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from starquake.broker.dedup import DedupStatus, MessageDeduplication
 from starquake.broker.entry_info import EntryInfo, EntryInfoCache
 from starquake.broker.errors import BrokerServiceError, PersistenceError, SubscriptionNotFoundError
 from starquake.broker.limits import check_producer_limit
+from starquake.broker.observations import ENTRY_SIZE_BOUNDS, WRITE_LATENCY_BOUNDS_MS, Buckets
 from starquake.broker.producer_access import ProducerRegistry
 from starquake.broker.rates import RateWindow
 from starquake.broker.subscription import Subscription
@@ -38,9 +40,10 @@ LATEST_ID = (1 << 63) - 1
 
 
 # A receipt to send once ``position`` is durable: (position, producer, sequence id, highest
-# sequence id, last chunk of its message, duplicate: answer -1:-1, nothing was stored). A plain
-# tuple: one is made per entry on the publish path, where a NamedTuple costs measurably more.
-PendingReceipt = tuple[Position, "Producer", int, int, bool, bool]
+# sequence id, last chunk of its message, duplicate: answer -1:-1, nothing was stored, when the
+# SEND was read). A plain tuple: one is made per entry on the publish path, where a NamedTuple
+# costs measurably more.
+PendingReceipt = tuple[Position, "Producer", int, int, bool, bool, float]
 
 
 class PersistentTopic:
@@ -72,6 +75,10 @@ class PersistentTopic:
         self.terminated: Position | None = None
         """Where the topic was terminated: it takes no more messages (None: open)."""
         self.rates = RateWindow()
+        self.write_latency = Buckets(WRITE_LATENCY_BOUNDS_MS)
+        """Milliseconds from reading each SEND to its entry being durable."""
+        self.entry_sizes = Buckets(ENTRY_SIZE_BOUNDS)
+        """Bytes of each entry stored."""
         self.max_delivery_delay_ms = policy_events.max_delivery_delay_ms(service, name)
         """Longest delivery delay a message may ask for (0: any); policy_events refreshes it."""
         self.last_active = time.monotonic()
@@ -160,6 +167,7 @@ class PersistentTopic:
                             highest_sequence_id,
                             last_chunk,
                             True,
+                            0.0,
                         )
                     )
                 else:
@@ -182,8 +190,19 @@ class PersistentTopic:
             raise PersistenceError(f"Cannot store the message: {exc}") from exc
         self.entry_infos.put(position, info)
         self._pending.append(
-            (position, producer, sequence_id, highest_sequence_id, last_chunk, False)
+            (
+                position,
+                producer,
+                sequence_id,
+                highest_sequence_id,
+                last_chunk,
+                False,
+                self.service.received_at,
+            )
         )
+        sizes = self.entry_sizes
+        sizes.counts[bisect_left(ENTRY_SIZE_BOUNDS, len(entry))] += 1
+        sizes.sum += len(entry)
         self.msg_in_counter += info.num_messages
         self.bytes_in_counter += len(entry)
         self.entries_added += 1
@@ -196,13 +215,25 @@ class PersistentTopic:
         pending = self._pending
         partition = self.partition_index
         dedup = self.dedup if self.dedup.enabled else None
+        # Entries read in one go share their read time: their latency is counted once per run
+        # of equal read times, so an entry costs an identity test here.
+        run_read = -1.0
+        run = 0
         while pending and pending[0][0] <= last:
-            position, producer, sequence_id, highest, last_chunk, duplicate = pending.popleft()
+            position, producer, sequence_id, highest, last_chunk, duplicate, received = (
+                pending.popleft()
+            )
             if duplicate:
                 producer.on_receipt(
                     commands.send_receipt(producer.producer_id, sequence_id, -1, -1, highest)
                 )
                 continue
+            if received is not run_read:
+                if run:
+                    self._count_latency(run_read, run)
+                run_read = received
+                run = 0
+            run += 1
             if dedup is not None:
                 dedup.on_persisted(
                     producer.name, sequence_id, highest, position, is_last_chunk=last_chunk
@@ -217,6 +248,8 @@ class PersistentTopic:
                     partition,
                 )
             )
+        if run:
+            self._count_latency(run_read, run)
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
         if not pending and self._drained:
@@ -230,6 +263,16 @@ class PersistentTopic:
                     dedup.snapshot_stored(taken_at)
 
             self.service.store_metadata_later(key, value, on_stored=stored)
+
+    def _count_latency(self, received: float, entries: int) -> None:
+        """``entries`` whose SEND was read at ``received`` are durable now."""
+        millis = (time.monotonic() - received) * 1000.0
+        latency = self.write_latency
+        latency.counts[bisect_left(WRITE_LATENCY_BOUNDS_MS, millis)] += entries
+        latency.sum += millis * entries
+        broker = self.service.publish_latency
+        broker.counts[bisect_left(broker.bounds, millis)] += entries
+        broker.sum += millis * entries
 
     async def receipts_sent(self) -> None:
         """Return once every entry appended so far is durable and its receipt sent."""
@@ -265,7 +308,7 @@ class PersistentTopic:
         """The storage lost its ability to persist: fail every pending send and unload."""
         message = f"Failed to persist the message: {exc}"
         while self._pending:
-            _, producer, sequence_id, highest, _, duplicate = self._pending.popleft()
+            _, producer, sequence_id, highest, _, duplicate, _ = self._pending.popleft()
             if self.dedup.enabled and not duplicate:
                 self.dedup.on_failed(producer.name, sequence_id, highest)
             producer.on_send_error(sequence_id, ServerError.PersistenceError, message)

@@ -53,6 +53,7 @@ def tick(topic: PersistentTopic | NonPersistentTopic, now: float) -> None:
         subscription.rates.tick(now, *subscription_out(subscription))
         for consumer in subscription.consumers:
             consumer.rates.tick(now, consumer.msg_out_counter, consumer.bytes_out_counter)
+            consumer.redeliver_rates.tick(now, consumer.msg_redeliver_counter, 0)
 
 
 def _publisher(producer: Producer, now: float) -> dict[str, Any]:
@@ -81,13 +82,14 @@ def _consumer(consumer: Consumer, now: float, ranges: list[tuple[int, int]] | No
     rate, throughput = consumer.rates.rates(
         now, consumer.msg_out_counter, consumer.bytes_out_counter
     )
+    redeliver, _ = consumer.redeliver_rates.rates(now, consumer.msg_redeliver_counter, 0)
     cnx = consumer.cnx
     entry: dict[str, Any] = {
         "msgRateOut": rate,
         "msgThroughputOut": throughput,
         "bytesOutCounter": consumer.bytes_out_counter,
         "msgOutCounter": consumer.msg_out_counter,
-        "msgRateRedeliver": 0.0,
+        "msgRateRedeliver": redeliver,
         "chunkedMessageRate": 0.0,
         "consumerName": consumer.name,
         "availablePermits": max(consumer.permits, 0),
@@ -131,7 +133,7 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
         "msgThroughputOut": throughput,
         "bytesOutCounter": bytes_out,
         "msgOutCounter": messages_out,
-        "msgRateRedeliver": 0.0,
+        "msgRateRedeliver": sum(c["msgRateRedeliver"] for c in consumers),
         "chunkedMessageRate": 0,
         "msgBacklog": backlog,
         "backlogSize": int(backlog * entry_size),

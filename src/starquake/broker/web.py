@@ -40,6 +40,8 @@ Reply = tuple[int, str, bytes] | tuple[int, str, bytes, dict[str, str]]
 Handler = Callable[[str, str, bytes], Awaitable[Reply]]
 # (path parameters, body) -> reply
 PatternHandler = Callable[[dict[str, str], bytes], Awaitable[Reply]]
+# (role, query parameters) -> reply: a GET whose answer depends on who asks
+RoleHandler = Callable[[str | None, dict[str, str]], Awaitable[Reply]]
 MAX_BODY_BYTES = 1024 * 1024
 # request -> role (None: authentication is off); raises WebAuthenticationError
 Authenticate = Callable[[web.Request], Awaitable[str | None]]
@@ -72,6 +74,7 @@ class WebServer:
         self.routes: dict[tuple[str, str], Handler] = {}
         self.patterns: list[tuple[str, re.Pattern[str], PatternHandler]] = []
         self.limits = limits or WebLimits()
+        self.role_routes: dict[str, RoleHandler] = {}
         self._runner: web.AppRunner | None = None
         self.listeners: list[Listener] = []
         self.authenticate: Authenticate | None = None
@@ -81,6 +84,11 @@ class WebServer:
         """Serve ``method`` on exactly ``path`` with ``handler``."""
         self.routes[(method, path)] = handler
 
+    def route_for_role(self, path: str, handler: RoleHandler) -> None:
+        """Serve GET on exactly ``path`` with ``handler``, which is told the caller's role
+        (after the authorization hook let the request through)."""
+        self.role_routes[path] = handler
+
     def route_pattern(self, method: str, pattern: str, handler: PatternHandler) -> None:
         """Serve ``method`` on every path that ``pattern`` matches in full."""
         self.patterns.append((method, re.compile(pattern), handler))
@@ -89,6 +97,14 @@ class WebServer:
         self, method: str, target: str, body: bytes, role: str | None = None
     ) -> Reply:
         path, _, query = target.partition("?")
+        for_role = self.role_routes.get(path) if method == "GET" else None
+        if for_role is not None:
+            params = dict(urllib.parse.parse_qsl(query))
+            if self.authorize is not None:
+                refusal = await self.authorize(role, method, path, dict(params))
+                if refusal is not None:
+                    return refusal
+            return await for_role(role, params)
         handler = self.routes.get((method, path))
         if handler is not None:
             if self.authorize is not None:

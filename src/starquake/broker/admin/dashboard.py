@@ -1,10 +1,11 @@
 """A read-only dashboard on the web port: ``GET /`` serves one HTML page and
 ``GET /dashboard/{file}`` its script and style sheet.
 
-The page has no server-side logic of its own: its script polls the admin API of the same origin
-(tenants, namespaces, topic lists, topic stats) every two seconds and draws what it gets. The
-files ship in the package (``static/``) and are read with :mod:`importlib.resources` on first
-use, then kept in memory.
+The page's script polls the broker every two seconds and draws what it gets: the overview
+from one summary request (:mod:`~starquake.broker.admin.dashboard_api`), a topic from its stats
+in the admin API (a partitioned topic's per partition). It sends the operator's credentials
+when given some. The files ship in the package (``static/``) and are read with
+:mod:`importlib.resources` on first use, then kept in memory.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib.resources
 from typing import TYPE_CHECKING
 
+from starquake.broker.admin import dashboard_api
 from starquake.broker.admin.replies import Reply
 from starquake.broker.web import WebServer, json_reply
 
@@ -51,9 +53,9 @@ class StaticFiles:
 
 
 def install(web: WebServer, service: BrokerService) -> None:
-    """Add the dashboard's page and assets to ``web``."""
-    del service  # the page reads everything through the admin API
+    """Add the dashboard's page, its assets and its summary to ``web``."""
     files = StaticFiles()
+    dashboard_api.install(web, service)
 
     def not_found(path: str) -> Reply:
         return json_reply(404, {"reason": f"No route for GET {path}"})

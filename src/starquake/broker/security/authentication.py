@@ -35,6 +35,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -77,7 +78,10 @@ _PULSAR_CLASSES = {
     "AuthenticationProviderTls": "tls",
 }
 NO_CREDENTIALS = ("", "none")
-UNAUTHENTICATED_PATHS = frozenset({"/metrics", "/metrics/", "/status.html"})
+UNAUTHENTICATED_PATHS = re.compile(r"/metrics/?|/status\.html|/|/dashboard/[^/]+")
+"""Paths served without credentials: metrics (as Pulsar does, unless
+``authenticateMetricsEndpoint``), the load balancers' ``/status.html`` probe, and the dashboard's
+page and its static files (they hold no data; the summary they read needs credentials)."""
 REFUSAL_DELAY = 0.1
 MAX_DELAYED_REFUSALS = 1024
 FAILURE_LOG_WINDOW = 10.0
@@ -187,8 +191,9 @@ class AuthenticationService:
 
     async def authenticate_http(self, request: web.Request) -> str | None:
         """The role of a web request (the ``WebServer.authenticate`` hook); raises
-        WebAuthenticationError (401). None for an unauthenticated ``/metrics`` scrape or
-        ``/status.html`` probe."""
+        WebAuthenticationError (401). None for a request without credentials to a path that
+        needs none (``/metrics`` unless ``authenticateMetricsEndpoint``, ``/status.html``, the
+        dashboard's page)."""
         remote = request.remote or "?"
         try:
             method, credentials = _http_credentials(request, "tls" in self.providers)
@@ -200,8 +205,8 @@ class AuthenticationService:
         except AuthenticationError as exc:
             if (
                 method == "none"
-                and request.path in UNAUTHENTICATED_PATHS
-                and not self.authenticate_metrics
+                and UNAUTHENTICATED_PATHS.fullmatch(request.path)
+                and not (self.authenticate_metrics and request.path.startswith("/metrics"))
             ):
                 return None
             self.refused(remote, method, str(exc))

@@ -138,6 +138,8 @@ class ConnectionAuthenticator:
     ) -> None:
         result = await self._check(authentication, method, credentials)
         self._authenticating = False
+        if result is None:
+            self._cnx.service.connection_counts.failed += 1
         if result is None or not self._cnx.is_open:
             return
         authentication.successes += 1
@@ -182,6 +184,7 @@ class ConnectionAuthenticator:
 
     def _complete_connect(self) -> None:
         self.connected = True
+        self._cnx.service.connection_counts.succeeded += 1
         self._cnx.write(
             commands.connected(
                 SERVER_VERSION, self.protocol_version, self._cnx.service.config.maxMessageSize

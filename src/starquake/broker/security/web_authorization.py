@@ -7,6 +7,8 @@ handler runs (see :attr:`starquake.broker.web.WebServer.authorize`):
   without authentication by default; the dashboard's page holds no data, and the admin calls
   its script makes are checked like any other). Whether they need credentials at all is the
   authentication's decision;
+- the dashboard's summary (``/dashboard/api/...``) needs a role, any role: it holds only what
+  that role may read through the admin API;
 - the cluster and broker endpoints (health included), the tenant list and tenant creation,
   update and deletion need a super user;
 - reading a tenant, and everything under a namespace (its creation and deletion, its
@@ -46,6 +48,7 @@ class Need(enum.Enum):
     """What a web request needs."""
 
     NOTHING = "nothing"
+    ANY_ROLE = "any role"
     SUPER_USER = "super user"
     TENANT_ADMIN = "tenant admin"
     LIST_TOPICS = "list topics"
@@ -71,6 +74,7 @@ RULES: list[tuple[frozenset[str], re.Pattern[str], Need]] = [
         (_GET, r"/", Need.NOTHING),
         (_GET, r"/status\.html", Need.NOTHING),
         (_GET, r"/dashboard/[^/]+", Need.NOTHING),
+        (_GET, r"/dashboard/api/[^/]+", Need.ANY_ROLE),
         (_ANY, r"/admin/v2/(clusters|brokers)(/.*)?", Need.SUPER_USER),
         (_ANY, r"/admin/v2/tenants", Need.SUPER_USER),
         (_GET, rf"/admin/v2/tenants/{_T}", Need.TENANT_ADMIN),
@@ -126,7 +130,7 @@ def web_authorizer(authorization: AuthorizationService) -> Authorize:
             return None
         if role is None:
             return json_reply(401, {"reason": "Authentication required"})
-        if authorization.is_super_user(role):
+        if authorization.is_super_user(role) or need is Need.ANY_ROLE:
             return None
         refusal = _check(authorization, role, need, names)
         if refusal is not None:

@@ -1,121 +1,48 @@
-// Starquake dashboard: a read-only view of the broker, drawn from its admin REST API (same
-// origin) and refreshed every two seconds. Views are URL hash routes:
+// Starquake dashboard: a read-only view of the broker, refreshed every two seconds. Views are
+// URL hash routes:
 //   #/                                   every tenant, namespace and topic
 //   #/tenant/{tenant}                    one tenant
 //   #/namespace/{tenant}/{namespace}     one namespace
-//   #/topic/{domain}/{tenant}/{namespace}/{topic}   one topic: publishers, subscriptions, consumers
-// Every field is optional: a missing or non-numeric value shows as "–".
+//   #/topic/{domain}/{tenant}/{namespace}/{topic}   one topic: publishers, subscriptions,
+//                                        consumers; a partitioned topic's partitions
+// The overview is one request per refresh (/dashboard/api/overview, answered from the broker's
+// live state); a topic is one request (its stats, or its partitioned stats). Requests carry the
+// operator's credentials when given (the "Sign in" form). Every field is optional: a missing or
+// non-numeric value shows as "–".
 "use strict";
 
 (function () {
+  const {
+    DASH, h, svg, isNum, fmtInt, fmtRate, fmtBytes, fmtByteRate, fmtText,
+    loadAuth, saveAuth, HttpError, getJSON, record, chart,
+  } = window.StarquakeDashboard;
   const REFRESH_MS = 2000;
   // Key_Shared hash spaces: 0..65535 (sticky and auto-split ranges) or 31-bit (consistent hashing)
   const HASH_SPACES = [65536, 2 ** 31, 2 ** 32];
-  const MAX_PARALLEL = 8; // stats requests in flight at once
-  const DASH = "\u2013";
-  const SVG_NS = "http://www.w3.org/2000/svg";
   const PALETTE = [
     "#3b82f6", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6",
     "#06b6d4", "#ec4899", "#84cc16", "#f97316", "#6366f1",
   ];
+  const RATE_LINES = [
+    { field: "rateIn", label: "in", color: "#3b82f6" },
+    { field: "rateOut", label: "out", color: "#10b981" },
+  ];
+  const BACKLOG_LINES = [{ field: "backlog", label: "backlog", color: "#f59e0b" }];
 
   const main = document.getElementById("main");
   const crumbs = document.getElementById("crumbs");
   const statusEl = document.getElementById("status");
   const filterEl = document.getElementById("filter");
+  const authButton = document.getElementById("auth-button");
+  const authPanel = document.getElementById("auth-panel");
+  const authForm = document.getElementById("auth-form");
+  const authNote = document.getElementById("auth-note");
 
   let timer = null;
   let generation = 0;
+  let refreshes = 0;
   let shown = null; // {key, route, data} of what is on screen
-
-  // --- DOM helpers ----------------------------------------------------------------------------
-
-  function build(node, attrs, children) {
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (value === null || value === undefined || value === false) continue;
-      if (key === "text") node.textContent = String(value);
-      else if (key === "onclick") node.addEventListener("click", value);
-      else node.setAttribute(key, String(value));
-    }
-    for (const child of children.flat(Infinity)) {
-      if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-    }
-    return node;
-  }
-
-  function h(tag, attrs, ...children) {
-    return build(document.createElement(tag), attrs, children);
-  }
-
-  function svg(tag, attrs, ...children) {
-    return build(document.createElementNS(SVG_NS, tag), attrs, children);
-  }
-
-  // --- formatting -----------------------------------------------------------------------------
-
-  function isNum(v) {
-    return typeof v === "number" && Number.isFinite(v);
-  }
-
-  function fmtInt(v) {
-    return isNum(v) ? Math.round(v).toLocaleString("en-US") : DASH;
-  }
-
-  function fmtRate(v) {
-    if (!isNum(v)) return DASH;
-    if (v === 0) return "0";
-    const a = Math.abs(v);
-    if (a >= 1e6) return (v / 1e6).toFixed(2) + "M";
-    if (a >= 1e4) return (v / 1e3).toFixed(1) + "k";
-    if (a >= 100) return v.toFixed(0);
-    if (a >= 10) return v.toFixed(1);
-    return v.toFixed(2);
-  }
-
-  function fmtBytes(v) {
-    if (!isNum(v)) return DASH;
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let n = v;
-    let i = 0;
-    while (Math.abs(n) >= 1024 && i < units.length - 1) {
-      n /= 1024;
-      i += 1;
-    }
-    return i === 0 ? `${Math.round(n)} B` : `${n.toFixed(n >= 100 ? 0 : 1)} ${units[i]}`;
-  }
-
-  function fmtByteRate(v) {
-    return isNum(v) ? `${fmtBytes(v)}/s` : DASH;
-  }
-
-  function fmtText(v) {
-    return v === null || v === undefined || v === "" ? DASH : String(v);
-  }
-
-  // --- the admin API --------------------------------------------------------------------------
-
-  class HttpError extends Error {
-    constructor(status, path, reason) {
-      super(reason ? `HTTP ${status}: ${reason}` : `HTTP ${status} for ${path}`);
-      this.status = status;
-    }
-  }
-
-  async function getJSON(path) {
-    const resp = await fetch(path, { cache: "no-store", headers: { Accept: "application/json" } });
-    if (!resp.ok) {
-      let reason = "";
-      try {
-        const body = await resp.json();
-        reason = body && typeof body.reason === "string" ? body.reason : "";
-      } catch (_) {
-        // not JSON: the status says enough
-      }
-      throw new HttpError(resp.status, path, reason);
-    }
-    return resp.json();
-  }
+  let partitionsOf = new Map(); // topic route key -> its number of partitions (0: none)
 
   const enc = encodeURIComponent;
 
@@ -153,77 +80,40 @@
     return total;
   }
 
-  function byText(a, b) {
-    return a < b ? -1 : a > b ? 1 : 0;
+  function plural(n, word) {
+    return `${n} ${word}${n === 1 ? "" : "s"}`;
   }
 
-  async function mapLimit(items, limit, fn) {
-    const out = new Array(items.length);
-    let next = 0;
-    async function worker() {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]);
-      }
-    }
-    await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-    return out;
-  }
+  // --- loading --------------------------------------------------------------------------------
 
   async function loadOverview(route) {
-    let tenants = route.tenant ? [route.tenant] : asArray(await getJSON("/admin/v2/tenants"));
-    tenants = tenants.map(String).sort();
-    const groups = await Promise.all(
-      tenants.map(async (tenant) => {
-        if (route.namespace) return { tenant, namespaces: [`${tenant}/${route.namespace}`] };
-        try {
-          const names = asArray(await getJSON(`/admin/v2/namespaces/${enc(tenant)}`));
-          return { tenant, namespaces: names.map(String).sort() };
-        } catch (err) {
-          return { tenant, namespaces: [], error: err.message };
-        }
-      }),
-    );
-    const namespaces = [];
-    for (const group of groups) {
-      group.entries = [];
-      for (const name of group.namespaces) {
-        const ns = { name, topics: [], errors: [] };
-        group.entries.push(ns);
-        namespaces.push(ns);
-      }
-    }
-    await Promise.all(
-      namespaces.map(async (ns) => {
-        const [tenant, local] = ns.name.split("/");
-        const names = new Set();
-        for (const domain of ["persistent", "non-persistent"]) {
-          try {
-            const path = `/admin/v2/${domain}/${enc(tenant)}/${enc(local)}`;
-            for (const name of asArray(await getJSON(path))) names.add(String(name));
-          } catch (err) {
-            ns.errors.push(`${domain} topics: ${err.message}`);
-          }
-        }
-        const parsed = [...names].map(parseTopic).filter(Boolean);
-        parsed.sort((a, b) => byText(a.local, b.local) || byText(a.domain, b.domain));
-        ns.topics = parsed.map((t) => ({ topic: t }));
-      }),
-    );
-    const rows = namespaces.flatMap((ns) => ns.topics);
-    await mapLimit(rows, MAX_PARALLEL, async (row) => {
-      try {
-        row.stats = await getJSON(`${topicPath(row.topic)}/stats`);
-      } catch (err) {
-        row.stats = null;
-        row.error = err.message;
-      }
+    const query = new URLSearchParams();
+    if (route.tenant) query.set("tenant", route.tenant);
+    if (route.namespace) query.set("namespace", route.namespace);
+    const qs = query.toString();
+    const data = await getJSON(`/dashboard/api/overview${qs ? `?${qs}` : ""}`);
+    const totals = data.totals || {};
+    data.history = record(route.key, {
+      rateIn: totals.msgRateIn, rateOut: totals.msgRateOut, backlog: totals.backlog,
     });
-    return { groups };
+    return data;
   }
 
   async function loadTopic(route) {
-    return { stats: await getJSON(`${topicPath(route.topic)}/stats`) };
+    let partitions = partitionsOf.get(route.key);
+    if (partitions === undefined) {
+      const meta = await getJSON(`${topicPath(route.topic)}/partitions`);
+      partitions = meta && isNum(meta.partitions) ? meta.partitions : 0;
+      partitionsOf.set(route.key, partitions);
+    }
+    const path = partitions > 0
+      ? `${topicPath(route.topic)}/partitioned-stats?perPartition=true`
+      : `${topicPath(route.topic)}/stats`;
+    const stats = await getJSON(path);
+    const history = record(route.key, {
+      rateIn: stats.msgRateIn, rateOut: stats.msgRateOut, backlog: backlogOf(stats),
+    });
+    return { stats, partitions, history };
   }
 
   // --- routes ---------------------------------------------------------------------------------
@@ -259,7 +149,14 @@
     if (tenant && namespace) {
       items.push(h("a", { href: `#/namespace/${enc(tenant)}/${enc(namespace)}`, text: namespace }));
     }
-    if (route.kind === "topic") items.push(h("span", { text: route.topic.local }));
+    if (route.kind === "topic") {
+      const partition = /^(.*)-partition-\d+$/.exec(route.topic.local);
+      if (partition) {
+        const parent = { ...route.topic, local: partition[1] };
+        items.push(h("a", { href: topicHref(parent), text: partition[1] }));
+      }
+      items.push(h("span", { text: route.topic.local }));
+    }
     const out = [];
     items.forEach((item, i) => {
       if (i > 0) out.push(h("span", { class: "sep", "aria-hidden": "true", text: "/" }));
@@ -276,48 +173,41 @@
       h("div", { class: "card-label", text: label }));
   }
 
-  function sum(values) {
-    let total = 0;
-    let any = false;
-    for (const v of values) {
-      if (isNum(v)) {
-        total += v;
-        any = true;
-      }
-    }
-    return any ? total : null;
-  }
-
   function matches(topic) {
     const q = filterEl.value.trim().toLowerCase();
     return !q || topic.full.toLowerCase().includes(q);
   }
 
-  function topicRow(row) {
-    const t = row.topic;
-    const s = row.stats;
-    const backlog = backlogOf(s);
-    const partition = /^(.*)(-partition-\d+)$/.exec(t.local);
-    const name = partition
-      ? [partition[1], h("span", { class: "partition", text: partition[2] })]
-      : [t.local];
-    const num = (cls, text, title) => h("td", { class: `num ${cls}`, text, title });
-    return h("tr", { "data-topic": t.full },
-      h("td", { class: "topic-name" },
-        h("a", { href: topicHref(t) }, name),
-        t.domain === "non-persistent" ? h("span", { class: "badge np", text: "non-persistent" }) : null,
-        row.error ? h("span", { class: "badge warn", title: row.error, text: "no stats" }) : null),
-      num("producers", s ? fmtInt(asArray(s.publishers).length) : DASH),
-      num("subscriptions", s ? fmtInt(subscriptionsOf(s).length) : DASH),
-      num("rate-in", fmtRate(s && s.msgRateIn)),
-      num("rate-out", fmtRate(s && s.msgRateOut)),
-      num("throughput-in", fmtByteRate(s && s.msgThroughputIn)),
-      num("throughput-out", fmtByteRate(s && s.msgThroughputOut)),
-      h("td", { class: `num backlog${backlog > 0 ? " hot" : ""}`, text: fmtInt(backlog) }),
-      num("storage", fmtBytes(s && s.storageSize)));
+  function charts(history) {
+    return h("section", { class: "charts", "aria-label": "History" },
+      chart("rates", "Messages per second", RATE_LINES, history, fmtRate),
+      chart("backlog", "Backlog (messages)", BACKLOG_LINES, history, fmtInt));
   }
 
-  function topicTable(topics) {
+  function topicRow(row) {
+    const t = parseTopic(row.name);
+    const loaded = row.loaded > 0;
+    const num = (cls, text, title) => h("td", { class: `num ${cls}`, text, title });
+    const value = (v, fmt) => (loaded ? fmt(v) : DASH);
+    const backlog = loaded ? row.backlog : null;
+    return h("tr", { "data-topic": t.full, "data-partitions": row.partitions || 0 },
+      h("td", { class: "topic-name" },
+        h("a", { href: topicHref(t) }, t.local),
+        row.partitions > 0
+          ? h("span", { class: "badge partitions", text: plural(row.partitions, "partition") }) : null,
+        t.domain === "non-persistent" ? h("span", { class: "badge np", text: "non-persistent" }) : null,
+        loaded ? null : h("span", { class: "badge idle", title: "No client has used it since the broker started", text: "not loaded" })),
+      num("producers", value(row.producers, fmtInt)),
+      num("subscriptions", value(row.subscriptions, fmtInt)),
+      num("rate-in", value(row.msgRateIn, fmtRate)),
+      num("rate-out", value(row.msgRateOut, fmtRate)),
+      num("throughput-in", value(row.msgThroughputIn, fmtByteRate)),
+      num("throughput-out", value(row.msgThroughputOut, fmtByteRate)),
+      h("td", { class: `num backlog${backlog > 0 ? " hot" : ""}`, text: value(backlog, fmtInt) }),
+      num("storage", value(row.storageSize, fmtBytes)));
+  }
+
+  function topicTable(rows) {
     return h("table", { class: "grid topics" },
       h("thead", {}, h("tr", {},
         h("th", { text: "Topic" }),
@@ -329,46 +219,45 @@
         h("th", { class: "num", text: "Out" }),
         h("th", { class: "num", title: "Unacknowledged messages over all subscriptions", text: "Backlog" }),
         h("th", { class: "num", text: "Storage" }))),
-      h("tbody", {}, topics.map(topicRow)));
+      h("tbody", {}, rows.map(topicRow)));
   }
 
   function renderOverview(route, data) {
-    const all = data.groups.flatMap((g) => g.entries.flatMap((ns) => ns.topics));
-    const stats = all.map((r) => r.stats).filter(Boolean);
-    const nsCount = data.groups.reduce((n, g) => n + g.entries.length, 0);
+    const groups = asArray(data.tenants);
+    const totals = data.totals || {};
+    const namespaces = groups.flatMap((g) => asArray(g.namespaces));
+    const topicCount = namespaces.reduce((n, ns) => n + asArray(ns.topics).length, 0);
     const summary = h("section", { class: "cards", "aria-label": "Totals" },
-      card("Tenants", fmtInt(data.groups.length)),
-      card("Namespaces", fmtInt(nsCount)),
-      card("Topics", fmtInt(all.length)),
-      card("In msg/s", fmtRate(sum(stats.map((s) => s.msgRateIn)))),
-      card("Out msg/s", fmtRate(sum(stats.map((s) => s.msgRateOut)))),
-      card("Backlog", fmtInt(sum(stats.map(backlogOf))), "total-backlog"),
-      card("Storage", fmtBytes(sum(stats.map((s) => s.storageSize)))));
-    const sections = data.groups.map((group) =>
-      h("section", { class: "tenant", "data-tenant": group.tenant },
+      card("Tenants", fmtInt(groups.length)),
+      card("Namespaces", fmtInt(namespaces.length)),
+      card("Topics", fmtInt(topicCount)),
+      card("In msg/s", fmtRate(totals.msgRateIn)),
+      card("Out msg/s", fmtRate(totals.msgRateOut)),
+      card("Backlog", fmtInt(totals.backlog), "total-backlog"),
+      card("Storage", fmtBytes(totals.storageSize)));
+    if (!groups.length) {
+      const who = data.role ? `role ${data.role}` : "you";
+      return [summary, h("p", { class: "muted empty", text: `Nothing here that ${who} may read.` })];
+    }
+    const sections = groups.map((group) =>
+      h("section", { class: "tenant", "data-tenant": group.name },
         h("h2", {},
-          h("a", { href: `#/tenant/${enc(group.tenant)}`, text: group.tenant }),
-          h("span", { class: "count", text: plural(group.entries.length, "namespace") })),
-        group.error ? h("p", { class: "error", text: group.error }) : null,
-        !group.error && group.entries.length === 0
-          ? h("p", { class: "muted", text: "No namespaces." }) : null,
-        group.entries.map((ns) => {
-          const [tenant, local] = ns.name.split("/");
-          const visible = ns.topics.filter((r) => matches(r.topic));
+          h("a", { href: `#/tenant/${enc(group.name)}`, text: group.name }),
+          h("span", { class: "count", text: plural(asArray(group.namespaces).length, "namespace") })),
+        asArray(group.namespaces).length === 0 ? h("p", { class: "muted", text: "No namespaces." }) : null,
+        asArray(group.namespaces).map((ns) => {
+          const [tenant, local] = String(ns.name).split("/");
+          const rows = asArray(ns.topics).filter((r) => parseTopic(r.name));
+          const visible = rows.filter((r) => matches(parseTopic(r.name)));
           return h("div", { class: "namespace panel", "data-namespace": ns.name },
             h("h3", {},
               h("a", { href: `#/namespace/${enc(tenant)}/${enc(local || "")}`, text: ns.name }),
-              h("span", { class: "count", text: plural(ns.topics.length, "topic") })),
-            ns.errors.map((e) => h("p", { class: "error", text: e })),
+              h("span", { class: "count", text: plural(rows.length, "topic") })),
             visible.length
               ? topicTable(visible)
-              : h("p", { class: "muted", text: ns.topics.length ? "No topic matches the filter." : "No topics." }));
+              : h("p", { class: "muted", text: rows.length ? "No topic matches the filter." : "No topics." }));
         })));
-    return [summary, ...sections];
-  }
-
-  function plural(n, word) {
-    return `${n} ${word}${n === 1 ? "" : "s"}`;
+    return [summary, charts(data.history), ...sections];
   }
 
   // --- topic view -----------------------------------------------------------------------------
@@ -516,6 +405,38 @@
     return `${pct(ranges, space)} \u00b7 ${first}${more}`;
   }
 
+  function partitionsTable(route, data) {
+    const parts = data.stats.partitions && typeof data.stats.partitions === "object"
+      ? data.stats.partitions : {};
+    const rows = [];
+    for (let i = 0; i < data.partitions; i += 1) {
+      const t = { ...route.topic, local: `${route.topic.local}-partition-${i}` };
+      t.full = `${t.domain}://${t.tenant}/${t.namespace}/${t.local}`;
+      const s = parts[t.full];
+      const num = (cls, text) => h("td", { class: `num ${cls}`, text });
+      const backlog = backlogOf(s);
+      rows.push(h("tr", { "data-partition": i, "data-topic": t.full },
+        h("td", { class: "topic-name" }, h("a", { href: topicHref(t), text: t.local }),
+          s ? null : h("span", { class: "badge idle", text: "not loaded" })),
+        num("producers", s ? fmtInt(asArray(s.publishers).length) : DASH),
+        num("subscriptions", s ? fmtInt(subscriptionsOf(s).length) : DASH),
+        num("rate-in", fmtRate(s && s.msgRateIn)),
+        num("rate-out", fmtRate(s && s.msgRateOut)),
+        h("td", { class: `num backlog${backlog > 0 ? " hot" : ""}`, text: fmtInt(backlog) }),
+        num("storage", fmtBytes(s && s.storageSize))));
+    }
+    return h("table", { class: "grid partitions" },
+      h("thead", {}, h("tr", {},
+        h("th", { text: "Partition" }),
+        h("th", { class: "num", text: "Producers" }),
+        h("th", { class: "num", text: "Subs" }),
+        h("th", { class: "num", text: "In msg/s" }),
+        h("th", { class: "num", text: "Out msg/s" }),
+        h("th", { class: "num", text: "Backlog" }),
+        h("th", { class: "num", text: "Storage" }))),
+      h("tbody", {}, rows));
+  }
+
   function renderTopic(route, data) {
     const s = data.stats || {};
     const t = route.topic;
@@ -525,6 +446,9 @@
       h("div", { class: "title" },
         h("h1", { class: "mono", text: t.local }),
         h("span", { class: `badge ${t.domain === "persistent" ? "" : "np"}`.trim(), text: t.domain }),
+        data.partitions > 0
+          ? h("span", { class: "badge partitions", text: `partitioned \u00b7 ${plural(data.partitions, "partition")}` })
+          : null,
         h("div", { class: "muted mono full-name", text: t.full })),
       h("section", { class: "cards", "aria-label": "Topic totals" },
         card("In msg/s", fmtRate(s.msgRateIn)),
@@ -535,6 +459,8 @@
         card("Backlog", fmtInt(backlogOf(s)), "total-backlog"),
         card("Backlog size", fmtBytes(s.backlogSize)),
         card("Storage", fmtBytes(s.storageSize))),
+      charts(data.history),
+      data.partitions > 0 ? section("Partitions", data.partitions, partitionsTable(route, data)) : null,
       section("Producers", publishers.length, publishersTable(publishers)),
       section("Subscriptions", subs.length,
         subs.length
@@ -543,17 +469,87 @@
     ];
   }
 
+  // --- credentials ----------------------------------------------------------------------------
+
+  function showAuthScheme() {
+    const basic = authForm.elements.scheme.value === "basic";
+    authForm.querySelector(".auth-bearer").hidden = basic;
+    authForm.querySelector(".auth-basic").hidden = !basic;
+  }
+
+  function openAuth(note) {
+    authNote.textContent = note || "";
+    authPanel.hidden = false;
+    const auth = loadAuth();
+    authForm.elements.scheme.value = auth ? auth.scheme : "bearer";
+    showAuthScheme();
+  }
+
+  // `needed`: whether the broker asks for credentials (false: hide the button unless some are
+  // stored; null: not known yet).
+  function renderAuthButton(role, needed) {
+    const auth = loadAuth();
+    authButton.textContent = auth ? (role ? `Signed in as ${role}` : "Signed in") : "Sign in";
+    authButton.classList.toggle("signed-in", Boolean(auth));
+    authButton.hidden = needed === false && !auth;
+  }
+
+  authButton.addEventListener("click", () => {
+    if (authPanel.hidden) openAuth("");
+    else authPanel.hidden = true;
+  });
+  authForm.elements.scheme.forEach((radio) => radio.addEventListener("change", showAuthScheme));
+  authForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const f = authForm.elements;
+    const basic = f.scheme.value === "basic";
+    const secret = basic ? `${f.user.value}:${f.password.value}` : f.token.value.trim();
+    if (basic ? !f.user.value : !secret) {
+      authNote.textContent = basic ? "Enter a user name." : "Paste a token.";
+      return;
+    }
+    saveAuth({ scheme: basic ? "basic" : "bearer", secret });
+    authForm.reset();
+    authPanel.hidden = true;
+    shown = null;
+    partitionsOf = new Map();
+    refresh();
+  });
+  document.getElementById("auth-forget").addEventListener("click", () => {
+    saveAuth(null);
+    authForm.reset();
+    authPanel.hidden = true;
+    shown = null;
+    refresh();
+  });
+
   // --- refresh loop ---------------------------------------------------------------------------
 
   function render(route, data) {
     const nodes = route.kind === "topic" ? renderTopic(route, data) : renderOverview(route, data);
-    main.replaceChildren(...nodes);
+    main.replaceChildren(...nodes.filter(Boolean));
     main.setAttribute("data-view", route.kind);
   }
 
   function setStatus(ok, text) {
     statusEl.className = `status ${ok ? "ok" : "down"}`;
     statusEl.textContent = text;
+  }
+
+  function showError(route, err, message) {
+    shown = null;
+    const status = err instanceof HttpError ? err.status : 0;
+    let text = message;
+    if (status === 401) {
+      text = loadAuth()
+        ? `The broker refused the credentials (${message}).`
+        : "The broker needs credentials: sign in with a token (or a user and password).";
+      openAuth(text);
+    } else if (status === 404 && route.kind === "topic") {
+      text = `Topic ${route.topic.full} not found (${message}).`;
+    }
+    main.replaceChildren(h("p", { class: "error", "data-error": String(status || "true"), text }));
+    setStatus(false, status === 401 ? "sign in needed" : "error");
   }
 
   async function refresh() {
@@ -569,19 +565,18 @@
         if (gen !== generation) return;
         shown = { key: route.key, route, data };
         render(route, data);
+        if (route.kind === "overview") renderAuthButton(data.role, data.authentication);
+        refreshes += 1;
+        main.setAttribute("data-refreshes", String(refreshes));
         setStatus(true, `live \u00b7 ${new Date().toLocaleTimeString("en-GB")}`);
       }
     } catch (err) {
       if (gen !== generation) return;
       const message = err && err.message ? err.message : String(err);
-      if (shown && shown.key === route.key) {
+      if (shown && shown.key === route.key && !(err instanceof HttpError && err.status === 401)) {
         setStatus(false, `stale \u00b7 ${message}`);
       } else {
-        shown = null;
-        const missing = err instanceof HttpError && err.status === 404 && route.kind === "topic";
-        main.replaceChildren(h("p", { class: "error", "data-error": "true",
-          text: missing ? `Topic ${route.topic.full} not found (${message}).` : message }));
-        setStatus(false, "error");
+        showError(route, err, message);
       }
     } finally {
       if (gen === generation) {
@@ -598,5 +593,6 @@
   filterEl.addEventListener("input", () => {
     if (shown && shown.route.kind === "overview") render(shown.route, shown.data);
   });
+  renderAuthButton(null, null);
   refresh();
 })();
