@@ -90,7 +90,8 @@ class _Overview:
         """The rows of a namespace's topics, partitioned topics folded into one row each."""
         service = self.service
         stored = self.stored.get(namespace, [])
-        names = topic_listing.persistent_topics(stored, service.resources, namespace)
+        partitioned = topic_listing.partitioned_counts(service.resources, namespace)
+        names = topic_listing.persistent_topics(stored, partitioned, namespace)
         names += topic_listing.non_persistent_topics(service.nonpersistent_topics, namespace)
         rows: dict[str, dict[str, Any]] = {}
         sums: dict[str, TopicFigures] = {}

@@ -50,7 +50,7 @@ def install(web: WebServer, service: BrokerService) -> None:
     async def clear_backlog(params: dict[str, str], _body: bytes) -> Reply:
         namespace = namespace_of(params)
         only = params.get("subscription")
-        for name in service.list_topics(namespace, persistent=True):
+        for name in await service.list_topics(namespace, persistent=True):
             topic = await topic_admin.persistent_topic(service, TopicName.parse(name))
             for subscription in list(topic.subscriptions.values()):
                 if not isinstance(subscription, Subscription) or not subscription.durable:
