@@ -102,6 +102,18 @@ class Clusters(_Group):
         """A cluster's data (service URLs)."""
         return self._call("GET", f"{V2}/clusters/{_quote(cluster)}")
 
+    def create(self, cluster: str, data: dict[str, Any]) -> None:
+        """Register a cluster with its ClusterData (``serviceUrl``, ``brokerServiceUrl``...)."""
+        self._call("PUT", f"{V2}/clusters/{_quote(cluster)}", data)
+
+    def update(self, cluster: str, data: dict[str, Any]) -> None:
+        """Replace a cluster's ClusterData."""
+        self._call("POST", f"{V2}/clusters/{_quote(cluster)}", data)
+
+    def delete(self, cluster: str) -> None:
+        """Forget a cluster that no tenant allows."""
+        self._call("DELETE", f"{V2}/clusters/{_quote(cluster)}")
+
 
 class Tenants(_Group):
     """``/admin/v2/tenants``: TenantInfo is ``{"adminRoles": [...], "allowedClusters": [...]}``."""

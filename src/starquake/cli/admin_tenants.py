@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
 from starquake.cli.admin_group import AdminContext, admin_command, clusters, tenants
@@ -12,6 +14,51 @@ from starquake.cli.params import split_values
 def clusters_list(ctx: AdminContext) -> None:
     """List the clusters."""
     ctx.show(ctx.admin.clusters.list(), header="cluster")
+
+
+@admin_command(clusters, "get")
+@click.argument("cluster")
+def clusters_get(ctx: AdminContext, cluster: str) -> None:
+    """Show a cluster's service URLs."""
+    ctx.show(ctx.admin.clusters.get(cluster))
+
+
+def _cluster_options(command: Callable[..., None]) -> Callable[..., None]:
+    """pulsar-admin's options naming a cluster's URLs (its ClusterData fields)."""
+    for option, field in reversed(_CLUSTER_URLS):
+        command = click.option(option, field, help=f"the cluster's {field}")(command)
+    return command
+
+
+_CLUSTER_URLS = (
+    ("--url", "serviceUrl"),
+    ("--url-secure", "serviceUrlTls"),
+    ("--broker-url", "brokerServiceUrl"),
+    ("--broker-url-secure", "brokerServiceUrlTls"),
+)
+
+
+@admin_command(clusters, "create")
+@click.argument("cluster")
+@_cluster_options
+def clusters_create(ctx: AdminContext, cluster: str, **urls: str | None) -> None:
+    """Register a cluster with its service URLs."""
+    ctx.admin.clusters.create(cluster, {k: v for k, v in urls.items() if v})
+
+
+@admin_command(clusters, "update")
+@click.argument("cluster")
+@_cluster_options
+def clusters_update(ctx: AdminContext, cluster: str, **urls: str | None) -> None:
+    """Replace a cluster's service URLs with those given."""
+    ctx.admin.clusters.update(cluster, {k: v for k, v in urls.items() if v})
+
+
+@admin_command(clusters, "delete")
+@click.argument("cluster")
+def clusters_delete(ctx: AdminContext, cluster: str) -> None:
+    """Delete a cluster that no tenant allows."""
+    ctx.admin.clusters.delete(cluster)
 
 
 @admin_command(tenants, "list")
