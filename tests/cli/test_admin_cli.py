@@ -99,6 +99,25 @@ def test_tenants_and_namespaces_round_trip(cli_broker: EmbeddedBroker) -> None:
     assert tenant not in ok(cli_broker, "tenants", "list")
 
 
+def test_cluster_commands(cli_broker: EmbeddedBroker) -> None:
+    name = f"c{uuid.uuid4().hex[:8]}"
+    urls = ["--url", "http://elsewhere:8080", "--broker-url", "pulsar://elsewhere:6650"]
+    ok(cli_broker, "clusters", "create", name, *urls)
+    assert ok(cli_broker, "clusters", "get", name) == {
+        "serviceUrl": "http://elsewhere:8080",
+        "brokerServiceUrl": "pulsar://elsewhere:6650",
+    }
+    ok(cli_broker, "clusters", "update", name, "--broker-url-secure", "pulsar+ssl://elsewhere:6651")
+    assert ok(cli_broker, "clusters", "get", name) == {
+        "brokerServiceUrlTls": "pulsar+ssl://elsewhere:6651"
+    }
+    assert name in ok(cli_broker, "clusters", "list")
+    again = admin(cli_broker, "clusters", "create", name, *urls)
+    assert again.exit_code == 1 and "409" in again.stderr
+    ok(cli_broker, "clusters", "delete", name)
+    assert name not in ok(cli_broker, "clusters", "list")
+
+
 def test_retention_and_message_ttl(cli_broker: EmbeddedBroker) -> None:
     namespace = f"public/ret-{uuid.uuid4().hex[:8]}"
     ok(cli_broker, "namespaces", "create", namespace)

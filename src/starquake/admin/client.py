@@ -84,6 +84,10 @@ class Clusters(ClusterOperations):
         """A cluster's data (service URLs)."""
         return self._call("GET", f"{V2}/clusters/{quote(cluster)}")
 
+    def delete(self, cluster: str) -> None:
+        """Forget a cluster that no tenant allows."""
+        self._call("DELETE", f"{V2}/clusters/{quote(cluster)}")
+
 
 class Tenants(Group):
     """``/admin/v2/tenants``: TenantInfo is ``{"adminRoles": [...], "allowedClusters": [...]}``."""

@@ -38,9 +38,9 @@ _POLICIES = "/admin/policies"
 _PARTITIONED = "/admin/partitioned-topics"
 _CLUSTERS = "/admin/clusters"
 _TOPIC_POLICIES = "/admin/topic-policies"
-_AUTOMATIC = "starquakeAutomatic"
-"""Marks the stored data of this broker's own cluster while the broker keeps its URLs; the
-admin API's creation or update of the cluster removes it."""
+_SET_BY_ADMIN = "starquakeSetByAdmin"
+"""Marks the stored data of a cluster created or updated through the admin API; without it,
+this broker's own cluster is the broker's, which keeps its URLs current at each start."""
 _FIRST_START = "/admin/starquake/first-start-defaults"
 """The tenant and namespace the broker created itself at first start and nobody changed since
 (``["tenant:public", "namespace:public/default"]``)."""
@@ -139,11 +139,9 @@ class PulsarResources:
         cluster = {key: url for key, url in every.items() if url}  # as Pulsar, none for "off"
         with self._lock:
             stored = self._clusters.get(self.cluster_name)
-            if stored is None or _AUTOMATIC in stored:
-                data = {**cluster, _AUTOMATIC: True}
-                if stored != data:
-                    self._store.put(key, _dump(data))
-                    self._clusters[self.cluster_name] = data
+            if (stored is None or _SET_BY_ADMIN not in stored) and stored != cluster:
+                self._store.put(key, _dump(cluster))
+                self._clusters[self.cluster_name] = cluster
         if "public" not in self._tenants:
             info = {"adminRoles": sorted(admin_roles or []), "allowedClusters": [self.cluster_name]}
             self.create_tenant("public", info)
@@ -194,7 +192,7 @@ class PulsarResources:
             data = self._clusters[name]
         except KeyError:
             raise NotFoundError(f"Cluster {name} does not exist") from None
-        return {key: value for key, value in data.items() if key != _AUTOMATIC}
+        return {key: value for key, value in data.items() if key != _SET_BY_ADMIN}
 
     def namespaces(self, tenant: str) -> list[str]:
         """The tenant's namespaces (``tenant/namespace``), sorted."""
@@ -250,18 +248,22 @@ class PulsarResources:
     def create_cluster(self, cluster: str, data: dict[str, Any]) -> None:
         """Register a cluster (ConflictError if it exists)."""
         with self._lock:
-            if cluster in self._clusters and _AUTOMATIC not in self._clusters[cluster]:
+            stored = self._clusters.get(cluster)
+            if stored is not None and (cluster != self.cluster_name or _SET_BY_ADMIN in stored):
                 raise ConflictError(f"Cluster {cluster} already exists")
-            self._store.put(f"{_CLUSTERS}/{cluster}", _dump(data))
-            self._clusters[cluster] = dict(data)
+            self._put_cluster(cluster, data)
 
     def update_cluster(self, cluster: str, data: dict[str, Any]) -> None:
         """Replace a cluster's ClusterData (this broker then stops keeping its URLs)."""
         with self._lock:
             if cluster not in self._clusters:
                 raise NotFoundError(f"Cluster {cluster} does not exist")
-            self._store.put(f"{_CLUSTERS}/{cluster}", _dump(data))
-            self._clusters[cluster] = dict(data)
+            self._put_cluster(cluster, data)
+
+    def _put_cluster(self, cluster: str, data: dict[str, Any]) -> None:
+        stored = {**data, _SET_BY_ADMIN: True}
+        self._store.put(f"{_CLUSTERS}/{cluster}", _dump(stored))
+        self._clusters[cluster] = stored
 
     def delete_cluster(self, cluster: str) -> None:
         """Forget a cluster that no tenant allows."""

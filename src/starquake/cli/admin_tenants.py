@@ -1,4 +1,4 @@
-"""``starquake admin clusters ...`` and ``starquake admin tenants ...``, as pulsar-admin."""
+"""``starquake admin clusters list|delete`` and ``starquake admin tenants ...``, as pulsar-admin."""
 
 from __future__ import annotations
 
@@ -12,6 +12,13 @@ from starquake.cli.params import split_values
 def clusters_list(ctx: AdminContext) -> None:
     """List the clusters."""
     ctx.show(ctx.admin.clusters.list(), header="cluster")
+
+
+@admin_command(clusters, "delete")
+@click.argument("cluster")
+def clusters_delete(ctx: AdminContext, cluster: str) -> None:
+    """Delete a cluster that no tenant allows."""
+    ctx.admin.clusters.delete(cluster)
 
 
 @admin_command(tenants, "list")
