@@ -63,7 +63,7 @@ def _free_port() -> int:
 class Broker:
     """``starquake standalone`` with basic authentication, in a temporary directory."""
 
-    def __init__(self, directory: Path, bcrypt_rounds: int) -> None:
+    def __init__(self, directory: Path, bcrypt_rounds: int, defines: list[str]) -> None:
         from passlib.hash import bcrypt
 
         hashed = bcrypt.using(rounds=bcrypt_rounds).hash(PASSWORD)
@@ -80,6 +80,8 @@ class Broker:
             "-D", "authenticationProviders=basic",
             "-D", f"basicAuthConf={directory / 'htpasswd'}",
         ]  # fmt: skip
+        for define in defines:
+            args += ["-D", define]
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_ready()
@@ -355,7 +357,7 @@ def _start_hostiles(
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The soak: baseline, hostile, baseline; the figures."""
     with tempfile.TemporaryDirectory(prefix="hostile-soak-") as tmp:
-        broker = Broker(Path(tmp), args.bcrypt_rounds)
+        broker = Broker(Path(tmp), args.bcrypt_rounds, args.define)
         try:
             pair = Pair(broker.url, args.rate, Path(tmp) / "client.log")
             quarter = args.seconds / 4
@@ -419,6 +421,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--reopen", type=float, default=0.5, help="seconds before a closed hostile reconnects"
+    )
+    parser.add_argument(
+        "-D", dest="define", action="append", default=[], help="broker setting key=value"
     )
     parser.add_argument("--broker-log", help="copy the broker's log to this file")
     parser.add_argument("--hostile-worker", action="store_true", help=argparse.SUPPRESS)

@@ -9,6 +9,7 @@ import base64
 import contextlib
 import socket
 import struct
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -232,4 +233,40 @@ def test_a_connection_without_connect_is_closed_at_the_first_keepalive_check(
         producer = client.create_producer(topic)
         time.sleep(3)
         _round_trip(producer, consumer)
+        client.close()
+
+
+def test_connection_limits_of_both_ports(tmp_path: Path) -> None:
+    with _broker(tmp_path, "brokerMaxConnections=3", "maxHttpServerConnections=2") as broker:
+        # the binary port closes a connection beyond brokerMaxConnections at once
+        held = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(3)]
+        with socket.create_connection(("127.0.0.1", broker.port)) as extra:
+            wait_for(lambda: _closed_by_peer(extra), "the connection over the limit closed", 15)
+        assert not any(_closed_by_peer(sock) for sock in held)
+        for sock in held:
+            sock.close()
+        wait_for(lambda: _client_round_trip(broker), "a client under the limit", 30)
+        # the web port leaves a connection beyond maxHttpServerConnections in the queue
+        idle = [socket.create_connection(("127.0.0.1", broker.web_port)) for _ in range(2)]
+        statuses: list[int] = []
+        waiting = threading.Thread(target=lambda: statuses.append(_http_status(broker, BASIC)))
+        waiting.start()
+        waiting.join(1.0)
+        assert not statuses, "a request was served over maxHttpServerConnections"
+        idle[0].close()
+        waiting.join(20)
+        assert statuses == [200]
+        idle[1].close()
+
+
+def _client_round_trip(broker: BrokerProcess) -> bool:
+    client = _client(broker)
+    try:
+        topic = f"persistent://public/default/limit-{uuid.uuid4().hex[:8]}"
+        consumer = client.subscribe(topic, "sub")
+        _round_trip(client.create_producer(topic), consumer)
+        return True
+    except pulsar.PulsarException:
+        return False
+    finally:
         client.close()

@@ -141,6 +141,8 @@ class Listener:
         """Connections accepted and not yet closed."""
         self.refused = 0
         """Connections closed at once: over the limit, or while descriptors ran short."""
+        self.pauses = 0
+        """Times accepting paused for want of descriptors or kernel memory."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reading = False
         self._closed = False
@@ -251,6 +253,7 @@ class Listener:
 
     def _out_of_resources(self, exc: OSError | None) -> None:
         """Accepting fails for want of descriptors (or kernel memory): pause, log once."""
+        self.pauses += 1
         if exc is not None and exc.errno not in _OUT_OF_RESOURCES:
             self._resource_log.log(logging.WARNING, "%s: accept failed: %s", self.name, exc)
         else:
