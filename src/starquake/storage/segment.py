@@ -86,6 +86,7 @@ _RECORD = struct.Struct("<II")
 _RECORD_V2 = struct.Struct("<IIQ")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_LENGTH_AND_ID = struct.Struct("<IQ")
 _INDEX_HEADER = struct.Struct("<4sHHQQQd")
 HEADER_SIZE = _FILE_HEADER.size
 RECORD_HEADER_SIZE = _RECORD.size
@@ -119,12 +120,12 @@ def encode_file_header(ledger_id: int) -> bytes:
 def encode_ledger_records(datas: Sequence[bytes], first_id: int, parts: list[bytes]) -> None:
     """Append the version 2 records of ``datas`` (entry ids from ``first_id``) to ``parts``."""
     pack = _RECORD_V2.pack
+    covered = _LENGTH_AND_ID.pack  # the header bytes the CRC covers, in order
     crc32 = zlib.crc32
     append = parts.append
     for entry_id, data in enumerate(datas, first_id):
         n = len(data)
-        head = _U32.pack(n) + _U64.pack(entry_id)
-        append(pack(n, crc32(data, crc32(head)), entry_id))
+        append(pack(n, crc32(data, crc32(covered(n, entry_id))), entry_id))
         append(data)
 
 
