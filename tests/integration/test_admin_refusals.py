@@ -3,6 +3,8 @@ real ``starquake standalone`` process, over HTTP and with the official client.""
 
 from __future__ import annotations
 
+import errno
+import json
 import re
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pulsar
 import pytest
 from admin_http import admin_json
 from broker_process import BrokerProcess, process_client
@@ -239,3 +242,28 @@ def test_non_partitioned_endpoints_leave_a_partitioned_topic_alone(broker: Broke
     reply = admin_json(broker, "PUT", f"{NS}/single/partitions", 2)
     assert reply == (409, {"reason": "This topic already exists"})
     assert admin_json(broker, "GET", f"{NS}/single/partitions") == (200, {"partitions": 0})
+
+
+def test_a_termination_that_cannot_be_stored_leaves_the_topic_open(tmp_path: Path) -> None:
+    """A terminate request that fails (the metadata store refuses the write) answers an error
+    and the topic goes on taking messages, as if it had not been asked."""
+    control = tmp_path / "faults.json"
+    proc = BrokerProcess(tmp_path / "data", env={"STARQUAKE_STORAGE_FAULTS": str(control)})
+    proc.start()
+    try:
+        client = process_client(proc.url)
+        try:
+            producer = client.create_producer("persistent://public/default/open")
+            producer.send(b"before")
+            control.write_text(json.dumps({"fail_metadata": errno.EIO}))
+            status, _ = admin_json(proc, "POST", f"{NS}/open/terminate")
+            assert status == 500
+            control.write_text("{}")
+            producer.send(b"after")  # not refused as terminated
+            assert admin_json(proc, "POST", f"{NS}/open/terminate")[0] == 200
+            with pytest.raises(pulsar.TopicTerminated):
+                producer.send(b"too late")
+        finally:
+            client.close()
+    finally:
+        proc.cleanup()
