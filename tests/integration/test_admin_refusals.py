@@ -19,6 +19,7 @@ from admin_http import admin_json
 from broker_process import BrokerProcess, process_client
 
 from starquake.broker.config import MAX_PARTITIONS
+from starquake.storage.metadata import SqliteMetadataStore
 
 NS = "/admin/v2/persistent/public/default"
 SCHEMAS = "/admin/v2/schemas/public/default"
@@ -265,5 +266,32 @@ def test_a_termination_that_cannot_be_stored_leaves_the_topic_open(tmp_path: Pat
                 producer.send(b"too late")
         finally:
             client.close()
+    finally:
+        proc.cleanup()
+
+
+def test_an_absurd_count_stored_by_an_earlier_version_is_served_bounded(tmp_path: Path) -> None:
+    """An earlier version stored any partition count; such a topic is served with the
+    ceiling (and the operator told) instead of taking the broker down at the next listing."""
+    proc = BrokerProcess(tmp_path / "data")
+    proc.start()
+    try:
+        assert admin_json(proc, "PUT", f"{NS}/legacy/partitions", 2)[0] == 204
+        proc.stop()
+        store = SqliteMetadataStore(tmp_path / "data" / "metadata.db")
+        try:
+            key = "/admin/partitioned-topics/public/default/persistent/legacy"
+            assert store.get(key) is not None
+            store.put(key, json.dumps({"partitions": 1_000_000_000}).encode())
+        finally:
+            store.close()
+        proc.start()
+        assert admin_json(proc, "GET", f"{NS}/legacy/partitions") == (
+            200,
+            {"partitions": MAX_PARTITIONS},
+        )
+        status, listed = admin_json(proc, "GET", NS)
+        assert status == 200 and len(listed) == MAX_PARTITIONS
+        assert "stored with 1000000000 partitions" in proc.log()
     finally:
         proc.cleanup()
