@@ -3,6 +3,8 @@ real ``starquake standalone`` process, over HTTP and with the official client.""
 
 from __future__ import annotations
 
+import errno
+import json
 import re
 import subprocess
 import sys
@@ -11,11 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pulsar
 import pytest
 from admin_http import admin_json
 from broker_process import BrokerProcess, process_client
 
 from starquake.broker.config import MAX_PARTITIONS
+from starquake.storage.metadata import SqliteMetadataStore
 
 NS = "/admin/v2/persistent/public/default"
 SCHEMAS = "/admin/v2/schemas/public/default"
@@ -239,3 +243,55 @@ def test_non_partitioned_endpoints_leave_a_partitioned_topic_alone(broker: Broke
     reply = admin_json(broker, "PUT", f"{NS}/single/partitions", 2)
     assert reply == (409, {"reason": "This topic already exists"})
     assert admin_json(broker, "GET", f"{NS}/single/partitions") == (200, {"partitions": 0})
+
+
+def test_a_termination_that_cannot_be_stored_leaves_the_topic_open(tmp_path: Path) -> None:
+    """A terminate request that fails (the metadata store refuses the write) answers an error
+    and the topic goes on taking messages, as if it had not been asked."""
+    control = tmp_path / "faults.json"
+    proc = BrokerProcess(tmp_path / "data", env={"STARQUAKE_STORAGE_FAULTS": str(control)})
+    proc.start()
+    try:
+        client = process_client(proc.url)
+        try:
+            producer = client.create_producer("persistent://public/default/open")
+            producer.send(b"before")
+            control.write_text(json.dumps({"fail_metadata": errno.EIO}))
+            status, _ = admin_json(proc, "POST", f"{NS}/open/terminate")
+            assert status == 500
+            control.write_text("{}")
+            producer.send(b"after")  # not refused as terminated
+            assert admin_json(proc, "POST", f"{NS}/open/terminate")[0] == 200
+            with pytest.raises(pulsar.TopicTerminated):
+                producer.send(b"too late")
+        finally:
+            client.close()
+    finally:
+        proc.cleanup()
+
+
+def test_an_absurd_count_stored_by_an_earlier_version_is_served_bounded(tmp_path: Path) -> None:
+    """An earlier version stored any partition count; such a topic is served with the
+    ceiling (and the operator told) instead of taking the broker down at the next listing."""
+    proc = BrokerProcess(tmp_path / "data")
+    proc.start()
+    try:
+        assert admin_json(proc, "PUT", f"{NS}/legacy/partitions", 2)[0] == 204
+        proc.stop()
+        store = SqliteMetadataStore(tmp_path / "data" / "metadata.db")
+        try:
+            key = "/admin/partitioned-topics/public/default/persistent/legacy"
+            assert store.get(key) is not None
+            store.put(key, json.dumps({"partitions": 1_000_000_000}).encode())
+        finally:
+            store.close()
+        proc.start()
+        assert admin_json(proc, "GET", f"{NS}/legacy/partitions") == (
+            200,
+            {"partitions": MAX_PARTITIONS},
+        )
+        status, listed = admin_json(proc, "GET", NS)
+        assert status == 200 and len(listed) == MAX_PARTITIONS
+        assert "stored with 1000000000 partitions" in proc.log()
+    finally:
+        proc.cleanup()

@@ -140,3 +140,32 @@ def test_a_non_persistent_consumer_shows_its_dispatch_and_flow_times(
         assert stats["subscriptions"]["s"]["lastConsumedTimestamp"] >= before
     finally:
         client.close()
+
+
+def test_partitioned_stats_show_the_latest_time_of_the_partitions(broker: BrokerProcess) -> None:
+    assert admin_json(broker, "PUT", f"{NS}/spread/partitions", 3)[0] == 204
+    client = process_client(broker.url)
+    try:
+        consumer = client.subscribe("persistent://public/default/spread", "s")
+        producer = client.create_producer(
+            "persistent://public/default/spread",
+            batching_enabled=False,
+            message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+        )
+        for i in range(6):
+            producer.send(f"m{i}".encode())
+        for _ in range(6):
+            consumer.acknowledge(consumer.receive(10_000))
+
+        def merged() -> Any:
+            stats = admin_json(broker, "GET", f"{NS}/spread/partitioned-stats")[1]
+            return stats["subscriptions"]["s"]
+
+        wait_for(lambda: merged()["lastMarkDeleteAdvancedTimestamp"] > 0, "the acks")
+        sub = merged()
+        now = _now_ms()
+        for key in ("lastConsumedTimestamp", "lastAckedTimestamp", "lastConsumedFlowTimestamp"):
+            assert 0 < sub[key] <= now, (key, sub[key])  # the latest, not a sum of times
+        assert sub["lastMarkDeleteAdvancedTimestamp"] <= now
+    finally:
+        client.close()

@@ -23,15 +23,19 @@ every partition. They use the same field names as namespace policies.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from starquake.broker.config import MAX_PARTITIONS
 from starquake.broker.errors import BrokerServiceError, MetadataError
 from starquake.broker.urls import BrokerUrls
 from starquake.common.topic_name import TopicName
 from starquake.protocol.errors import ServerError
 from starquake.storage import MetadataStore
+
+log = logging.getLogger(__name__)
 
 _TENANTS = "/admin/tenants"
 _POLICIES = "/admin/policies"
@@ -62,6 +66,23 @@ class UnprocessableError(BrokerServiceError):
     """A well-formed request that cannot be carried out (HTTP 422 in the admin API)."""
 
     code = ServerError.MetadataError
+
+
+def _stored_count(name: str, raw: bytes) -> int:
+    """The partition count stored for ``name``, at most MAX_PARTITIONS: an earlier version
+    accepted any count, and a billion partitions cannot be listed or served."""
+    count = int(json.loads(raw)["partitions"])
+    if count > MAX_PARTITIONS:
+        log.error(
+            "partitioned topic %s is stored with %d partitions, more than the %d a topic can "
+            "have: it is served with %d (delete it and create it again to fix it)",
+            name,
+            count,
+            MAX_PARTITIONS,
+            MAX_PARTITIONS,
+        )
+        return MAX_PARTITIONS
+    return count
 
 
 def _dump(value: dict[str, Any]) -> bytes:
@@ -107,7 +128,7 @@ class PulsarResources:
                         raw = store.get(f"{base}/{local}")
                         if raw:
                             name = f"{domain}://{tenant}/{ns}/{local}"
-                            self._partitioned[name] = int(json.loads(raw)["partitions"])
+                            self._partitioned[name] = _stored_count(name, raw)
         for tenant in store.list_children(_TOPIC_POLICIES):
             for ns in store.list_children(f"{_TOPIC_POLICIES}/{tenant}"):
                 for domain in store.list_children(f"{_TOPIC_POLICIES}/{tenant}/{ns}"):

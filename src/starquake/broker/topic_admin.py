@@ -178,13 +178,17 @@ async def terminate(service: BrokerService, topic: TopicName) -> Position:
     if loaded.terminated is not None:
         return loaded.terminated
     loaded.terminated = Position(-1, -1)  # refuse new messages from now on
-    await asyncio.wait_for(loaded.receipts_sent(), 30.0)
-    last = loaded.ledger.last_confirmed
+    try:
+        await asyncio.wait_for(loaded.receipts_sent(), 30.0)
+        last = loaded.ledger.last_confirmed
+        await asyncio.to_thread(
+            service.metadata.put_many,
+            [(terminated_key(loaded.full_name), f"{last.ledger_id}:{last.entry_id}".encode())],
+        )
+    except BaseException:
+        loaded.terminated = None  # the request failed: the topic takes messages again
+        raise
     loaded.terminated = last
-    await asyncio.to_thread(
-        service.metadata.put_many,
-        [(terminated_key(loaded.full_name), f"{last.ledger_id}:{last.entry_id}".encode())],
-    )
     for producer in list(loaded.producers.values()):
         producer.disconnect()
     loaded.notify_terminated()

@@ -82,23 +82,27 @@ class TopicCommands:
             self._cnx.fail(request, MetadataError(f"Namespace {namespace} does not exist"))
             return
         mode = int(request.mode)
+        pattern = request.topics_pattern if request.HasField("topics_pattern") else None
 
-        async def gather() -> list[str]:
+        def matching(topics: list[str]) -> tuple[list[str], bool]:
+            if pattern is None:
+                return topics, False
+            try:
+                return self._service.filter_topics(topics, pattern), True
+            except Exception:
+                return topics, False
+
+        async def gather() -> tuple[list[str], bool]:
             topics: list[str] = []
             if mode != TopicListMode.NON_PERSISTENT:
                 topics += await self._service.list_topics(namespace)
             if mode != TopicListMode.PERSISTENT:
                 topics += await self._service.list_topics(namespace, persistent=False)
-            return hide_system_topics(topics)  # as Pulsar: clients never see system topics
+            topics = hide_system_topics(topics)  # as Pulsar: clients never see system topics
+            return await asyncio.to_thread(matching, topics)  # a regex over every name
 
-        def answer(topics: list[str]) -> None:
-            filtered = False
-            if request.HasField("topics_pattern"):
-                try:
-                    topics = self._service.filter_topics(topics, request.topics_pattern)
-                    filtered = True
-                except Exception:
-                    filtered = False
+        def answer(found: tuple[list[str], bool]) -> None:
+            topics, filtered = found
             self._cnx.write(
                 commands.get_topics_of_namespace_response(
                     request.request_id, topics, filtered=filtered, topics_hash=topics_hash(topics)

@@ -75,7 +75,8 @@ async def partition_stats(service: BrokerService, topic: TopicName) -> dict[str,
 
 
 def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One TopicStats summing the partitions' (rates, counters, backlogs; lists joined)."""
+    """One TopicStats summing the partitions' (rates, counters, backlogs; lists joined; for the
+    subscriptions' times, the latest)."""
     summed = (
         "msgRateIn",
         "msgThroughputIn",
@@ -102,6 +103,8 @@ def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
             for key, value in sub.items():
                 if key == "consumers":
                     merged["consumers"].extend(value)
+                elif key.endswith("Timestamp"):  # the latest of the partitions'
+                    merged[key] = max(merged.get(key, 0), value)
                 elif isinstance(value, (int, float)) and not isinstance(value, bool):
                     merged[key] = merged.get(key, 0) + value
     out["subscriptions"] = subscriptions
