@@ -33,9 +33,17 @@ class Brokers(Group):
         return dict(self._call("GET", f"{V2}/brokers/configuration/runtime"))
 
 
-class ClusterOperations(Group):
-    """Creating and changing clusters: ClusterData is ``{"serviceUrl", "serviceUrlTls",
+class Clusters(Group):
+    """``/admin/v2/clusters``: ClusterData is ``{"serviceUrl", "serviceUrlTls",
     "brokerServiceUrl", "brokerServiceUrlTls", "proxyServiceUrl", "proxyProtocol"}``."""
+
+    def list(self) -> Names:
+        """The cluster names."""
+        return list(self._call("GET", f"{V2}/clusters"))
+
+    def get(self, cluster: str) -> Any:
+        """A cluster's data (service URLs)."""
+        return self._call("GET", f"{V2}/clusters/{quote(cluster)}")
 
     def create(self, cluster: str, data: dict[str, Any]) -> None:
         """Create a cluster."""

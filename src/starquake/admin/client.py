@@ -31,7 +31,7 @@ from starquake.admin._base import (
 )
 from starquake.admin._operations import (
     Brokers,
-    ClusterOperations,
+    Clusters,
     NamespaceOperations,
     TopicOperations,
 )
@@ -73,18 +73,6 @@ __all__ = [
 TopicRef = TopicName
 
 Peeked = list[PeekedMessage]
-
-
-class Clusters(ClusterOperations):
-    """``/admin/v2/clusters``."""
-
-    def list(self) -> Names:
-        """The cluster names."""
-        return list(self._call("GET", f"{V2}/clusters"))
-
-    def get(self, cluster: str) -> Any:
-        """A cluster's data (service URLs)."""
-        return self._call("GET", f"{V2}/clusters/{quote(cluster)}")
 
 
 class Tenants(Group):
@@ -296,11 +284,13 @@ class Topics(TopicOperations):
         suffix = "?force=true" if force else ""
         self._call("DELETE", topic_path(topic) + "/partitions" + suffix)
 
-    def stats(self, topic: str, get_precise_backlog: bool = False) -> Any:
+    def stats(self, topic: str, get_precise_backlog: bool = False, earliest: bool = False) -> Any:
         """Pulsar's TopicStats (msgRateIn, msgInCounter, publishers, subscriptions, ...);
-        ``get_precise_backlog`` asks for backlogs counted exactly."""
-        query = "?getPreciseBacklog=true" if get_precise_backlog else ""
-        return self._call("GET", topic_path(topic) + "/stats" + query)
+        ``get_precise_backlog`` asks for backlogs counted exactly, ``earliest`` for the
+        publish time of each subscription's first unacknowledged message."""
+        wanted = {"getPreciseBacklog": get_precise_backlog, "getEarliestTimeInBacklog": earliest}
+        query = "&".join(f"{name}=true" for name, on in wanted.items() if on)
+        return self._call("GET", topic_path(topic) + "/stats" + (f"?{query}" if query else ""))
 
     def internal_stats(self, topic: str) -> Any:
         """Pulsar's PersistentTopicInternalStats (ledgers, cursors, ...)."""
