@@ -195,7 +195,7 @@ def test_expire_messages_on_all_subscriptions(
     assert backlogs(cli_broker, topic) == {"a": 0, "b": 0, "c": 0}
 
 
-def test_stats_precise_backlog_counts_individual_acks(
+def test_stats_precise_backlog_and_earliest_time_in_backlog(
     cli_broker: EmbeddedBroker, client: pulsar.Client
 ) -> None:
     topic = name()
@@ -205,6 +205,19 @@ def test_stats_precise_backlog_counts_individual_acks(
     for index in (2, 5, 7):
         consumer.acknowledge(received[index])
     wait_for(lambda: backlogs(cli_broker, topic) == {"s": 7}, "the acknowledgements")
+
+    def earliest() -> tuple[int, int]:
+        stats = ok(cli_broker, "topics", "stats", topic, "-etb")
+        sub = stats["subscriptions"]["s"]["earliestMsgPublishTimeInBacklog"]
+        return sub, stats["earliestMsgPublishTimeInBacklogs"]
+
+    first = received[0].publish_timestamp()
+    assert earliest() == (first, first)
+    for index in (0, 1):
+        consumer.acknowledge(received[index])
+    wait_for(lambda: backlogs(cli_broker, topic) == {"s": 5}, "the acknowledgements")
+    fourth = received[3].publish_timestamp()  # the third (index 2) was acknowledged before
+    assert earliest() == (fourth, fourth)
     consumer.close()
 
 

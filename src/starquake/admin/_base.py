@@ -40,6 +40,11 @@ def namespace_path(namespace: str) -> str:
     return f"{quote(tenant)}/{quote(ns)}"
 
 
+def quota_query(quota_type: str) -> str:
+    """The query naming a backlog quota's type."""
+    return "?backlogQuotaType=" + quote(quota_type)
+
+
 class Group:
     """A group of calls of one :class:`PulsarAdmin`."""
 

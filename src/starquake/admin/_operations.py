@@ -33,9 +33,17 @@ class Brokers(Group):
         return dict(self._call("GET", f"{V2}/brokers/configuration/runtime"))
 
 
-class ClusterOperations(Group):
-    """Creating and changing clusters: ClusterData is ``{"serviceUrl", "serviceUrlTls",
+class Clusters(Group):
+    """``/admin/v2/clusters``: ClusterData is ``{"serviceUrl", "serviceUrlTls",
     "brokerServiceUrl", "brokerServiceUrlTls", "proxyServiceUrl", "proxyProtocol"}``."""
+
+    def list(self) -> Names:
+        """The cluster names."""
+        return list(self._call("GET", f"{V2}/clusters"))
+
+    def get(self, cluster: str) -> Any:
+        """A cluster's data (service URLs)."""
+        return self._call("GET", f"{V2}/clusters/{quote(cluster)}")
 
     def create(self, cluster: str, data: dict[str, Any]) -> None:
         """Create a cluster."""
@@ -44,6 +52,10 @@ class ClusterOperations(Group):
     def update(self, cluster: str, data: dict[str, Any]) -> None:
         """Replace a cluster's data."""
         self._call("POST", f"{V2}/clusters/{quote(cluster)}", data)
+
+    def delete(self, cluster: str) -> None:
+        """Forget a cluster that no tenant allows."""
+        self._call("DELETE", f"{V2}/clusters/{quote(cluster)}")
 
 
 class NamespaceOperations(Group):

@@ -24,13 +24,14 @@ from starquake.admin._base import (
     Group,
     Names,
     namespace_path,
+    quota_query,
     quote,
     topic_path,
     topic_ref,
 )
 from starquake.admin._operations import (
     Brokers,
-    ClusterOperations,
+    Clusters,
     NamespaceOperations,
     TopicOperations,
 )
@@ -48,6 +49,7 @@ from starquake.admin._responses import (
     connect_reason,
     reason_of,
 )
+from starquake.admin._topic_extras import Schemas, TopicPolicies
 from starquake.common.tls import client_ssl_context
 from starquake.common.topic_name import TopicName
 
@@ -71,22 +73,6 @@ __all__ = [
 TopicRef = TopicName
 
 Peeked = list[PeekedMessage]
-
-
-class Clusters(ClusterOperations):
-    """``/admin/v2/clusters``."""
-
-    def list(self) -> Names:
-        """The cluster names."""
-        return list(self._call("GET", f"{V2}/clusters"))
-
-    def get(self, cluster: str) -> Any:
-        """A cluster's data (service URLs)."""
-        return self._call("GET", f"{V2}/clusters/{quote(cluster)}")
-
-    def delete(self, cluster: str) -> None:
-        """Forget a cluster that no tenant allows."""
-        self._call("DELETE", f"{V2}/clusters/{quote(cluster)}")
 
 
 class Tenants(Group):
@@ -216,12 +202,12 @@ class Namespaces(NamespaceOperations):
         self, namespace: str, quota: dict[str, Any], quota_type: str = "destination_storage"
     ) -> None:
         """Set the backlog quota of ``quota_type``."""
-        path = self._policy(namespace, "backlogQuota") + _quota_query(quota_type)
+        path = self._policy(namespace, "backlogQuota") + quota_query(quota_type)
         self._call("POST", path, quota)
 
     def remove_backlog_quota(self, namespace: str, quota_type: str = "destination_storage") -> None:
         """Remove the backlog quota of ``quota_type``."""
-        self._call("DELETE", self._policy(namespace, "backlogQuota") + _quota_query(quota_type))
+        self._call("DELETE", self._policy(namespace, "backlogQuota") + quota_query(quota_type))
 
     # Permissions: actions are produce, consume, functions, sources, sinks, packages.
 
@@ -298,11 +284,13 @@ class Topics(TopicOperations):
         suffix = "?force=true" if force else ""
         self._call("DELETE", topic_path(topic) + "/partitions" + suffix)
 
-    def stats(self, topic: str, get_precise_backlog: bool = False) -> Any:
+    def stats(self, topic: str, get_precise_backlog: bool = False, earliest: bool = False) -> Any:
         """Pulsar's TopicStats (msgRateIn, msgInCounter, publishers, subscriptions, ...);
-        ``get_precise_backlog`` asks for backlogs counted exactly."""
-        query = "?getPreciseBacklog=true" if get_precise_backlog else ""
-        return self._call("GET", topic_path(topic) + "/stats" + query)
+        ``get_precise_backlog`` asks for backlogs counted exactly, ``earliest`` for the
+        publish time of each subscription's first unacknowledged message."""
+        wanted = {"getPreciseBacklog": get_precise_backlog, "getEarliestTimeInBacklog": earliest}
+        query = "&".join(f"{name}=true" for name, on in wanted.items() if on)
+        return self._call("GET", topic_path(topic) + "/stats" + (f"?{query}" if query else ""))
 
     def internal_stats(self, topic: str) -> Any:
         """Pulsar's PersistentTopicInternalStats (ledgers, cursors, ...)."""
@@ -410,92 +398,8 @@ class Subscriptions(Group):
         return messages
 
 
-def _quota_query(quota_type: str) -> str:
-    return "?backlogQuotaType=" + urllib.parse.quote(quota_type, safe="")
-
-
 # namespace policies set with PUT (every other one is set with POST)
 _PUT_POLICIES = frozenset({"compactionThreshold", "schemaCompatibilityStrategy"})
-
-
-class TopicPolicies(Group):
-    """Policies set on one topic (those of a partitioned topic apply to every partition):
-    ``.../{topic}/{policy}`` with Pulsar's policy names (``retention``, ``messageTTL``,
-    ``deduplicationEnabled``, ``maxUnackedMessagesOnConsumer``,
-    ``maxUnackedMessagesOnSubscription``, ``delayedDelivery``, ``compactionThreshold``,
-    ``maxProducers``, ``maxConsumers``, ``inactiveTopicPolicies``).
-
-    ``get`` answers the topic's own value (None when it sets none), or with ``applied`` the
-    value in force: the topic's, else its namespace's, else the broker's default.
-    """
-
-    def get(self, topic: str, policy: str, applied: bool = False) -> Any:
-        """The topic's value of ``policy`` (``applied``: the value in force)."""
-        query = "?applied=true" if applied else ""
-        return self._call("GET", f"{topic_path(topic)}/{policy}{query}")
-
-    def set(self, topic: str, policy: str, value: Any) -> None:
-        """Set the topic's value of ``policy``."""
-        path = f"{topic_path(topic)}/{policy}"
-        if policy == "messageTTL":  # a query parameter, as Pulsar's admin client sends it
-            self._call("POST", f"{path}?messageTTL={int(value)}")
-        else:
-            self._call("POST", path, value)
-
-    def remove(self, topic: str, policy: str) -> None:
-        """Remove the topic's value of ``policy``."""
-        self._call("DELETE", f"{topic_path(topic)}/{policy}")
-
-    def get_backlog_quotas(self, topic: str, applied: bool = False) -> Any:
-        """``{"destination_storage" | "message_age": {"limitSize", "limitTime", "policy"}}``."""
-        return self.get(topic, "backlogQuotaMap", applied)
-
-    def set_backlog_quota(
-        self, topic: str, quota: dict[str, Any], quota_type: str = "destination_storage"
-    ) -> None:
-        """Set the topic's backlog quota of ``quota_type``."""
-        self._call("POST", f"{topic_path(topic)}/backlogQuota{_quota_query(quota_type)}", quota)
-
-    def remove_backlog_quota(self, topic: str, quota_type: str = "destination_storage") -> None:
-        """Remove the topic's backlog quota of ``quota_type``."""
-        self._call("DELETE", f"{topic_path(topic)}/backlogQuota{_quota_query(quota_type)}")
-
-
-class Schemas(Group):
-    """``/admin/v2/schemas/{tenant}/{namespace}/{topic}``: a topic's schema versions.
-
-    A schema payload is Pulsar's ``{"type": "AVRO", "schema": "<definition>", "properties":
-    {}}``; answers are ``{"version", "type", "timestamp", "data", "properties"}``.
-    """
-
-    @staticmethod
-    def _path(topic: str) -> str:
-        name = TopicName.parse(topic).partitioned_topic_name
-        parts = (name.tenant, name.namespace, name.local_name)
-        return f"{V2}/schemas/" + "/".join(quote(p) for p in parts)
-
-    def get(self, topic: str, version: int | None = None) -> Any:
-        """The latest schema of ``topic``, or version ``version``."""
-        suffix = "" if version is None else f"/{int(version)}"
-        return self._call("GET", f"{self._path(topic)}/schema{suffix}")
-
-    def versions(self, topic: str) -> Any:
-        """Every version since the last deletion, oldest first."""
-        return self._call("GET", f"{self._path(topic)}/versions")["getSchemaResponses"]
-
-    def upload(self, topic: str, payload: dict[str, Any]) -> int:
-        """Register ``payload`` (if compatible); returns its version."""
-        reply = self._call("POST", f"{self._path(topic)}/schema", payload)
-        return int(reply["version"]["version"])
-
-    def delete(self, topic: str, force: bool = False) -> None:
-        """Delete the topic's schema (``force``: every version, for good)."""
-        suffix = "?force=true" if force else ""
-        self._call("DELETE", f"{self._path(topic)}/schema{suffix}")
-
-    def compatibility(self, topic: str, payload: dict[str, Any]) -> Any:
-        """Whether ``payload`` could be registered: ``{"isCompatibility", ...}``."""
-        return self._call("POST", f"{self._path(topic)}/compatibility", payload)
 
 
 class PulsarAdmin:

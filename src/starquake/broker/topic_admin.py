@@ -26,6 +26,7 @@ from starquake.broker.schemas.registry import schema_id
 from starquake.broker.subscription import Subscription
 from starquake.broker.topic import PersistentTopic
 from starquake.common.topic_name import TopicDomain, TopicName
+from starquake.protocol.framing import entry_metadata
 from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
@@ -363,6 +364,13 @@ def examined_entry(topic: PersistentTopic, initial: str, n: int) -> Entry:
     raise TopicNotFoundError(f"No message at position {n} of {topic.full_name}")
 
 
+def earliest_publish_time_in_backlog(subscription: Subscription) -> int:
+    """The publish time (ms) of the subscription's first unacknowledged message (0: none)."""
+    first = next(_unacked_positions(subscription), None)
+    entry = subscription.topic.ledger.read_entry(first) if first is not None else None
+    return entry_metadata(entry.data).publish_time if entry is not None else 0
+
+
 def entry_at(topic: PersistentTopic, position: Position) -> Entry:
     """The stored entry at ``position`` (TopicNotFoundError if none)."""
     entry = topic.ledger.read_entry(position) if topic.ledger.entry_exists(position) else None
@@ -379,6 +387,7 @@ __all__ = [
     "delete_partitioned_topic",
     "delete_subscription",
     "delete_topic",
+    "earliest_publish_time_in_backlog",
     "entry_at",
     "examined_entry",
     "existing_topic",

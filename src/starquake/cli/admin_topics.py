@@ -83,9 +83,18 @@ def topics_delete_partitioned(ctx: AdminContext, topic: str, force: bool) -> Non
     is_flag=True,
     help="count backlogs exactly (Starquake always does)",
 )
-def topics_stats(ctx: AdminContext, topic: str, get_precise_backlog: bool) -> None:
+@click.option(
+    "-etb",
+    "--get-earliest-time-in-backlog",
+    is_flag=True,
+    help="the publish time of each subscription's first unacknowledged message",
+)
+def topics_stats(
+    ctx: AdminContext, topic: str, get_precise_backlog: bool, get_earliest_time_in_backlog: bool
+) -> None:
     """Show a topic's stats (rates, counters, publishers, subscriptions)."""
-    ctx.show(ctx.admin.topics.stats(check_topic(topic), get_precise_backlog))
+    name = check_topic(topic)
+    ctx.show(ctx.admin.topics.stats(name, get_precise_backlog, get_earliest_time_in_backlog))
 
 
 @admin_command(topics, "stats-internal")

@@ -4,8 +4,9 @@
   system topics), ``GET {ns}/partitioned`` the partitioned topics;
 - ``PUT|DELETE {ns}/{topic}`` create or delete a non-partitioned topic (``force=true``
   deletes one with clients attached), ``DELETE {ns}/{topic}/partitions`` a partitioned one;
-- ``GET {topic}/stats``, ``/internalStats``, ``/partitioned-stats`` (``perPartition``),
-  ``/lastMessageId``; ``POST {topic}/terminate``; ``PUT {topic}/unload``.
+- ``GET {topic}/stats`` (``getEarliestTimeInBacklog``: the publish time of each
+  subscription's first unacknowledged message), ``/internalStats``, ``/partitioned-stats``
+  (``perPartition``), ``/lastMessageId``; ``POST {topic}/terminate``; ``PUT {topic}/unload``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from starquake.broker.admin.replies import (
     serve_routes,
 )
 from starquake.broker.errors import TopicNotFoundError
+from starquake.broker.subscription import Subscription
 from starquake.broker.system_topics import CREATE_REFUSED, hide_system_topics, is_system_topic
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.web import WebServer, json_reply
@@ -159,7 +161,17 @@ def install(web: WebServer, service: BrokerService) -> None:
                 f"{topic} is a partitioned topic: ask for its partitioned-stats"
             )
         loaded = await topic_admin.existing_topic(service, topic)
-        return json_reply(200, loaded.stats())
+        out = loaded.stats()
+        if flag(params, "getEarliestTimeInBacklog") and isinstance(loaded, PersistentTopic):
+            times = []
+            for name, sub_stats in out["subscriptions"].items():
+                subscription = loaded.subscriptions.get(name)
+                if isinstance(subscription, Subscription):
+                    found = topic_admin.earliest_publish_time_in_backlog(subscription)
+                    sub_stats["earliestMsgPublishTimeInBacklog"] = found
+                    times += [found] if found else []
+            out["earliestMsgPublishTimeInBacklogs"] = min(times, default=0)
+        return json_reply(200, out)
 
     async def internal_stats(params: dict[str, str], _body: bytes) -> Reply:
         loaded = await topic_admin.persistent_topic(service, topic_of(params))
