@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "spark")]
+sys.path[:0] = [str(ROOT / "tests" / "spark"), str(ROOT / "tests")]  # its conftest first
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from broker_process import BrokerProcess  # noqa: E402
