@@ -22,6 +22,7 @@ def main() -> None:
     for name in ("service_url", "admin_url", "source", "sink", "checkpoint"):
         parser.add_argument(name)
     parser.add_argument("--available-now", action="store_true")
+    parser.add_argument("--drop-key", action="store_true", help="write the rows without keys")
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
@@ -49,13 +50,15 @@ def main() -> None:
         .option("maxRecordsPerTrigger", "500")
         .load()
     )
-    out = source.select(
+    columns = [
         slow_mark("value").alias("value"),
-        F.col("__key"),
         F.create_map(
             F.lit("src"), F.concat(F.col("__topic"), F.lit("/"), F.hex("__messageId"))
         ).alias("__messageProperties"),
-    )
+    ]
+    if not args.drop_key:
+        columns.append(F.col("__key"))
+    out = source.select(*columns)
     writer = (
         out.writeStream.format("pulsar")
         .option("service.url", args.service_url)

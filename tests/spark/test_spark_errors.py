@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -33,18 +34,34 @@ def test_bad_read_options_name_the_option(
         load(spark, spark_broker, **options).collect()
 
 
-def test_stream_only_options_are_checked_when_the_query_starts(
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"maxRecordsPerTrigger": "0"}, "option 'maxRecordsPerTrigger': must be at least 1, got 0"),
+        ({"startingOffsets": "{not json"}, "option 'startingOffsets': '{not json' is neither"),
+        ({"colour": "red"}, "unknown option 'colour' for a read"),
+        ({"pulsar.client.useTls": "1"}, "option 'pulsar.client.useTls': '1' is not true or false"),
+    ],
+)
+def test_bad_streaming_options_fail_at_load(
+    spark: Any, spark_broker: SparkBroker, new_topic: str, options: dict[str, str], message: str
+) -> None:
+    with pytest.raises(Exception, match=re.escape(message)) as caught:
+        load_stream(spark, spark_broker, topic=new_topic, **options)  # load(), not start()
+    # Spark prints the traceback before the message: one frame of ours, no chained errors
+    lines = str(caught.value).splitlines()
+    assert lines[3].startswith("starquake.spark.PulsarOptionError: "), lines
+    assert message in lines[3]
+
+
+def test_a_stream_only_option_in_a_batch_read_is_named(
     spark: Any, spark_broker: SparkBroker, new_topic: str
 ) -> None:
     produce(spark_broker, new_topic, 1)
-    with pytest.raises(Exception, match="maxRecordsPerTrigger"):
-        query = (
-            load_stream(spark, spark_broker, topic=new_topic, maxRecordsPerTrigger="0")
-            .writeStream.format("noop")
-            .start()
-        )
-        query.awaitTermination(60)
-        raise AssertionError(f"query ran: {query.exception()}")
+    with pytest.raises(
+        Exception, match="option 'maxOffsetsPerTrigger' is for streaming reads only"
+    ):
+        load(spark, spark_broker, topic=new_topic, maxOffsetsPerTrigger="5").collect()
 
 
 def test_missing_topic(spark: Any, spark_broker: SparkBroker, new_topic: str) -> None:

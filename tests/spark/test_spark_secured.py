@@ -254,8 +254,11 @@ def test_security_options_by_java_and_python_names() -> None:
             {"pulsar.client.authPluginClassName": "tls", "pulsar.client.authParams": "a:b"},
             "option 'pulsar.client.authParams': .*tlsCertFile",
         ),
-        ({"pulsar.client.tlsAllowInsecureConnection": "yes"}, "tlsallowinsecureconnection"),
-        ({"pulsar.client.useTls": "1"}, "usetls'.*not true or false"),
+        (
+            {"pulsar.client.tlsAllowInsecureConnection": "yes"},
+            "'pulsar.client.tlsAllowInsecureConnection'",
+        ),
+        ({"pulsar.client.useTls": "1"}, "option 'pulsar.client.useTls'.*not true or false"),
         ({"pulsar.client.tlsTrustCerts": "/ca.pem"}, "unknown option"),
     ],
 )

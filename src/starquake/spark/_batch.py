@@ -8,6 +8,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from starquake.client.exceptions import PulsarException
+from starquake.spark._option_types import short
 from starquake.spark._options import read_options
 from starquake.spark._plan import (
     Probes,
@@ -36,7 +37,9 @@ class PulsarBatchReader(DataSourceReader):
             try:
                 return session.run(self._plan(session))
             except PulsarException as exc:
-                raise PulsarSourceError(f"planning the read failed: {exc}") from exc
+                raise PulsarSourceError(f"planning the read failed: {exc}") from None
+            except PulsarSourceError as exc:
+                raise short(exc) from None
 
     async def _plan(self, session: Session) -> list[RangePartition]:
         opts = self._opts

@@ -55,6 +55,8 @@ FetchWriter = Callable[[int], SchemaInfo | None]
 class PulsarDecodeError(PulsarSourceError):
     """A message's value does not decode with the topic's schema (``schema.decode``)."""
 
+    __module__ = "starquake.spark"  # as users import it
+
 
 def _version_number(raw: bytes) -> int | None:
     """The number of a schema version as messages carry it (8 bytes, big-endian)."""

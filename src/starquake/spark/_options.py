@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from starquake.client._auth import create_authentication
 from starquake.spark._offsets import parse_offsets
-from starquake.spark._option_types import PulsarOptionError, StartSpec, checked_topic
+from starquake.spark._option_types import PulsarOptionError, StartSpec, canonical, checked_topic
 
 __all__ = ["PulsarOptionError", "ReadOptions", "StartSpec", "WriteOptions"]
 
@@ -225,10 +225,10 @@ def _passthrough(
             continue
         found = table.get(key[len(prefix) :])
         if found is None:
-            known = sorted({name for name, _ in table.values()})
+            known = sorted({canonical(k) for k in table if canonical(k) != k} | set(table))
             raise PulsarOptionError(f"unknown option {key!r} (known: {', '.join(known)})")
         name, convert = found
-        args[name] = convert(key, text)
+        args[name] = convert(canonical(key), text)
     return args
 
 
@@ -265,7 +265,8 @@ def _check_known(
     for key in options:
         if key in allowed or key in _SPARK_OWN or key.startswith(prefixes):
             continue
-        raise PulsarOptionError(f"unknown option {key!r} for a {kind} (known: {sorted(allowed)})")
+        known = ", ".join(sorted(canonical(k) for k in allowed))
+        raise PulsarOptionError(f"unknown option {key!r} for a {kind} (known: {known})")
 
 
 def _pattern(text: str) -> str:
@@ -346,7 +347,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         options,
         _READ_KEYS,
         ("pulsar.client.", "pulsar.reader."),
-        "streaming read" if streaming else "batch read",
+        "read",
     )
     service_url = _service_url(options)
     topics, pattern = _topics(options)
@@ -391,9 +392,9 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         )
     max_records = 0
     if limit_key is not None:
+        max_records = _int(canonical(limit_key), str(options[limit_key]), minimum=1)
         if not streaming:
-            raise PulsarOptionError(f"option {limit_key!r} is for streaming reads only")
-        max_records = _int("maxRecordsPerTrigger", str(options[limit_key]), minimum=1)
+            raise PulsarOptionError(f"option {canonical(limit_key)!r} is for streaming reads only")
     return ReadOptions(
         service_url=service_url,
         topics=topics,
@@ -409,6 +410,19 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         reader_args=_passthrough(options, "pulsar.reader.", _READER),
         subscription=_subscription(options, streaming),
     )
+
+
+def check_read_options(options: Mapping[str, str]) -> None:
+    """Raise the error that the options of a read would give both as a batch and as a
+    streaming read (what only one kind refuses is raised when the reader is made)."""
+    try:
+        read_options(options, streaming=False)
+    except PulsarOptionError as batch_error:
+        try:
+            read_options(options, streaming=True)
+        except PulsarOptionError as stream_error:
+            if str(stream_error) == str(batch_error):
+                raise batch_error from None
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:

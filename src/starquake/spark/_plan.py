@@ -35,6 +35,8 @@ MAX_ENTRIES_PER_SPLIT = 50_000
 class PulsarSourceError(RuntimeError):
     """A read cannot be planned: a missing topic, an unreachable broker, a bad position."""
 
+    __module__ = "starquake.spark"  # as users import it
+
 
 class RangePartition(InputPartition):
     """Spark input partition: messages ``[start, end)`` of one topic partition."""

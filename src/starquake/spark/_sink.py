@@ -51,6 +51,8 @@ _IGNORED = {"__messageId", "__publishTime"}
 class PulsarSinkError(RuntimeError):
     """A write cannot go ahead (deduplication cannot be turned on, a topic is missing...)."""
 
+    __module__ = "starquake.spark"  # as users import it
+
 
 def check_schema(schema: StructType, opts: WriteOptions, encoded: Set[str] = frozenset()) -> None:
     """Refuse, at planning time, columns the sink does not know or cannot write.

@@ -13,8 +13,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from starquake.spark._batch import PulsarBatchReader
-from starquake.spark._options import PulsarOptionError, source_target
+from starquake.spark._option_types import short
+from starquake.spark._options import PulsarOptionError, check_read_options, source_target
+from starquake.spark._plan import PulsarSourceError
 from starquake.spark._read import plan_layout
+from starquake.spark._sink import PulsarSinkError
 from starquake.spark._stream import PulsarStreamReader
 from starquake.spark._typed import RowLayout
 from starquake.spark._write import PulsarBatchWriter, PulsarStreamWriter
@@ -46,19 +49,41 @@ class PulsarDataSource(DataSource):
         return layout
 
     def schema(self) -> StructType:
-        return self._row_layout().schema
+        # Spark asks for the schema at load(), for batch and streaming reads alike, while a
+        # stream's reader is made only once the query runs: options wrong for both kinds of
+        # read fail here, at load(), not at awaitTermination()
+        try:
+            check_read_options(self.options)
+            return self._row_layout().schema
+        except _OURS as exc:
+            raise short(exc) from None
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return PulsarBatchReader(self.options, self._row_layout(schema))
+        try:
+            return PulsarBatchReader(self.options, self._row_layout(schema))
+        except _OURS as exc:
+            raise short(exc) from None
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return PulsarStreamReader(self.options, self._row_layout(schema))
+        try:
+            return PulsarStreamReader(self.options, self._row_layout(schema))
+        except _OURS as exc:
+            raise short(exc) from None
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return PulsarBatchWriter(self.options, schema, overwrite)
+        try:
+            return PulsarBatchWriter(self.options, schema, overwrite)
+        except _OURS as exc:
+            raise short(exc) from None
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return PulsarStreamWriter(self.options, schema, overwrite)
+        try:
+            return PulsarStreamWriter(self.options, schema, overwrite)
+        except _OURS as exc:
+            raise short(exc) from None
+
+
+_OURS = (PulsarOptionError, PulsarSourceError, PulsarSinkError)
 
 
 def register(spark: SparkSession) -> None:

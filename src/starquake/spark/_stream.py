@@ -26,6 +26,7 @@ from pyspark.sql.streaming.datasource import (
 from starquake.client.bulk import EARLIEST, Position
 from starquake.client.exceptions import PulsarException
 from starquake.spark._admission import Admission
+from starquake.spark._option_types import short
 from starquake.spark._options import ReadOptions, read_options
 from starquake.spark._plan import (
     Probes,
@@ -64,7 +65,9 @@ class _Driver:
         try:
             return self.session.run(coro)
         except PulsarException as exc:
-            raise PulsarSourceError(f"{what} failed: {exc}") from exc
+            raise PulsarSourceError(f"{what} failed: {exc}") from None
+        except PulsarSourceError as exc:
+            raise short(exc) from None
 
     async def partitions(self) -> list[str]:
         names = await resolve_partitions(self.session.client, self.opts)

@@ -36,32 +36,23 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from starquake.client import CompressionType, MessageId
+from starquake.client import MessageId
 from starquake.client.asyncio import Client, OutgoingMessage, Producer
 from starquake.client.bulk import PackedBatch, pack_rows
-from starquake.client.exceptions import ProducerBusy, ProducerQueueIsFull, PulsarException
-from starquake.client.schema import Schema
-from starquake.client.topics import base_topic, normalize_topic, partition_for_key
+from starquake.client.exceptions import ProducerQueueIsFull, PulsarException
+from starquake.client.topics import partition_for_key
 from starquake.spark._encode import RowEncoder, WriteSchema, write_schema
 from starquake.spark._options import PulsarOptionError, WriteOptions, write_options
+from starquake.spark._producers import Targets
 from starquake.spark._runtime import Session
 from starquake.spark._sink import (
     PulsarSinkError,
     check_schema,
-    deduplication_off_error,
     ensure_deduplication,
     hold_topic,
 )
 
 log = logging.getLogger("starquake.spark")
-
-_CODECS = {
-    "none": CompressionType.NONE,
-    "lz4": CompressionType.LZ4,
-    "zlib": CompressionType.ZLib,
-    "zstd": CompressionType.ZSTD,
-    "snappy": CompressionType.SNAPPY,
-}
 
 
 @dataclass
@@ -71,125 +62,6 @@ class PulsarCommitMessage(WriterCommitMessage):
     partition_id: int
     rows: int
     skipped: int
-
-
-class _Targets:
-    """The producers of one task: one per partition of every topic it writes to."""
-
-    def __init__(
-        self,
-        client: Client,
-        opts: WriteOptions,
-        name: str,
-        schema: Schema | None = None,
-        checked: bool = False,
-    ) -> None:
-        self._client = client
-        self._opts = opts
-        self._name = name
-        self._schema = schema
-        self._producers: dict[str, list[Producer]] = {}
-        # topics whose deduplication is known to be on (the admin API said so)
-        self._checked: set[str] = {opts.topic} if checked and opts.topic else set()
-        # producers (by id) whose name the broker did not know: deduplication may be off
-        self._unverified: set[int] = set()
-
-    async def producers(self, topic: str) -> list[Producer]:
-        """The producers for ``topic`` (as the row names it: normalized once per name)."""
-        found = self._producers.get(topic)
-        if found is not None:
-            return found
-        name = normalize_topic(topic)
-        found = self._producers.get(name)
-        if found is not None:
-            self._producers[topic] = found
-            return found
-        found = await self._open_all(name)
-        self._producers[name] = self._producers[topic] = found
-        return found
-
-    async def _open_all(self, topic: str) -> list[Producer]:
-        opts = self._opts
-        if (
-            opts.exactly_once
-            and topic != opts.topic
-            and opts.admin_url is not None
-            and ensure_deduplication(opts.admin_url, topic, opts.poll_timeout_s, opts.client_args)
-        ):
-            self._checked.add(topic)
-        if opts.sink_subscription and topic != opts.topic:
-            await hold_topic(self._client, topic, opts.sink_subscription)
-        for _ in range(3):
-            names = await self._client.get_topic_partitions(topic)
-            producers = [await self._open(p) for p in names]
-            if len(producers) != 1 or not producers[0].is_partitioned:
-                return producers
-            # created as a partitioned topic between the two lookups: ask again
-            await producers[0].close()
-        raise PulsarSinkError(f"the partitions of {topic} keep changing")
-
-    async def _open(self, partition: str) -> Producer:
-        args: dict[str, Any] = {
-            "batching_max_messages": 1000,
-            "max_pending_messages": 10000,
-            "batching_max_publish_delay_ms": 5,
-            **self._opts.producer_args,
-        }
-        if "compression_type" in args:
-            args["compression_type"] = _CODECS[args["compression_type"]]
-        args["block_if_queue_full"] = True
-        if self._schema is not None:  # declared, so the broker registers it and versions rows
-            args["schema"] = self._schema
-        deadline = asyncio.get_running_loop().time() + self._opts.poll_timeout_s
-        while True:
-            try:
-                producer = await self._client.create_producer(
-                    partition, producer_name=self._name, **args
-                )
-                break
-            except ProducerBusy:  # an earlier attempt of this task is still connected
-                if asyncio.get_running_loop().time() > deadline:
-                    raise
-                await asyncio.sleep(0.5)
-        # With deduplication on, the broker tells a producer its name's last sequence id;
-        # off, it always says -1. A name it does not know yet is checked after the first row.
-        if (
-            self._opts.exactly_once
-            and base_topic(partition) not in self._checked
-            and producer.last_sequence_id() < 0
-        ):
-            self._unverified.add(id(producer))
-        return producer
-
-    def unverified(self, producer: Producer) -> bool:
-        """Whether deduplication is still to be checked through ``producer``."""
-        return id(producer) in self._unverified
-
-    async def verify(self, producer: Producer, sequence_id: int) -> Producer:
-        """After ``producer`` stored ``sequence_id`` (its receipt came): open its name again
-        and check that the broker reports that id, as it does only with deduplication on;
-        the producer that replaces ``producer``."""
-        partition = producer.topic()
-        self._unverified.discard(id(producer))
-        await producer.close()
-        again = await self._open(partition)
-        self._unverified.discard(id(again))
-        for producers in self._producers.values():
-            for i, p in enumerate(producers):
-                if p is producer:
-                    producers[i] = again
-        if again.last_sequence_id() < sequence_id:
-            raise deduplication_off_error(base_topic(partition))
-        self._checked.add(base_topic(partition))
-        return again
-
-    async def close(self) -> None:
-        closed: set[int] = set()
-        for producers in self._producers.values():
-            for producer in producers:
-                if id(producer) not in closed:
-                    closed.add(id(producer))
-                    await producer.close()
 
 
 def _column(
@@ -274,7 +146,7 @@ class _Writer:
     """The rows of one task: routed to producers, then sent in packed batches (or one by
     one when batching is off), skipping rows a broker already holds."""
 
-    def __init__(self, targets: _Targets, outbox: _Outbox, opts: WriteOptions, base: int) -> None:
+    def __init__(self, targets: Targets, outbox: _Outbox, opts: WriteOptions, base: int) -> None:
         self._targets = targets
         self._outbox = outbox
         self._opts = opts
@@ -305,7 +177,7 @@ class _Writer:
 
     async def _first_row(self, producer: Producer, rows: _Rows, index: int, first: int) -> Producer:
         """Send row ``index`` alone, wait for every receipt, and check deduplication through
-        ``producer`` (see :meth:`_Targets.verify`); the producer to go on with."""
+        ``producer`` (see :meth:`Targets.verify`); the producer to go on with."""
         if self._outbox.batching:
             await self._send_packed(producer, rows, [index], first)
         else:
@@ -398,7 +270,7 @@ async def _write_rows(
     base: int,
     dedup_checked: bool = False,
 ) -> tuple[int, int]:
-    targets = _Targets(
+    targets = Targets(
         client, opts, name, spec.producer_schema() if spec else None, checked=dedup_checked
     )
     encoder = RowEncoder(spec) if spec is not None and spec.kind != "string" else None
