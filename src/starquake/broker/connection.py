@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from google.protobuf.message import Message
 
+from starquake.broker.command_checks import invalid_command, request_id_of
 from starquake.broker.consumer_commands import ConsumerCommands
 from starquake.broker.error_replies import error_reply
 from starquake.broker.errors import BrokerServiceError, PersistenceError
@@ -70,16 +71,6 @@ HANDSHAKE_MAX_FRAME_BYTES = 64 * 1024
 """The largest frame accepted before CONNECTED (a CONNECT carries a token at most)."""
 LOG_INTERVAL_SECONDS = 10.0
 _handshake_log = LogThrottle(log, LOG_INTERVAL_SECONDS)
-
-# BaseCommand numbers each sub-command field like its type.
-_SUBCOMMAND_FIELD: dict[int, str] = {
-    field.number: field.name
-    for field in T.DESCRIPTOR.fields
-    if field.message_type is not None and field.number in T.Type.values()
-}
-# Commands without fields, accepted without their (empty) sub-command.
-_EMPTY_OK = frozenset({T.PING, T.PONG})
-
 
 WRITES = "full write buffer"
 """The reason reading is held while the peer does not take our writes."""
@@ -196,7 +187,7 @@ class ServerCnx(asyncio.Protocol):
             if handler is None:
                 self._unsupported(command)
                 continue
-            problem = _invalid(command)
+            problem = invalid_command(command)
             if problem is not None:
                 log.warning("closing connection from %s: %s", self.remote_address, problem)
                 self.close()
@@ -493,7 +484,7 @@ class ServerCnx(asyncio.Protocol):
 
     def _unsupported(self, command: T) -> None:
         name = T.Type.Name(command.type)
-        request_id = _request_id_of(command)
+        request_id = request_id_of(command)
         if request_id is None:
             log.warning("closing connection from %s: unsupported %s", self.remote_address, name)
             self.close()
@@ -510,28 +501,3 @@ class ServerCnx(asyncio.Protocol):
 
     def _on_pong(self, command: T, _: bytes | None) -> None:
         self._ping_outstanding = False
-
-    # --- helpers --------------------------------------------------------------------------------
-
-
-def _invalid(command: T) -> str | None:
-    """Why a command of a handled type cannot be handled, or None if it can."""
-    field = _SUBCOMMAND_FIELD.get(command.type)
-    if field is None:
-        return None
-    name = T.Type.Name(command.type)
-    if not command.HasField(field):  # type: ignore[arg-type]
-        return None if command.type in _EMPTY_OK else f"{name} without its {field} part"
-    if not getattr(command, field).IsInitialized():
-        return f"{name} lacks required fields"
-    return None
-
-
-def _request_id_of(command: T) -> int | None:
-    for field, value in command.ListFields():
-        if field.name == "type":
-            continue
-        for sub_field, sub_value in value.ListFields():
-            if sub_field.name == "request_id":
-                return int(sub_value)
-    return None
