@@ -1,6 +1,7 @@
 """The fair scheduling of password checks over random arrivals and departures: admitted checks
-start round-robin across addresses (FIFO within one), limits refuse exactly what is over them,
-a check whose client left before it started never runs, and every count returns to zero."""
+start round-robin across addresses and, within one, across user names (FIFO for one user);
+limits refuse exactly what is over them; a check whose client left before it started never
+runs; and every count returns to zero."""
 
 from __future__ import annotations
 
@@ -39,22 +40,30 @@ class Recorder:
         return password == hashed
 
 
-def _round_robin(queued: list[tuple[str, str]], departed: set[str]) -> list[str]:
-    """The order a fair scheduler starts ``queued`` (source, name) checks in, once the
-    ``departed`` ones have left their queues."""
-    queues: OrderedDict[str, deque[str]] = OrderedDict()
-    for source, name in queued:
-        queues.setdefault(source, deque()).append(name)
-    for source, queue in list(queues.items()):
-        for name in [n for n in queue if n in departed]:
-            queue.remove(name)
-        if not queue:
+def _round_robin(queued: list[tuple[str, str, str]], departed: set[str]) -> list[str]:
+    """The order a fair scheduler starts ``queued`` (source, user, name) checks in, once the
+    ``departed`` ones have left: addresses round-robin, user names round-robin within one."""
+    queues: OrderedDict[str, OrderedDict[str, deque[str]]] = OrderedDict()
+    for source, user, name in queued:
+        queues.setdefault(source, OrderedDict()).setdefault(user, deque()).append(name)
+    for source, users in list(queues.items()):
+        for user, queue in list(users.items()):
+            for name in [n for n in queue if n in departed]:
+                queue.remove(name)
+            if not queue:
+                del users[user]
+        if not users:
             del queues[source]
     order = []
     while queues:
-        source, queue = next(iter(queues.items()))
+        source, users = next(iter(queues.items()))
+        user, queue = next(iter(users.items()))
         order.append(queue.popleft())
         if queue:
+            users.move_to_end(user)
+        else:
+            del users[user]
+        if users:
             queues.move_to_end(source)
         else:
             del queues[source]
@@ -70,7 +79,7 @@ def test_fair_order_limits_and_departures(arrivals: list[tuple[str, str, bool]])
     async def scenario() -> None:
         gate = asyncio.create_task(checks.check("gate-address", "gate-user", "gate", "gate"))
         await asyncio.sleep(0)
-        tasks: list[tuple[asyncio.Task[bool], str, str, bool]] = []
+        tasks: list[tuple[asyncio.Task[bool], str, str, str, bool]] = []
         per_user: Counter[str] = Counter()
         per_source: Counter[str] = Counter()
         expected_refusals = 0
@@ -88,7 +97,7 @@ def test_fair_order_limits_and_departures(arrivals: list[tuple[str, str, bool]])
             else:
                 per_user[user] += 1
                 per_source[source] += 1
-            tasks.append((task, source, name, leaves and not over))
+            tasks.append((task, source, user, name, leaves and not over))
         assert checks.in_progress == 1 + sum(per_user.values())
         for task, *_, leaves in tasks:
             if leaves:
@@ -105,8 +114,8 @@ def test_fair_order_limits_and_departures(arrivals: list[tuple[str, str, bool]])
             except asyncio.CancelledError:
                 pass
         assert refusals == expected_refusals
-        admitted = [(s, n) for (t, s, n, _) in tasks if not _refused(t)]
-        departed = {n for (_, _, n, leaves) in tasks if leaves}
+        admitted = [(s, u, n) for (t, s, u, n, _) in tasks if not _refused(t)]
+        departed = {n for (*_, n, leaves) in tasks if leaves}
         assert recorder.started == ["gate", *_round_robin(admitted, departed)]
         assert checks.in_progress == 0 and checks.done == len(recorder.started)
 

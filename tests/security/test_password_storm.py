@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from auth_support import BASIC_PROVIDER, htpasswd, produce_consume, storm_attempt
+from auth_support import BASIC_PROVIDER, htpasswd, storm_attempt
 from broker_process import BrokerProcess
 from passlib.hash import bcrypt, des_crypt
 from polling import wait_for
@@ -32,6 +32,7 @@ from starquake.protocol._generated import starquake_wire_pb2 as pb
 SLOW = bcrypt.using(rounds=10, ident="2y")  # tens of milliseconds a check
 SLOWER = bcrypt.using(rounds=12, ident="2y")  # hundreds (htpasswd -B -C 12)
 FILLERS = 16
+LOGIN_BOUND = 30
 
 
 class Storm(threading.Thread):
@@ -106,14 +107,35 @@ def storm_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
         broker.cleanup()
 
 
+def _produce_consume(url: str, auth: pulsar.Authentication) -> None:
+    """Produce and consume one message with the official client; the connection and each
+    operation must complete within LOGIN_BOUND seconds (password checks run at a low CPU
+    priority, and the machine may be busy)."""
+    client = pulsar.Client(
+        url,
+        authentication=auth,
+        operation_timeout_seconds=LOGIN_BOUND,
+        connection_timeout_ms=LOGIN_BOUND * 1000,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+    )
+    try:
+        topic = f"persistent://public/default/storm-{uuid.uuid4().hex[:8]}"
+        consumer = client.subscribe(topic, "sub")
+        client.create_producer(topic).send(b"hello")
+        msg = consumer.receive(timeout_millis=LOGIN_BOUND * 1000)
+        assert msg.data() == b"hello"
+        consumer.acknowledge(msg)
+    finally:
+        client.close()
+
+
 def _login_during(broker: BrokerProcess, storm: Storm, user: str, password: str) -> None:
     """``user``'s login (produce and consume, official client) completes while ``storm`` is
     still going, and every storm attempt was refused."""
     storm.start()
     try:
         wait_for(lambda: storm.attempts >= 300, "the storm to get going", timeout=60)
-        topic = f"persistent://public/default/storm-{uuid.uuid4().hex[:8]}"
-        produce_consume(pulsar, broker.url, pulsar.AuthenticationBasic(user, password), topic)
+        _produce_consume(broker.url, pulsar.AuthenticationBasic(user, password))
         assert storm.is_alive() and not storm.stopping.is_set(), "the storm ended first"
     finally:
         codes = storm.finish()
@@ -140,9 +162,7 @@ def test_storm_from_another_address_over_many_users(storm_broker: BrokerProcess)
 def test_cached_login_gets_in_while_its_user_is_stormed(storm_broker: BrokerProcess) -> None:
     """A login the broker has accepted before needs no check: the super user gets in while a
     storm of distinct wrong passwords holds every check place of that very user."""
-    topic = f"persistent://public/default/storm-{uuid.uuid4().hex[:8]}"
-    auth = pulsar.AuthenticationBasic("superuser", "admin")
-    produce_consume(pulsar, storm_broker.url, auth, topic)
+    _produce_consume(storm_broker.url, pulsar.AuthenticationBasic("superuser", "admin"))
     storm = Storm(storm_broker.port, lambda i: b"superuser:guess-%d" % i)
     _login_during(storm_broker, storm, "superuser", "admin")
 

@@ -4,8 +4,9 @@ other users' logins.
 A bcrypt check costs up to hundreds of milliseconds of CPU. The checks run on a dedicated
 worker thread (:data:`CHECK_WORKERS`, at a lower CPU priority than the event loop), never on
 the event loop nor on the thread pool storage uses. Waiting checks are queued per client
-address and the worker takes them round-robin across addresses, so a client from another
-address waits for at most one check per busy address. Limits refuse a check at once, without
+address and user name; the worker takes addresses round-robin and, within an address, user
+names round-robin, so a login waits for at most one check per other busy address, and within
+its own address one per other user name with waiting checks. Limits refuse a check at once, without
 costing any CPU, when:
 
 - one user name already has :data:`PER_USER` checks running or waiting (a storm against one
@@ -54,7 +55,8 @@ class PasswordChecks:
     def __init__(self, verify: Callable[[str, str], bool]) -> None:
         self._verify = verify
         self._executor: ThreadPoolExecutor | None = None
-        self._queues: OrderedDict[str, deque[_Check]] = OrderedDict()
+        # address -> user name -> waiting checks; both levels taken round-robin
+        self._queues: OrderedDict[str, OrderedDict[str, deque[_Check]]] = OrderedDict()
         self._by_user: Counter[str] = Counter()
         self._by_source: Counter[str] = Counter()
         self._running = 0
@@ -72,7 +74,7 @@ class PasswordChecks:
         if self.in_progress >= MAX_CHECKS:
             raise AuthenticationError("too many password checks in progress; try again later")
         job = _Check(source, user, password, hashed, asyncio.get_running_loop().create_future())
-        self._queues.setdefault(source, deque()).append(job)
+        self._queues.setdefault(source, OrderedDict()).setdefault(user, deque()).append(job)
         self._count(job, 1)
         self._pump()
         try:
@@ -93,22 +95,36 @@ class PasswordChecks:
                 del self._by_source[job.source]
 
     def _drop(self, job: _Check) -> None:
-        queue = self._queues.get(job.source)
-        if queue is not None and job in queue:
+        users = self._queues.get(job.source)
+        queue = users.get(job.user) if users is not None else None
+        if users is not None and queue is not None and job in queue:
             queue.remove(job)
             if not queue:
-                del self._queues[job.source]
+                del users[job.user]
+                if not users:
+                    del self._queues[job.source]
             self._count(job, -1)
+
+    def _next(self) -> _Check:
+        """The next check to start: the first address's first user's oldest check; both
+        then go to the back of their turn."""
+        source, users = next(iter(self._queues.items()))
+        user, queue = next(iter(users.items()))
+        job = queue.popleft()
+        if queue:
+            users.move_to_end(user)
+        else:
+            del users[user]
+        if users:
+            self._queues.move_to_end(source)
+        else:
+            del self._queues[source]
+        return job
 
     def _pump(self) -> None:
         """Start waiting checks while a worker is free, one address after another."""
         while self._running < CHECK_WORKERS and self._queues:
-            source, queue = next(iter(self._queues.items()))
-            job = queue.popleft()
-            if queue:
-                self._queues.move_to_end(source)
-            else:
-                del self._queues[source]
+            job = self._next()
             job.started = True
             self._running += 1
             if self._executor is None:
