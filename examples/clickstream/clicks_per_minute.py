@@ -38,6 +38,7 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -103,9 +104,10 @@ def main() -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
-    connection = {"service.url": args.url}
-    if args.admin_url:
-        connection["admin.url"] = args.admin_url
+    # the sink never guesses the admin URL; this example assumes a standalone broker's
+    # default web port on the service host unless told otherwise
+    admin_url = args.admin_url or f"http://{urlsplit(args.url).hostname or 'localhost'}:8080"
+    connection = {"service.url": args.url, "admin.url": admin_url}
 
     clicks = (
         spark.readStream.format("pulsar")
