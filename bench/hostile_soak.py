@@ -191,9 +191,13 @@ class Pair:
         n = 0
         started = time.monotonic()
         while (now := time.monotonic()) < deadline:
-            if self.rate > 0 and n > self.rate * (now - started):
-                time.sleep(min(0.01, deadline - now))
-                continue
+            if self.rate > 0:
+                if n > self.rate * (now - started):
+                    time.sleep(min(0.01, deadline - now))
+                    continue
+                # a producer held back does not catch up later (that would inflate the phase
+                # after): at most half a second of sends is owed
+                started = max(started, now - (n + self.rate / 2) / self.rate)
             try:
                 self.producer.send_async(payload, self._sent)
                 with self._lock:
