@@ -213,3 +213,27 @@ def test_a_read_only_metadata_file_stops_the_start_in_one_line(
             subprocess.run(["chattr", "-i", str(db)], check=True)
     assert line.startswith("starquake: cannot start the broker: ") and str(db) in line
     assert "readonly" in line or "read-only" in line
+
+
+def test_a_damaged_schema_version_is_refused_not_replaced(tmp_path: Path) -> None:
+    topic = "persistent://public/default/with-schema"
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        client = process_client(broker.url)
+        client.create_producer(topic, schema=pulsar.schema.StringSchema()).send("a")
+        client.close()
+        broker.stop()
+        (key,) = [k for k in _values(broker.data_dir) if k.startswith("/schemas/")]
+        value = bytearray(_values(broker.data_dir)[key])
+        value[5] ^= 0x01
+        _set_value(broker.data_dir, key, bytes(value))
+        broker.start()
+        client = process_client(broker.url, operation_timeout_seconds=3)
+        with pytest.raises(pulsar.PulsarException):
+            client.create_producer(topic, schema=pulsar.schema.StringSchema())
+        client.close()
+        assert f"'{key}'" in broker.log() and "damaged" in broker.log()
+        assert _values(broker.data_dir)[key] == bytes(value)  # left for the operator, as found
+    finally:
+        broker.cleanup()

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from starquake.broker.errors import MetadataError
 from starquake.broker.schemas.compatibility import (
     IncompatibleSchemaError,
     InvalidSchemaError,
@@ -38,7 +40,9 @@ from starquake.broker.schemas.compatibility import (
 )
 from starquake.common.schema_info import SchemaInfo, SchemaType
 from starquake.common.topic_name import TopicName
-from starquake.storage import MetadataStore
+from starquake.storage import MetadataStore, StorageError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SchemaRegistry", "StoredSchema", "schema_id"]
 
@@ -103,7 +107,11 @@ class SchemaRegistry:
             base = f"{_ROOT}/{sid}"
             history = []
             for child in self._store.list_children(base):
-                raw = self._store.get(f"{base}/{child}")
+                try:
+                    raw = self._store.get(f"{base}/{child}")
+                except StorageError as exc:  # a damaged stored version: refuse, never guess
+                    log.error("schemas of %s cannot be read: %s", sid, exc)
+                    raise MetadataError(str(exc)) from exc
                 if raw is not None and child.isdigit():
                     history.append(StoredSchema.from_json(int(child), raw))
             history.sort(key=lambda s: s.version)
