@@ -42,6 +42,7 @@ def main() -> int:
             broker = SparkBroker(proc)
             for point in range(args.points):
                 at = rng.randrange(1, TOTAL - 500)
+                delay = rng.uniform(0, 2)
                 keyed = point % 2 == 0
                 kill_broker = args.kill == "broker" or (args.kill == "both" and point % 2 == 1)
                 outcome = run_kill_point(
@@ -51,12 +52,13 @@ def main() -> int:
                     kill_broker=kill_broker,
                     keyed=keyed,
                     at=at,
+                    delay=delay,
                 )
                 bad = outcome.lost or outcome.duplicated
                 failures += bool(bad)
                 print(
-                    f"point {point}: kill {'broker' if kill_broker else 'driver'} at "
-                    f"{outcome.killed_at} sink rows ({'keyed' if keyed else 'unkeyed'}): "
+                    f"point {point}: kill {'broker' if kill_broker else 'driver'} {delay:.1f} s "
+                    f"after {outcome.killed_at} sink rows ({'keyed' if keyed else 'unkeyed'}): "
                     f"lost {outcome.lost}, duplicated {outcome.duplicated}"
                     + (f"  [{outcome.detail}]" if bad else ""),
                     flush=True,

@@ -81,9 +81,18 @@ def _run_on(broker: SparkBroker, sink: str, proc: subprocess.Popen[bytes], rows:
 
 
 def run_kill_point(
-    broker: SparkBroker, workdir: Path, name: str, *, kill_broker: bool, keyed: bool, at: int = 1
+    broker: SparkBroker,
+    workdir: Path,
+    name: str,
+    *,
+    kill_broker: bool,
+    keyed: bool,
+    at: int = 1,
+    delay: float = 0.0,
 ) -> Outcome:
-    """One run: ``at`` is how many sink rows to wait for before the kill (1..TOTAL-1)."""
+    """One run: ``at`` is how many sink rows to wait for before the kill (1..TOTAL-1), and
+    ``delay`` how long to wait on after that (so that kills land at other moments of a
+    micro-batch than the first one seen)."""
     source = f"persistent://public/default/{name}"
     sink = source + "-sink"
     broker.create_partitioned(source, 2)
@@ -101,6 +110,7 @@ def run_kill_point(
         )
         try:
             killed_at = _wait_for_kill_point(broker, sink, proc, at, log_path)
+            time.sleep(delay)
             if kill_broker:
                 broker.proc.kill()
                 broker.proc.start()

@@ -119,8 +119,11 @@ class Targets:
         return producer
 
     def unverified(self, producer: Producer) -> bool:
-        """Whether deduplication is still to be checked through ``producer``."""
-        return id(producer) in self._unverified
+        """Whether deduplication is still to be checked through ``producer`` (one partition
+        of a topic checked is enough: the setting is the topic's)."""
+        return id(producer) in self._unverified and (
+            base_topic(producer.topic()) not in self._checked
+        )
 
     async def verify(self, producer: Producer, sequence_id: int) -> Producer:
         """After ``producer`` stored ``sequence_id`` (its receipt came): open its name again
