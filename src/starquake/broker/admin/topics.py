@@ -5,7 +5,10 @@
 - ``PUT|DELETE {ns}/{topic}`` create or delete a non-partitioned topic (``force=true``
   deletes one with clients attached), ``DELETE {ns}/{topic}/partitions`` a partitioned one;
 - ``GET {topic}/stats``, ``/internalStats``, ``/partitioned-stats`` (``perPartition``),
-  ``/lastMessageId``; ``POST {topic}/terminate``; ``PUT {topic}/unload``.
+  ``/lastMessageId``; ``POST {topic}/terminate``; ``PUT {topic}/unload``;
+- ``GET {topic}/entryCounts?ledgerId=&entryId=&maxMessages=&maxEntries=`` the rows of each
+  stored entry from a position on, without payloads (a Starquake extension, see
+  :mod:`starquake.broker.entry_counts`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from starquake.broker.admin.replies import (
     Reply,
     serve_routes,
 )
+from starquake.broker.entry_counts import MAX_ENTRIES, entry_counts
 from starquake.broker.errors import TopicNotFoundError
 from starquake.broker.system_topics import CREATE_REFUSED, hide_system_topics, is_system_topic
 from starquake.broker.topic import PersistentTopic
@@ -184,6 +188,19 @@ def install(web: WebServer, service: BrokerService) -> None:
         last, batch_index = loaded.last_message_position()
         return json_reply(200, message_id(last, loaded.partition_index, batch_index))
 
+    async def counts(params: dict[str, str], _body: bytes) -> Reply:
+        try:
+            start = (int(params.get("ledgerId", "0")), int(params.get("entryId", "0")))
+            max_messages = int(params.get("maxMessages", str(1 << 62)))
+            max_entries = int(params.get("maxEntries", str(MAX_ENTRIES)))
+        except ValueError:
+            raise BadRequest("ledgerId, entryId, maxMessages and maxEntries are integers") from None
+        if max_messages < 1 or max_entries < 1:
+            raise BadRequest("maxMessages and maxEntries must be at least 1")
+        loaded = await topic_admin.persistent_topic(service, topic_of(params))
+        found = await entry_counts(loaded, start, max_messages, max_entries)
+        return json_reply(200, {"entries": found})
+
     async def terminate(params: dict[str, str], _body: bytes) -> Reply:
         topic = topic_of(params)
         last = await topic_admin.terminate(service, topic)
@@ -211,6 +228,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         ("GET", TOPIC + "/internalStats", internal_stats),
         ("GET", TOPIC + "/partitioned-stats", partitioned_stats),
         ("GET", TOPIC + "/lastMessageId", last_message_id),
+        ("GET", TOPIC + "/entryCounts", counts),
         ("POST", TOPIC + "/terminate", terminate),
         ("PUT", TOPIC + "/unload", unload),
     ]

@@ -79,7 +79,11 @@ RULES: list[tuple[frozenset[str], re.Pattern[str], Need]] = [
         (_GET, rf"/admin/v2/{_DOMAIN}/{_T}/{_NS}(/partitioned)?", Need.LIST_TOPICS),
         (_GET, rf"/lookup/v2/topic/{_DOMAIN}/{_T}/{_NS}/(?P<topic>{_S})", Need.TOPIC_LOOKUP),
         (_GET, rf"{_TOPIC}/(partitions|stats|partitioned-stats|internalStats)", Need.TOPIC_LOOKUP),
-        (_GET, rf"{_TOPIC}/(subscriptions|lastMessageId|ledger/.*)", Need.TOPIC_CONSUME),
+        (
+            _GET,
+            rf"{_TOPIC}/(subscriptions|lastMessageId|entryCounts|ledger/.*)",
+            Need.TOPIC_CONSUME,
+        ),
         (_ANY, rf"{_TOPIC}/subscription/{_SUB}(/.*)?", Need.TOPIC_CONSUME),
         (_ANY, rf"{_TOPIC}(/.*)?", Need.TOPIC_ADMIN),
         (_GET, rf"{_SCHEMA}/(schema(/[^/]+)?|versions)", Need.TOPIC_LOOKUP),
