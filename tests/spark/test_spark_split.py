@@ -177,3 +177,20 @@ def test_bulk_split_of_fields_out_of_the_usual_order() -> None:
     per_message.add_batch(batch)
     assert len(got) == 1 and got[0].equals(to_record_batch(per_message.rows, TOPIC))
     assert got[0].column("__key").to_pylist() == [f"k{i}" for i in range(5)]
+
+
+def test_bulk_split_takes_the_last_of_repeated_scalar_fields() -> None:
+    """A payload size written twice counts with its last value, as protobuf reads it."""
+    parts = []
+    for i in range(4):
+        value = b"x" * (3 + i)
+        meta = b"\x18\x01\x12\x01k\x18" + bytes([len(value)])
+        parts.append(len(meta).to_bytes(4, "big") + meta + value)
+    batch = _batch_entry(b"".join(parts), 4)
+    segments = RowSegments(split=None)
+    segments.add_batch(batch)
+    got = segments_to_record_batches(segments, TOPIC)
+    per_message = RowSegments(split=TOPIC)
+    per_message.add_batch(batch)
+    assert got[0].equals(to_record_batch(per_message.rows, TOPIC))
+    assert got[0].column("value").to_pylist() == [b"x" * (3 + i) for i in range(4)]

@@ -87,7 +87,9 @@ def _walk(buf: bytes, spans: Sequence[tuple[int, int, int]]) -> tuple[list[int],
     return starts, sizes
 
 
-def _chain(b: np.ndarray, spans: Sequence[tuple[int, int, int]]) -> np.ndarray | None:
+def _chain(
+    b: np.ndarray, spans: Sequence[tuple[int, int, int]]
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Where every message of the batches starts (its u32 size), found in bulk, or None
     when the usual layout (metadata under 64 KiB, properties and key before
     ``payload_size``) does not hold for them.
@@ -146,8 +148,7 @@ def _chain(b: np.ndarray, spans: Sequence[tuple[int, int, int]]) -> np.ndarray |
     last = out[np.cumsum(counts) - 1]
     if (after[last] != stops).any():
         return None
-    starts: np.ndarray = cand[out]
-    return starts
+    return cand[out], size.astype(np.int64)[out]
 
 
 def _varint(b: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -182,12 +183,18 @@ class _Fields:
 
 
 def _scan(
-    b: np.ndarray, starts: np.ndarray, ends: np.ndarray, types: dict[int, int], repeated: int
+    b: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    types: dict[int, int],
+    repeated: int,
+    wanted: tuple[int, ...],
 ) -> _Fields:
-    """Read the protobuf fields of the messages ``b[starts[i]:ends[i]]``."""
+    """Read the protobuf fields of the messages ``b[starts[i]:ends[i]]``: the ``wanted`` ones
+    (the others are checked for their wire type and skipped)."""
     n = len(starts)
-    pos = {f: np.full(n, -1, np.int64) for f in types}
-    val = {f: np.zeros(n, np.uint64) for f in types}
+    pos = {f: np.full(n, -1, np.int64) for f in wanted}
+    val = {f: np.zeros(n, np.uint64) for f in wanted}
     reps: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     table = np.full(max(types) + 2, -1, np.int64)
     for number, kind in types.items():
@@ -218,7 +225,7 @@ def _scan(
         rows, fields = live[var], field[var]
         seen = np.bincount(np.minimum(fields, len(table) - 1), minlength=len(table))
         for number in np.nonzero(seen[:-1])[0].tolist():
-            if number not in types:
+            if number not in pos and number != repeated:
                 continue
             hit = fields == number
             if number == repeated:
@@ -253,11 +260,11 @@ def _gather(
     total = int(offsets[-1])
     used = length > 0
     first, size = pos[used], length[used]
-    gap = np.diff(first, prepend=0) - np.concatenate(([0], size[:-1]))
     if total <= 4 * (len(b) - total):  # few bytes: gather them by index
         data = b[np.repeat(first - offsets[:-1][used], size) + np.arange(total)]
     else:  # most of the buffer: drop the bytes between the ranges
         ends = np.concatenate(([0], first + size))
+        gap = np.diff(first, prepend=0) - np.concatenate(([0], size[:-1]))
         gaps = np.concatenate((gap, [len(b) - ends[-1]]))
         starts_of_gaps = ends - 0
         drop_at = np.cumsum(gaps) - gaps
@@ -317,15 +324,13 @@ def split_to_arrays(batches: Sequence[BatchEntry], schema: pa.Schema) -> list[pa
     b = np.frombuffer(buf, np.uint8)
     found = _chain(b, spans) if all(count > 0 for _, _, count in spans) else None
     if found is not None:
-        starts = found + 4
-        smm = _scan(b, starts, starts + _meta_sizes(b, starts), _SMM_TYPES, repeated=1)
-        sizes = smm.val[3].astype(np.int64)
+        starts, sizes = found[0] + 4, found[1]
     else:
         start_list, size_list = _walk(buf, spans)
         starts = np.array(start_list, np.int64)
         sizes = np.array(size_list, np.int64)
-        smm = _scan(b, starts, starts + _meta_sizes(b, starts), _SMM_TYPES, repeated=1)
     meta_ends = starts + _meta_sizes(b, starts)
+    smm = _scan(b, starts, meta_ends, _SMM_TYPES, repeated=1, wanted=(2, 3, 4, 5, 9))
     if (smm.pos[3] < 0).any() or (smm.val[3].astype(np.int64) != sizes).any():
         raise Unsplittable("payload sizes disagree")
     counts = np.array([batch.count for batch in batches], np.int64)
@@ -367,7 +372,7 @@ def _columns(
     event = smm.val[5][rows]
     kv_keep = np.isin(smm.rep_row, rows)
     kv_row, kv_pos, kv_len = smm.rep_row[kv_keep], smm.rep_pos[kv_keep], smm.rep_len[kv_keep]
-    kv = _scan(b, kv_pos, kv_pos + kv_len, _KV_TYPES, repeated=0)
+    kv = _scan(b, kv_pos, kv_pos + kv_len, _KV_TYPES, repeated=0, wanted=(1, 2))
     if (kv.pos[1] < 0).any() or (kv.pos[2] < 0).any():
         raise Unsplittable("a property without key or value")
     per_row = np.zeros(len(rows) + 1, np.int64)
