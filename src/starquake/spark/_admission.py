@@ -120,7 +120,7 @@ class Admission:
         if scan.reader is None:
             at3 = (counted[0], counted[1] + 1, 0) if counted else scan.start
             scan.reader = await BulkReader.create(
-                self._client, partition, at3, receiver_queue_size=50_000, wait_timeout=self._wait
+                self._client, partition, at3, receiver_queue_size=10_000, wait_timeout=self._wait
             )
         return await scan.reader.count_entries(budget, last)
 
