@@ -9,11 +9,17 @@ Starts its own broker (temp data dir, free ports on 127.0.0.1, topics auto-creat
 2. drains that backlog with one official-client consumer (Exclusive, Earliest, ack every
    message): the reference messages/s;
 3. reads it with ``spark.read.format("pulsar")`` into the ``noop`` sink (only the action is
-   timed; a small topic is read and written once first to warm Spark and its Python workers);
-4. writes ``--messages`` rows from ``spark.range`` (repartitioned to ``--partitions``) to a fresh
+   timed; a small topic is read and written once first to warm Spark and its Python workers),
+   and the same backlog on a topic of one partition;
+4. reads the backlog as a stream (``Trigger.AvailableNow``, noop sink, fresh checkpoint),
+   without a limit and with ``maxRecordsPerTrigger`` = ``--messages`` / ``--triggers``;
+5. writes ``--messages`` rows from ``spark.range`` (repartitioned to ``--partitions``) to a fresh
    topic with ``df.write.format("pulsar")`` and counts what it reads back;
-5. prints the medians of ``--runs`` runs beside the targets (read >= 500k rows/s, write >= 200k
-   rows/s).
+6. prints the medians of ``--runs`` runs beside the targets: batch read >= 1M rows/s from
+   ``--partitions`` (4) partitions and >= 700k from one, streaming availableNow within 25 % of
+   the batch read, maxRecordsPerTrigger within 15 % of the unlimited stream, write >= 200k
+   rows/s; and each rate as a ratio of the official client's drain in the same run (the
+   figure to compare across machines and loads).
 
     .venv/bin/python bench/spark_io.py                           # 1,000,000 messages, 3 runs
     .venv/bin/python bench/spark_io.py --messages 200000 --runs 1   # quick try
@@ -48,7 +54,10 @@ import pulsar  # noqa: E402
 from bench_common import align_columns  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
 
-READ_TARGET = 500_000
+READ_TARGET = 1_000_000
+READ_ONE_TARGET = 700_000
+STREAM_SHARE = 0.75  # of the batch read
+LIMITED_SHARE = 0.85  # of the unlimited stream
 WRITE_TARGET = 200_000
 WARMUP_MESSAGES = 20_000
 _INDEX = struct.Struct(">I")
@@ -208,6 +217,38 @@ class Bench:
         df = self.spark.read.format("pulsar").options(**self.options(topic)).load()
         df.write.format("noop").mode("overwrite").save()
 
+    def spark_stream(self, topic: str, checkpoint: str, limit: int = 0) -> int:
+        """Read ``topic`` as a stream (availableNow) into a no-op sink; the micro-batches."""
+        reader = self.spark.readStream.format("pulsar").options(**self.options(topic))
+        reader = reader.option("startingOffsets", "earliest")
+        if limit:
+            reader = reader.option("maxRecordsPerTrigger", str(limit))
+        query = (
+            reader.load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming read failed: {query.exception()}")
+        return sum(1 for p in query.recentProgress if p["numInputRows"])
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create ``topic`` with ``partitions`` partitions through the admin API."""
+        import urllib.request
+
+        path = topic.replace("://", "/")
+        request = urllib.request.Request(
+            f"{self.admin_url}/admin/v2/{path}/partitions",
+            data=str(partitions).encode(),
+            method="PUT",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30):
+            pass
+
     def spark_count(self, topic: str) -> int:
         """The number of rows Spark reads from ``topic``."""
         df = self.spark.read.format("pulsar").options(**self.options(topic)).load()
@@ -249,6 +290,9 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
         "produce": Phase("official produce (batched)", "msgs/s"),
         "consume": Phase("official consume (1 consumer)", "msgs/s"),
         "read": Phase("spark batch read -> noop", "rows/s", READ_TARGET),
+        "read1": Phase("spark batch read, 1 partition", "rows/s", READ_ONE_TARGET),
+        "stream": Phase("spark stream availableNow", "rows/s"),
+        "limited": Phase("spark stream maxRecordsPerTrigger", "rows/s"),
         "write": Phase("spark batch write", "rows/s", WRITE_TARGET),
     }
     backlog = new_topic("backlog")
@@ -278,6 +322,27 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
         seconds, cpu, _ = bench.timed(lambda: bench.spark_read(backlog))
         rate = phases["read"].add(n, seconds, cpu)
         log(f"spark read run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s")
+
+    single = new_topic("single")
+    bench.create_topic(single, 1)
+    bench.produce(single, n)
+    for run_no in range(1, args.runs + 1):
+        seconds, cpu, _ = bench.timed(lambda: bench.spark_read(single))
+        rate = phases["read1"].add(n, seconds, cpu)
+        log(f"spark read (1 partition) run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s")
+
+    limit = max(n // args.triggers, 1)
+    for key, cap in (("stream", 0), ("limited", limit)):
+        for run_no in range(1, args.runs + 1):
+            checkpoint = tempfile.mkdtemp(prefix="spark-io-ckpt-")
+            try:
+                seconds, cpu, batches = bench.timed(
+                    lambda cp=checkpoint, cap=cap: bench.spark_stream(backlog, cp, cap)
+                )
+            finally:
+                shutil.rmtree(checkpoint, ignore_errors=True)
+            rate = phases[key].add(n, seconds, cpu)
+            log(f"spark {key} run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s, {batches} batches")
 
     for run_no in range(1, args.runs + 1):
         topic = new_topic("write")
@@ -326,8 +391,18 @@ def table(phases: dict[str, Phase]) -> str:
             ]
         )
     read, consume, write = phases["read"], phases["consume"], phases["write"]
+    stream, limited = phases["stream"], phases["limited"]
+
+    def verdict(ratio: float, want: float) -> str:
+        return f"{ratio:.2f}x (target >= {want:.2f}x: {'met' if ratio >= want else 'missed'})"
+
     notes = [
         f"spark read / official consume: {read.median / consume.median:.2f}x",
+        f"spark read (1 partition) / official consume: "
+        f"{phases['read1'].median / consume.median:.2f}x",
+        f"stream availableNow / batch read: {verdict(stream.median / read.median, STREAM_SHARE)}",
+        f"maxRecordsPerTrigger / unlimited stream: "
+        f"{verdict(limited.median / stream.median, LIMITED_SHARE)}",
         f"spark write / official produce: {write.median / phases['produce'].median:.2f}x",
     ]
     return align_columns(lines) + "\n\n" + "\n".join(notes)
@@ -339,13 +414,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=1_000_000, help="backlog and write rows")
     parser.add_argument("--runs", type=int, default=3, help="runs of each measured phase")
     parser.add_argument("--size", type=int, default=100, help="value bytes")
-    parser.add_argument("--partitions", type=int, default=2, help="partitions of every topic")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of every topic")
+    parser.add_argument(
+        "--triggers", type=int, default=10, help="maxRecordsPerTrigger = messages / triggers"
+    )
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory")
     parser.add_argument("--keep", action="store_true", help="keep the broker's data dir and log")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    if args.messages < 1 or args.runs < 1 or args.size < _INDEX.size or args.partitions < 1:
-        parser.error("--messages, --runs and --partitions must be >= 1, --size >= 4")
+    if min(args.messages, args.runs, args.partitions, args.triggers) < 1 or args.size < 4:
+        parser.error("--messages, --runs, --partitions and --triggers must be >= 1, --size >= 4")
 
     tmp = Path(tempfile.mkdtemp(prefix="spark-io-"))
     defines = ["allowAutoTopicCreationType=partitioned", f"defaultNumPartitions={args.partitions}"]
@@ -366,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(
         f"\n{args.messages:,} messages of {args.size} bytes, {args.partitions} partitions, "
-        f"Spark local[2], {args.runs} run(s), {elapsed:.0f} s in all\n"
+        f"Spark local[2], {args.runs} run(s), {elapsed:.0f} s in all, "
+        f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n"
     )
     print(table(phases))
     if args.json:
@@ -375,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
             "size": args.size,
             "partitions": args.partitions,
             "runs": args.runs,
+            "load_average": os.getloadavg(),
             "phases": {
                 key: {
                     "unit": p.unit,

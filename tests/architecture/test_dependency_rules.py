@@ -51,7 +51,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     # fastavro encodes and decodes Avro and JSON records, google.protobuf protobuf-native ones
     # (client/schema/)
     "client": ({"common", "protocol"}, {"fastavro", "google", "cryptography"}),
-    "spark": ({"common", "client"}, {"pyspark", "pyarrow"}),
+    "spark": ({"common", "client"}, {"pyspark", "pyarrow", "numpy"}),
     # the admin REST client: the standard library only, so that the command line starts fast
     "admin": ({"common", "protocol", "client"}, set()),
     # click parses the command line, rich draws tables, hdrh measures latencies (perf); jwt and

@@ -19,7 +19,7 @@ from starquake.broker.embedded import EmbeddedBroker
 from starquake.client import MessageId
 from starquake.client.asyncio import Client
 from starquake.client.bulk import EARLIEST, BulkReader, Position
-from starquake.spark._admission import Admission
+from starquake.spark._admission import Admission, EntryCountsApi
 from starquake.spark._plan import next_after
 
 TOPIC = "persistent://public/default/bulk-ranges"
@@ -114,9 +114,11 @@ def test_consecutive_ranges_give_every_message_once(loaded: Loaded, data: st.Dat
         assert values == loaded.values[edges[k] : edges[k + 1]], (start, end)
 
 
-async def _admit_all(url: str, budgets: list[int], last: Position) -> list[list[bytes]]:
+async def _admit_all(
+    url: str, budgets: list[int], last: Position, api: EntryCountsApi | None = None
+) -> list[list[bytes]]:
     client = Client(url)
-    admission = Admission(client, 10)
+    admission = Admission(client, 10, api)
     batches: list[list[bytes]] = []
     start = EARLIEST
     end = next_after(last)
@@ -135,9 +137,16 @@ async def _admit_all(url: str, budgets: list[int], last: Position) -> list[list[
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(budgets=st.lists(st.integers(1, 12), min_size=1, max_size=12))
-def test_admission_admits_exactly_the_budget(loaded: Loaded, budgets: list[int]) -> None:
-    batches = asyncio.run(_admit_all(loaded.broker.service_url, budgets, loaded.positions[-1]))
+@given(
+    budgets=st.lists(st.integers(1, 12), min_size=1, max_size=12),
+    endpoint=st.booleans(),
+)
+def test_admission_admits_exactly_the_budget(
+    loaded: Loaded, budgets: list[int], endpoint: bool
+) -> None:
+    """Counted by reading the entries, or by the broker's entryCounts endpoint."""
+    api = EntryCountsApi(loaded.broker.web_service_url, {}, 10) if endpoint else None
+    batches = asyncio.run(_admit_all(loaded.broker.service_url, budgets, loaded.positions[-1], api))
     remaining = len(loaded.values)
     taken: list[bytes] = []
     for budget, batch in zip(budgets, batches, strict=True):
@@ -145,3 +154,22 @@ def test_admission_admits_exactly_the_budget(loaded: Loaded, budgets: list[int])
         remaining -= len(batch)
         taken.extend(batch)
     assert taken == loaded.values[: len(taken)]
+
+
+def test_entry_counts_endpoint_gives_the_rows_of_each_entry_without_payloads(
+    loaded: Loaded,
+) -> None:
+    expected: dict[tuple[int, int], int] = {}
+    for ledger, entry, _ in loaded.positions:
+        expected[(ledger, entry)] = expected.get((ledger, entry), 0) + 1
+    api = EntryCountsApi(loaded.broker.web_service_url, {}, 10)
+    first = loaded.positions[0][:2]
+    found = api.fetch(TOPIC, first, 1 << 40)
+    assert [((c.ledger_id, c.entry_id), c.rows) for c in found] == list(expected.items())
+    for budget in (1, 5, 17):  # stops at the first entry that completes the budget
+        cut = api.fetch(TOPIC, first, budget)
+        assert sum(c.rows for c in cut) >= budget
+        assert sum(c.rows for c in cut[:-1]) < budget
+        assert cut == found[: len(cut)]
+    later = found[3]
+    assert api.fetch(TOPIC, (later.ledger_id, later.entry_id), 1 << 40) == found[3:]

@@ -25,13 +25,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import logging
 import secrets
-import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from starquake.client._bulk_rows import (
+    BatchEntry,
+    MessageColumns,
+    RowSegments,
+    batch_suffixes,
+    payload_size_of,
+    split_batch,
+)
 from starquake.client._connection import ClientConnection
 from starquake.client._crypto import CryptoKeyReader, MessageDecryptor
 from starquake.client._handler import ClientCore, HandlerBase
@@ -45,12 +51,11 @@ from starquake.client.exceptions import (
 )
 from starquake.common.topic_name import TopicName
 from starquake.protocol import client_commands
-from starquake.protocol.batch import BatchFormatError, DecodeError
 from starquake.protocol.batch_rows import PackedBatch, pack_rows
 from starquake.protocol.commands import encode_message_id
 from starquake.protocol.compression import decompress
 from starquake.protocol.enums import InitialPosition, SubType
-from starquake.protocol.framing import parse_entry
+from starquake.protocol.framing import entry_rows, parse_entry
 from starquake.protocol.varint import varint
 from starquake.protocol.wire import pb
 
@@ -59,13 +64,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EARLIEST",
+    "BatchEntry",
     "BulkReader",
     "DataLossError",
     "EntryCount",
     "MessageColumns",
     "PackedBatch",
     "Position",
+    "RowSegments",
+    "batch_suffixes",
     "pack_rows",
+    "payload_size_of",
+    "split_batch",
 ]
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
@@ -73,9 +83,6 @@ log = logging.getLogger(CLIENT_LOGGER_NAME)
 Position = tuple[int, int, int]
 EARLIEST: Position = (-1, -1, -1)
 _U64 = 1 << 64
-_U32 = struct.Struct(">I")
-# Shared by every row without properties (never modified).
-_NO_PROPERTIES: list[tuple[str, str]] = []
 _I64_MAX = (1 << 63) - 1
 
 
@@ -87,37 +94,6 @@ def _signed(value: int) -> int:
     return value - _U64 if value > _I64_MAX else value
 
 
-@functools.lru_cache(maxsize=64)
-def batch_suffixes(size: int) -> tuple[bytes, ...]:
-    """For each index of a batch of ``size`` messages: the fields batch_index and batch_size."""
-    tail = b"\x30" + varint(size)
-    return tuple(b"\x20" + varint(i) + tail for i in range(size))
-
-
-@dataclass(slots=True)
-class MessageColumns:
-    """Decoded messages, one list per field (row ``i`` of every list is message ``i``).
-
-    ``keys`` is None for a message without a key, ``event_times`` None without an event time
-    (ms otherwise), ``properties`` holds ``(key, value)`` pairs, ``message_ids`` the serialized
-    message ids (:meth:`MessageId.deserialize` of either client reads them back).
-    ``schema_versions`` holds each message's schema version as sent (8 bytes, or empty when
-    the message names none), and only when the reader was created ``with_schema_versions``
-    (it stays empty otherwise).
-    """
-
-    values: list[bytes | None] = field(default_factory=list)
-    keys: list[str | None] = field(default_factory=list)
-    publish_times: list[int] = field(default_factory=list)
-    event_times: list[int | None] = field(default_factory=list)
-    properties: list[list[tuple[str, str]]] = field(default_factory=list)
-    message_ids: list[bytes] = field(default_factory=list)
-    schema_versions: list[bytes] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-
 @dataclass(frozen=True, slots=True)
 class EntryCount:
     """One stored entry and how many rows it holds (a chunk counts on its first chunk only)."""
@@ -125,15 +101,6 @@ class EntryCount:
     ledger_id: int
     entry_id: int
     rows: int
-
-
-def entry_rows(meta: pb.MessageMetadata) -> int:
-    """How many rows an entry yields: its batch size, 1, or for chunks 1 on the first chunk."""
-    if meta.HasField("num_messages_in_batch"):
-        return int(meta.num_messages_in_batch)
-    if meta.num_chunks_from_msg > 1:
-        return 1 if meta.chunk_id == 0 else 0
-    return 1
 
 
 class _EntryStream(HandlerBase):
@@ -385,8 +352,21 @@ class BulkReader:
         Raises :class:`DataLossError` when the first entry is not where the range starts,
         and :class:`Timeout` when the broker sends nothing for ``wait_timeout`` seconds.
         """
-        cols = MessageColumns()
-        while not self._done and len(cols) < max_rows:
+        out = RowSegments(split=self.topic, with_schema_versions=self.with_schema_versions)
+        await self._read_into(out, max_rows)
+        return out.rows
+
+    async def read_segments(self, max_rows: int = 65536) -> RowSegments:
+        """As :meth:`read`, but batched entries are handed out whole (not split into rows):
+        :attr:`RowSegments.segments` holds, in order, :class:`BatchEntry` items and
+        :class:`MessageColumns` of the other rows, for a caller that splits batches in bulk."""
+        out = RowSegments(split=None, with_schema_versions=self.with_schema_versions)
+        await self._read_into(out, max_rows)
+        out.seal()
+        return out
+
+    async def _read_into(self, out: RowSegments, max_rows: int) -> None:
+        while not self._done and out.count < max_rows:
             item = await self._stream.take(self._wait)
             if item is None:
                 raise Timeout(
@@ -396,12 +376,11 @@ class BulkReader:
             ledger, entry_id, entry = item
             self._check_start(ledger, entry_id)
             self.last_position = (ledger, entry_id)
-            released = self._decode(ledger, entry_id, entry, cols)
+            released = self._decode(ledger, entry_id, entry, out)
             self._stream.release(released)
             past_end = self.end is not None and (ledger, entry_id) >= (self.end[0], self.end[1])
             if (self._finished_after(ledger, entry_id) or past_end) and not self._pending_chunks():
                 self._done = True
-        return cols
 
     def _pending_chunks(self) -> bool:
         return bool(self._chunks)
@@ -429,8 +408,9 @@ class BulkReader:
             return False
         return self.end is None or position < self.end
 
-    def _decode(self, ledger: int, entry_id: int, entry: bytes, cols: MessageColumns) -> int:
+    def _decode(self, ledger: int, entry_id: int, entry: bytes, out: RowSegments) -> int:
         """Append the entry's rows that fall in the range; return its message count."""
+        cols = out.rows
         parsed = parse_entry(entry)
         meta = parsed.metadata
         payload: bytes | memoryview = parsed.payload
@@ -457,45 +437,19 @@ class BulkReader:
         hi = count
         if self.end is not None and (ledger, entry_id) == self.end[:2]:
             hi = min(count, max(self.end[2], 0))
-        suffixes = batch_suffixes(count)
-        values, keys, pubs = cols.values, cols.keys, cols.publish_times
-        events, props, ids = cols.event_times, cols.properties, cols.message_ids
-        data = bytes(payload)
-        size = len(data)
-        offset = 0
-        parse = pb.SingleMessageMetadata.FromString
-        unpack = _U32.unpack_from
-        no_props = _NO_PROPERTIES
-        rows_before = len(values)
-        try:
-            for index in range(count):
-                (meta_size,) = unpack(data, offset)
-                meta_end = offset + 4 + meta_size
-                single = parse(data[offset + 4 : meta_end])
-                offset = meta_end + single.payload_size
-                if offset > size or meta_end > size:
-                    raise ValueError("a message runs past the end of the batch")
-                if index < lo or index >= hi or single.compacted_out:
-                    continue
-                values.append(None if single.null_value else data[meta_end:offset])
-                key = single.partition_key
-                keys.append(key if key or single.HasField("partition_key") else None)
-                pubs.append(publish_time)
-                events.append(single.event_time or None)
-                kvs = single.properties
-                props.append([(kv.key, kv.value) for kv in kvs] if kvs else no_props)
-                ids.append(prefix + suffixes[index])
-        except (struct.error, DecodeError, ValueError) as exc:
-            raise BatchFormatError(
-                f"{self.topic}: entry {ledger}:{entry_id} holds a damaged batch: {exc}"
-            ) from None
-        if offset != size:
-            raise BatchFormatError(
-                f"{self.topic}: entry {ledger}:{entry_id}: {size - offset} bytes after the "
-                f"{count} messages of its batch"
+        out.add_batch(
+            BatchEntry(
+                ledger,
+                entry_id,
+                bytes(payload),
+                count,
+                lo,
+                hi,
+                publish_time,
+                prefix,
+                meta.schema_version,
             )
-        if self.with_schema_versions:  # one version for the whole batch
-            cols.schema_versions.extend([meta.schema_version] * (len(values) - rows_before))
+        )
         return count
 
     def _decrypt(

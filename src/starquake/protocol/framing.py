@@ -229,6 +229,16 @@ class FrameDecoder:
         return frames
 
 
+def entry_rows(metadata: pb.MessageMetadata) -> int:
+    """Rows an entry gives a reader: its batch size, else 1; a chunk of a chunked message
+    counts 1 on its first chunk and 0 on the others (the message belongs there)."""
+    if metadata.HasField("num_messages_in_batch"):
+        return int(metadata.num_messages_in_batch)
+    if metadata.num_chunks_from_msg > 1:
+        return 1 if metadata.chunk_id == 0 else 0
+    return 1
+
+
 def entry_num_messages(entry: bytes | memoryview) -> int:
     """Messages carried by a stored entry: ``num_messages_in_batch`` if present, else 1."""
     metadata = parse_entry(entry, verify_checksum=False).metadata

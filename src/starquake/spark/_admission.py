@@ -1,9 +1,11 @@
 """Admission control: cutting a micro-batch at exactly ``maxRecordsPerTrigger`` rows.
 
 Positions do not count messages (a batched entry holds many, ledger ids are not dense), so the
-driver counts: per partition it keeps a scanning subscription that reads entries ahead of the
-next batch's start and remembers how many rows each holds (:class:`EntryCount`, from the
-entry's metadata only). A cut may fall inside a batched entry: ``(ledger, entry, k)`` means
+driver counts the rows of the entries ahead of the next batch's start (:class:`EntryCount`).
+It asks the broker's ``entryCounts`` admin endpoint, which answers from the stored entries'
+metadata without sending any payload; against a broker without it (or when the admin API
+refuses the call) it falls back to a scanning subscription per partition that reads the
+entries themselves. A cut may fall inside a batched entry: ``(ledger, entry, k)`` means
 "the rows of that entry from index k on belong to the next batch". Counts are kept between
 triggers, so each entry is counted once while the query runs; a restarted query recounts from
 its checkpointed start.
@@ -14,19 +16,58 @@ Kafka source splits ``maxOffsetsPerTrigger``), the remainder going to the first 
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import json
+import logging
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from starquake.client.asyncio import Client
 from starquake.client.bulk import BulkReader, EntryCount, Position
+from starquake.spark._runtime import admin_http
+
+log = logging.getLogger("starquake.spark")
 
 
 @dataclass(slots=True)
 class _Scan:
     start: Position
-    reader: BulkReader
+    reader: BulkReader | None
     counts: collections.deque[EntryCount] = field(default_factory=collections.deque)
+
+
+class EntryCountsApi:
+    """The broker's ``GET {topic}/entryCounts`` admin endpoint: rows per stored entry."""
+
+    def __init__(self, admin_url: str, client_args: Mapping[str, Any], timeout: float) -> None:
+        self._url = admin_url.rstrip("/")
+        self._client_args = client_args
+        self._http: tuple[ssl.SSLContext | None, dict[str, str]] | None = None
+        self._timeout = timeout
+
+    def fetch(self, partition: str, start: tuple[int, int], max_messages: int) -> list[EntryCount]:
+        """The entries from ``start`` on until they hold ``max_messages`` rows (or all there
+        are, at most the broker's per-request bound). Raises OSError (HTTPError with the
+        status) when the broker does not answer."""
+        domain, _, rest = partition.partition("://")
+        query = urllib.parse.urlencode(
+            {"ledgerId": start[0], "entryId": start[1], "maxMessages": max_messages}
+        )
+        path = urllib.parse.quote(rest, safe="/")
+        url = f"{self._url}/admin/v2/{domain}/{path}/entryCounts?{query}"
+        if self._http is None:  # a TLS file that cannot be used raises ValueError
+            self._http = admin_http(self._url, self._client_args)
+        context, headers = self._http
+        request = urllib.request.Request(url, headers=headers)
+        with urllib.request.urlopen(request, timeout=self._timeout, context=context) as resp:
+            found = json.loads(resp.read())["entries"]
+        return [EntryCount(int(ledger), int(entry), int(rows)) for ledger, entry, rows in found]
 
 
 def _rows_in(count: EntryCount, start: Position, end: Position) -> int:
@@ -44,22 +85,60 @@ def _rows_in(count: EntryCount, start: Position, end: Position) -> int:
 class Admission:
     """Per-partition counts of the rows ahead of each partition's next start."""
 
-    def __init__(self, client: Client, wait: float) -> None:
+    def __init__(self, client: Client, wait: float, api: EntryCountsApi | None = None) -> None:
         self._client = client
         self._wait = wait
+        self._api = api
         self._scans: dict[str, _Scan] = {}
 
     async def _scan(self, partition: str, start: Position) -> _Scan:
         scan = self._scans.get(partition)
         if scan is not None and scan.start == start:
             return scan
-        if scan is not None:
+        if scan is not None and scan.reader is not None:
             await scan.reader.close()
-        reader = await BulkReader.create(
-            self._client, partition, start, receiver_queue_size=1000, wait_timeout=self._wait
-        )
-        scan = self._scans[partition] = _Scan(start, reader)
+        scan = self._scans[partition] = _Scan(start, None)
         return scan
+
+    async def _count(
+        self, partition: str, scan: _Scan, budget: int, last: tuple[int, int]
+    ) -> list[EntryCount]:
+        """Counts of the entries after those ``scan`` holds, until ``budget`` rows or
+        the entry ``last`` (which exists)."""
+        counted = (scan.counts[-1].ledger_id, scan.counts[-1].entry_id) if scan.counts else None
+        if self._api is not None and scan.reader is None:
+            at = (counted[0], counted[1] + 1) if counted else scan.start[:2]
+            try:
+                return await self._fetch(partition, at, budget, last)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning(
+                    "the broker's entryCounts admin endpoint cannot be used (%s): "
+                    "counting rows for maxRecordsPerTrigger by reading the entries",
+                    exc,
+                )
+                self._api = None
+        if scan.reader is None:
+            at3 = (counted[0], counted[1] + 1, 0) if counted else scan.start
+            scan.reader = await BulkReader.create(
+                self._client, partition, at3, receiver_queue_size=10_000, wait_timeout=self._wait
+            )
+        return await scan.reader.count_entries(budget, last)
+
+    async def _fetch(
+        self, partition: str, at: tuple[int, int], budget: int, last: tuple[int, int]
+    ) -> list[EntryCount]:
+        assert self._api is not None
+        out: list[EntryCount] = []
+        rows = 0
+        while rows < budget and at <= last:
+            found = await asyncio.to_thread(self._api.fetch, partition, at, budget - rows)
+            found = [c for c in found if (c.ledger_id, c.entry_id) <= last]
+            if not found:
+                break
+            out.extend(found)
+            rows += sum(c.rows for c in found)
+            at = (found[-1].ledger_id, found[-1].entry_id + 1)
+        return out
 
     async def _available(
         self, partition: str, start: Position, end: Position, last: Position, budget: int
@@ -69,7 +148,7 @@ class Admission:
         have = sum(_rows_in(c, start, end) for c in scan.counts)
         counted_to = (scan.counts[-1].ledger_id, scan.counts[-1].entry_id) if scan.counts else None
         if have < budget and (counted_to is None or counted_to < last[:2]):
-            more = await scan.reader.count_entries(budget - have, (last[0], last[1]))
+            more = await self._count(partition, scan, budget - have, (last[0], last[1]))
             scan.counts.extend(more)
             have += sum(_rows_in(c, start, end) for c in more)
         return min(have, budget)
@@ -136,5 +215,6 @@ class Admission:
 
     async def close(self) -> None:
         for scan in self._scans.values():
-            await scan.reader.close()
+            if scan.reader is not None:
+                await scan.reader.close()
         self._scans.clear()

@@ -75,6 +75,7 @@ class ReadOptions:
     client_args: Mapping[str, Any]
     reader_args: Mapping[str, Any]
     subscription: str | None = None
+    admin_url: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,6 +410,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         client_args=_client_args(options),
         reader_args=_passthrough(options, "pulsar.reader.", _READER),
         subscription=_subscription(options, streaming),
+        admin_url=_admin_url(options) or "",
     )
 
 

@@ -14,7 +14,7 @@ from starquake.client.topics import base_topic
 from starquake.spark._decode import Decoder
 from starquake.spark._options import PulsarOptionError, ReadOptions, SourceTarget
 from starquake.spark._plan import PulsarSourceError, RangePartition, resolve_partitions
-from starquake.spark._rows import to_record_batch
+from starquake.spark._rows import segments_to_record_batches
 from starquake.spark._runtime import Session
 from starquake.spark._typed import RAW_LAYOUT, RowLayout, layout_of
 
@@ -107,17 +107,17 @@ def read_range(
         try:
             while not reader.done:
                 try:
+                    if decoder is None:
+                        segments = session.run(reader.read_segments(ROWS_PER_BATCH))
+                        yield from segments_to_record_batches(segments, part.topic)
+                        continue
                     cols = session.run(reader.read(ROWS_PER_BATCH))
                 except Timeout as exc:
                     raise PulsarSourceError(
                         f"reading {part.topic} [{part.start}, {part.end}): {exc} "
                         "(option pollTimeoutMs)"
                     ) from exc
-                if not len(cols):
-                    continue
-                if decoder is None:
-                    yield to_record_batch(cols, part.topic)
-                else:
+                if len(cols):
                     yield decoder.record_batch(cols)
         finally:
             session.run(reader.close())

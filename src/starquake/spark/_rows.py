@@ -15,7 +15,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from starquake.client.bulk import MessageColumns
+from starquake.client.bulk import BatchEntry, MessageColumns, RowSegments, split_batch
 
 __all__ = [
     "METADATA_FIELDS",
@@ -23,6 +23,7 @@ __all__ = [
     "arrow_schema",
     "arrow_schema_of",
     "metadata_arrays",
+    "segments_to_record_batches",
     "to_record_batch",
 ]
 
@@ -80,3 +81,39 @@ def to_record_batch(cols: MessageColumns, topic: str) -> pa.RecordBatch:
     schema = arrow_schema()
     arrays = [pa.array(cols.values, pa.binary()), *metadata_arrays(cols, topic, schema)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _batches_to_record_batch(batches: list[BatchEntry], topic: str) -> pa.RecordBatch:
+    """The rows of whole batched entries, split in bulk (or one message at a time where the
+    bulk splitter does not take them)."""
+    from starquake.spark._split import Unsplittable, split_to_arrays
+
+    schema = arrow_schema()
+    try:
+        value, key, ids, publish, event, props = split_to_arrays(batches, schema)
+    except Unsplittable:
+        cols = MessageColumns()
+        for batch in batches:
+            split_batch(topic, batch, cols)
+        return to_record_batch(cols, topic)
+    name = pa.repeat(pa.scalar(topic, pa.string()), len(value))
+    arrays = [value, key, name, ids, publish, event, props]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def segments_to_record_batches(segments: RowSegments, topic: str) -> list[pa.RecordBatch]:
+    """The rows of one bulk read (raw layout), in order; runs of whole batched entries are
+    split together."""
+    out: list[pa.RecordBatch] = []
+    run: list[BatchEntry] = []
+    for segment in segments.segments:
+        if isinstance(segment, BatchEntry):
+            run.append(segment)
+            continue
+        if run:
+            out.append(_batches_to_record_batch(run, topic))
+            run = []
+        out.append(to_record_batch(segment, topic))
+    if run:
+        out.append(_batches_to_record_batch(run, topic))
+    return [batch for batch in out if batch.num_rows]

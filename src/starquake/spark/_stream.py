@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import (
 
 from starquake.client.bulk import EARLIEST, Position
 from starquake.client.exceptions import PulsarException
-from starquake.spark._admission import Admission
+from starquake.spark._admission import Admission, EntryCountsApi
 from starquake.spark._option_types import short
 from starquake.spark._options import ReadOptions, read_options
 from starquake.spark._plan import (
@@ -54,7 +54,13 @@ class _Driver:
         self.opts = opts
         self.session = Session(opts.service_url, opts.client_args)
         self.probes = Probes(self.session.client, opts.poll_timeout_s)
-        self.admission = Admission(self.session.client, opts.poll_timeout_s)
+        self.admission = Admission(
+            self.session.client,
+            opts.poll_timeout_s,
+            EntryCountsApi(opts.admin_url, opts.client_args, opts.poll_timeout_s)
+            if opts.admin_url
+            else None,
+        )
         self.progress = (
             SubscriptionProgress(self.session.client, opts.subscription)
             if opts.subscription

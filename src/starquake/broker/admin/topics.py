@@ -6,7 +6,10 @@
   deletes one with clients attached), ``DELETE {ns}/{topic}/partitions`` a partitioned one;
 - ``GET {topic}/stats`` (``getEarliestTimeInBacklog``: the publish time of each
   subscription's first unacknowledged message), ``/internalStats``, ``/partitioned-stats``
-  (``perPartition``), ``/lastMessageId``; ``POST {topic}/terminate``; ``PUT {topic}/unload``.
+  (``perPartition``), ``/lastMessageId``; ``POST {topic}/terminate``; ``PUT {topic}/unload``;
+- ``GET {topic}/entryCounts?ledgerId=&entryId=&maxMessages=&maxEntries=`` the rows of each
+  stored entry from a position on, without payloads (a Starquake extension, see
+  :mod:`starquake.broker.entry_counts`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from starquake.broker.admin.replies import (
     Endpoint,
     Reply,
     serve_routes,
+    whole_number,
 )
+from starquake.broker.entry_counts import MAX_ENTRIES, entry_counts
 from starquake.broker.errors import TopicNotFoundError
 from starquake.broker.subscription import Subscription
 from starquake.broker.system_topics import CREATE_REFUSED, hide_system_topics, is_system_topic
@@ -199,6 +204,17 @@ def install(web: WebServer, service: BrokerService) -> None:
         last, batch_index = loaded.last_message_position()
         return json_reply(200, message_id(last, loaded.partition_index, batch_index))
 
+    async def counts(params: dict[str, str], _body: bytes) -> Reply:
+        start = (
+            whole_number(params.get("ledgerId", "0"), "ledgerId"),
+            whole_number(params.get("entryId", "0"), "entryId"),
+        )
+        max_messages = whole_number(params.get("maxMessages", str(1 << 62)), "maxMessages", 1)
+        max_entries = whole_number(params.get("maxEntries", str(MAX_ENTRIES)), "maxEntries", 1)
+        loaded = await topic_admin.persistent_topic(service, topic_of(params))
+        found = await entry_counts(loaded, start, max_messages, max_entries)
+        return json_reply(200, {"entries": found})
+
     async def terminate(params: dict[str, str], _body: bytes) -> Reply:
         topic = topic_of(params)
         if service.resources.partitions(topic) > 0:
@@ -228,6 +244,7 @@ def install(web: WebServer, service: BrokerService) -> None:
         ("GET", TOPIC + "/internalStats", internal_stats),
         ("GET", TOPIC + "/partitioned-stats", partitioned_stats),
         ("GET", TOPIC + "/lastMessageId", last_message_id),
+        ("GET", TOPIC + "/entryCounts", counts),
         ("POST", TOPIC + "/terminate", terminate),
         ("PUT", TOPIC + "/unload", unload),
     ]

@@ -88,7 +88,11 @@ RULES: list[tuple[frozenset[str], re.Pattern[str], Need]] = [
             rf"{_TOPIC}/(partitions|stats|partitioned-stats|internalStats|partitioned-internalStats)",
             Need.TOPIC_LOOKUP,
         ),
-        (_GET, rf"{_TOPIC}/(subscriptions|lastMessageId|ledger/.*)", Need.TOPIC_CONSUME),
+        (
+            _GET,
+            rf"{_TOPIC}/(subscriptions|lastMessageId|entryCounts|ledger/.*)",
+            Need.TOPIC_CONSUME,
+        ),
         (_ANY, rf"{_TOPIC}/subscription/{_SUB}(/.*)?", Need.TOPIC_CONSUME),
         (_ANY, rf"{_TOPIC}(/.*)?", Need.TOPIC_ADMIN),
         (_GET, rf"{_SCHEMA}/(schema(/[^/]+)?|versions)", Need.TOPIC_LOOKUP),

@@ -1,0 +1,392 @@
+"""Batched entries split into Arrow columns in bulk, without a Python object per message.
+
+A batch payload is a run of ``[u32 size][SingleMessageMetadata][value]`` messages. The only
+per-message Python work is walking that chain (reading each message's metadata size and
+``payload_size``, by hand for the usual field layout); every field of every message of
+many entries is then read with numpy in one pass per field slot, and the value, key and
+property bytes are copied into Arrow buffers with boolean masks. The result is the same
+rows, columns and values as :func:`starquake.client.bulk.split_batch` gives; whatever this
+path does not handle exactly the same way (malformed or unusual metadata, invalid UTF-8,
+times out of range) raises :class:`Unsplittable` and the caller uses the per-message splitter.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from starquake.client.bulk import BatchEntry, batch_suffixes, payload_size_of
+
+__all__ = ["Unsplittable", "split_to_arrays"]
+
+_U32 = struct.Struct(">I")
+_PAD = bytes(16)  # lets the vectorised varint reads run past the last byte safely
+_I32_MAX = (1 << 31) - 1
+_I64_MAX = (1 << 63) - 1
+# Wire types of the SingleMessageMetadata fields (number -> type): a field met with another
+# type is left to the per-message splitter.
+_SMM_TYPES = {1: 2, 2: 2, 3: 0, 4: 0, 5: 0, 6: 0, 7: 2, 8: 0, 9: 0, 10: 0}
+_KV_TYPES = {1: 2, 2: 2}
+
+
+class Unsplittable(ValueError):
+    """These batches need the per-message splitter (it also reports damage precisely)."""
+
+
+def _small_varint(buf: bytes, p: int, end: int) -> int:
+    """The varint of at most 2 bytes at ``p`` (before ``end``), else -1."""
+    if p >= end:
+        return -1
+    first = buf[p]
+    if first < 0x80:
+        return first
+    if p + 1 >= end or buf[p + 1] >= 0x80:
+        return -1
+    return (first & 0x7F) | (buf[p + 1] << 7)
+
+
+def _walk(buf: bytes, spans: Sequence[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
+    """For every message of the batches ``(offset, length, count)`` in ``buf``: where its
+    metadata starts and its value size. The fields before ``payload_size`` (properties and
+    key) are skipped by hand; any other layout is parsed with protobuf."""
+    starts: list[int] = []
+    sizes: list[int] = []
+    unpack = _U32.unpack_from
+    for base, length, count in spans:
+        off, stop = base, base + length
+        for _ in range(count):
+            if off + 4 > stop:
+                raise Unsplittable("a message runs past the end of its batch")
+            (meta_size,) = unpack(buf, off)
+            p = start = off + 4
+            meta_end = start + meta_size
+            if meta_end > stop:
+                raise Unsplittable("a message runs past the end of its batch")
+            tag = buf[p] if p < meta_end else 0
+            while tag == 0x0A or tag == 0x12:
+                n = _small_varint(buf, p + 1, meta_end)
+                if n < 0:
+                    break
+                p += 2 + n + (n >= 0x80)
+                tag = buf[p] if p < meta_end else 0
+            size = _small_varint(buf, p + 1, meta_end) if tag == 0x18 else -1
+            if size < 0:
+                try:
+                    size = payload_size_of(buf[start:meta_end])
+                except ValueError as exc:
+                    raise Unsplittable(str(exc)) from None
+            starts.append(start)
+            sizes.append(size)
+            off = meta_end + size
+        if off != stop:
+            raise Unsplittable("a batch does not end where its last message does")
+    return starts, sizes
+
+
+def _chain(
+    b: np.ndarray, spans: Sequence[tuple[int, int, int]]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where every message of the batches starts (its u32 size), found in bulk, or None
+    when the usual layout (metadata under 64 KiB, properties and key before
+    ``payload_size``) does not hold for them.
+
+    Every position that could start a message is a candidate; each candidate's successor
+    (the position after its value) is computed for all at once, and the batches' chains
+    are then followed through the successors, one step per message index."""
+    n = len(b) - len(_PAD)
+    m = n - 4
+    if m <= 0 or not spans:
+        return None
+    zeros = np.flatnonzero(b[:m] == 0)
+    tag = b[zeros + 4]
+    cand = zeros[(b[zeros + 1] == 0) & ((tag == 0x0A) | (tag == 0x12) | (tag == 0x18))]
+    if len(cand) > 4 * sum(count for _, _, count in spans) + 64:
+        return None  # values full of look-alikes: the per-message walk is cheaper
+    meta = cand + 4
+    meta_end = meta + ((b[cand + 2].astype(np.int64) << 8) | b[cand + 3])
+    at = meta.copy()
+    try:
+        while True:
+            sel = np.nonzero((at < meta_end) & ((b[np.minimum(at, n)] | 8) == 0x1A))[0]
+            if not sel.size:
+                break
+            length, length_size = _varint(b, at[sel] + 1)
+            at[sel] += 1 + length_size + np.minimum(length, np.uint64(n)).astype(np.int64)
+        good = (at < meta_end) & (meta_end <= n) & (b[np.minimum(at, n)] == 0x18)
+        size, size_len = _varint(b, np.where(good, at + 1, 0))
+    except Unsplittable:
+        return None
+    good &= at + size_len < meta_end + 1
+    after = meta_end + np.minimum(size, np.uint64(n)).astype(np.int64)
+    succ = np.searchsorted(cand, after)
+    succ[(succ >= len(cand)) | ~good] = len(cand)
+    cand_ext = np.append(cand, -1)
+    succ[cand_ext[succ] != after] = -1
+    bases = np.array([base for base, _, _ in spans], np.int64)
+    stops = bases + np.array([length for _, length, _ in spans], np.int64)
+    counts = np.array([count for _, _, count in spans], np.int64)
+    cur = np.searchsorted(cand, bases)
+    if (cur >= len(cand)).any() or (cand_ext[cur] != bases).any():
+        return None
+    sentinel = len(cand)
+    succ[succ < 0] = sentinel
+    links = succ.tolist()
+    links.append(sentinel)  # a dead end leads to itself
+    path: list[int] = []
+    append = path.append
+    for at_, count in zip(cur.tolist(), counts.tolist(), strict=True):
+        for _ in range(count):
+            append(at_)
+            at_ = links[at_]
+    out = np.array(path, np.int64)
+    if (out == sentinel).any() or not good[out].all():
+        return None
+    last = out[np.cumsum(counts) - 1]
+    if (after[last] != stops).any():
+        return None
+    return cand[out], size.astype(np.int64)[out]
+
+
+def _varint(b: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The varints at ``pos``: values (uint64) and lengths in bytes."""
+    val = b[pos].astype(np.uint64)
+    more = val >= 0x80
+    val &= np.uint64(0x7F)
+    size = np.ones(len(pos), np.int64)
+    k = 1
+    while more.any():
+        if k >= 10:
+            raise Unsplittable("a varint longer than 10 bytes")
+        idx = np.nonzero(more)[0]
+        byte = b[pos[idx] + k].astype(np.uint64)
+        val[idx] |= (byte & np.uint64(0x7F)) << np.uint64(7 * k)
+        size[idx] += 1
+        more[idx] = byte >= 0x80
+        k += 1
+    return val, size
+
+
+@dataclass(slots=True)
+class _Fields:
+    """Per message: where each field's last occurrence is (-1: absent) and its varint value
+    or length; plus every occurrence of one repeated field."""
+
+    pos: dict[int, np.ndarray]
+    val: dict[int, np.ndarray]
+    rep_row: np.ndarray
+    rep_pos: np.ndarray
+    rep_len: np.ndarray
+
+
+def _scan(
+    b: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    types: dict[int, int],
+    repeated: int,
+    wanted: tuple[int, ...],
+) -> _Fields:
+    """Read the protobuf fields of the messages ``b[starts[i]:ends[i]]``: the ``wanted`` ones
+    (the others are checked for their wire type and skipped)."""
+    n = len(starts)
+    pos = {f: np.full(n, -1, np.int64) for f in wanted}
+    val = {f: np.zeros(n, np.uint64) for f in wanted}
+    reps: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    table = np.full(max(types) + 2, -1, np.int64)
+    for number, kind in types.items():
+        table[number] = kind
+    cursor = starts.copy()
+    live = np.nonzero(cursor < ends)[0]
+    while live.size:
+        at = cursor[live]
+        tag, tag_size = _varint(b, at)
+        wire = (tag & np.uint64(7)).astype(np.int64)
+        field = (tag >> np.uint64(3)).astype(np.int64)
+        body = at + tag_size
+        nxt = np.empty_like(body)
+        expected = table[np.minimum(field, len(table) - 1)]
+        if ((wire >= 3) & (wire != 5)).any() or ((expected >= 0) & (expected != wire)).any():
+            raise Unsplittable("a group, an invalid wire type or a field of another type")
+        fixed = wire == 1
+        nxt[fixed] = body[fixed] + 8
+        fixed = wire == 5
+        nxt[fixed] = body[fixed] + 4
+        var = (wire == 0) | (wire == 2)
+        value, value_size = _varint(b, body[var])
+        data_at = body[var] + value_size
+        step = np.where(wire[var] == 2, value_size + value.astype(np.int64), value_size)
+        if (value[wire[var] == 2] > np.uint64(_I32_MAX)).any():
+            raise Unsplittable("a length out of range")
+        nxt[var] = body[var] + step
+        rows, fields = live[var], field[var]
+        seen = np.bincount(np.minimum(fields, len(table) - 1), minlength=len(table))
+        for number in np.nonzero(seen[:-1])[0].tolist():
+            if number not in pos and number != repeated:
+                continue
+            hit = fields == number
+            if number == repeated:
+                reps.append((rows[hit], data_at[hit], value[hit].astype(np.int64)))
+                continue
+            pos[number][rows[hit]] = data_at[hit]
+            val[number][rows[hit]] = value[hit]
+        if (nxt > ends[live]).any() or (field == 0).any():
+            raise Unsplittable("a field runs past the end of its message")
+        cursor[live] = nxt
+        live = live[nxt < ends[live]]
+    if reps:
+        rep_row = np.concatenate([r[0] for r in reps])
+        order = np.argsort(rep_row, kind="stable")
+        rep = [np.concatenate([r[i] for r in reps])[order] for i in range(3)]
+    else:
+        rep = [np.zeros(0, np.int64)] * 3
+    return _Fields(pos, val, rep[0], rep[1], rep[2])
+
+
+def _gather(
+    b: np.ndarray, pos: np.ndarray, length: np.ndarray, valid: np.ndarray | None, kind: pa.DataType
+) -> pa.Array:
+    """A binary/string array of the byte ranges ``[pos, pos + length)`` (ascending and
+    disjoint) of ``b``; null where ``valid`` is False."""
+    n = len(pos)
+    length = length if valid is None else np.where(valid, length, 0)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(length, out=offsets[1:])
+    if offsets[-1] > _I32_MAX:
+        raise Unsplittable("more than 2 GiB of bytes in one column")
+    total = int(offsets[-1])
+    used = length > 0
+    first, size = pos[used], length[used]
+    if total <= 4 * (len(b) - total):  # few bytes: gather them by index
+        data = b[np.repeat(first - offsets[:-1][used], size) + np.arange(total)]
+    else:  # most of the buffer: drop the bytes between the ranges
+        ends = np.concatenate(([0], first + size))
+        gap = np.diff(first, prepend=0) - np.concatenate(([0], size[:-1]))
+        gaps = np.concatenate((gap, [len(b) - ends[-1]]))
+        starts_of_gaps = ends - 0
+        drop_at = np.cumsum(gaps) - gaps
+        keep = np.ones(len(b), np.bool_)
+        keep[np.repeat(starts_of_gaps - drop_at, gaps) + np.arange(int(gaps.sum()))] = False
+        data = b[keep]
+    bitmap = None
+    nulls = 0
+    if valid is not None and not valid.all():
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        nulls = int(n - np.count_nonzero(valid))
+    buffers = [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    array = pa.Array.from_buffers(kind, n, buffers, null_count=nulls)
+    if kind == pa.string():
+        try:
+            array.validate(full=True)
+        except pa.ArrowInvalid:
+            raise Unsplittable("a string that is not UTF-8") from None
+    return array
+
+
+def _timestamps(millis: np.ndarray, valid: np.ndarray | None, kind: pa.DataType) -> pa.Array:
+    if (millis > np.uint64(_I64_MAX)).any():
+        raise Unsplittable("a time out of range")
+    micros = millis.astype(np.int64) * 1000  # wraps as Arrow's unchecked multiply does
+    bitmap, nulls = None, 0
+    if valid is not None and not valid.all():
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        nulls = int(len(micros) - np.count_nonzero(valid))
+    return pa.Array.from_buffers(kind, len(micros), [bitmap, pa.py_buffer(micros)], nulls)
+
+
+def _message_ids(batches: Sequence[BatchEntry], entry: np.ndarray, index: np.ndarray) -> pa.Array:
+    """Each row's id: its entry's serialized id followed by its batch index and size."""
+    prefixes = pa.array([batch.prefix for batch in batches], pa.binary())
+    tables: dict[int, int] = {}
+    suffixes: list[bytes] = []
+    for batch in batches:
+        if batch.count not in tables:
+            tables[batch.count] = len(suffixes)
+            suffixes.extend(batch_suffixes(batch.count))
+    base = np.array([tables[batch.count] for batch in batches], np.int64)
+    tail = pa.array(suffixes, pa.binary()).take(pa.array(base[entry] + index))
+    head = prefixes.take(pa.array(entry))
+    joined: pa.Array = pa.compute.binary_join_element_wise(head, tail, b"")
+    return joined
+
+
+def split_to_arrays(batches: Sequence[BatchEntry], schema: pa.Schema) -> list[pa.Array]:
+    """The rows of ``batches`` (in range, not compacted out) as the arrays of ``schema``'s
+    columns ``value, __key, __messageId, __publishTime, __eventTime, __messageProperties``."""
+    buf = b"".join(batch.data for batch in batches) + _PAD
+    spans, base = [], 0
+    for batch in batches:
+        spans.append((base, len(batch.data), batch.count))
+        base += len(batch.data)
+    b = np.frombuffer(buf, np.uint8)
+    found = _chain(b, spans) if all(count > 0 for _, _, count in spans) else None
+    if found is not None:
+        starts, sizes = found[0] + 4, found[1]
+    else:
+        start_list, size_list = _walk(buf, spans)
+        starts = np.array(start_list, np.int64)
+        sizes = np.array(size_list, np.int64)
+    meta_ends = starts + _meta_sizes(b, starts)
+    smm = _scan(b, starts, meta_ends, _SMM_TYPES, repeated=1, wanted=(2, 3, 4, 5, 9))
+    if (smm.pos[3] < 0).any() or (smm.val[3].astype(np.int64) != sizes).any():
+        raise Unsplittable("payload sizes disagree")
+    counts = np.array([batch.count for batch in batches], np.int64)
+    entry = np.repeat(np.arange(len(batches)), counts)
+    first = np.zeros(len(batches), np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    index = np.arange(len(starts)) - first[entry]
+    lo = np.array([batch.lo for batch in batches], np.int64)[entry]
+    hi = np.array([batch.hi for batch in batches], np.int64)[entry]
+    kept = (index >= lo) & (index < hi) & (smm.val[4] == 0)
+    rows = np.nonzero(kept)[0]
+    return _columns(b, batches, smm, rows, meta_ends, sizes, entry, index, schema)
+
+
+def _meta_sizes(b: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The big-endian u32 metadata size before each of ``starts``."""
+    size = np.zeros(len(starts), np.int64)
+    for k in range(4):
+        size = (size << 8) | b[starts - 4 + k].astype(np.int64)
+    return size
+
+
+def _columns(
+    b: np.ndarray,
+    batches: Sequence[BatchEntry],
+    smm: _Fields,
+    rows: np.ndarray,
+    meta_ends: np.ndarray,
+    sizes: np.ndarray,
+    entry: np.ndarray,
+    index: np.ndarray,
+    schema: pa.Schema,
+) -> list[pa.Array]:
+    null_value = smm.val[9][rows] != 0
+    value = _gather(b, meta_ends[rows], sizes[rows], ~null_value, pa.binary())
+    key_pos = smm.pos[2][rows]
+    key = _gather(b, key_pos, smm.val[2][rows].astype(np.int64), key_pos >= 0, pa.string())
+    publish = np.array([batch.publish_time for batch in batches], np.uint64)[entry[rows]]
+    event = smm.val[5][rows]
+    kv_keep = np.isin(smm.rep_row, rows)
+    kv_row, kv_pos, kv_len = smm.rep_row[kv_keep], smm.rep_pos[kv_keep], smm.rep_len[kv_keep]
+    kv = _scan(b, kv_pos, kv_pos + kv_len, _KV_TYPES, repeated=0, wanted=(1, 2))
+    if (kv.pos[1] < 0).any() or (kv.pos[2] < 0).any():
+        raise Unsplittable("a property without key or value")
+    per_row = np.zeros(len(rows) + 1, np.int64)
+    np.add.at(per_row, np.searchsorted(rows, kv_row) + 1, 1)
+    offsets = pa.array(np.cumsum(per_row).astype(np.int32))
+    props_type = schema.field("__messageProperties").type
+    names = _gather(b, kv.pos[1], kv.val[1].astype(np.int64), None, pa.string())
+    texts = _gather(b, kv.pos[2], kv.val[2].astype(np.int64), None, pa.string())
+    props = pa.MapArray.from_arrays(offsets, names, texts, type=props_type)
+    return [
+        value,
+        key,
+        _message_ids(batches, entry[rows], index[rows]),
+        _timestamps(publish, None, schema.field("__publishTime").type),
+        _timestamps(event, event != 0, schema.field("__eventTime").type),
+        props,
+    ]
