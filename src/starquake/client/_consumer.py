@@ -483,13 +483,21 @@ class ConsumerImpl(HandlerBase):
 
     async def get_last_message_id(self) -> MessageId:
         """Id of the last message stored in the topic (partition)."""
+        return (await self.last_and_mark_delete())[0]
+
+    async def last_and_mark_delete(self) -> tuple[MessageId, MessageId | None]:
+        """Id of the last message stored in the topic (partition), and the subscription's
+        mark-delete position when the broker gives it."""
         cnx = await self._live_connection()
         rid = self._core.next_request_id()
         cmd = client_commands.get_last_message_id(self.consumer_id, rid)
         resp = await cnx.request(cmd, rid, self._core.operation_timeout)
-        return MessageId.from_proto(
-            resp.get_last_message_id_response.last_message_id, self.partition, self.topic
-        )
+        answer = resp.get_last_message_id_response
+        last = MessageId.from_proto(answer.last_message_id, self.partition, self.topic)
+        if not answer.HasField("consumer_mark_delete_position"):
+            return last, None
+        mark = answer.consumer_mark_delete_position
+        return last, MessageId.from_proto(mark, self.partition, self.topic)
 
     def has_queued_messages(self) -> bool:
         """True if the receiver queue holds messages of this consumer."""
