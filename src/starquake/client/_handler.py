@@ -58,7 +58,7 @@ class ClientCore:
         old = self.pool
         self.config = config
         self.pool = ConnectionPool(config)
-        self.lookup = LookupService(config, self.pool, self.request_ids)
+        self.lookup.use(config, self.pool)
         log.info("service URL is now %s", config.service_url)
         if self.loop is not None and not self.closed:
             self.spawn(old.close())
