@@ -17,6 +17,8 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -81,14 +83,20 @@ def zero_queue(mod: types.ModuleType, amod: types.ModuleType, url: str, topic: s
 
 
 def _announce_when_blocked() -> None:
-    """Print ``READY`` once the main thread has stayed inside the client library at the same
-    spot for 0.1 s: it is then waiting in the blocking call, so a SIGINT lands inside it."""
+    """Print ``READY`` once the main thread waits in the blocking call (see ``when_blocked``)."""
+    when_blocked(lambda: print("READY", flush=True))
+
+
+def when_blocked(action: Callable[[], object]) -> None:
+    """Run ``action`` on a watcher thread once the main thread has stayed inside the client
+    library at the same spot for 0.1 s: it is then waiting in the blocking call, so a SIGINT
+    lands inside it. (Frames of the child scripts do not count as the library.)"""
     main = threading.main_thread().ident
     assert main is not None
 
     def where() -> tuple[object, int] | None:
         frame = sys._current_frames().get(main)
-        if frame is None or frame.f_code.co_filename == __file__:
+        if frame is None or Path(frame.f_code.co_filename).parent == Path(__file__).parent:
             return None
         return frame.f_code, frame.f_lineno
 
@@ -99,7 +107,7 @@ def _announce_when_blocked() -> None:
             if spot is None or spot != seen:
                 seen, since = spot, time.monotonic()
             elif time.monotonic() - since >= 0.1:
-                print("READY", flush=True)
+                action()
                 return
             time.sleep(0.01)
 

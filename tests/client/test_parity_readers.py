@@ -113,3 +113,41 @@ def test_has_message_available_after_seek_to_a_publish_time(
     reader.seek(future)
     assert not reader.has_message_available()
     reader.close()
+
+
+@pytest.mark.parametrize("read_first", [False, True], ids=["unread", "after-reading"])
+def test_has_message_available_at_once_after_seek_to_latest_and_a_send(
+    client: Any, mod: Any, topic_factory: Any, read_first: bool
+) -> None:
+    """After ``seek(MessageId.latest)`` the reader compares the subscription's position with
+    the last message: a message sent afterwards is available at once, not only once the
+    broker has dispatched it to the reader."""
+    topic = topic_factory("seek-latest")
+    _produce(client, topic, 3)
+    reader = client.create_reader(topic, mod.MessageId.earliest)
+    if read_first:
+        assert reader.read_next(5000).data() == b"m0"
+    for round_ in range(3):
+        reader.seek(mod.MessageId.latest)
+        assert not reader.has_message_available(), round_
+        producer = client.create_producer(topic)
+        producer.send(f"new{round_}".encode())
+        assert reader.has_message_available(), round_  # no wait: the same call, at once
+        assert reader.read_next(5000).data() == f"new{round_}".encode()
+        assert not reader.has_message_available(), round_
+        producer.close()
+    reader.close()
+
+
+def test_inclusive_reader_after_seek_to_latest_starts_at_the_last_message(
+    client: Any, mod: Any, topic_factory: Any
+) -> None:
+    topic = topic_factory("seek-latest-incl")
+    _produce(client, topic, 3)
+    reader = client.create_reader(topic, mod.MessageId.earliest, start_message_id_inclusive=True)
+    assert reader.read_next(5000).data() == b"m0"
+    reader.seek(mod.MessageId.latest)
+    assert reader.has_message_available()
+    assert reader.read_next(5000).data() == b"m2"
+    assert not reader.has_message_available()
+    reader.close()

@@ -32,10 +32,6 @@ NOT_PROVIDED = {
     # Athenz and OAuth2 need their identity providers; token, basic and TLS are provided.
     "AuthenticationAthenz",
     "AuthenticationOauth2",
-    # Cluster failover between several service URLs (one broker cluster is served here).
-    "AutoClusterFailover",
-    "ServiceInfo",
-    "ServiceInfoProvider",
     # Internals of the C extension that the official modules re-export.
     "MessageBatch",
     "BatchReceivePolicy",
@@ -43,7 +39,7 @@ NOT_PROVIDED = {
     "timedelta",
 }
 NOT_PROVIDED_METHODS = {
-    ("Client", "get_service_info"),  # see AutoClusterFailover
+    ("ServiceInfo", "wrap"),  # wraps the C extension's own ServiceInfo object
     ("BytesSchema", "attach_client"),  # how the C extension hands a client to its schemas
 }
 # The C extension's own policy object, which the official module re-exports; users build

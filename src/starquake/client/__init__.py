@@ -49,6 +49,7 @@ from starquake.client._enums import (
     RegexSubscriptionMode,
     Result,
 )
+from starquake.client._failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
 from starquake.client._message import Message, MessageId
 from starquake.client._sync import (
     Client,
@@ -118,6 +119,7 @@ __all__ = [
     "AuthenticationTLS",
     "AuthenticationToken",
     "AuthorizationError",
+    "AutoClusterFailover",
     "BatchingType",
     "BrokerMetadataError",
     "BrokerPersistenceError",
@@ -180,6 +182,8 @@ __all__ = [
     "RedeliveryBackoff",
     "RegexSubscriptionMode",
     "Result",
+    "ServiceInfo",
+    "ServiceInfoProvider",
     "ServiceUnitNotReady",
     "SubscriptionNotFound",
     "TableView",

@@ -490,17 +490,19 @@ class ConsumerImpl(HandlerBase):
         """(Readers) Sought to a publish time, and nothing read since."""
         return bool(self._min_publish_time) and self.last_dequeued is None
 
-    async def last_and_mark_delete(self) -> tuple[MessageId, MessageId]:
-        """The topic's last message id and the subscription's mark-delete position (after a
-        seek to a publish time: the entry before the first one published at or after it)."""
+    async def last_and_mark_delete(self) -> tuple[MessageId, MessageId | None]:
+        """Id of the last message stored in the topic (partition), and the subscription's
+        mark-delete position when the broker gives it."""
         cnx = await self._live_connection()
         rid = self._core.next_request_id()
         cmd = client_commands.get_last_message_id(self.consumer_id, rid)
-        reply = await cnx.request(cmd, rid, self._core.operation_timeout)
-        resp = reply.get_last_message_id_response
-        last = MessageId.from_proto(resp.last_message_id, self.partition, self.topic)
-        mark = MessageId.from_proto(resp.consumer_mark_delete_position, self.partition, self.topic)
-        return last, mark
+        resp = await cnx.request(cmd, rid, self._core.operation_timeout)
+        answer = resp.get_last_message_id_response
+        last = MessageId.from_proto(answer.last_message_id, self.partition, self.topic)
+        if not answer.HasField("consumer_mark_delete_position"):
+            return last, None
+        mark = answer.consumer_mark_delete_position
+        return last, MessageId.from_proto(mark, self.partition, self.topic)
 
     def has_queued_messages(self) -> bool:
         """True if the receiver queue holds messages of this consumer."""

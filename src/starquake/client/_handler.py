@@ -48,6 +48,20 @@ class ClientCore:
         self.closed = False
         # Receiver queues of new consumers (the blocking API asks for thread-safe ones).
         self.queue_factory = queue_factory
+        # The event loop the client runs on, once known (for switches reported by threads).
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def switch_service(self, config: ClientConfig) -> None:
+        """Use another cluster (service URL, authentication, trust store): later lookups and
+        connections go there; the current connections close, so producers and consumers
+        reconnect to it. Call on the loop, or before the client has a loop."""
+        old = self.pool
+        self.config = config
+        self.pool = ConnectionPool(config)
+        self.lookup.use(config, self.pool)
+        log.info("service URL is now %s", config.service_url)
+        if self.loop is not None and not self.closed:
+            self.spawn(old.close())
 
     @property
     def operation_timeout(self) -> float:
@@ -134,6 +148,7 @@ class HandlerBase:
             self._closing = True
             raise AlreadyClosed("the client is closed")
         self._core.handlers.add(self)
+        self._core.loop = asyncio.get_running_loop()
         try:
             await self._start()
         except BaseException:

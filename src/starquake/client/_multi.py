@@ -14,7 +14,7 @@ import logging
 import re
 
 from starquake.client._config import ConsumerConfig
-from starquake.client._consumer import ConsumerImpl
+from starquake.client._consumer import ConsumerImpl, is_latest
 from starquake.client._dlq import DeadLetterHandler
 from starquake.client._enums import ConsumerType, InitialPosition, RegexSubscriptionMode
 from starquake.client._handler import ClientCore
@@ -393,7 +393,7 @@ class ConsumerFront:
 
 
 async def _has_more(consumer: ConsumerImpl, inclusive: bool) -> bool:
-    last = await consumer.get_last_message_id()
+    last, mark_delete = await consumer.last_and_mark_delete()
     start = consumer.start_message_id
     if last.entry_id() < 0:
         return False
@@ -401,13 +401,28 @@ async def _has_more(consumer: ConsumerImpl, inclusive: bool) -> bool:
     if ref is not None:
         return last > ref
     if consumer.seeking_by_time:  # as the official client: is anything after the broker's cursor?
-        last, mark = await consumer.last_and_mark_delete()
-        return last.entry_id() >= 0 and last.entry_key > mark.entry_key
+        return mark_delete is not None and last.entry_key > mark_delete.entry_key
     if start is None or start.ledger_id() < 0:
         return True
     if consumer.latest_at_start is not None:
         return last > consumer.latest_at_start
+    if is_latest(start):
+        return await _has_more_after_latest(consumer, inclusive, last, mark_delete)
     return last >= start if inclusive else last > start
+
+
+async def _has_more_after_latest(
+    consumer: ConsumerImpl, inclusive: bool, last: MessageId, mark_delete: MessageId | None
+) -> bool:
+    """After a seek to ``latest``, before anything was read: as in Pulsar, the subscription's
+    mark-delete position (where the seek put it) against the last message, not the
+    messages the broker has dispatched so far. Inclusive readers move to the last message."""
+    if inclusive:
+        await consumer.seek(last)
+        return True
+    if mark_delete is None:
+        return False
+    return (mark_delete.ledger_id(), mark_delete.entry_id()) < (last.ledger_id(), last.entry_id())
 
 
 def _without_scheme(name: str) -> str:

@@ -193,6 +193,13 @@ class LookupService:
         self._service_url = config.service_url.rstrip("/")
         self._schemas: dict[tuple[str, bytes], SchemaInfo | None] = {}
 
+    def use(self, config: ClientConfig, pool: ConnectionPool) -> None:
+        """Look up in another cluster from now on; lookups retrying go there next attempt."""
+        self._config = config
+        self._pool = pool
+        self._service_url = config.service_url.rstrip("/")
+        self._schemas.clear()
+
     def next_request_id(self) -> int:
         return next(self._request_ids)
 

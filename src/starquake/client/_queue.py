@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
 
+from starquake.client._interrupts import acquire as acquire_interruptibly
 from starquake.client._message import Message
 from starquake.client.exceptions import AlreadyClosed, PulsarException, Timeout
 
@@ -232,12 +232,23 @@ class ThreadSafeQueue(MessageQueue):
 
     def _sleep(self, sleeper: threading.Lock, deadline: float | None) -> None:
         """Wait (lock not held) until a put releases ``sleeper`` or ``deadline`` passes."""
-        if deadline is None:
-            sleeper.acquire()
-            return
-        if not sleeper.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
-            with self._lock, contextlib.suppress(ValueError):
+        timeout = None if deadline is None else deadline - time.monotonic()
+        try:
+            woken = acquire_interruptibly(sleeper, timeout)
+        except BaseException:  # interrupted (Ctrl-C): give up the place in line
+            self._leave(sleeper)
+            raise
+        if not woken:
+            self._leave(sleeper)
+
+    def _leave(self, sleeper: threading.Lock) -> None:
+        """Take ``sleeper`` out of line; if a put woke it meanwhile, pass the turn on."""
+        with self._lock:
+            try:
                 self._sleepers.remove(sleeper)
+            except ValueError:  # already released by a put
+                if self._items and self._sleepers:
+                    self._sleepers.popleft().release()
 
     def take(self, max_wait: float | None, before_wait: Callable[[], None]) -> Message:
         """(Any thread but the loop's) The next message; waits at most ``max_wait`` seconds,

@@ -21,6 +21,7 @@ from starquake.client._enums import (
     RegexSubscriptionMode,
     Result,
 )
+from starquake.client._failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
 from starquake.client._logging import CLIENT_LOGGER_NAME, ConsoleLogger, FileLogger
 from starquake.client._message import Message, MessageId
 from starquake.client._queue import ThreadSafeQueue
@@ -93,7 +94,7 @@ class Client:
 
     def __init__(
         self,
-        service_url: str,
+        service_url: str | AutoClusterFailover | ServiceInfoProvider,
         authentication: Any = None,
         operation_timeout_seconds: int = 30,
         io_threads: int = 1,
@@ -134,8 +135,13 @@ class Client:
             stats_interval_in_seconds=stats_interval_in_seconds,
         )
         self._runner = LoopThread()
+        self._inner.core.loop = self._runner.loop
         self._shut_down = False
         self._handles: weakref.WeakSet[Producer | Consumer | Reader] = weakref.WeakSet()
+
+    def get_service_info(self) -> ServiceInfo:
+        """The service info (cluster) this client currently uses."""
+        return self._inner.get_service_info()
 
     def create_producer(
         self,

@@ -12,10 +12,12 @@ from typing import Any, TypeVar
 from starquake.client._enums import (
     Result,
 )
+from starquake.client._interrupts import acquire as acquire_interruptibly
+from starquake.client._interrupts import result as result_interruptibly
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import MessageId
 from starquake.client._outgoing import OutgoingMessage
-from starquake.client.exceptions import AlreadyClosed
+from starquake.client.exceptions import AlreadyClosed, Interrupted
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
 R = TypeVar("R")
@@ -47,7 +49,10 @@ class LoopThread:
             coro.close()
             raise AlreadyClosed("the client is closed") from None
         try:
-            return future.result()
+            return result_interruptibly(future)
+        except KeyboardInterrupt:  # Ctrl-C while waiting: the official client's error
+            future.cancel()
+            raise Interrupted("interrupted while waiting for the client") from None
         except BaseException:
             future.cancel()
             raise
@@ -153,7 +158,10 @@ class Waiter:
         self._done.release()
 
     def wait(self) -> MessageId:
-        self._done.acquire()
+        try:
+            acquire_interruptibly(self._done)
+        except KeyboardInterrupt:  # Ctrl-C while waiting: the send goes on, unwatched
+            raise Interrupted("interrupted while waiting for the send receipt") from None
         if self._error is not None:
             raise self._error
         assert self._value is not None

@@ -19,12 +19,14 @@ from starquake.client._async_handles import AnyProducer
 from starquake.client._enums import (
     Result,
 )
+from starquake.client._interrupts import acquire as acquire_interruptibly
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import MessageId
 from starquake.client._outgoing import OutgoingMessage
 from starquake.client._producer import ProducerImpl
 from starquake.client._sync_base import ON_LOOP, LoopThread, Mailbox, PendingSend, Waiter
 from starquake.client.exceptions import (
+    Interrupted,
     ProducerQueueIsFull,
     PulsarException,
 )
@@ -61,6 +63,14 @@ class _Sent:
                 _invoke(self.callback, Result.Ok, fut.result())
             else:
                 _invoke(self.callback, _result_of(error), None)
+
+
+def acquire_slot(slots: threading.Semaphore) -> None:
+    """Wait for room in a full producer queue (``block_if_queue_full``)."""
+    try:
+        acquire_interruptibly(slots)
+    except KeyboardInterrupt:  # Ctrl-C while waiting, as the official client reports it
+        raise Interrupted("interrupted while waiting for room in the producer queue") from None
 
 
 def _result_of(error: BaseException) -> Result:
@@ -144,7 +154,7 @@ class Producer:
         if slots is not None and not slots.acquire(False):
             if not self._block:
                 raise ProducerQueueIsFull("producer queue is full")
-            slots.acquire()
+            acquire_slot(slots)
         waiter = Waiter()
         self._items.append((msg, None, waiter))
         self._mailbox.wake()
@@ -191,7 +201,7 @@ class Producer:
                 return
             if self._runner.in_loop_thread():
                 raise RuntimeError(ON_LOOP)
-            slots.acquire()
+            acquire_slot(slots)
         self._items.append((msg, callback, None))
         self._mailbox.wake()
 

@@ -12,6 +12,8 @@ Everything here runs on the caller's event loop::
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import re
 import secrets
@@ -39,6 +41,13 @@ from starquake.client._enums import (
     PartitionsRoutingMode,
     ProducerAccessMode,
     RegexSubscriptionMode,
+)
+from starquake.client._failover import (
+    AutoClusterFailover,
+    ServiceInfo,
+    ServiceInfoProvider,
+    initial_service_info,
+    service_provider,
 )
 from starquake.client._handler import ClientCore
 from starquake.client._logging import attach_logger, detach_logger
@@ -77,7 +86,7 @@ class Client:
 
     def __init__(
         self,
-        service_url: str,
+        service_url: str | AutoClusterFailover | ServiceInfoProvider,
         authentication: Any = None,
         operation_timeout_seconds: int = 30,
         connection_timeout_ms: int = 10000,
@@ -100,7 +109,13 @@ class Client:
         and ``stats_interval_in_seconds``, accepted at their defaults only (NotImplementedError
         otherwise). ``queue_factory`` makes the receiver queues (the blocking client's are
         thread-safe)."""
-        check_type(str, service_url, "service_url")
+        provider = service_provider(service_url, authentication, tls_trust_certs_file_path)
+        if provider is not None:
+            info = initial_service_info(provider)
+            service_url = info.service_url
+            authentication = info.authentication
+            tls_trust_certs_file_path = info.tls_trust_certs_file_path
+        assert isinstance(service_url, str)
         refuse_unsupported(runtime_options, UNSUPPORTED_CLIENT_OPTIONS)
         check_type(int, operation_timeout_seconds, "operation_timeout_seconds")
         check_type(int, connection_timeout_ms, "connection_timeout_ms")
@@ -135,6 +150,38 @@ class Client:
             queue_factory,
         )
         self._log_handler = attach_logger(logger)
+        self._service_info = ServiceInfo(service_url, authentication, tls_trust_certs_file_path)
+        self._provider = provider
+        with contextlib.suppress(RuntimeError):  # created outside a loop: bound on first use
+            self._core.loop = asyncio.get_running_loop()
+        if provider is not None:
+            provider.initialize(self._on_service_info)
+
+    def _on_service_info(self, info: ServiceInfo) -> None:
+        """(Any thread) The provider reports another cluster: switch to it on the loop."""
+        if not isinstance(info, ServiceInfo):
+            raise ValueError("Expected a pulsar.ServiceInfo or _pulsar.ServiceInfo instance")
+        self._service_info = info
+        identity = info.authentication.tls_certificate_paths if info.authentication else None
+        config = dataclasses.replace(
+            self._core.config,
+            service_url=info.service_url,
+            authentication=info.authentication,
+            tls_trust_certs_file_path=info.tls_trust_certs_file_path,
+        )
+        if identity is not None:
+            config = dataclasses.replace(
+                config, tls_certificate_file_path=identity[0], tls_private_key_file_path=identity[1]
+            )
+        loop = self._core.loop
+        if loop is None or loop.is_closed():
+            self._core.switch_service(config)  # no loop yet: nothing is connected
+        else:
+            loop.call_soon_threadsafe(self._core.switch_service, config)
+
+    def get_service_info(self) -> ServiceInfo:
+        """The service info (cluster) this client currently uses."""
+        return self._service_info
 
     async def create_producer(
         self,
@@ -412,6 +459,8 @@ class Client:
 
     async def close(self) -> None:
         """Close every producer, consumer and reader, then the connections."""
+        if self._provider is not None:
+            self._provider.close()
         try:
             await self._core.close()
         finally:
@@ -421,5 +470,7 @@ class Client:
     def shutdown(self) -> None:
         """Mark the client closed at once (connections close as the loop runs on)."""
         self._core.closed = True
+        if self._provider is not None:
+            self._provider.close()
         detach_logger(self._log_handler)
         self._log_handler = None
