@@ -10,6 +10,7 @@ from typing import Any
 
 from starquake.client._config import ClientConfig
 from starquake.client._connection import ClientConnection
+from starquake.client._http_lookup import HttpStatusError
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._pool import ConnectionPool, LookupService
 from starquake.client._queue import MessageQueue
@@ -150,6 +151,8 @@ class HandlerBase:
             try:
                 await self._connect_once()
                 return
+            except HttpStatusError:  # the web service refused the lookup: final
+                raise
             except (*RETRYABLE, Timeout) as exc:
                 remaining = deadline - loop.time()
                 if remaining <= 0:

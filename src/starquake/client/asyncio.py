@@ -111,10 +111,9 @@ class Client:
         tls_identity = authentication.tls_certificate_paths if authentication else None
         if tls_identity is not None:  # AuthenticationTLS: its certificate, in the handshake
             tls_certificate_file_path, tls_private_key_file_path = tls_identity
-        from starquake.client._pool import check_service_url, parse_service_url
+        from starquake.client._pool import check_service_url
 
         check_service_url(service_url)
-        parse_service_url(service_url)
         self._core = ClientCore(
             ClientConfig(
                 service_url,
