@@ -22,6 +22,19 @@ def check_type(var_type: type | tuple[type, ...], var: Any, name: str) -> None:
         )
 
 
+def check_enum(enum_type: type, var: Any, name: str) -> None:
+    """:func:`check_type` for an enum argument; the official client's enum of the same name
+    (``pulsar.InitialPosition.Earliest``...) is accepted too, as its int value."""
+    if type(var).__name__ == enum_type.__name__ and not isinstance(var, enum_type):
+        try:
+            enum_type(int(var))
+        except (TypeError, ValueError):
+            pass
+        else:
+            return
+    check_type(enum_type, var, name)
+
+
 def check_type_or_none(var_type: type | tuple[type, ...], var: Any, name: str) -> None:
     """Like :func:`check_type` but accepts None."""
     if var is not None and not isinstance(var, var_type):
@@ -29,15 +42,82 @@ def check_type_or_none(var_type: type | tuple[type, ...], var: Any, name: str) -
         raise ValueError(f"Argument {name} is expected to be either None or of type '{type_name}'")
 
 
-# Options of the official ``Client`` that tune its C++ runtime (threads, lookups, statistics,
-# log configuration file): nothing here uses them, so only their defaults are accepted.
-UNSUPPORTED_CLIENT_OPTIONS: dict[str, Any] = {
+_C_INT = (-(2**31), 2**31 - 1)
+
+
+def check_c_int(value: int, name: str, *, unsigned: bool = False) -> None:
+    """The TypeError the official client's C++ binding raises for an int its C++ setter
+    cannot take (outside a C ``int``, or ``unsigned int`` when ``unsigned``)."""
+    if unsigned:
+        check_c_size(value, name)
+        return
+    low, high = _C_INT
+    if not low <= value <= high:
+        raise TypeError(
+            f"{name}(): incompatible function arguments. The following argument types are "
+            f"supported: (int); invoked with: {value}"
+        )
+
+
+def check_c_size(value: int, name: str, *, unsigned_bits: int = 32) -> None:
+    """Like :func:`check_c_int` for an unsigned C++ parameter of ``unsigned_bits`` bits."""
+    if not 0 <= value < 2**unsigned_bits:
+        raise TypeError(
+            f"{name}(): incompatible function arguments. The following argument types are "
+            f"supported: (uint{unsigned_bits}); invoked with: {value}"
+        )
+
+
+def check_not_negative(value: int, name: str) -> None:
+    """The ValueError of the official client's C++ setters that refuse a negative count."""
+    if value < 0:
+        raise ValueError(f"{name} needs to be >= 0")
+
+
+def as_binding_bool(value: Any, name: str) -> bool:
+    """A flag the official client hands to its C++ binding unchecked: None is False, numbers
+    are their truth value, anything else a TypeError (as the binding converts them)."""
+    if value is None or isinstance(value, int | float):
+        return bool(value)
+    raise TypeError(
+        f"{name}(): incompatible function arguments. The following argument types are "
+        f"supported: (bool); invoked with: {value!r}"
+    )
+
+
+# Options of the official ``Client`` that tune its C++ runtime: its I/O and listener threads
+# and its limit of concurrent lookups. They are checked as there and have no effect here (one
+# event loop per client does the I/O).
+RUNTIME_TUNING_OPTIONS: dict[str, Any] = {
     "io_threads": 1,
     "message_listener_threads": 1,
     "concurrent_lookup_requests": 50000,
+}
+# Options of the official ``Client`` that nothing here implements (its log configuration file
+# and periodic statistics): only their defaults are accepted.
+UNSUPPORTED_CLIENT_OPTIONS: dict[str, Any] = {
     "log_conf_file_path": None,
     "stats_interval_in_seconds": 600,
 }
+
+
+def check_runtime_options(options: dict[str, Any]) -> None:
+    """Check the official client's runtime options as it does (ValueError for a wrong type,
+    TypeError for an int out of the C++ range); NotImplementedError for a value other than
+    the default of one that is not implemented; TypeError for an unknown name."""
+    for name in RUNTIME_TUNING_OPTIONS:
+        if name in options:
+            check_type(int, options[name], name)
+            check_c_int(options[name], name)
+    check_type_or_none(str, options.get("log_conf_file_path"), "log_conf_file_path")
+    if "stats_interval_in_seconds" in options:
+        stats = options["stats_interval_in_seconds"]
+        check_type(int, stats, "stats_interval_in_seconds")
+        check_c_int(stats, "stats_interval_in_seconds", unsigned=True)
+    refuse_unsupported(
+        {k: v for k, v in options.items() if k not in RUNTIME_TUNING_OPTIONS},
+        UNSUPPORTED_CLIENT_OPTIONS,
+    )
 
 
 def refuse_unsupported(options: dict[str, Any], defaults: dict[str, Any]) -> None:
