@@ -429,7 +429,16 @@ class Message:
         """How many times the broker delivered this message before."""
         return self._redelivery_count
 
-    def schema_version(self) -> bytes:
+    def schema_version(self) -> str:
+        """The schema version as the official client hands it over: its 8 bytes (a big-endian
+        number) as a str ("" when none). The bytes are :meth:`schema_version_bytes`."""
+        raw = self._schema_version
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:  # versions of 128 and up: one char per byte
+            return raw.decode("latin-1")
+
+    def schema_version_bytes(self) -> bytes:
         """The schema version bytes (b"" when none)."""
         return self._schema_version
 
