@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from starquake.client._config import CLIENT_VERSION, ClientConfig
-from starquake.client._connection import TlsHandshakeError
+from starquake.client._connection import FinalConnectError
 from starquake.client.exceptions import (
     AuthenticationError,
     ConnectError,
@@ -44,7 +44,7 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 _MODES = {0: "PERSISTENT", 1: "NON_PERSISTENT", 2: "ALL"}
 
 
-class HttpStatusError(ConnectError):
+class HttpStatusError(FinalConnectError):
     """The web service answered an HTTP error status: not retried (the official client fails
     the operation with ConnectError at once)."""
 
@@ -150,8 +150,11 @@ class HttpLookup:
         self, host: str, port: int, path: str, headers: dict[str, str]
     ) -> tuple[int, str, bytes]:
         """(status, Location header, body) of ``GET path``, within the operation timeout."""
-        context = await self._tls_context()
         url = self._url(host, port, path)
+        try:
+            context = await self._tls_context()
+        except FinalConnectError as exc:  # a client certificate that cannot be used
+            raise LookupError(f"cannot look up over {url}: {exc}") from None
         try:
             async with asyncio.timeout(self._config.operation_timeout_seconds):
                 reader, writer = await asyncio.open_connection(
@@ -166,8 +169,8 @@ class HttpLookup:
                         await writer.wait_closed()
         except TimeoutError:
             raise Timeout(f"no answer from {url}") from None
-        except ssl.SSLError as exc:  # before OSError, its base class
-            raise TlsHandshakeError(f"TLS handshake with {url} failed: {exc}") from None
+        except ssl.SSLError as exc:  # before OSError, its base class; final, as curl's
+            raise LookupError(f"TLS handshake with {url} failed: {exc}") from None
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
             raise ConnectError(f"cannot get {url}: {exc}") from None
 

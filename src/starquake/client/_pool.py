@@ -12,8 +12,8 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from starquake.client._config import CLIENT_VERSION, ClientConfig
-from starquake.client._connection import ClientConnection, TlsHandshakeError
-from starquake.client._http_lookup import HttpLookup, HttpStatusError
+from starquake.client._connection import ClientConnection, FinalConnectError, TlsHandshakeError
+from starquake.client._http_lookup import HttpLookup
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import (
     RETRYABLE,
@@ -26,7 +26,7 @@ from starquake.client.exceptions import (
     from_server_error,
 )
 from starquake.common.schema_info import SchemaInfo
-from starquake.common.tls import TlsSettingsError, client_ssl_context
+from starquake.common.tls import ClientCertificateError, TlsSettingsError, client_ssl_context
 from starquake.protocol import client_commands
 from starquake.protocol.schema import schema_info_of
 from starquake.protocol.wire import pb
@@ -158,6 +158,8 @@ class ConnectionPool:
                     certificate_file_path=config.tls_certificate_file_path,
                     private_key_file_path=config.tls_private_key_file_path,
                 )
+            except ClientCertificateError as exc:  # the official client cannot connect
+                raise FinalConnectError(str(exc)) from None
             except TlsSettingsError as exc:
                 raise InvalidConfiguration(str(exc)) from None
             self._ssl_context = self._ssl_context or context
@@ -210,7 +212,7 @@ class LookupService:
         while True:
             try:
                 return await attempt()
-            except (TlsHandshakeError, HttpStatusError):
+            except (TlsHandshakeError, FinalConnectError):
                 raise
             except (*RETRYABLE, Timeout) as exc:
                 remaining = deadline - loop.time()
