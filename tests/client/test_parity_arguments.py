@@ -308,3 +308,74 @@ def test_runtime_tuning_options_are_accepted(
         assert producer.send(b"x") is not None
     finally:
         client.close()
+
+
+SEND_CASES: list[tuple[str, Any]] = [
+    ("sequence_id", -1),
+    ("sequence_id", 2**70),
+    ("event_timestamp", -1),
+    ("event_timestamp", 2**64),
+    ("deliver_at", -1),
+    ("properties", "x"),
+    ("partition_key", 5),
+    ("disable_replication", None),
+    ("deliver_after", 5),
+]
+BAD_TARGETS = [None, "x", 1.5, -1, 2**70, object()]
+
+
+def _api_outcomes(mod: types.ModuleType, broker: Any) -> list[tuple[str, str]]:
+    """(call, outcome) of bad arguments to the methods of producers, consumers, readers,
+    loggers and policies, with the client of ``mod``."""
+    client = make_client(mod, broker)
+    try:
+        topic = _topic()
+        producer = client.create_producer(topic)
+        consumer = client.subscribe(topic, "sub")
+        reader = client.create_reader(topic, mod.MessageId.earliest)
+        calls: list[tuple[str, Any]] = [
+            (f"send({a}={v!r})", lambda a=a, v=v: producer.send(b"x", **{a: v}))
+            for a, v in SEND_CASES
+        ]
+        for v in BAD_TARGETS:
+            calls += [
+                (f"acknowledge({v!r})", lambda v=v: consumer.acknowledge(v)),
+                (f"negative_acknowledge({v!r})", lambda v=v: consumer.negative_acknowledge(v)),
+                (f"ConsoleLogger({v!r})", lambda v=v: mod.ConsoleLogger(v)),
+                (f"ConsumerDeadLetterPolicy({v!r})", lambda v=v: mod.ConsumerDeadLetterPolicy(v)),
+                (f"BatchReceivePolicy({v!r})", lambda v=v: mod.ConsumerBatchReceivePolicy(v, 1, 1)),
+                (f"ConsumerKeySharedPolicy({v!r})", lambda v=v: mod.ConsumerKeySharedPolicy(v)),
+            ]
+        for v in (-1, 2**70):
+            calls.append((f"seek({v!r})", lambda v=v: consumer.seek(v)))
+        for v in ("x", 2**40):
+            calls.append((f"receive({v!r})", lambda v=v: consumer.receive(v)))
+            calls.append((f"read_next({v!r})", lambda v=v: reader.read_next(v)))
+        return [(name, _raised(call)) for name, call in calls]
+    finally:
+        client.close()
+
+
+def _raised(call: Any) -> str:
+    try:
+        call()
+    except Exception as exc:
+        return type(exc).__name__
+    return "accepted"
+
+
+def test_method_argument_errors_match(broker: Any) -> None:
+    import pulsar
+
+    import starquake.client
+
+    official = _api_outcomes(pulsar, broker)
+    ours = _api_outcomes(starquake.client, broker)
+    differ = [
+        f"{n}: official {o}, ours {s}"
+        for (n, o), (_, s) in zip(official, ours, strict=True)
+        if o != s
+    ]
+    assert not differ, differ
+    refused = [n for n, o in official if o != "accepted"]
+    assert len(refused) > len(official) // 2

@@ -168,6 +168,7 @@ def build_message(
     check_type_or_none(int, event_timestamp, "event_timestamp")
     check_type_or_none(int, deliver_at, "deliver_at")
     check_type_or_none(timedelta, deliver_after, "deliver_after")
+    _check_message_numbers(sequence_id, event_timestamp, deliver_at)
     when = deliver_at or None
     if deliver_after:
         when = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
@@ -184,11 +185,33 @@ def build_message(
     )
 
 
+def _check_message_numbers(
+    sequence_id: int | None, event_timestamp: int | None, deliver_at: int | None
+) -> None:
+    """The range checks of the official client's message builder: TypeError for what its
+    C++ setters cannot take, ValueError for a negative sequence id."""
+    if sequence_id is not None:
+        if not -(2**63) <= sequence_id < 2**63:
+            raise TypeError(
+                "sequence_id(): incompatible function arguments. The following argument types "
+                f"are supported: (int64); invoked with: {sequence_id}"
+            )
+        if sequence_id < 0:
+            raise ValueError("sequenceId needs to be >= 0")
+    for name, value in (("event_timestamp", event_timestamp), ("deliver_at", deliver_at)):
+        if value is not None:
+            check_c_size(value, name, unsigned_bits=64)
+
+
 def message_id_of(target: Any) -> Message | MessageId:
-    """Accept a Message or MessageId (ours); reject anything else like the official client."""
+    """Accept a Message or MessageId (ours); reject anything else like the official client
+    (its binding raises TypeError)."""
     if isinstance(target, Message | MessageId):
         return target
-    raise ValueError(f"expected a Message or MessageId, not {type(target).__name__}")
+    raise TypeError(
+        "acknowledge(): incompatible function arguments: expected a Message or MessageId, "
+        f"not {type(target).__name__}"
+    )
 
 
 def seek_target(target: Any) -> MessageId | int:
@@ -196,6 +219,7 @@ def seek_target(target: Any) -> MessageId | int:
     if isinstance(target, MessageId):
         return target
     if isinstance(target, int) and not isinstance(target, bool):
+        check_c_size(target, "seek", unsigned_bits=64)
         return target
     raise ValueError(f"invalid seek_arg type {type(target)}")
 
@@ -259,6 +283,13 @@ class ConsumerKeySharedPolicy(KeySharedPolicy):
         allow_out_of_order_delivery: bool = False,
         sticky_ranges: list[tuple[int, int]] | None = None,
     ) -> None:
+        if not isinstance(key_shared_mode, KeySharedMode) and (
+            type(key_shared_mode).__name__ != "KeySharedMode"
+        ):  # the official client's binding takes its enum only
+            raise TypeError(
+                "ConsumerKeySharedPolicy(): incompatible function arguments: key_shared_mode "
+                f"must be a KeySharedMode, not {key_shared_mode!r}"
+            )
         if key_shared_mode == KeySharedMode.Sticky and sticky_ranges is None:
             raise ValueError(
                 "When using key_shared_mode = KeySharedMode.Sticky you must also provide "
@@ -303,6 +334,7 @@ class ConsumerDeadLetterPolicy:
     ) -> None:
         if max_redeliver_count is None or max_redeliver_count < 1:
             raise ValueError("max_redeliver_count must be greater than 0")
+        _check_binding_int(max_redeliver_count, "max_redeliver_count", 32)
         self._max = max_redeliver_count
         self._topic = dead_letter_topic or ""
         self._initial = initial_subscription_name or ""
@@ -327,6 +359,15 @@ class ConsumerDeadLetterPolicy:
         return self
 
 
+def _check_binding_int(value: Any, name: str, bits: int) -> None:
+    """The TypeError of the official client's binding for what is not a signed int of
+    ``bits`` bits."""
+    if not isinstance(value, int) or not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise TypeError(
+            f"{name}: incompatible function arguments: expected an int{bits}, not {value!r}"
+        )
+
+
 DEFAULT_BATCH_MAX_BYTES = 10 * 1024 * 1024
 
 
@@ -339,6 +380,9 @@ class ConsumerBatchReceivePolicy:
     """
 
     def __init__(self, max_num_message: int, max_num_bytes: int, timeout_ms: int) -> None:
+        _check_binding_int(max_num_message, "max_num_message", 32)
+        _check_binding_int(max_num_bytes, "max_num_bytes", 64)
+        _check_binding_int(timeout_ms, "timeout_ms", 64)
         if max_num_message <= 0 and max_num_bytes <= 0 and timeout_ms <= 0:
             raise ValueError(
                 "At least one of maxNumMessages, maxNumBytes and timeoutMs must be specified."
