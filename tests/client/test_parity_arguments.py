@@ -345,6 +345,8 @@ def _api_outcomes(mod: types.ModuleType, broker: Any) -> list[tuple[str, str]]:
                 (f"ConsumerDeadLetterPolicy({v!r})", lambda v=v: mod.ConsumerDeadLetterPolicy(v)),
                 (f"BatchReceivePolicy({v!r})", lambda v=v: mod.ConsumerBatchReceivePolicy(v, 1, 1)),
                 (f"ConsumerKeySharedPolicy({v!r})", lambda v=v: mod.ConsumerKeySharedPolicy(v)),
+                (f"MessageId({v!r})", lambda v=v: mod.MessageId(v)),
+                (f"MessageId(0, {v!r})", lambda v=v: mod.MessageId(0, v)),
             ]
         for v in (-1, 2**70):
             calls.append((f"seek({v!r})", lambda v=v: consumer.seek(v)))
