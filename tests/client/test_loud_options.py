@@ -14,7 +14,6 @@ import starquake.client.asyncio
 from starquake.broker.embedded import EmbeddedBroker
 
 RUNTIME_OPTIONS = [
-    ("log_conf_file_path", "/tmp/log.conf"),
     ("stats_interval_in_seconds", 60),
 ]
 

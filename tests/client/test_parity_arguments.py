@@ -381,3 +381,16 @@ def test_method_argument_errors_match(broker: Any) -> None:
     assert not differ, differ
     refused = [n for n, o in official if o != "accepted"]
     assert len(refused) > len(official) // 2
+
+
+def test_log_conf_file_path_is_accepted(mod: types.ModuleType, broker: Any, tmp_path: Any) -> None:
+    """The official Python client checks its type and uses it for nothing."""
+    client = mod.Client(
+        broker.service_url,
+        log_conf_file_path=str(tmp_path / "log.conf"),
+        logger=mod.ConsoleLogger(mod.LoggerLevel.Error),
+    )
+    try:
+        assert client.create_producer(_topic()).send(b"x") is not None
+    finally:
+        client.close()

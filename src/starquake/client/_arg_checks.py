@@ -93,12 +93,10 @@ RUNTIME_TUNING_OPTIONS: dict[str, Any] = {
     "message_listener_threads": 1,
     "concurrent_lookup_requests": 50000,
 }
-# Options of the official ``Client`` that nothing here implements (its log configuration file
-# and periodic statistics): only their defaults are accepted.
-UNSUPPORTED_CLIENT_OPTIONS: dict[str, Any] = {
-    "log_conf_file_path": None,
-    "stats_interval_in_seconds": 600,
-}
+# Options of the official ``Client`` that nothing here implements (its periodic statistics):
+# only their defaults are accepted. (``log_conf_file_path`` is checked and ignored, as the
+# official Python client does with it.)
+UNSUPPORTED_CLIENT_OPTIONS: dict[str, Any] = {"stats_interval_in_seconds": 600}
 
 
 def check_runtime_options(options: dict[str, Any]) -> None:
@@ -114,9 +112,9 @@ def check_runtime_options(options: dict[str, Any]) -> None:
         stats = options["stats_interval_in_seconds"]
         check_type(int, stats, "stats_interval_in_seconds")
         check_c_int(stats, "stats_interval_in_seconds", unsigned=True)
+    ignored = {*RUNTIME_TUNING_OPTIONS, "log_conf_file_path"}
     refuse_unsupported(
-        {k: v for k, v in options.items() if k not in RUNTIME_TUNING_OPTIONS},
-        UNSUPPORTED_CLIENT_OPTIONS,
+        {k: v for k, v in options.items() if k not in ignored}, UNSUPPORTED_CLIENT_OPTIONS
     )
 
 

@@ -95,9 +95,10 @@ class Client:
         **runtime_options: Any,
     ) -> None:
         """``runtime_options``: the official client's ``io_threads``,
-        ``message_listener_threads`` and ``concurrent_lookup_requests`` (checked, and without
-        effect: one event loop does the I/O here), ``log_conf_file_path`` and
-        ``stats_interval_in_seconds`` (accepted at their defaults only, NotImplementedError
+        ``message_listener_threads``, ``concurrent_lookup_requests`` and
+        ``log_conf_file_path`` (checked, and without effect: one event loop does the I/O here;
+        the official Python client ignores the log configuration file too), and
+        ``stats_interval_in_seconds`` (accepted at its default only, NotImplementedError
         otherwise). ``queue_factory`` makes the receiver queues (the blocking client's are
         thread-safe)."""
         check_type(str, service_url, "service_url")
