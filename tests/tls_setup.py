@@ -29,6 +29,18 @@ def tls_broker(data_dir: Path, pki: Pki, **overrides: Any) -> EmbeddedBroker:
     return EmbeddedBroker(data_dir, **settings)
 
 
+def make_tls_auth_broker(data_dir: Path, pki: Pki) -> EmbeddedBroker:
+    """A TLS broker (not started) with TLS authentication: clients present a certificate that
+    ``pki``'s CA signed, whose common name is their role."""
+    return tls_broker(
+        data_dir,
+        pki,
+        tlsTrustCertsFilePath=str(pki.ca_cert),
+        authenticationEnabled=True,
+        authenticationProviders="org.apache.pulsar.broker.authentication.AuthenticationProviderTls",
+    )
+
+
 def client_context(
     ca: Path,
     cert: tuple[Path, Path] | None = None,

@@ -14,10 +14,6 @@ import starquake.client.asyncio
 from starquake.broker.embedded import EmbeddedBroker
 
 RUNTIME_OPTIONS = [
-    ("io_threads", 4),
-    ("message_listener_threads", 2),
-    ("concurrent_lookup_requests", 10),
-    ("log_conf_file_path", "/tmp/log.conf"),
     ("stats_interval_in_seconds", 60),
 ]
 
@@ -40,7 +36,7 @@ def test_client_runtime_options_other_than_the_default_are_refused(
 def test_client_runtime_options_at_their_default_work(
     broker: EmbeddedBroker, name: str, value: Any
 ) -> None:
-    default = {"io_threads": 1, "message_listener_threads": 1}.get(name)
+    default = {"stats_interval_in_seconds": 600}.get(name)
     options = {name: default} if default is not None else {}
     client = starquake.client.Client(broker.service_url, **options)
     try:

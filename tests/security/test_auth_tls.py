@@ -11,9 +11,9 @@ from typing import Any
 
 import pulsar
 import pytest
-from auth_support import CLIENTS, TLS_PROVIDER, assert_refused, roles
+from auth_support import CLIENTS, assert_refused, roles
 from tls_certs import Pki
-from tls_setup import tls_broker
+from tls_setup import make_tls_auth_broker
 
 from starquake import client as sq
 from starquake.admin.client import PulsarAdmin, PulsarAdminError
@@ -22,14 +22,7 @@ from starquake.broker.embedded import EmbeddedBroker
 
 @pytest.fixture(scope="module")
 def tls_auth_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[EmbeddedBroker]:
-    broker = tls_broker(
-        tmp_path_factory.mktemp("tls-auth") / "data",
-        pki,
-        tlsTrustCertsFilePath=str(pki.ca_cert),
-        authenticationEnabled=True,
-        authenticationProviders=TLS_PROVIDER,
-    )
-    with broker as running:
+    with make_tls_auth_broker(tmp_path_factory.mktemp("tls-auth") / "data", pki) as running:
         yield running
 
 

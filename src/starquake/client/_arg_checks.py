@@ -22,6 +22,19 @@ def check_type(var_type: type | tuple[type, ...], var: Any, name: str) -> None:
         )
 
 
+def check_enum(enum_type: type, var: Any, name: str) -> None:
+    """:func:`check_type` for an enum argument; the official client's enum of the same name
+    (``pulsar.InitialPosition.Earliest``...) is accepted too, as its int value."""
+    if type(var).__name__ == enum_type.__name__ and not isinstance(var, enum_type):
+        try:
+            enum_type(int(var))
+        except (TypeError, ValueError):
+            pass
+        else:
+            return
+    check_type(enum_type, var, name)
+
+
 def check_type_or_none(var_type: type | tuple[type, ...], var: Any, name: str) -> None:
     """Like :func:`check_type` but accepts None."""
     if var is not None and not isinstance(var, var_type):
@@ -29,15 +42,80 @@ def check_type_or_none(var_type: type | tuple[type, ...], var: Any, name: str) -
         raise ValueError(f"Argument {name} is expected to be either None or of type '{type_name}'")
 
 
-# Options of the official ``Client`` that tune its C++ runtime (threads, lookups, statistics,
-# log configuration file): nothing here uses them, so only their defaults are accepted.
-UNSUPPORTED_CLIENT_OPTIONS: dict[str, Any] = {
+_C_INT = (-(2**31), 2**31 - 1)
+
+
+def check_c_int(value: int, name: str, *, unsigned: bool = False) -> None:
+    """The TypeError the official client's C++ binding raises for an int its C++ setter
+    cannot take (outside a C ``int``, or ``unsigned int`` when ``unsigned``)."""
+    if unsigned:
+        check_c_size(value, name)
+        return
+    low, high = _C_INT
+    if not low <= value <= high:
+        raise TypeError(
+            f"{name}(): incompatible function arguments. The following argument types are "
+            f"supported: (int); invoked with: {value}"
+        )
+
+
+def check_c_size(value: int, name: str, *, unsigned_bits: int = 32) -> None:
+    """Like :func:`check_c_int` for an unsigned C++ parameter of ``unsigned_bits`` bits."""
+    if not 0 <= value < 2**unsigned_bits:
+        raise TypeError(
+            f"{name}(): incompatible function arguments. The following argument types are "
+            f"supported: (uint{unsigned_bits}); invoked with: {value}"
+        )
+
+
+def check_not_negative(value: int, name: str) -> None:
+    """The ValueError of the official client's C++ setters that refuse a negative count."""
+    if value < 0:
+        raise ValueError(f"{name} needs to be >= 0")
+
+
+def as_binding_bool(value: Any, name: str) -> bool:
+    """A flag the official client hands to its C++ binding unchecked: None is False, numbers
+    are their truth value, anything else a TypeError (as the binding converts them)."""
+    if value is None or isinstance(value, int | float):
+        return bool(value)
+    raise TypeError(
+        f"{name}(): incompatible function arguments. The following argument types are "
+        f"supported: (bool); invoked with: {value!r}"
+    )
+
+
+# Options of the official ``Client`` that tune its C++ runtime: its I/O and listener threads
+# and its limit of concurrent lookups. They are checked as there and have no effect here (one
+# event loop per client does the I/O).
+RUNTIME_TUNING_OPTIONS: dict[str, Any] = {
     "io_threads": 1,
     "message_listener_threads": 1,
     "concurrent_lookup_requests": 50000,
-    "log_conf_file_path": None,
-    "stats_interval_in_seconds": 600,
 }
+# Options of the official ``Client`` that nothing here implements (its periodic statistics):
+# only their defaults are accepted. (``log_conf_file_path`` is checked and ignored, as the
+# official Python client does with it.)
+UNSUPPORTED_CLIENT_OPTIONS: dict[str, Any] = {"stats_interval_in_seconds": 600}
+
+
+def check_runtime_options(options: dict[str, Any]) -> None:
+    """Check the official client's runtime options as it does (ValueError for a wrong type,
+    TypeError for an int out of the C++ range); NotImplementedError for a value other than
+    the default of one that is not implemented; TypeError for an unknown name."""
+    for name in RUNTIME_TUNING_OPTIONS:
+        if name in options:
+            check_type(int, options[name], name)
+            check_c_int(options[name], name)
+    check_type_or_none(str, options.get("log_conf_file_path"), "log_conf_file_path")
+    if "stats_interval_in_seconds" in options:
+        stats = options["stats_interval_in_seconds"]
+        check_type(int, stats, "stats_interval_in_seconds")
+        check_c_int(stats, "stats_interval_in_seconds", unsigned=True)
+    ignored = {*RUNTIME_TUNING_OPTIONS, "log_conf_file_path"}
+    refuse_unsupported(
+        {k: v for k, v in options.items() if k not in ignored}, UNSUPPORTED_CLIENT_OPTIONS
+    )
 
 
 def refuse_unsupported(options: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -88,6 +166,7 @@ def build_message(
     check_type_or_none(int, event_timestamp, "event_timestamp")
     check_type_or_none(int, deliver_at, "deliver_at")
     check_type_or_none(timedelta, deliver_after, "deliver_after")
+    _check_message_numbers(sequence_id, event_timestamp, deliver_at)
     when = deliver_at or None
     if deliver_after:
         when = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
@@ -104,11 +183,33 @@ def build_message(
     )
 
 
+def _check_message_numbers(
+    sequence_id: int | None, event_timestamp: int | None, deliver_at: int | None
+) -> None:
+    """The range checks of the official client's message builder: TypeError for what its
+    C++ setters cannot take, ValueError for a negative sequence id."""
+    if sequence_id is not None:
+        if not -(2**63) <= sequence_id < 2**63:
+            raise TypeError(
+                "sequence_id(): incompatible function arguments. The following argument types "
+                f"are supported: (int64); invoked with: {sequence_id}"
+            )
+        if sequence_id < 0:
+            raise ValueError("sequenceId needs to be >= 0")
+    for name, value in (("event_timestamp", event_timestamp), ("deliver_at", deliver_at)):
+        if value is not None:
+            check_c_size(value, name, unsigned_bits=64)
+
+
 def message_id_of(target: Any) -> Message | MessageId:
-    """Accept a Message or MessageId (ours); reject anything else like the official client."""
+    """Accept a Message or MessageId (ours); reject anything else like the official client
+    (its binding raises TypeError)."""
     if isinstance(target, Message | MessageId):
         return target
-    raise ValueError(f"expected a Message or MessageId, not {type(target).__name__}")
+    raise TypeError(
+        "acknowledge(): incompatible function arguments: expected a Message or MessageId, "
+        f"not {type(target).__name__}"
+    )
 
 
 def seek_target(target: Any) -> MessageId | int:
@@ -116,6 +217,7 @@ def seek_target(target: Any) -> MessageId | int:
     if isinstance(target, MessageId):
         return target
     if isinstance(target, int) and not isinstance(target, bool):
+        check_c_size(target, "seek", unsigned_bits=64)
         return target
     raise ValueError(f"invalid seek_arg type {type(target)}")
 
@@ -179,6 +281,13 @@ class ConsumerKeySharedPolicy(KeySharedPolicy):
         allow_out_of_order_delivery: bool = False,
         sticky_ranges: list[tuple[int, int]] | None = None,
     ) -> None:
+        if not isinstance(key_shared_mode, KeySharedMode) and (
+            type(key_shared_mode).__name__ != "KeySharedMode"
+        ):  # the official client's binding takes its enum only
+            raise TypeError(
+                "ConsumerKeySharedPolicy(): incompatible function arguments: key_shared_mode "
+                f"must be a KeySharedMode, not {key_shared_mode!r}"
+            )
         if key_shared_mode == KeySharedMode.Sticky and sticky_ranges is None:
             raise ValueError(
                 "When using key_shared_mode = KeySharedMode.Sticky you must also provide "
@@ -223,6 +332,7 @@ class ConsumerDeadLetterPolicy:
     ) -> None:
         if max_redeliver_count is None or max_redeliver_count < 1:
             raise ValueError("max_redeliver_count must be greater than 0")
+        _check_binding_int(max_redeliver_count, "max_redeliver_count", 32)
         self._max = max_redeliver_count
         self._topic = dead_letter_topic or ""
         self._initial = initial_subscription_name or ""
@@ -247,6 +357,15 @@ class ConsumerDeadLetterPolicy:
         return self
 
 
+def _check_binding_int(value: Any, name: str, bits: int) -> None:
+    """The TypeError of the official client's binding for what is not a signed int of
+    ``bits`` bits."""
+    if not isinstance(value, int) or not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise TypeError(
+            f"{name}: incompatible function arguments: expected an int{bits}, not {value!r}"
+        )
+
+
 DEFAULT_BATCH_MAX_BYTES = 10 * 1024 * 1024
 
 
@@ -259,6 +378,9 @@ class ConsumerBatchReceivePolicy:
     """
 
     def __init__(self, max_num_message: int, max_num_bytes: int, timeout_ms: int) -> None:
+        _check_binding_int(max_num_message, "max_num_message", 32)
+        _check_binding_int(max_num_bytes, "max_num_bytes", 64)
+        _check_binding_int(timeout_ms, "timeout_ms", 64)
         if max_num_message <= 0 and max_num_bytes <= 0 and timeout_ms <= 0:
             raise ValueError(
                 "At least one of maxNumMessages, maxNumBytes and timeoutMs must be specified."

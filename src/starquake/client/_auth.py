@@ -47,9 +47,23 @@ class Authentication:
     plugin name and parameter string (see the module docstring)."""
 
     def __init__(self, dynamicLibPath: str, authParamsString: str) -> None:
-        if not isinstance(dynamicLibPath, str) or not isinstance(authParamsString, str):
-            raise ValueError("Authentication expects (plugin name, parameter string)")
-        self._delegate: Authentication = create_authentication(dynamicLibPath, authParamsString)
+        """Types are checked here (ValueError); a plugin or parameters that are not
+        understood fail when the client connects (AuthenticationError), as in the official
+        client, which loads the plugin then."""
+        for name, value in (
+            ("dynamicLibPath", dynamicLibPath),
+            ("authParamsString", authParamsString),
+        ):
+            if not isinstance(value, str):
+                raise ValueError(
+                    f"Argument {name} is expected to be of type 'str' and not "
+                    f"'{type(value).__name__}'"
+                )
+        self._delegate: Authentication
+        try:
+            self._delegate = create_authentication(dynamicLibPath, authParamsString)
+        except ValueError as exc:
+            self._delegate = _Unusable(str(exc))
 
     @property
     def method_name(self) -> str:
@@ -203,6 +217,32 @@ class AuthenticationTLS(Authentication):
     @property
     def tls_certificate_paths(self) -> tuple[str, str] | None:
         return self.certificate_path, self.private_key_path
+
+    @property
+    def blocking(self) -> bool:
+        return False
+
+
+class _Unusable(Authentication):
+    """A plugin form that could not be understood: every use raises its ValueError (which
+    the client reports as AuthenticationError)."""
+
+    def __init__(self, problem: str) -> None:
+        self._problem = problem
+
+    @property
+    def method_name(self) -> str:
+        raise ValueError(self._problem)
+
+    def command_data(self) -> bytes:
+        raise ValueError(self._problem)
+
+    def http_headers(self) -> dict[str, str]:
+        raise ValueError(self._problem)
+
+    @property
+    def tls_certificate_paths(self) -> tuple[str, str] | None:
+        return None
 
     @property
     def blocking(self) -> bool:

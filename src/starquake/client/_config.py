@@ -36,7 +36,7 @@ class ClientConfig:
     partitions_update_interval_seconds: float = 60
     """How often producers and consumers of partitioned topics look for added partitions
     (0: never), as the C++ and Java clients do."""
-    # TLS (a pulsar+ssl:// service URL, or use_tls with a pulsar:// one)
+    # TLS (a pulsar+ssl:// or https:// service URL, or use_tls with a pulsar:// one)
     use_tls: bool = False
     tls_trust_certs_file_path: str | None = None
     """CA certificates (PEM) the broker's certificate must chain to (None: the system's)."""
@@ -66,7 +66,7 @@ class ClientConfig:
     @property
     def tls(self) -> bool:
         """Whether connections to brokers use TLS."""
-        return self.use_tls or self.service_url.startswith("pulsar+ssl://")
+        return self.use_tls or self.service_url.startswith(("pulsar+ssl://", "https://"))
 
 
 @dataclass(slots=True)

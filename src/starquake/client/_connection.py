@@ -27,7 +27,6 @@ from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import (
     AuthenticationError,
     ConnectError,
-    ErrorGettingAuthenticationData,
     PulsarException,
     Timeout,
     from_server_error,
@@ -48,6 +47,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
 T = pb.BaseCommand
+
+
+class FinalConnectError(ConnectError):
+    """A ConnectError that retrying cannot cure (the operation fails at once, as in the
+    official client): a client certificate that cannot be used, an HTTP lookup refused."""
 
 
 class TlsHandshakeError(ConnectError):
@@ -150,7 +154,7 @@ class ClientConnection(asyncio.Protocol):
             return await self._authentication.credentials()
         except Exception as exc:
             self.close()
-            raise ErrorGettingAuthenticationData(
+            raise AuthenticationError(  # the official client's error for this
                 f"cannot get the credentials for {self.logical_address}: {exc}"
             ) from None
 
@@ -373,7 +377,7 @@ class ClientConnection(asyncio.Protocol):
             return
         try:
             method, data = await self._credentials()
-        except ErrorGettingAuthenticationData as exc:
+        except AuthenticationError as exc:
             log.error("%s", exc)
             return
         command = T(type=T.AUTH_RESPONSE)

@@ -352,9 +352,7 @@ def make_encryptor(key: Any, reader: Any) -> MessageEncryptor | None:
 
 
 def failure_action(value: Any) -> ConsumerCryptoFailureAction:
-    """The ``crypto_failure_action`` argument, checked (None: FAIL, the default)."""
-    if value is None:
-        return ConsumerCryptoFailureAction.FAIL
+    """The ``crypto_failure_action`` argument, checked as the official client does."""
     if not isinstance(value, ConsumerCryptoFailureAction):
         raise ValueError(
             "Argument crypto_failure_action is expected to be of type "

@@ -30,7 +30,7 @@ class ValueDecoding:
 
     def needs_fetch(self, msg: Message) -> bool:
         """Whether the writer's schema of ``msg`` must be fetched before :meth:`decorate`."""
-        version = msg.schema_version()
+        version = msg.schema_version_bytes()
         return (
             self._needs_writer
             and bool(version)
@@ -39,7 +39,7 @@ class ValueDecoding:
 
     async def fetch(self, msg: Message) -> None:
         """(Loop) Fetch and cache the writer's schema of ``msg``."""
-        await self._lookup.get_schema(msg.topic_name(), msg.schema_version())
+        await self._lookup.get_schema(msg.topic_name(), msg.schema_version_bytes())
 
     async def prepare(self, msg: Message) -> Message:
         """(Loop) :meth:`decorate` ``msg``, fetching its writer's schema first if needed."""
@@ -51,7 +51,7 @@ class ValueDecoding:
         """Give ``msg`` the decoder of its value; returns ``msg``."""
         if self._decode is None:
             return msg
-        version = msg.schema_version()
+        version = msg.schema_version_bytes()
         if self._needs_writer and version:
             writer = self._lookup.cached_schema(msg.topic_name(), version)
             if writer is not None and writer.data != self._own_data:

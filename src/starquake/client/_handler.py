@@ -9,7 +9,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from starquake.client._config import ClientConfig
-from starquake.client._connection import ClientConnection
+from starquake.client._connection import ClientConnection, FinalConnectError
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._pool import ConnectionPool, LookupService
 from starquake.client._queue import MessageQueue
@@ -165,6 +165,8 @@ class HandlerBase:
             try:
                 await self._connect_once()
                 return
+            except FinalConnectError:  # retrying cannot help
+                raise
             except (*RETRYABLE, Timeout) as exc:
                 remaining = deadline - loop.time()
                 if remaining <= 0:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from starquake.client._arg_checks import check_enum, check_type
 from starquake.client._enums import LoggerLevel
 
 CLIENT_LOGGER_NAME = "starquake.client"
@@ -29,6 +30,7 @@ class ConsoleLogger:
     """Log to the console (standard error) at ``log_level``."""
 
     def __init__(self, log_level: LoggerLevel = LoggerLevel.Info) -> None:
+        check_enum(LoggerLevel, log_level, "log_level")
         self.log_level = log_level
 
 
@@ -36,6 +38,8 @@ class FileLogger:
     """Log to ``log_file`` (appended to) at ``log_level``."""
 
     def __init__(self, log_level: LoggerLevel, log_file: str) -> None:
+        check_enum(LoggerLevel, log_level, "log_level")
+        check_type(str, log_file, "log_file")
         self.log_level = log_level
         self.log_file = log_file
 

@@ -41,6 +41,13 @@ class MessageId:
     def __init__(
         self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1
     ) -> None:
+        for value, bits in ((partition, 32), (ledger_id, 64), (entry_id, 64), (batch_index, 32)):
+            if not isinstance(value, int) or not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+                raise TypeError(  # as the official client's binding
+                    "MessageId(): incompatible constructor arguments: expected (int32 partition, "
+                    "int64 ledger_id, int64 entry_id, int32 batch_index), got "
+                    f"{(partition, ledger_id, entry_id, batch_index)!r}"
+                )
         self._partition = partition
         self._ledger_id = ledger_id
         self._entry_id = entry_id
@@ -429,7 +436,16 @@ class Message:
         """How many times the broker delivered this message before."""
         return self._redelivery_count
 
-    def schema_version(self) -> bytes:
+    def schema_version(self) -> str:
+        """The schema version as the official client hands it over: its 8 bytes (a big-endian
+        number) as a str ("" when none). The bytes are :meth:`schema_version_bytes`."""
+        raw = self._schema_version
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:  # versions of 128 and up: one char per byte
+            return raw.decode("latin-1")
+
+    def schema_version_bytes(self) -> bytes:
         """The schema version bytes (b"" when none)."""
         return self._schema_version
 

@@ -13,12 +13,17 @@ from starquake.client import _timeouts
 from starquake.client._arg_checks import (
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
+    as_binding_bool,
+    check_c_int,
+    check_c_size,
+    check_enum,
+    check_not_negative,
     check_type,
     check_type_or_none,
     refuse_unsupported,
 )
 from starquake.client._arg_checks import key_shared_policy as normalized_key_shared_policy
-from starquake.client._config import ConsumerConfig, ProducerConfig
+from starquake.client._config import ConsumerConfig, KeySharedPolicy, ProducerConfig
 from starquake.client._crypto import CryptoKeyReader, failure_action
 from starquake.client._enums import (
     BatchingType,
@@ -84,6 +89,19 @@ def producer_config(
         raise ValueError("Batching and chunking of messages can't be enabled together.")
     check_type_or_none(str, encryption_key, "encryption_key")
     check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
+    _check_producer_enums(compression_type, batching_type, access_mode, message_routing_mode)
+    check_c_int(send_timeout_millis, "send_timeout_millis")
+    for name, value in (
+        ("max_pending_messages", max_pending_messages),
+        ("max_pending_messages_across_partitions", max_pending_messages_across_partitions),
+    ):
+        check_c_int(value, name)
+        check_not_negative(value, name)
+    check_c_size(batching_max_messages, "batching_max_messages")
+    check_c_size(
+        batching_max_allowed_size_in_bytes, "batching_max_allowed_size_in_bytes", unsigned_bits=64
+    )
+    check_c_size(batching_max_publish_delay_ms, "batching_max_publish_delay_ms", unsigned_bits=64)
     return ProducerConfig(
         producer_name=producer_name,
         initial_sequence_id=initial_sequence_id,
@@ -108,6 +126,50 @@ def producer_config(
         encryption_key=encryption_key,
         crypto_key_reader=crypto_key_reader,
     )
+
+
+def _check_producer_enums(
+    compression_type: Any, batching_type: Any, access_mode: Any, routing_mode: Any
+) -> None:
+    """The enum arguments of ``create_producer``, as the official client checks them (its C++
+    binding raises TypeError for a routing mode that is not a PartitionsRoutingMode)."""
+    check_enum(CompressionType, compression_type, "compression_type")
+    check_enum(BatchingType, batching_type, "batching_type")
+    check_enum(ProducerAccessMode, access_mode, "access_mode")
+    if not isinstance(routing_mode, PartitionsRoutingMode) and (
+        type(routing_mode).__name__ != "PartitionsRoutingMode"
+    ):
+        raise TypeError(
+            "partitions_routing_mode(): incompatible function arguments. The following "
+            f"argument types are supported: (PartitionsRoutingMode); invoked with: {routing_mode!r}"
+        )
+
+
+def _check_consumer_flags(
+    *,
+    consumer_type: Any,
+    is_read_compacted: Any,
+    initial_position: Any,
+    start_message_id_inclusive: Any,
+    key_shared_policy: Any,
+    batch_index_ack_enabled: Any,
+    regex_subscription_mode: Any,
+    dead_letter_policy: Any,
+) -> None:
+    """The type checks of ``subscribe``'s flags and enums, as the official client's."""
+    check_enum(ConsumerType, consumer_type, "consumer_type")
+    check_type(bool, is_read_compacted, "is_read_compacted")
+    check_enum(InitialPosition, initial_position, "initial_position")
+    check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
+    check_type_or_none(KeySharedPolicy, key_shared_policy, "key_shared_policy")
+    check_type(bool, batch_index_ack_enabled, "batch_index_ack_enabled")
+    check_enum(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
+    if dead_letter_policy is not None and not isinstance(
+        dead_letter_policy, ConsumerDeadLetterPolicy
+    ):  # the official client calls its policy() unchecked
+        raise AttributeError(
+            f"'{type(dead_letter_policy).__name__}' object has no attribute 'policy'"
+        )
 
 
 def consumer_config(
@@ -145,6 +207,16 @@ def consumer_config(
 ) -> ConsumerConfig:
     """The checked settings of a consumer (``subscribe``'s arguments but the topic)."""
     check_type(str, subscription_name, "subscription_name")
+    _check_consumer_flags(
+        consumer_type=consumer_type,
+        is_read_compacted=is_read_compacted,
+        initial_position=initial_position,
+        start_message_id_inclusive=start_message_id_inclusive,
+        key_shared_policy=key_shared_policy,
+        batch_index_ack_enabled=batch_index_ack_enabled,
+        regex_subscription_mode=regex_subscription_mode,
+        dead_letter_policy=dead_letter_policy,
+    )
     check_type(int, receiver_queue_size, "receiver_queue_size")
     for name, value in (
         (
@@ -170,8 +242,15 @@ def consumer_config(
         "auto_ack_oldest_chunked_message_on_queue_full",
     )
     check_type_or_none(ConsumerBatchReceivePolicy, batch_receive_policy, "batch_receive_policy")
-    check_type_or_none(ConsumerDeadLetterPolicy, dead_letter_policy, "dead_letter_policy")
     check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
+    check_c_int(receiver_queue_size, "receiver_queue_size")
+    check_c_int(
+        max_total_receiver_queue_size_across_partitions,
+        "max_total_receiver_queue_size_across_partitions",
+    )
+    if unacked_messages_timeout_ms is not None:
+        check_c_size(unacked_messages_timeout_ms, "unacked_messages_timeout_ms", unsigned_bits=64)
+    check_c_size(max_pending_chunked_message, "max_pending_chunked_message", unsigned_bits=64)
     minimum = _timeouts.MIN_UNACKED_MESSAGES_TIMEOUT_MS
     if unacked_messages_timeout_ms and unacked_messages_timeout_ms < minimum:
         raise ValueError(
@@ -189,7 +268,9 @@ def consumer_config(
         properties=dict(properties or {}),
         pattern_auto_discovery_period=pattern_auto_discovery_period,
         initial_position=InitialPosition(int(initial_position)),
-        replicate_subscription_state_enabled=replicate_subscription_state_enabled,
+        replicate_subscription_state_enabled=as_binding_bool(
+            replicate_subscription_state_enabled, "replicate_subscription_state_enabled"
+        ),
         start_message_id_inclusive=start_message_id_inclusive,
         key_shared_policy=normalized_key_shared_policy(key_shared_policy),
         batch_index_ack_enabled=batch_index_ack_enabled,
@@ -227,6 +308,9 @@ def reader_config(
     check_type(str, topic, "topic")
     check_type(MessageId, start_message_id, "start_message_id")
     check_type(int, receiver_queue_size, "receiver_queue_size")
+    check_type(bool, is_read_compacted, "is_read_compacted")
+    check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
+    check_c_int(receiver_queue_size, "receiver_queue_size")
     check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
     check_type_or_none(str, reader_name, "reader_name")
     check_type_or_none(str, subscription_role_prefix, "subscription_role_prefix")

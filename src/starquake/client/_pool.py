@@ -12,7 +12,8 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from starquake.client._config import CLIENT_VERSION, ClientConfig
-from starquake.client._connection import ClientConnection, TlsHandshakeError
+from starquake.client._connection import ClientConnection, FinalConnectError, TlsHandshakeError
+from starquake.client._http_lookup import HttpLookup
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import (
     RETRYABLE,
@@ -25,7 +26,7 @@ from starquake.client.exceptions import (
     from_server_error,
 )
 from starquake.common.schema_info import SchemaInfo
-from starquake.common.tls import TlsSettingsError, client_ssl_context
+from starquake.common.tls import ClientCertificateError, TlsSettingsError, client_ssl_context
 from starquake.protocol import client_commands
 from starquake.protocol.schema import schema_info_of
 from starquake.protocol.wire import pb
@@ -39,8 +40,7 @@ _Attempt = Callable[[], Awaitable[_R]]
 
 def check_service_url(url: str) -> None:
     """Reject a service URL as the official client does: ValueError for a missing or unknown
-    scheme, no host, or a bad port; InvalidUrl for HTTP lookup URLs, which Starquake's client
-    does not support."""
+    scheme, no host, or a bad port."""
     parts = urlsplit(url)
     if not parts.scheme or "://" not in url:
         raise ValueError(f"The scheme part is missing: {url}")
@@ -52,8 +52,6 @@ def check_service_url(url: str) -> None:
         host, _, port = item.rpartition(":")
         if host and not item.endswith("]") and not port.isdigit():
             raise ValueError(f"invalid hostname: {item}")
-    if parts.scheme not in ("pulsar", "pulsar+ssl"):
-        raise InvalidUrl(f"unsupported service URL {url!r} (use pulsar:// or pulsar+ssl://)")
 
 
 def parse_service_url(url: str) -> list[tuple[str, int]]:
@@ -115,7 +113,7 @@ class ConnectionPool:
         host, port = random.choice(parse_service_url(logical_url))
         loop = asyncio.get_running_loop()
         timeout = self._config.connection_timeout_ms / 1000
-        tls_context = await self._tls_context()
+        tls_context = await self.tls_context()
         try:
             _, cnx = await asyncio.wait_for(
                 loop.create_connection(
@@ -144,8 +142,9 @@ class ConnectionPool:
         log.debug("connected to %s (%s)", logical_url, cnx.server_version)
         return cnx
 
-    async def _tls_context(self) -> ssl.SSLContext | None:
-        """The SSL context of broker connections (None without TLS), built once off the loop."""
+    async def tls_context(self) -> ssl.SSLContext | None:
+        """The SSL context of broker connections and HTTPS lookups (None without TLS), built
+        once off the loop."""
         config = self._config
         if not config.tls:
             return None
@@ -159,6 +158,8 @@ class ConnectionPool:
                     certificate_file_path=config.tls_certificate_file_path,
                     private_key_file_path=config.tls_private_key_file_path,
                 )
+            except ClientCertificateError as exc:  # the official client cannot connect
+                raise FinalConnectError(str(exc)) from None
             except TlsSettingsError as exc:
                 raise InvalidConfiguration(str(exc)) from None
             self._ssl_context = self._ssl_context or context
@@ -191,6 +192,9 @@ class LookupService:
         self._pool = pool
         self._request_ids = request_ids
         self._service_url = config.service_url.rstrip("/")
+        self._http: HttpLookup | None = None
+        if config.service_url.startswith(("http://", "https://")):
+            self._http = HttpLookup(config, pool.tls_context)
         self._schemas: dict[tuple[str, bytes], SchemaInfo | None] = {}
 
     def use(self, config: ClientConfig, pool: ConnectionPool) -> None:
@@ -215,7 +219,7 @@ class LookupService:
         while True:
             try:
                 return await attempt()
-            except TlsHandshakeError:
+            except (TlsHandshakeError, FinalConnectError):
                 raise
             except (*RETRYABLE, Timeout) as exc:
                 remaining = deadline - loop.time()
@@ -229,6 +233,8 @@ class LookupService:
         """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""
 
         async def attempt() -> int:
+            if self._http is not None:
+                return await self._http.partitions(topic)
             cnx = await self._pool.get_connection(self._service_url)
             rid = self.next_request_id()
             cmd = client_commands.partitioned_metadata(topic, rid)
@@ -243,6 +249,8 @@ class LookupService:
         """Logical URL of the broker that serves ``topic`` (following redirects)."""
 
         async def attempt() -> str:
+            if self._http is not None:
+                return await self._http.broker_url(topic)
             url = self._service_url
             authoritative = False
             for _ in range(_MAX_REDIRECTS):
@@ -278,6 +286,8 @@ class LookupService:
         """Topics (partitions included) of ``tenant/namespace``."""
 
         async def attempt() -> list[str]:
+            if self._http is not None:
+                return await self._http.topics(namespace, mode)
             cnx = await self._pool.get_connection(self._service_url)
             rid = self.next_request_id()
             cmd = client_commands.get_topics_of_namespace(namespace, rid, mode)

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 from starquake.client import asyncio as aio
 from starquake.client._arg_checks import (
     DEFAULT_BATCH_RECEIVE_POLICY,
+    check_c_int,
     check_type_or_none,
     message_id_of,
 )
@@ -226,6 +227,8 @@ class Consumer(Receiver[aio.Consumer]):
     def receive(self, timeout_millis: int | None = None) -> Message:
         """Block for the next message; raises Timeout after ``timeout_millis`` if given."""
         check_type_or_none(int, timeout_millis, "timeout_millis")
+        if timeout_millis is not None:
+            check_c_int(timeout_millis, "receive")
         if self._zero_queue and timeout_millis is not None:  # as the official client
             raise InvalidConfiguration("receive with a timeout needs receiver_queue_size > 0")
         return self._take(timeout_millis)
@@ -335,6 +338,8 @@ class Reader(Receiver[aio.Reader]):
     def read_next(self, timeout_millis: int | None = None) -> Message:
         """Block for the next message; raises Timeout after ``timeout_millis`` if given."""
         check_type_or_none(int, timeout_millis, "timeout_millis")
+        if timeout_millis is not None:
+            check_c_int(timeout_millis, "receive")
         return self._take(timeout_millis)
 
     def has_message_available(self) -> bool:

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 from starquake.client._arg_checks import (
-    UNSUPPORTED_CLIENT_OPTIONS,
+    check_c_int,
+    check_runtime_options,
     check_type,
     check_type_or_none,
-    refuse_unsupported,
 )
 from starquake.client._async_handles import AnyProducer as AnyProducer
 from starquake.client._async_handles import Consumer, Producer, Reader
@@ -105,8 +105,10 @@ class Client:
         **runtime_options: Any,
     ) -> None:
         """``runtime_options``: the official client's ``io_threads``,
-        ``message_listener_threads``, ``concurrent_lookup_requests``, ``log_conf_file_path``
-        and ``stats_interval_in_seconds``, accepted at their defaults only (NotImplementedError
+        ``message_listener_threads``, ``concurrent_lookup_requests`` and
+        ``log_conf_file_path`` (checked, and without effect: one event loop does the I/O here;
+        the official Python client ignores the log configuration file too), and
+        ``stats_interval_in_seconds`` (accepted at its default only, NotImplementedError
         otherwise). ``queue_factory`` makes the receiver queues (the blocking client's are
         thread-safe)."""
         provider = service_provider(service_url, authentication, tls_trust_certs_file_path)
@@ -115,10 +117,14 @@ class Client:
             service_url = info.service_url
             authentication = info.authentication
             tls_trust_certs_file_path = info.tls_trust_certs_file_path
-        assert isinstance(service_url, str)
-        refuse_unsupported(runtime_options, UNSUPPORTED_CLIENT_OPTIONS)
+        check_type(str, service_url, "service_url")
+        assert isinstance(service_url, str)  # for the type checker: check_type raised otherwise
         check_type(int, operation_timeout_seconds, "operation_timeout_seconds")
         check_type(int, connection_timeout_ms, "connection_timeout_ms")
+        check_runtime_options(runtime_options)
+        check_c_int(operation_timeout_seconds, "operation_timeout_seconds")
+        check_c_int(connection_timeout_ms, "connection_timeout")
+        check_type_or_none(str, listener_name, "listener_name")
         if authentication is not None and not isinstance(authentication, Authentication):
             raise ValueError(
                 "Argument authentication is expected to be a starquake.client Authentication "
@@ -127,10 +133,9 @@ class Client:
         tls_identity = authentication.tls_certificate_paths if authentication else None
         if tls_identity is not None:  # AuthenticationTLS: its certificate, in the handshake
             tls_certificate_file_path, tls_private_key_file_path = tls_identity
-        from starquake.client._pool import check_service_url, parse_service_url
+        from starquake.client._pool import check_service_url
 
         check_service_url(service_url)
-        parse_service_url(service_url)
         self._core = ClientCore(
             ClientConfig(
                 service_url,
@@ -277,7 +282,7 @@ class Client:
         batch_index_ack_enabled: bool = False,
         regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
         dead_letter_policy: Any = None,
-        crypto_failure_action: Any = None,
+        crypto_failure_action: Any = ConsumerCryptoFailureAction.FAIL,
         is_pattern_topic: bool = False,
         *,
         pattern_auto_discovery_period: int = 60,
@@ -371,7 +376,7 @@ class Client:
         is_read_compacted: bool = False,
         crypto_key_reader: Any = None,
         start_message_id_inclusive: bool = False,
-        crypto_failure_action: Any = None,
+        crypto_failure_action: Any = ConsumerCryptoFailureAction.FAIL,
     ) -> Reader:
         """Create a reader positioned at ``start_message_id`` (earliest, latest or an id)."""
         config = reader_config(

@@ -19,6 +19,11 @@ class TlsSettingsError(ValueError):
     """A TLS file that cannot be read or used (the message names the setting and file)."""
 
 
+class ClientCertificateError(TlsSettingsError):
+    """The client certificate or its private key cannot be read or do not go together (e.g.
+    the two files swapped)."""
+
+
 def client_ssl_context(
     *,
     trust_certs_file_path: str | None = None,
@@ -59,13 +64,13 @@ def client_ssl_context(
         try:
             context.load_cert_chain(certificate_file_path, private_key_file_path)
         except ssl.SSLError as exc:
-            raise TlsSettingsError(
+            raise ClientCertificateError(
                 f"tls_certificate_file_path/tls_private_key_file_path: "
                 f"{certificate_file_path} and {private_key_file_path} are not a PEM "
                 f"certificate and its unencrypted private key ({exc.reason or exc})"
             ) from None
         except OSError as exc:
-            raise TlsSettingsError(
+            raise ClientCertificateError(
                 f"cannot read the client certificate {certificate_file_path} or its key "
                 f"{private_key_file_path}: {exc.strerror or exc}"
             ) from None

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 from starquake.common.schema_info import SchemaInfo, SchemaType
 
-__all__ = ["Schema", "definition_bytes"]
+__all__ = ["ClientSchemaInfo", "Schema", "definition_bytes"]
 
 
 def definition_bytes(definition: Any) -> bytes:
@@ -18,6 +19,56 @@ def definition_bytes(definition: Any) -> bytes:
     distinct text, so every client registering the same schema must produce the same bytes.
     """
     return json.dumps(definition, indent=1).encode("utf-8")
+
+
+class _Name(str):
+    """A schema name: a str (``info.name``), and callable as the official client's
+    ``SchemaInfo.name()`` method."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True, eq=False)
+class ClientSchemaInfo(SchemaInfo):
+    """A schema's declaration, with the official client's ``SchemaInfo`` methods:
+    :meth:`schema_type`, ``name()`` and :meth:`schema` (besides the attributes ``type``,
+    ``name``, ``data`` and ``properties``)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", _Name(self.name))
+
+    def schema_type(self) -> SchemaType:
+        """The schema type."""
+        return self.type
+
+    def schema(self) -> str:
+        """The schema definition (JSON for AVRO, JSON and PROTOBUF_NATIVE; ``null`` for
+        bytes, which declare none, as the official client's)."""
+        if not self.data and self.type is SchemaType.BYTES:
+            return "null"
+        return self.data.decode("utf-8", errors="replace")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SchemaInfo):
+            return NotImplemented
+        return (self.type, self.data, self.properties, self.name) == (
+            other.type,
+            other.data,
+            other.properties,
+            other.name,
+        )
+
+    __hash__ = SchemaInfo.__hash__
+
+
+def client_schema_info(info: SchemaInfo) -> ClientSchemaInfo:
+    """``info`` with the official client's methods."""
+    if isinstance(info, ClientSchemaInfo):
+        return info
+    return ClientSchemaInfo(info.type, info.data, dict(info.properties), info.name)
 
 
 class Schema(ABC):
@@ -42,9 +93,9 @@ class Schema(ABC):
 
     def _setup(self, record_cls: Any, info: SchemaInfo) -> None:
         self._record_cls = record_cls
-        self._schema_info = info
+        self._schema_info = client_schema_info(info)
 
-    def schema_info(self) -> SchemaInfo:
+    def schema_info(self) -> ClientSchemaInfo:
         """The schema as declared to the broker: type, name, definition and properties."""
         return self._schema_info
 

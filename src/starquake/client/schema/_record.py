@@ -100,6 +100,8 @@ class Record(Node):
         required: bool = False,
         **kwargs: Any,
     ) -> None:
+        if type(self) is Record:  # as the official client: the base class has no fields
+            raise AttributeError("'Record' object has no attribute '_fields'")
         self._settings(default, required_default, required)
         self._populate(kwargs)
 
