@@ -174,6 +174,7 @@ class BrokerServer:
         service.start(urls)
         for server in self._servers:
             server.start()
+        self.web.serve()
         log.info(
             "Starquake broker ready on %s (web %s, data %s) in %.0f ms",
             " ".join(u for u in (urls.service_url, urls.service_url_tls) if u),

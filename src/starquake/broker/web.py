@@ -132,8 +132,8 @@ class WebServer:
         return json_reply(404, {"reason": f"No route for {method} {path}"})
 
     async def start(self, host: str, port: int) -> int:
-        """Serve plain HTTP on ``port``; returns the port bound (-1: ``port`` -1, no plain
-        HTTP; :meth:`start_tls` may still add HTTPS)."""
+        """Bind plain HTTP on ``port`` (served from :meth:`serve` on); returns the port bound (-1:
+        ``port`` -1, no plain HTTP; :meth:`start_tls` may still add HTTPS)."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_route("*", "/{path:.*}", self._handle)
         # keepalive_timeout runs from a connection's start and from each response until the
@@ -158,7 +158,8 @@ class WebServer:
         return self._listen("TLS web port", host, port, ssl_context)
 
     def _listen(self, name: str, host: str, port: int, ssl_context: ssl.SSLContext | None) -> int:
-        """Bind ``port`` and start accepting; returns the port bound (port 0: a free one)."""
+        """Bind ``port`` (accepting from :meth:`serve` on); returns the port bound (port 0: a
+        free one)."""
         assert self._runner is not None
         handlers = self._runner.server
         assert handlers is not None
@@ -175,8 +176,14 @@ class WebServer:
             max_connections=self.limits.max_connections,
         )
         self.listeners.append(listener)
-        listener.start()
         return listener.port
+
+    def serve(self) -> None:
+        """Start accepting on the ports bound by :meth:`start` and :meth:`start_tls` (until
+        then connections wait in the accept queue: nothing is answered before the broker is
+        ready)."""
+        for listener in self.listeners:
+            listener.start()
 
     async def stop(self) -> None:
         """Stop serving and close the listening sockets."""
