@@ -180,6 +180,54 @@ def test_truncate_removes_what_subscriptions_could_read(
     assert ok(cli_broker, "topics", "examine-messages", topic, "-i", "earliest")["payload"] == "m0"
 
 
+def _compact(broker: EmbeddedBroker, topic: str) -> None:
+    ok(broker, "topics", "compact", topic)
+    assert ok(broker, "topics", "compaction-status", topic, "-w")["status"] == "SUCCESS"
+
+
+def _compacted_pairs(client: pulsar.Client, topic: str) -> list[tuple[str, bytes]]:
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    got = []
+    try:
+        while True:
+            try:
+                message = reader.read_next(1500)
+            except pulsar.Timeout:
+                return got
+            got.append((message.partition_key(), message.data()))
+    finally:
+        reader.close()
+
+
+def test_truncate_moves_the_compaction_cursor_and_keeps_the_compacted_view(
+    cli_broker: EmbeddedBroker, client: pulsar.Client
+) -> None:
+    """As Pulsar's truncate: every cursor, ``__compaction`` included, moves to the end and the
+    ledgers go; the compacted ledger stays, and later compactions build on it."""
+    topic = name()
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(6):
+        producer.send(f"v{i}".encode(), partition_key=f"k{i % 3}")
+    _compact(cli_broker, topic)
+    for i in range(4):  # after the compaction horizon: the __compaction cursor holds them
+        last = producer.send(f"w{i}".encode(), partition_key=f"k{i % 2}")
+    ok(cli_broker, "topics", "truncate", topic)
+    internal = ok(cli_broker, "topics", "stats-internal", topic)
+    assert internal["numberOfEntries"] == 0
+    cursor = internal["cursors"]["__compaction"]
+    assert cursor["markDeletePosition"] == f"{last.ledger_id()}:{last.entry_id()}"
+    assert internal["compactedLedger"]["entries"] == 3
+    assert _compacted_pairs(client, topic) == [("k0", b"v3"), ("k1", b"v4"), ("k2", b"v5")]
+    # the compacted reader's last message id is the view's last one, the log being empty
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    assert reader.has_message_available()
+    reader.close()
+    producer.send(b"x", partition_key="k2")
+    _compact(cli_broker, topic)
+    assert _compacted_pairs(client, topic) == [("k0", b"v3"), ("k1", b"v4"), ("k2", b"x")]
+    producer.close()
+
+
 def test_expire_messages_on_all_subscriptions(
     cli_broker: EmbeddedBroker, client: pulsar.Client
 ) -> None:

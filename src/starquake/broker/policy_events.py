@@ -77,6 +77,7 @@ def max_delivery_delay_ms(service: BrokerService, topic: TopicName) -> int:
 def refresh_topic(topic: PersistentTopic) -> None:
     """Apply the topic's current policies to the topic and its subscriptions' dispatchers."""
     service = topic.service
+    service.compaction.pre_create_cursor(topic)
     topic.max_delivery_delay_ms = max_delivery_delay_ms(service, topic.name)
     per_consumer = applied_policies.max_unacked_per_consumer(service, topic.name)
     per_subscription = applied_policies.max_unacked_per_subscription(service, topic.name)

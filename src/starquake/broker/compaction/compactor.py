@@ -59,6 +59,7 @@ __all__ = [
     "CompactionError",
     "CompactionRecord",
     "Compactor",
+    "compaction_cursor",
     "metadata_key",
 ]
 
@@ -70,6 +71,18 @@ COMPACTION_CURSOR = "__compaction"
 METADATA_PREFIX = "/compaction/"
 CHUNK_ENTRIES = 1000
 CHUNK_BYTES = 4 * 1024 * 1024
+
+
+def compaction_cursor(topic: PersistentTopic) -> ManagedCursor:
+    """The topic's ``__compaction`` cursor (and subscription), created at the earliest
+    position if it does not exist yet."""
+    cursor = topic.ledger.cursors.get(COMPACTION_CURSOR)
+    if cursor is None:
+        cursor = topic.ledger.open_cursor(COMPACTION_CURSOR, "earliest")
+        topic.subscriptions[COMPACTION_CURSOR] = Subscription(
+            topic, COMPACTION_CURSOR, cursor, durable=True
+        )
+    return cursor
 
 
 class CompactionError(Exception):
@@ -146,7 +159,7 @@ class Compactor:
             return None  # nothing was added since the last compaction
         if previous is None and ledger.first_position() is None:
             return None  # an empty topic
-        cursor = self._compaction_cursor()
+        cursor = compaction_cursor(self.topic)
         if previous is not None:
             start = ledger.next_position(previous.horizon)
             old: tuple[Path, int] | None = (previous.ledger.path, previous.ledger_id)
@@ -250,17 +263,6 @@ class Compactor:
             compacted.close()
             await asyncio.to_thread(_remove, compacted.path)
             raise
-
-    def _compaction_cursor(self) -> ManagedCursor:
-        """The ``__compaction`` cursor, created at the earliest position by the first run."""
-        topic = self.topic
-        cursor = topic.ledger.cursors.get(COMPACTION_CURSOR)
-        if cursor is None:
-            cursor = topic.ledger.open_cursor(COMPACTION_CURSOR, "earliest")
-            topic.subscriptions[COMPACTION_CURSOR] = Subscription(
-                topic, COMPACTION_CURSOR, cursor, durable=True
-            )
-        return cursor
 
     async def _live(self, start: Position, horizon: Position) -> AsyncIterator[list[Entry]]:
         """The managed ledger's entries from ``start`` to ``horizon``, in chunks (read on the

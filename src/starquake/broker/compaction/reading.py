@@ -35,10 +35,12 @@ __all__ = ["CompactedReads", "last_compacted_message"]
 def last_compacted_message(topic: PersistentTopic) -> tuple[Position, int]:
     """The last message a ``read_compacted`` consumer can get, and its batch index: the live
     log's last one when it lies after the compaction horizon, else the view's last one
-    (``-1:-1`` when the view is empty: every key was deleted)."""
+    (``-1:-1`` when the view is empty: every key was deleted). As in Pulsar, a live log
+    without any entry (all trimmed, e.g. by a truncate) answers with the view's last one."""
     view = topic.compaction.view
-    if view is None or topic.ledger.last_confirmed > view.horizon:
-        return topic.last_message_position()
+    live = topic.last_message_position()
+    if view is None or (topic.ledger.last_confirmed > view.horizon and live[0].entry_id >= 0):
+        return live
     found = view.last_message()
     return found if found is not None else (Position(-1, -1), -1)
 

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 
 from starquake.broker import applied_policies
 from starquake.broker.compaction.compactor import (
+    COMPACTION_CURSOR,
     CompactionError,
     CompactionRecord,
     Compactor,
+    compaction_cursor,
     metadata_key,
 )
 from starquake.broker.compaction.state import ERROR, RUNNING, SUCCESS
@@ -167,6 +169,19 @@ class CompactionService:
                 view.entries,
                 view.horizon,
             )
+        self.pre_create_cursor(topic)
+
+    def pre_create_cursor(self, topic: PersistentTopic) -> None:
+        """As Pulsar does when a topic loads or its policies change: when a compaction
+        threshold applies to ``topic`` (its or its namespace's ``compaction_threshold``, else
+        ``brokerServiceCompactionThresholdInBytes``), create its ``__compaction`` subscription
+        at the earliest position if missing, so that nothing published before the first
+        automatic compaction is trimmed away before that compaction reads it."""
+        if topic.closed or COMPACTION_CURSOR in topic.ledger.cursors:
+            return
+        if applied_policies.compaction_threshold(self.service, topic.name) > 0:
+            compaction_cursor(topic)
+            log.info("created the %s subscription of %s", COMPACTION_CURSOR, topic.full_name)
 
     async def forget(self, name: str) -> None:
         """A topic is being deleted: wait for its compaction to end, then delete its record
