@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from starquake.broker.service import BrokerService
+    from starquake.broker.contexts import PolicyContext
 
 __all__ = [
     "BacklogQuota",
@@ -50,7 +50,7 @@ DESTINATION_STORAGE = "destination_storage"
 MESSAGE_AGE = "message_age"
 
 
-def applied(service: BrokerService, topic: TopicName, field: str) -> Any:
+def applied(service: PolicyContext, topic: TopicName, field: str) -> Any:
     """The topic's own value of ``field``, else its namespace's (None when neither sets it)."""
     if service.config.topicLevelPoliciesEnabled:
         value = service.resources.topic_policy(topic, field)
@@ -72,7 +72,7 @@ class RetentionPolicy:
         return self.time_minutes < 0 and self.size_mb < 0
 
 
-def retention(service: BrokerService, topic: TopicName) -> RetentionPolicy:
+def retention(service: PolicyContext, topic: TopicName) -> RetentionPolicy:
     """The retention that applies to a topic: topic, then namespace, then broker default."""
     value = applied(service, topic, "retention_policies")
     if value is None:
@@ -83,13 +83,13 @@ def retention(service: BrokerService, topic: TopicName) -> RetentionPolicy:
     return RetentionPolicy(int(value["retentionTimeInMinutes"]), int(value["retentionSizeInMB"]))
 
 
-def message_ttl(service: BrokerService, topic: TopicName) -> int:
+def message_ttl(service: PolicyContext, topic: TopicName) -> int:
     """Seconds after which unacknowledged messages expire (0: never)."""
     value = applied(service, topic, "message_ttl_in_seconds")
     return service.config.ttlDurationDefaultInSeconds if value is None else int(value)
 
 
-def deduplication(service: BrokerService, topic: TopicName) -> bool:
+def deduplication(service: PolicyContext, topic: TopicName) -> bool:
     """Whether message deduplication is on for a topic."""
     value = applied(service, topic, "deduplicationEnabled")
     return service.config.brokerDeduplicationEnabled if value is None else bool(value)
@@ -104,7 +104,7 @@ class BacklogQuota:
     policy: str
 
 
-def backlog_quota(service: BrokerService, topic: TopicName, kind: str) -> BacklogQuota | None:
+def backlog_quota(service: PolicyContext, topic: TopicName, kind: str) -> BacklogQuota | None:
     """The quota of ``kind`` (``destination_storage`` or ``message_age``), or None.
 
     Each kind resolves on its own, as in Pulsar: a topic that sets only one kind keeps its
@@ -131,12 +131,12 @@ def backlog_quota(service: BrokerService, topic: TopicName, kind: str) -> Backlo
     return BacklogQuota(size, seconds, str(value["policy"]))
 
 
-def _limit(service: BrokerService, topic: TopicName, field: str, default: int) -> int:
+def _limit(service: PolicyContext, topic: TopicName, field: str, default: int) -> int:
     value = applied(service, topic, field)
     return default if value is None else int(value)
 
 
-def max_unacked_per_consumer(service: BrokerService, topic: TopicName) -> int:
+def max_unacked_per_consumer(service: PolicyContext, topic: TopicName) -> int:
     """The unacknowledged-message limit of each consumer of a topic (0: none)."""
     return _limit(
         service,
@@ -146,7 +146,7 @@ def max_unacked_per_consumer(service: BrokerService, topic: TopicName) -> int:
     )
 
 
-def max_unacked_per_subscription(service: BrokerService, topic: TopicName) -> int:
+def max_unacked_per_subscription(service: PolicyContext, topic: TopicName) -> int:
     """The unacknowledged-message limit of each subscription of a topic (0: none)."""
     return _limit(
         service,
@@ -156,7 +156,7 @@ def max_unacked_per_subscription(service: BrokerService, topic: TopicName) -> in
     )
 
 
-def delayed_delivery(service: BrokerService, topic: TopicName) -> tuple[bool, int]:
+def delayed_delivery(service: PolicyContext, topic: TopicName) -> tuple[bool, int]:
     """(enabled, tick time in milliseconds)."""
     value = applied(service, topic, "delayed_delivery_policies")
     config = service.config
@@ -167,7 +167,17 @@ def delayed_delivery(service: BrokerService, topic: TopicName) -> tuple[bool, in
     )
 
 
-def compaction_threshold(service: BrokerService, topic: TopicName) -> int:
+def max_delivery_delay_ms(service: PolicyContext, topic: TopicName) -> int:
+    """The longest delivery delay a producer may ask for on ``topic`` (0: any): the delayed
+    delivery policy's ``maxDeliveryDelayInMillis``, when delayed delivery is on."""
+    enabled, _ = delayed_delivery(service, topic)
+    value = applied(service, topic, "delayed_delivery_policies")
+    if not enabled or not value:
+        return 0
+    return int(value.get("maxDeliveryDelayInMillis", 0))
+
+
+def compaction_threshold(service: PolicyContext, topic: TopicName) -> int:
     """Backlog bytes past which the topic is compacted automatically (0: never)."""
     return _limit(
         service,
@@ -186,7 +196,7 @@ class InactiveTopicPolicy:
     mode: str  # delete_when_no_subscriptions | delete_when_subscriptions_caught_up
 
 
-def inactive_topic_policy(service: BrokerService, topic: TopicName) -> InactiveTopicPolicy:
+def inactive_topic_policy(service: PolicyContext, topic: TopicName) -> InactiveTopicPolicy:
     """The inactive-topic policy of a topic: topic, then namespace, then broker."""
     value = applied(service, topic, "inactive_topic_policies")
     config = service.config

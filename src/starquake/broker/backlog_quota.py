@@ -43,11 +43,12 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.applied_policies import DESTINATION_STORAGE, MESSAGE_AGE, BacklogQuota
+from starquake.broker.contexts import PolicyContext
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.message_expiry import expire_older_than
 from starquake.broker.system_topics import is_system_topic
@@ -56,8 +57,10 @@ from starquake.protocol.framing import entry_metadata
 from starquake.storage import LedgerInfo, ManagedCursor, Position
 
 if TYPE_CHECKING:
-    from starquake.broker.service import BrokerService
-    from starquake.broker.topic import PersistentTopic
+    from starquake.broker.producer import Producer
+    from starquake.broker.subscription import Subscription
+    from starquake.common.topic_name import TopicName
+    from starquake.storage import ManagedLedger
 
 __all__ = [
     "BacklogQuotaExceededError",
@@ -87,6 +90,34 @@ _PRODUCER_ERRORS = {
 }
 
 
+class QuotaTopic(Protocol):
+    """What the quotas measure and act on in a persistent topic."""
+
+    @property
+    def name(self) -> TopicName:
+        """The topic's name (its policies apply)."""
+
+    @property
+    def full_name(self) -> str:
+        """The topic's full name."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether the topic was closed (unloaded or deleted)."""
+
+    @property
+    def ledger(self) -> ManagedLedger:
+        """The topic's managed ledger (its cursors make the backlog)."""
+
+    @property
+    def producers(self) -> Mapping[int, Producer]:
+        """The connected producers (disconnected by ``producer_exception``)."""
+
+    @property
+    def subscriptions(self) -> Mapping[str, Subscription]:
+        """The subscriptions by name (woken when their cursor is moved)."""
+
+
 class BacklogQuotaExceededError(BrokerServiceError):
     """A producer is refused because its topic is over a backlog quota (Pulsar's
     TopicBacklogQuotaExceededException); the code tells the client the policy."""
@@ -102,12 +133,12 @@ class BacklogQuotaExceededError(BrokerServiceError):
 # --- measuring ------------------------------------------------------------------------------
 
 
-def _slowest_cursor(topic: PersistentTopic) -> ManagedCursor | None:
+def _slowest_cursor(topic: QuotaTopic) -> ManagedCursor | None:
     cursors = topic.ledger.cursors.values()
     return min(cursors, key=lambda c: c.mark_delete_position, default=None)
 
 
-def size_backlog(topic: PersistentTopic) -> int:
+def size_backlog(topic: QuotaTopic) -> int:
     """Estimated bytes of the topic's backlog: after its slowest durable cursor (0: none)."""
     cursor = _slowest_cursor(topic)
     if cursor is None:
@@ -118,12 +149,12 @@ def size_backlog(topic: PersistentTopic) -> int:
 # Publish time of the first entry after a topic's slowest mark-delete position, by topic:
 # (mark-delete position, publish time in ms). Reading it again only when the slowest
 # mark-delete position moved keeps the periodic check to memory reads.
-_oldest_cache: weakref.WeakKeyDictionary[PersistentTopic, tuple[Position, int]] = (
+_oldest_cache: weakref.WeakKeyDictionary[QuotaTopic, tuple[Position, int]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def oldest_backlog_entry(topic: PersistentTopic) -> tuple[int, str] | None:
+def oldest_backlog_entry(topic: QuotaTopic) -> tuple[int, str] | None:
     """(publish time in ms, cursor name) of the oldest entry of the topic's backlog: the
     first entry after the slowest durable cursor's mark-delete position. None when there is
     no durable cursor or nothing after it."""
@@ -147,23 +178,23 @@ def oldest_backlog_entry(topic: PersistentTopic) -> tuple[int, str] | None:
     return published, cursor.name
 
 
-def _size_exceeded(topic: PersistentTopic, quota: BacklogQuota) -> bool:
+def _size_exceeded(topic: QuotaTopic, quota: BacklogQuota) -> bool:
     return quota.limit_size >= 0 and size_backlog(topic) >= quota.limit_size
 
 
-def _age_exceeded(topic: PersistentTopic, quota: BacklogQuota, now_ms: int) -> bool:
+def _age_exceeded(topic: QuotaTopic, quota: BacklogQuota, now_ms: int) -> bool:
     if quota.limit_time <= 0:
         return False
     oldest = oldest_backlog_entry(topic)
     return oldest is not None and now_ms > oldest[0] + quota.limit_time * 1000
 
 
-def _exempt(topic: PersistentTopic) -> bool:
+def _exempt(topic: QuotaTopic) -> bool:
     """Pulsar's system topics (``__change_events`` and the like) have no backlog quota."""
     return is_system_topic(topic.name)
 
 
-def exceeded(service: BrokerService, topic: PersistentTopic) -> tuple[str, BacklogQuota] | None:
+def exceeded(service: PolicyContext, topic: QuotaTopic) -> tuple[str, BacklogQuota] | None:
     """The first quota the topic is over (size, then age) as (kind, quota), or None."""
     if _exempt(topic):
         return None
@@ -179,7 +210,7 @@ def exceeded(service: BrokerService, topic: PersistentTopic) -> tuple[str, Backl
 # --- producers ------------------------------------------------------------------------------
 
 
-def check_producer(service: BrokerService, topic: PersistentTopic) -> None:
+def check_producer(service: PolicyContext, topic: QuotaTopic) -> None:
     """Refuse a new producer (:class:`BacklogQuotaExceededError`) while the topic is over a
     quota whose policy holds or fails producers."""
     if _exempt(topic):
@@ -220,13 +251,13 @@ def position_after(ledgers: Sequence[LedgerInfo], position: Position, count: int
     return result
 
 
-def _wake(topic: PersistentTopic, cursor: ManagedCursor) -> None:
+def _wake(topic: QuotaTopic, cursor: ManagedCursor) -> None:
     subscription = topic.subscriptions.get(cursor.name)
     if subscription is not None and subscription.dispatcher is not None:
         subscription.dispatcher.schedule()
 
 
-def _evict_by_size(topic: PersistentTopic, quota: BacklogQuota) -> bool:
+def _evict_by_size(topic: QuotaTopic, quota: BacklogQuota) -> bool:
     """Skip entries on the slowest cursor until the backlog is at most 90 % of the quota;
     True if a cursor moved."""
     ledger = topic.ledger
@@ -259,7 +290,7 @@ def _evict_by_size(topic: PersistentTopic, quota: BacklogQuota) -> bool:
     return moved
 
 
-def _evict_by_age(topic: PersistentTopic, quota: BacklogQuota) -> bool:
+def _evict_by_age(topic: QuotaTopic, quota: BacklogQuota) -> bool:
     """Expire, on every durable subscription, the messages published more than 90 % of the
     quota's time ago; True if a cursor moved."""
     seconds = int(REDUCTION_FACTOR * quota.limit_time)
@@ -280,7 +311,7 @@ def _evict_by_age(topic: PersistentTopic, quota: BacklogQuota) -> bool:
     return bool(expired)
 
 
-def _disconnect_producers(topic: PersistentTopic, kind: str, policy: str) -> None:
+def _disconnect_producers(topic: QuotaTopic, kind: str, policy: str) -> None:
     producers = list(topic.producers.values())
     if not producers:
         return
@@ -295,7 +326,7 @@ def _disconnect_producers(topic: PersistentTopic, kind: str, policy: str) -> Non
         producer.disconnect()
 
 
-def enforce(topic: PersistentTopic, kind: str, quota: BacklogQuota) -> bool:
+def enforce(topic: QuotaTopic, kind: str, quota: BacklogQuota) -> bool:
     """Apply ``quota``'s policy to a topic over it; True if a durable cursor moved."""
     if quota.policy == EVICTION:
         if kind == DESTINATION_STORAGE:
@@ -305,7 +336,7 @@ def enforce(topic: PersistentTopic, kind: str, quota: BacklogQuota) -> bool:
     return False
 
 
-def check_topic(service: BrokerService, topic: PersistentTopic) -> bool:
+def check_topic(service: PolicyContext, topic: QuotaTopic) -> bool:
     """Check one topic against its quotas and enforce them; True if a durable cursor moved."""
     found = exceeded(service, topic)
     if found is None:
@@ -313,7 +344,19 @@ def check_topic(service: BrokerService, topic: PersistentTopic) -> bool:
     return enforce(topic, *found)
 
 
-def check_all(service: BrokerService) -> bool:
+class BacklogContext(PolicyContext, Protocol):
+    """What the periodic check reads of the broker: the policies and the loaded topics, and
+    where it stores the cursors it moved."""
+
+    @property
+    def topics(self) -> Mapping[str, QuotaTopic]:
+        """The loaded persistent topics by full name."""
+
+    async def persist_cursors(self) -> None:
+        """Store every durable cursor change made so far."""
+
+
+def check_all(service: BacklogContext) -> bool:
     """Check every loaded persistent topic; True if a durable cursor moved."""
     moved = False
     for topic in list(service.topics.values()):
@@ -326,7 +369,7 @@ def check_all(service: BrokerService) -> bool:
     return moved
 
 
-async def monitor(service: BrokerService) -> None:
+async def monitor(service: BacklogContext) -> None:
     """The periodic check (started by the service); moved cursors are stored at once."""
     interval = service.config.backlogQuotaCheckIntervalInSeconds
     if not service.config.backlogQuotaCheckEnabled:
@@ -343,7 +386,7 @@ async def monitor(service: BrokerService) -> None:
 # --- stats ----------------------------------------------------------------------------------
 
 
-def stats_fields(service: BrokerService, topic: PersistentTopic) -> dict[str, Any]:
+def stats_fields(service: PolicyContext, topic: QuotaTopic) -> dict[str, Any]:
     """The backlog quota fields of Pulsar's TopicStats: the limits that apply (-1: none) and
     the age of the oldest backlog message (-1 when there is none)."""
     size = applied_policies.backlog_quota(service, topic.name, DESTINATION_STORAGE)

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker import applied_policies, topic_admin
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import NotFoundError
+from starquake.broker.topic_admin import TopicAdminContext
 
 if TYPE_CHECKING:
     from starquake.broker.nonpersistent import NonPersistentTopic
-    from starquake.broker.service import BrokerService
     from starquake.broker.topic import PersistentTopic
     from starquake.broker.topic_api import SubscriptionApi
 
@@ -45,7 +45,15 @@ def is_active(topic: PersistentTopic | NonPersistentTopic, mode: str) -> bool:
     return any(s.durable for s in subscriptions)
 
 
-async def delete_inactive_topics(service: BrokerService, now: float | None = None) -> int:
+class InactiveTopicsContext(TopicAdminContext, Protocol):
+    """What the deletion of inactive topics reads of the broker: every loaded topic, and what
+    deleting one takes."""
+
+    def all_topics(self) -> list[PersistentTopic | NonPersistentTopic]:
+        """Every loaded topic, persistent and non-persistent."""
+
+
+async def delete_inactive_topics(service: InactiveTopicsContext, now: float | None = None) -> int:
     """Delete the loaded topics that stayed inactive long enough; returns how many."""
     if now is None:
         now = time.monotonic()

@@ -4,29 +4,56 @@ topic admits (``maxProducers`` / ``maxConsumers`` on the topic first, then the n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sized
+from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.errors import ConsumerBusyError, ProducerBusyError
 
 if TYPE_CHECKING:
-    from starquake.broker.nonpersistent import NonPersistentTopic
-    from starquake.broker.topic import PersistentTopic
+    from starquake.broker.contexts import PolicyContext
+    from starquake.common.topic_name import TopicName
 
 
-def _limit(topic: PersistentTopic | NonPersistentTopic, field: str) -> int:
+class _WithConsumers(Protocol):
+    @property
+    def consumers(self) -> Sized:
+        """The connected consumers."""
+
+
+class LimitedTopic(Protocol):
+    """What the limits count in a topic, persistent or not."""
+
+    @property
+    def name(self) -> TopicName:
+        """The topic's name (its policies apply)."""
+
+    @property
+    def service(self) -> PolicyContext:
+        """Where the topic's applied policies come from."""
+
+    @property
+    def producers(self) -> Sized:
+        """The connected producers."""
+
+    @property
+    def subscriptions(self) -> Mapping[str, _WithConsumers]:
+        """The subscriptions by name."""
+
+
+def _limit(topic: LimitedTopic, field: str) -> int:
     value = applied_policies.applied(topic.service, topic.name, field)
     return int(value) if value else 0
 
 
-def check_producer_limit(topic: PersistentTopic | NonPersistentTopic) -> None:
+def check_producer_limit(topic: LimitedTopic) -> None:
     """Refuse one more producer once the applied producer limit is reached."""
     limit = _limit(topic, "max_producers_per_topic")
     if limit and len(topic.producers) >= limit:
         raise ProducerBusyError(f"Topic reached max producers limit ({limit})")
 
 
-def check_consumer_limit(topic: PersistentTopic | NonPersistentTopic) -> None:
+def check_consumer_limit(topic: LimitedTopic) -> None:
     """Refuse one more consumer once the applied consumer limit is reached, counted over all
     subscriptions."""
     limit = _limit(topic, "max_consumers_per_topic")

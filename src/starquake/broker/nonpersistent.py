@@ -35,8 +35,8 @@ from starquake.protocol.errors import ServerError
 from starquake.storage import Position
 
 if TYPE_CHECKING:
+    from starquake.broker.contexts import TopicContext
     from starquake.broker.producer import Producer
-    from starquake.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ class NonPersistentTopic:
 
     is_persistent = False
 
-    def __init__(self, service: BrokerService, name: TopicName) -> None:
+    def __init__(self, service: TopicContext, name: TopicName) -> None:
         self.service = service
         self.name = name
         self.full_name = str(name)

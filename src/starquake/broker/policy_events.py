@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker import applied_policies
+from starquake.broker.contexts import PolicyContext
 from starquake.broker.delayed_delivery import InMemoryDelayedDeliveryTracker
 from starquake.broker.dispatch.shared import SharedDispatcher
 from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from starquake.broker.service import BrokerService
+    from starquake.broker.compaction.service import CompactionService
     from starquake.broker.subscription import Subscription
     from starquake.broker.topic import PersistentTopic
 
@@ -47,7 +49,20 @@ log = logging.getLogger(__name__)
 _END_OF_TIME_MS = 1 << 62
 
 
-def affected_topics(service: BrokerService, scope: str | TopicName) -> list[PersistentTopic]:
+class PolicyEventsContext(PolicyContext, Protocol):
+    """What a policy change reads of the broker: the policies, the loaded topics, and the
+    compactions (a compaction threshold set on a topic creates its compaction cursor)."""
+
+    @property
+    def topics(self) -> Mapping[str, PersistentTopic]:
+        """The loaded persistent topics by full name."""
+
+    @property
+    def compaction(self) -> CompactionService:
+        """The broker's compactions."""
+
+
+def affected_topics(service: PolicyEventsContext, scope: str | TopicName) -> list[PersistentTopic]:
     """The loaded persistent topics under ``scope``: a namespace (``tenant/ns``), or a topic
     (every partition of a partitioned topic)."""
     if isinstance(scope, TopicName):
@@ -56,29 +71,18 @@ def affected_topics(service: BrokerService, scope: str | TopicName) -> list[Pers
     return [t for t in service.topics.values() if t.name.namespace_name == scope]
 
 
-def refresh(service: BrokerService, scope: str | TopicName) -> int:
+def refresh(service: PolicyEventsContext, scope: str | TopicName) -> int:
     """Refresh the cached policy values of the loaded topics under ``scope``; how many."""
     topics = affected_topics(service, scope)
     for topic in topics:
-        refresh_topic(topic)
+        refresh_topic(service, topic)
     return len(topics)
 
 
-def max_delivery_delay_ms(service: BrokerService, topic: TopicName) -> int:
-    """The longest delivery delay a producer may ask for on ``topic`` (0: any): the delayed
-    delivery policy's ``maxDeliveryDelayInMillis``, when delayed delivery is on."""
-    enabled, _ = applied_policies.delayed_delivery(service, topic)
-    value = applied_policies.applied(service, topic, "delayed_delivery_policies")
-    if not enabled or not value:
-        return 0
-    return int(value.get("maxDeliveryDelayInMillis", 0))
-
-
-def refresh_topic(topic: PersistentTopic) -> None:
+def refresh_topic(service: PolicyEventsContext, topic: PersistentTopic) -> None:
     """Apply the topic's current policies to the topic and its subscriptions' dispatchers."""
-    service = topic.service
     service.compaction.pre_create_cursor(topic)
-    topic.max_delivery_delay_ms = max_delivery_delay_ms(service, topic.name)
+    topic.max_delivery_delay_ms = applied_policies.max_delivery_delay_ms(service, topic.name)
     per_consumer = applied_policies.max_unacked_per_consumer(service, topic.name)
     per_subscription = applied_policies.max_unacked_per_subscription(service, topic.name)
     delayed, tick_ms = applied_policies.delayed_delivery(service, topic.name)
@@ -108,7 +112,7 @@ def _apply_delayed_delivery(
             dispatcher.add_replay(held)
 
 
-async def forget_topic(service: BrokerService, topic: TopicName) -> None:
+async def forget_topic(service: PolicyContext, topic: TopicName) -> None:
     """Remove the topic-level policies of a deleted topic, so that a topic created later under
     the same name starts without them (a partition's are its partitioned topic's: kept)."""
     if topic.is_partition or not service.resources.topic_policies(topic):

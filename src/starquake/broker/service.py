@@ -26,6 +26,7 @@ from starquake.broker import (
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.compaction.service import CompactionService
 from starquake.broker.config import BrokerConfig
+from starquake.broker.contexts import UnloadableTopic
 from starquake.broker.data_dir import prepare_data_dir
 from starquake.broker.errors import (
     BrokerServiceError,
@@ -620,7 +621,7 @@ class BrokerService:
             log.info("created non-persistent topic %s", name)
         return existing
 
-    def unload_topic(self, topic: PersistentTopic) -> None:
+    def unload_topic(self, topic: UnloadableTopic) -> None:
         """Close a loaded topic and its ledger and forget it (it loads again on next use)."""
         if self.topics.get(topic.full_name) is topic:
             del self.topics[topic.full_name]

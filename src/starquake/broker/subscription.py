@@ -5,26 +5,24 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from starquake.broker import applied_policies
-from starquake.broker.compaction.reading import CompactedReads
+from starquake.broker.compaction.reading import CompactedReads, CompactedTopic
 from starquake.broker.consumer import Consumer
 from starquake.broker.delayed_delivery import InMemoryDelayedDeliveryTracker
-from starquake.broker.dispatch.base import Dispatcher
+from starquake.broker.dispatch.base import DispatchedTopic, Dispatcher
 from starquake.broker.dispatch.key_shared import KeySharedDispatcher
 from starquake.broker.dispatch.shared import SharedDispatcher
 from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from starquake.broker.errors import BrokerServiceError, ConsumerBusyError
 from starquake.broker.limits import check_consumer_limit
 from starquake.broker.rates import RateWindow
+from starquake.broker.topic_api import TopicApi
 from starquake.protocol import commands
 from starquake.protocol.enums import SubType
 from starquake.protocol.errors import ServerError
 from starquake.storage import Entry, InvalidPositionError, ManagedCursor, Position
-
-if TYPE_CHECKING:
-    from starquake.broker.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +53,23 @@ def _understands_end_of_topic(consumer: Consumer) -> bool:
     return not version.startswith("Pulsar-CPP")
 
 
+class SubscriptionTopic(TopicApi, DispatchedTopic, CompactedTopic, Protocol):
+    """What a persistent subscription, its dispatcher and its compacted reads use of their
+    topic: what connections see of any topic, plus its ledger, compacted view, activity and
+    termination."""
+
+    last_active: float
+    """When the topic was last seen active (monotonic seconds)."""
+
+    def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
+        """First entry published at or after ``timestamp_ms`` (after the last one if none)."""
+
+
 class Subscription:
     """A durable or non-durable subscription of a persistent topic."""
 
     def __init__(
-        self, topic: PersistentTopic, name: str, cursor: ManagedCursor, *, durable: bool
+        self, topic: SubscriptionTopic, name: str, cursor: ManagedCursor, *, durable: bool
     ) -> None:
         self.topic = topic
         self.name = name

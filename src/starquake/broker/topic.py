@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from starquake.broker import policy_events, topic_stats
+from starquake.broker import applied_policies, topic_stats
 from starquake.broker.compaction.state import TopicCompaction
 from starquake.broker.dedup import DedupStatus, MessageDeduplication
 from starquake.broker.entry_info import EntryInfo, EntryInfoCache
@@ -31,8 +31,8 @@ from starquake.protocol.framing import entry_metadata
 from starquake.storage import EARLIEST, ManagedLedger, Position, StorageError
 
 if TYPE_CHECKING:
+    from starquake.broker.contexts import TopicContext
     from starquake.broker.producer import Producer
-    from starquake.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class PersistentTopic:
 
     is_persistent = True
 
-    def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger) -> None:
+    def __init__(self, service: TopicContext, name: TopicName, ledger: ManagedLedger) -> None:
         self.service = service
         self.name = name
         self.full_name = str(name)
@@ -79,7 +79,7 @@ class PersistentTopic:
         """Milliseconds from reading each SEND to its entry being durable."""
         self.entry_sizes = Buckets(ENTRY_SIZE_BOUNDS)
         """Bytes of each entry stored."""
-        self.max_delivery_delay_ms = policy_events.max_delivery_delay_ms(service, name)
+        self.max_delivery_delay_ms = applied_policies.max_delivery_delay_ms(service, name)
         """Longest delivery delay a message may ask for (0: any); policy_events refreshes it."""
         self.last_active = time.monotonic()
         """When the topic was last seen active (for the deletion of inactive topics)."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker import policy_events
+from starquake.broker.contexts import StorageContext, UnloadableTopic
 from starquake.broker.errors import (
     BrokerServiceError,
     NotAllowedError,
@@ -22,7 +23,7 @@ from starquake.broker.errors import (
 )
 from starquake.broker.message_expiry import cursor_moved, expire_older_than
 from starquake.broker.resources import ConflictError
-from starquake.broker.schemas.registry import schema_id
+from starquake.broker.schemas.registry import SchemaRegistry, schema_id
 from starquake.broker.subscription import Subscription
 from starquake.broker.topic import PersistentTopic
 from starquake.common.topic_name import TopicDomain, TopicName
@@ -30,7 +31,8 @@ from starquake.protocol.framing import entry_metadata
 from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
-    from starquake.broker.service import BrokerService
+    from starquake.broker.compaction.service import CompactionService
+    from starquake.broker.nonpersistent import NonPersistentTopic
     from starquake.broker.topic_api import TopicApi
 
 log = logging.getLogger(__name__)
@@ -47,11 +49,49 @@ def terminated_key(name: str) -> str:
     return TERMINATED_PREFIX + name
 
 
+class TopicAdminContext(StorageContext, Protocol):
+    """What the administrative operations read and change of the broker: its topic registry,
+    storage, compactions and schemas."""
+
+    @property
+    def topics(self) -> Mapping[str, PersistentTopic]:
+        """The loaded persistent topics by full name."""
+
+    @property
+    def nonpersistent_topics(self) -> MutableMapping[str, NonPersistentTopic]:
+        """The known non-persistent topics by full name."""
+
+    @property
+    def compaction(self) -> CompactionService:
+        """The broker's compactions."""
+
+    @property
+    def schemas(self) -> SchemaRegistry:
+        """The schema registry."""
+
+    def check_namespace(self, topic: TopicName) -> None:
+        """Raise unless the namespace of ``topic`` exists."""
+
+    def topic_exists(self, topic: TopicName) -> bool:
+        """Whether ``topic`` is loaded, stored, or a (partition of a) partitioned topic."""
+
+    def loaded_topic(self, topic: TopicName) -> TopicApi | None:
+        """The topic if it is loaded (or non-persistent and known); None otherwise."""
+
+    async def get_topic(
+        self, topic: TopicName, *, create: bool = True, explicit: bool = False
+    ) -> TopicApi:
+        """The loaded topic, loading or (if allowed) creating it."""
+
+    def unload_topic(self, topic: UnloadableTopic) -> None:
+        """Close a loaded topic and its ledger and forget it."""
+
+
 # --- topics ---------------------------------------------------------------------------------
 
 
 async def existing_topic(
-    service: BrokerService, topic: TopicName, *, create: bool = False
+    service: TopicAdminContext, topic: TopicName, *, create: bool = False
 ) -> TopicApi:
     """The topic, loaded if it is stored; TopicNotFoundError if it does not exist (unless
     ``create`` and automatic topic creation allow creating it) or is the base name of a
@@ -68,7 +108,7 @@ async def existing_topic(
 
 
 async def persistent_topic(
-    service: BrokerService, topic: TopicName, *, create: bool = False
+    service: TopicAdminContext, topic: TopicName, *, create: bool = False
 ) -> PersistentTopic:
     """The loaded persistent topic (NotAllowedError for a non-persistent one)."""
     loaded = await existing_topic(service, topic, create=create)
@@ -77,7 +117,7 @@ async def persistent_topic(
     return loaded
 
 
-async def create_topic(service: BrokerService, topic: TopicName) -> None:
+async def create_topic(service: TopicAdminContext, topic: TopicName) -> None:
     """Create a non-partitioned topic (ConflictError if it, or a partitioned one, exists)."""
     service.check_namespace(topic)
     if service.resources.partitions(topic) > 0:
@@ -99,7 +139,7 @@ def _in_use(topic: TopicApi) -> bool:
     return bool(topic.producers) or any(s.consumers for s in topic.subscriptions.values())
 
 
-async def delete_topic(service: BrokerService, topic: TopicName, *, force: bool) -> None:
+async def delete_topic(service: TopicAdminContext, topic: TopicName, *, force: bool) -> None:
     """Delete a non-partitioned topic and its data; with clients attached only when forced.
 
     The base name of a partitioned topic is refused (ConflictError) and nothing is deleted:
@@ -139,7 +179,7 @@ async def delete_topic(service: BrokerService, topic: TopicName, *, force: bool)
     log.info("topic %s deleted", name)
 
 
-async def _delete_schemas(service: BrokerService, topic: TopicName) -> None:
+async def _delete_schemas(service: TopicAdminContext, topic: TopicName) -> None:
     """Delete a deleted topic's schemas (all versions), unless ``schemaDeletionPolicy`` keeps
     them. A partition's schemas are its partitioned topic's, deleted with that."""
     if topic.is_partition or service.config.schemaDeletionPolicy == "keep":
@@ -148,7 +188,7 @@ async def _delete_schemas(service: BrokerService, topic: TopicName) -> None:
 
 
 async def delete_partitioned_topic(
-    service: BrokerService, topic: TopicName, *, force: bool
+    service: TopicAdminContext, topic: TopicName, *, force: bool
 ) -> None:
     """Delete a partitioned topic: every partition, then its metadata."""
     count = service.resources.partitions(topic)
@@ -170,7 +210,7 @@ async def delete_partitioned_topic(
     log.info("partitioned topic %s deleted", topic)
 
 
-async def terminate(service: BrokerService, topic: TopicName) -> Position:
+async def terminate(service: TopicAdminContext, topic: TopicName) -> Position:
     """Seal the topic: no more messages are accepted; consumers that have read everything are
     told they reached its end. Returns the last message's position."""
     if topic.domain is not TopicDomain.PERSISTENT:
@@ -209,7 +249,7 @@ def subscription_of(topic: PersistentTopic, name: str) -> Subscription:
 
 
 async def create_subscription(
-    service: BrokerService, topic: PersistentTopic, name: str, start: Position | str
+    service: TopicAdminContext, topic: PersistentTopic, name: str, start: Position | str
 ) -> None:
     """A durable subscription at ``start`` ("earliest", "latest" or a message's position)."""
     if name in topic.subscriptions:
@@ -229,7 +269,7 @@ async def create_subscription(
 
 
 async def delete_subscription(
-    service: BrokerService, topic: PersistentTopic, name: str, *, force: bool
+    service: TopicAdminContext, topic: PersistentTopic, name: str, *, force: bool
 ) -> None:
     """Delete a subscription; ``force`` disconnects its consumers first."""
     subscription = subscription_of(topic, name)
@@ -244,7 +284,7 @@ async def delete_subscription(
     log.info("subscription %s deleted from %s", name, topic.full_name)
 
 
-async def skip(service: BrokerService, subscription: Subscription, count: int) -> int:
+async def skip(service: TopicAdminContext, subscription: Subscription, count: int) -> int:
     """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
     chosen = list(itertools.islice(_unacked_positions(subscription), count))
     if chosen:
@@ -254,7 +294,7 @@ async def skip(service: BrokerService, subscription: Subscription, count: int) -
     return len(chosen)
 
 
-async def clear_backlog(service: BrokerService, subscription: Subscription) -> None:
+async def clear_backlog(service: TopicAdminContext, subscription: Subscription) -> None:
     """Acknowledge everything the subscription has not acknowledged yet."""
     last = subscription.topic.ledger.last_confirmed
     if last > subscription.cursor.mark_delete_position:
@@ -263,14 +303,16 @@ async def clear_backlog(service: BrokerService, subscription: Subscription) -> N
     await service.persist_cursors()
 
 
-async def expire_messages(service: BrokerService, subscription: Subscription, seconds: int) -> None:
+async def expire_messages(
+    service: TopicAdminContext, subscription: Subscription, seconds: int
+) -> None:
     """Acknowledge the messages published more than ``seconds`` ago, and store the cursor."""
     expire_older_than(subscription, seconds)
     await service.persist_cursors()
 
 
 async def reset_cursor(
-    service: BrokerService, subscription: Subscription, position: Position
+    service: TopicAdminContext, subscription: Subscription, position: Position
 ) -> None:
     """Move the subscription to ``position`` (which becomes the next message delivered).
 
@@ -314,7 +356,7 @@ def nth_unacked_entry(subscription: Subscription, n: int) -> Entry:
 
 
 async def expire_all_subscriptions(
-    service: BrokerService, topic: PersistentTopic, seconds: int
+    service: TopicAdminContext, topic: PersistentTopic, seconds: int
 ) -> None:
     """Acknowledge, on every subscription, the messages published more than ``seconds`` ago."""
     for subscription in list(topic.subscriptions.values()):
@@ -323,7 +365,7 @@ async def expire_all_subscriptions(
     await service.persist_cursors()
 
 
-async def truncate(service: BrokerService, topic: PersistentTopic) -> int:
+async def truncate(service: TopicAdminContext, topic: PersistentTopic) -> int:
     """Move every subscription to the end of the topic and delete the ledgers nothing reads any
     more, retention notwithstanding (as Pulsar's truncate); returns how many were deleted.
 

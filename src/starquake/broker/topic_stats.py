@@ -9,19 +9,135 @@ which :func:`tick` advances once per ``statsUpdateFrequencyInSecs``.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker import backlog_quota
+from starquake.broker.backlog_quota import QuotaTopic
+from starquake.broker.contexts import PolicyContext
 from starquake.broker.dispatch.key_shared import KeySharedDispatcher
 from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from starquake.storage import Position
 
 if TYPE_CHECKING:
+    from starquake.broker.compaction.state import TopicCompaction
     from starquake.broker.consumer import Consumer
-    from starquake.broker.nonpersistent import NonPersistentSubscription, NonPersistentTopic
+    from starquake.broker.dedup import MessageDeduplication
     from starquake.broker.producer import Producer
+    from starquake.broker.producer_access import ProducerRegistry
+    from starquake.broker.rates import RateWindow
     from starquake.broker.subscription import Subscription
-    from starquake.broker.topic import PersistentTopic
+    from starquake.protocol.enums import SubType
+
+
+class TickedSubscription(Protocol):
+    """A subscription, persistent or not, as its rates are kept."""
+
+    @property
+    def rates(self) -> RateWindow:
+        """The subscription's dispatch rates."""
+
+    @property
+    def consumers(self) -> Sequence[Consumer]:
+        """The connected consumers."""
+
+    @property
+    def departed_out(self) -> tuple[int, int]:
+        """Messages and bytes dispatched to consumers that have left."""
+
+
+class TickedTopic(Protocol):
+    """A topic, persistent or not, as its rates are kept."""
+
+    @property
+    def rates(self) -> RateWindow:
+        """The topic's publish rates."""
+
+    @property
+    def msg_in_counter(self) -> int:
+        """Messages published since the topic was loaded."""
+
+    @property
+    def bytes_in_counter(self) -> int:
+        """Bytes published since the topic was loaded."""
+
+    @property
+    def producers(self) -> Mapping[int, Producer]:
+        """The connected producers by producer id."""
+
+    @property
+    def subscriptions(self) -> Mapping[str, TickedSubscription]:
+        """The subscriptions by name."""
+
+
+class StatsContext(PolicyContext, Protocol):
+    """What the stats read of the broker: the applied policies and its own address."""
+
+    @property
+    def owner_broker(self) -> str:
+        """This broker as topic stats name their owner: ``host:webport``."""
+
+
+class PersistentStatsTopic(QuotaTopic, TickedTopic, Protocol):
+    """What the stats of a persistent topic read."""
+
+    @property
+    def service(self) -> StatsContext:
+        """The broker that owns the topic."""
+
+    @property
+    def subscriptions(self) -> Mapping[str, Subscription]:
+        """The subscriptions by name."""
+
+    @property
+    def producer_registry(self) -> ProducerRegistry:
+        """Who may produce (the producers waiting for exclusive access)."""
+
+    @property
+    def dedup(self) -> MessageDeduplication:
+        """The topic's deduplication state."""
+
+    @property
+    def compaction(self) -> TopicCompaction:
+        """The compacted view and the state of the topic's compactions."""
+
+    @property
+    def entries_added(self) -> int:
+        """Entries stored since the topic was loaded."""
+
+
+class _NonPersistentDispatcher(Protocol):
+    @property
+    def sub_type(self) -> SubType:
+        """The subscription type the dispatcher serves."""
+
+
+class NonPersistentStatsSubscription(TickedSubscription, Protocol):
+    """What the stats of a non-persistent subscription read."""
+
+    @property
+    def dispatcher(self) -> _NonPersistentDispatcher | None:
+        """The subscription's dispatcher (None before any consumer)."""
+
+    @property
+    def msg_drop_counter(self) -> int:
+        """Messages dropped because no consumer had room."""
+
+    @property
+    def last_consumed_flow_timestamp(self) -> int:
+        """When a consumer last asked for messages (epoch milliseconds; 0: never)."""
+
+
+class NonPersistentStatsTopic(TickedTopic, Protocol):
+    """What the stats of a non-persistent topic read."""
+
+    @property
+    def service(self) -> StatsContext:
+        """The broker that owns the topic."""
+
+    @property
+    def subscriptions(self) -> Mapping[str, NonPersistentStatsSubscription]:
+        """The subscriptions by name."""
 
 
 def _iso(epoch_seconds: float) -> str:
@@ -34,7 +150,7 @@ def _position(position: Position) -> str:
     return f"{position.ledger_id}:{position.entry_id}"
 
 
-def subscription_out(subscription: Any) -> tuple[int, int]:
+def subscription_out(subscription: TickedSubscription) -> tuple[int, int]:
     """Messages and bytes a subscription has dispatched, over its past and present consumers."""
     messages, size = subscription.departed_out
     for consumer in subscription.consumers:
@@ -43,12 +159,12 @@ def subscription_out(subscription: Any) -> tuple[int, int]:
     return messages, size
 
 
-def tick(topic: PersistentTopic | NonPersistentTopic, now: float) -> None:
+def tick(topic: TickedTopic, now: float) -> None:
     """Advance the rate windows of ``topic`` and everything attached to it."""
     topic.rates.tick(now, topic.msg_in_counter, topic.bytes_in_counter)
     for producer in topic.producers.values():
         producer.rates.tick(now, producer.msg_in_counter, producer.bytes_in_counter)
-    subscriptions: list[Subscription | NonPersistentSubscription] = [*topic.subscriptions.values()]
+    subscriptions = list(topic.subscriptions.values())
     for subscription in subscriptions:
         subscription.rates.tick(now, *subscription_out(subscription))
         for consumer in subscription.consumers:
@@ -171,9 +287,7 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
     return stats
 
 
-def _traffic(
-    topic: PersistentTopic | NonPersistentTopic, subscriptions: dict[str, Any], now: float
-) -> dict[str, Any]:
+def _traffic(topic: TickedTopic, subscriptions: dict[str, Any], now: float) -> dict[str, Any]:
     """Rates and counters of a topic: in from its own, out summed over its subscriptions."""
     rate_in, throughput_in = topic.rates.rates(now, topic.msg_in_counter, topic.bytes_in_counter)
     subs = subscriptions.values()
@@ -190,7 +304,7 @@ def _traffic(
     }
 
 
-def persistent_stats(topic: PersistentTopic, now: float | None = None) -> dict[str, Any]:
+def persistent_stats(topic: PersistentStatsTopic, now: float | None = None) -> dict[str, Any]:
     """TopicStats of a persistent topic."""
     now = time.monotonic() if now is None else now
     ledger = topic.ledger
@@ -226,7 +340,7 @@ def persistent_stats(topic: PersistentTopic, now: float | None = None) -> dict[s
     }
 
 
-def nonpersistent_stats(topic: NonPersistentTopic, now: float | None = None) -> dict[str, Any]:
+def nonpersistent_stats(topic: NonPersistentStatsTopic, now: float | None = None) -> dict[str, Any]:
     """NonPersistentTopicStats: no storage, with counts of the messages dropped."""
     now = time.monotonic() if now is None else now
     subscriptions: dict[str, Any] = {}
@@ -265,7 +379,7 @@ def nonpersistent_stats(topic: NonPersistentTopic, now: float | None = None) -> 
     }
 
 
-def _messages_consumed(topic: PersistentTopic, cursor: Any) -> int:
+def _messages_consumed(topic: PersistentStatsTopic, cursor: Any) -> int:
     """The cursor's messagesConsumedCounter as Pulsar's managed cursor keeps it: the entries
     added since the topic was loaded less those not read yet (negative while a cursor that
     was behind at load time catches up)."""
@@ -276,7 +390,7 @@ def _messages_consumed(topic: PersistentTopic, cursor: Any) -> int:
     return int(topic.entries_added - unread)
 
 
-def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
+def internal_stats(topic: PersistentStatsTopic) -> dict[str, Any]:
     """PersistentTopicInternalStats: the managed ledger's ledgers and cursors."""
     ledger = topic.ledger
     ledgers = ledger.ledgers()

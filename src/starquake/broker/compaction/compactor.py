@@ -51,7 +51,7 @@ from starquake.storage.compacted import (
 from starquake.storage.segment import fsync_dir
 
 if TYPE_CHECKING:
-    from starquake.broker.service import BrokerService
+    from starquake.broker.contexts import StorageContext
     from starquake.broker.topic import PersistentTopic
 
 __all__ = [
@@ -136,7 +136,7 @@ class Compactor:
     """Compacts ``topic`` once (:meth:`run`); ``should_stop`` aborts it before it commits."""
 
     def __init__(
-        self, service: BrokerService, topic: PersistentTopic, should_stop: Callable[[], bool]
+        self, service: StorageContext, topic: PersistentTopic, should_stop: Callable[[], bool]
     ) -> None:
         self.service = service
         self.topic = topic

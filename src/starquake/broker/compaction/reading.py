@@ -20,19 +20,51 @@ not moved past them gets them again after a rewind.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker.compaction.view import CompactedEntry
 from starquake.storage import EARLIEST, Entry, Position
 
 if TYPE_CHECKING:
-    from starquake.broker.subscription import Subscription
-    from starquake.broker.topic import PersistentTopic
+    from starquake.broker.compaction.state import TopicCompaction
+    from starquake.broker.topic_api import DispatcherApi
+    from starquake.storage import ManagedCursor, ManagedLedger
 
-__all__ = ["CompactedReads", "last_compacted_message"]
+__all__ = ["CompactedReads", "CompactedSubscription", "CompactedTopic", "last_compacted_message"]
 
 
-def last_compacted_message(topic: PersistentTopic) -> tuple[Position, int]:
+class CompactedTopic(Protocol):
+    """What a compacted read looks at in a topic: its compacted view and its live log."""
+
+    @property
+    def compaction(self) -> TopicCompaction:
+        """The compacted view and the state of the topic's compactions."""
+
+    @property
+    def ledger(self) -> ManagedLedger:
+        """The topic's managed ledger."""
+
+    def last_message_position(self) -> tuple[Position, int]:
+        """Last durable entry and its last batch index."""
+
+
+class CompactedSubscription(Protocol):
+    """What a compacted read uses of its subscription."""
+
+    @property
+    def topic(self) -> CompactedTopic:
+        """The subscription's topic."""
+
+    @property
+    def cursor(self) -> ManagedCursor:
+        """The subscription's cursor (the live log past the view's horizon)."""
+
+    @property
+    def dispatcher(self) -> DispatcherApi | None:
+        """The subscription's dispatcher (None before any consumer)."""
+
+
+def last_compacted_message(topic: CompactedTopic) -> tuple[Position, int]:
     """The last message a ``read_compacted`` consumer can get, and its batch index: the live
     log's last one when it lies after the compaction horizon, else the view's last one
     (``-1:-1`` when the view is empty: every key was deleted). As in Pulsar, a live log
@@ -48,7 +80,7 @@ def last_compacted_message(topic: PersistentTopic) -> tuple[Position, int]:
 class CompactedReads:
     """The read position of one subscription in its topic's compacted view."""
 
-    def __init__(self, subscription: Subscription, start: Position | None = None) -> None:
+    def __init__(self, subscription: CompactedSubscription, start: Position | None = None) -> None:
         self._subscription = subscription
         self._requested = start
         self.position: Position | None = None

@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.compaction.compactor import (
@@ -26,6 +27,7 @@ from starquake.broker.compaction.compactor import (
 )
 from starquake.broker.compaction.state import ERROR, RUNNING, SUCCESS
 from starquake.broker.compaction.view import CompactedView
+from starquake.broker.contexts import StorageContext
 from starquake.broker.resources import ConflictError
 from starquake.storage import ManagedLedger
 from starquake.storage.compacted import (
@@ -35,7 +37,6 @@ from starquake.storage.compacted import (
 )
 
 if TYPE_CHECKING:
-    from starquake.broker.service import BrokerService
     from starquake.broker.topic import PersistentTopic
 
 __all__ = ["CompactionService", "backlog_bytes"]
@@ -92,10 +93,18 @@ def _open_committed(ledger: ManagedLedger, raw: bytes | None) -> CompactedView |
     return view
 
 
+class CompactionContext(StorageContext, Protocol):
+    """What the compactions read of the broker: its storage and its loaded topics."""
+
+    @property
+    def topics(self) -> Mapping[str, PersistentTopic]:
+        """The loaded persistent topics by full name."""
+
+
 class CompactionService:
     """The broker's compactions: at most one running per topic."""
 
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: CompactionContext) -> None:
         self.service = service
         self._jobs: dict[str, asyncio.Task[None]] = {}
         self._stopping = False

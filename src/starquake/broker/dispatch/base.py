@@ -14,7 +14,7 @@ dispatcher is made, and refreshed when a policy changes (:mod:`starquake.broker.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.consumer import Dispatch
@@ -23,13 +23,77 @@ from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
-    from starquake.broker.subscription import Subscription
+    from starquake.broker.contexts import PolicyContext
+    from starquake.broker.delayed_delivery import InMemoryDelayedDeliveryTracker
+    from starquake.broker.entry_info import EntryInfoCache
+    from starquake.common.topic_name import TopicName
+    from starquake.storage import ManagedCursor, ManagedLedger
+
+
+class DispatchedTopic(Protocol):
+    """What a dispatcher reads of its subscription's topic."""
+
+    @property
+    def name(self) -> TopicName:
+        """The topic's name."""
+
+    @property
+    def service(self) -> PolicyContext:
+        """Where the topic's applied policies come from."""
+
+    @property
+    def ledger(self) -> ManagedLedger:
+        """The topic's managed ledger."""
+
+    @property
+    def entry_infos(self) -> EntryInfoCache:
+        """The parsed metadata of the topic's entries."""
+
+    @property
+    def terminated(self) -> Position | None:
+        """Where the topic was terminated (None: open)."""
+
+    @property
+    def partition_index(self) -> int:
+        """The partition's index (-1: not a partition)."""
+
+
+class DispatchedSubscription(Protocol):
+    """What a dispatcher reads and calls of the subscription it serves."""
+
+    @property
+    def topic(self) -> DispatchedTopic:
+        """The subscription's topic."""
+
+    @property
+    def cursor(self) -> ManagedCursor:
+        """The subscription's cursor."""
+
+    @property
+    def redelivery_counts(self) -> dict[Position, int]:
+        """How often each unacknowledged position was redelivered."""
+
+    @property
+    def delayed_tracker(self) -> InMemoryDelayedDeliveryTracker | None:
+        """The messages held back until their delivery time (None: delayed delivery off)."""
+
+    def check_end_of_topic(self) -> None:
+        """Tell the consumers once a terminated topic is consumed to its end."""
+
+    def read_entries(self, max_entries: int, *, compacted: bool = False) -> list[Entry]:
+        """Read the next entries at the cursor (the compacted view's with ``compacted``)."""
+
+    def read_back(self, entry: Entry) -> None:
+        """Put ``entry``, read but not sent, back before the next read."""
+
+    def rewind(self) -> None:
+        """Move the read position back to the first unacknowledged entry."""
 
 
 class Dispatcher:
     """Base class; subclasses implement :meth:`dispatch` and :meth:`redeliver`."""
 
-    def __init__(self, subscription: Subscription, max_read_batch: int) -> None:
+    def __init__(self, subscription: DispatchedSubscription, max_read_batch: int) -> None:
         self.subscription = subscription
         self.consumers: list[Consumer] = []
         self.max_read_batch = max_read_batch

@@ -40,7 +40,7 @@ from starquake.protocol.errors import ServerError
 from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
-    from starquake.broker.subscription import Subscription
+    from starquake.broker.dispatch.base import DispatchedSubscription
 
 _HASH_MEMO_MAX = 65536
 
@@ -48,7 +48,9 @@ _HASH_MEMO_MAX = 65536
 class KeySharedDispatcher(SharedDispatcher):
     """Dispatcher for Key_Shared subscriptions."""
 
-    def __init__(self, subscription: Subscription, max_read_batch: int, *, sticky: bool) -> None:
+    def __init__(
+        self, subscription: DispatchedSubscription, max_read_batch: int, *, sticky: bool
+    ) -> None:
         super().__init__(subscription, max_read_batch)
         config = subscription.topic.service.config
         self.sticky = sticky

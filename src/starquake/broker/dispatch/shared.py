@@ -28,7 +28,7 @@ from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
-    from starquake.broker.subscription import Subscription
+    from starquake.broker.dispatch.base import DispatchedSubscription
 
 MAX_REPLAY_BEFORE_PAUSE = 10_000
 _MAX_PASSES = 64
@@ -42,7 +42,7 @@ def now_ms() -> int:
 class SharedDispatcher(Dispatcher):
     """Round-robin dispatcher for Shared subscriptions (and the base of Key_Shared)."""
 
-    def __init__(self, subscription: Subscription, max_read_batch: int) -> None:
+    def __init__(self, subscription: DispatchedSubscription, max_read_batch: int) -> None:
         super().__init__(subscription, max_read_batch)
         self.to_redeliver: set[Position] = set()
         self._next = 0

@@ -23,7 +23,7 @@ from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
     from starquake.broker.consumer import Consumer
-    from starquake.broker.subscription import Subscription
+    from starquake.broker.dispatch.base import DispatchedSubscription
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
@@ -31,7 +31,9 @@ class SingleActiveConsumerDispatcher(Dispatcher):
 
     active: Consumer | None = None
 
-    def __init__(self, subscription: Subscription, max_read_batch: int, *, failover: bool) -> None:
+    def __init__(
+        self, subscription: DispatchedSubscription, max_read_batch: int, *, failover: bool
+    ) -> None:
         super().__init__(subscription, max_read_batch)
         self.failover = failover
         self.active = None

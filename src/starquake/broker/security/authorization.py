@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker.errors import BrokerServiceError, TopicNotFoundError
 from starquake.common.topic_name import TopicName
@@ -39,7 +39,6 @@ from starquake.protocol.errors import ServerError
 if TYPE_CHECKING:
     from starquake.broker.config import BrokerConfig
     from starquake.broker.resources import PulsarResources
-    from starquake.broker.service import BrokerService
 
 __all__ = [
     "AUTH_ACTIONS",
@@ -303,7 +302,19 @@ def default_namespace_allowed(config: BrokerConfig) -> bool:
     return bool(anonymous) and anonymous in _split_roles(config.superUserRoles)
 
 
-def revalidate(service: BrokerService, namespace: str) -> int:
+class ConnectionsContext(Protocol):
+    """What a revalidation reads of the broker: its authorization and its open connections."""
+
+    @property
+    def authorization(self) -> AuthorizationService:
+        """The broker's authorization service."""
+
+    @property
+    def connections(self) -> Collection[Any]:
+        """The open client connections."""
+
+
+def revalidate(service: ConnectionsContext, namespace: str) -> int:
     """After the grants of ``namespace`` changed: close, from the broker side, the producers
     and consumers of its topics whose role may no longer produce or consume there (as Pulsar
     does when a namespace's policies change; their clients then try again and are refused).
