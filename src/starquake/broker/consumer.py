@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from starquake.broker.rates import RateWindow
 from starquake.protocol.commands import message_frame_header
 from starquake.protocol.enums import SubType
 from starquake.storage import Position
-
-if TYPE_CHECKING:
-    from starquake.broker.topic_api import SubscriptionApi
 
 
 class ConsumerTransport(Protocol):
@@ -43,6 +40,95 @@ class ConsumerTransport(Protocol):
     def client_version(self) -> str:
         """The client library and version announced in CONNECT."""
         ...
+
+
+class SubscribedTopic(Protocol):
+    """What the connection reads, through a consumer's subscription, of its topic."""
+
+    @property
+    def full_name(self) -> str:
+        """The topic's full name (``persistent://tenant/namespace/topic``)."""
+
+    @property
+    def partition_index(self) -> int:
+        """The partition's index, or -1 for a topic that is not a partition."""
+
+    @property
+    def is_persistent(self) -> bool:
+        """Whether messages are stored (``persistent://``)."""
+
+    def last_message_position(self) -> tuple[Position, int]:
+        """The position of the last message and its batch index."""
+
+    def batch_size_of(self, position: Position) -> int:
+        """How many messages the entry at ``position`` holds."""
+
+    def unsubscribe(self, name: str) -> None:
+        """Delete a subscription that has no connected consumers."""
+
+
+class DispatcherApi(Protocol):
+    """The dispatcher calls a connection makes."""
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        """The consumers the dispatcher sends to."""
+
+    def consumer_flow(self, consumer: Consumer, permits: int) -> None:
+        """Add permits that a consumer's FLOW grants, then dispatch."""
+
+    def schedule(self) -> None:
+        """Dispatch soon (once per loop iteration however often it is asked)."""
+
+
+class SubscriptionApi(Protocol):
+    """A subscription as connections see it."""
+
+    @property
+    def name(self) -> str:
+        """The subscription's name."""
+
+    @property
+    def durable(self) -> bool:
+        """Whether the subscription's cursor survives a restart."""
+
+    @property
+    def topic(self) -> SubscribedTopic:
+        """The topic the subscription belongs to."""
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        """The connected consumers."""
+
+    @property
+    def dispatcher(self) -> DispatcherApi | None:
+        """The dispatcher of the current subscription type; None before any consumer."""
+
+    last_consumed_flow_timestamp: int
+    """When a consumer last asked for messages (epoch milliseconds; 0: never)."""
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Attach a consumer (raises if its type or limits forbid it)."""
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; its unacknowledged messages go to others."""
+
+    def acknowledge_individual(self, consumer: Consumer, positions: Sequence[Position]) -> None:
+        """Acknowledge these messages one by one."""
+
+    def acknowledge_batch_index(
+        self, consumer: Consumer, position: Position, ack_set: Sequence[int], batch_size: int
+    ) -> None:
+        """Acknowledge some messages of a batch (``ack_set``: those left)."""
+
+    def acknowledge_cumulative(self, consumer: Consumer, position: Position) -> None:
+        """Acknowledge everything up to and including ``position``."""
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """Send again a consumer's unacknowledged messages (all of them if None)."""
+
+    def backlog(self) -> int:
+        """How many messages wait to be acknowledged."""
 
 
 # (position, entry bytes, messages in the entry, redelivery count, batch ack set or None)

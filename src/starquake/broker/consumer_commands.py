@@ -9,7 +9,7 @@ from google.protobuf.message import Message
 
 from starquake.broker.cnx_base import CommandContext
 from starquake.broker.compaction.reading import last_compacted_message
-from starquake.broker.consumer import Consumer
+from starquake.broker.consumer import Consumer, SubscriptionApi
 from starquake.broker.errors import (
     BrokerServiceError,
     ConsumerBusyError,
@@ -19,7 +19,7 @@ from starquake.broker.errors import (
 from starquake.broker.schemas.topic_schemas import check_consumer_schema
 from starquake.broker.subscription import Subscription, to_signed
 from starquake.broker.topic import PersistentTopic
-from starquake.broker.topic_api import SubscriptionApi, TopicApi
+from starquake.broker.topic_api import TopicApi
 from starquake.protocol import commands
 from starquake.protocol.enums import AckType, InitialPosition, KeySharedMode, SubType
 from starquake.protocol.schema import schema_info_of

@@ -5,10 +5,16 @@ over; each part names only the view it reads. So nothing below the service impor
 ``service.py``, and a change to, say, how a topic writes its metadata touches the view and the
 service, not every module that happens to hold the service.
 
-The views that name a topic class live next to their user instead (they would otherwise import
-the topic from this leaf module): ``CompactionContext`` in ``compaction/service.py``,
-``BacklogContext`` in ``backlog_quota.py``, ``PolicyEventsContext`` in ``policy_events.py``,
-``TopicAdminContext`` in ``topic_admin.py``.
+The views that name a topic or subscription class live next to their user instead (this leaf
+module would otherwise import them): the broker as ``CompactionContext``
+(``compaction/service.py``), ``BacklogContext`` (``backlog_quota.py``), ``PolicyEventsContext``
+(``policy_events.py``), ``TopicAdminContext`` (``topic_admin.py``), ``InactiveTopicsContext``
+(``inactive_topics.py``), ``StatsContext`` (``topic_stats.py``) and ``ConnectionsContext``
+(``security/authorization.py``). Likewise a lower object sees the one that holds it through a
+Protocol: a subscription its topic as ``SubscriptionTopic``, a dispatcher its subscription as
+``DispatchedSubscription``, a compacted read as ``CompactedSubscription``, the limits, quotas
+and stats a topic as ``LimitedTopic``, ``QuotaTopic`` and ``PersistentStatsTopic``, a consumer
+its subscription as ``SubscriptionApi`` and a producer its topic as ``ProducerTopic``.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ class PolicyContext(Protocol):
 
 
 class StorageContext(PolicyContext, Protocol):
-    """The storage a topic and its background jobs write to."""
+    """The storage that compactions and administrative operations read and write."""
 
     @property
     def metadata(self) -> MetadataStore:
@@ -55,11 +61,6 @@ class StorageContext(PolicyContext, Protocol):
 
     async def persist_cursors(self) -> None:
         """Store every durable cursor change made so far; raises if the store fails."""
-
-    def store_metadata_later(
-        self, key: str, value: bytes | None, on_stored: Callable[[], None] | None = None
-    ) -> None:
-        """Write (None: delete) a metadata key off the event loop, then call ``on_stored``."""
 
 
 class UnloadableTopic(Protocol):
@@ -77,8 +78,17 @@ class UnloadableTopic(Protocol):
         """Close the topic's producers and subscriptions."""
 
 
-class TopicContext(StorageContext, Protocol):
+class TopicContext(PolicyContext, Protocol):
     """What a topic, persistent or not, asks of the broker that owns it."""
+
+    @property
+    def committer(self) -> GroupCommitter:
+        """The group committer that makes appended entries durable."""
+
+    def store_metadata_later(
+        self, key: str, value: bytes | None, on_stored: Callable[[], None] | None = None
+    ) -> None:
+        """Write (None: delete) a metadata key off the event loop, then call ``on_stored``."""
 
     @property
     def instance_id(self) -> str:

@@ -23,9 +23,9 @@ from starquake.broker.resources import NotFoundError
 from starquake.broker.topic_admin import TopicAdminContext
 
 if TYPE_CHECKING:
+    from starquake.broker.consumer import SubscriptionApi
     from starquake.broker.nonpersistent import NonPersistentTopic
     from starquake.broker.topic import PersistentTopic
-    from starquake.broker.topic_api import SubscriptionApi
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker.rates import RateWindow
@@ -10,7 +11,7 @@ from starquake.protocol import commands
 from starquake.protocol.errors import ServerError
 
 if TYPE_CHECKING:
-    from starquake.broker.topic_api import TopicApi
+    from starquake.broker.entry_info import EntryInfo
 
 
 class ProducerTransport(Protocol):
@@ -39,6 +40,36 @@ class ProducerTransport(Protocol):
         ...
 
 
+class ProducerTopic(Protocol):
+    """What the connection uses, through a producer, of the topic it writes to."""
+
+    @property
+    def full_name(self) -> str:
+        """The topic's full name (``persistent://tenant/namespace/topic``)."""
+
+    @property
+    def producers(self) -> Mapping[int, Producer]:
+        """The connected producers by producer id."""
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """The last sequence id stored for a producer name (-1: none)."""
+
+    def publish(
+        self,
+        producer: Producer,
+        sequence_id: int,
+        highest_sequence_id: int,
+        info: EntryInfo,
+        entry: bytes,
+        *,
+        last_chunk: bool = True,
+    ) -> None:
+        """Store or hand on a message; its receipt goes to the producer when done."""
+
+    def remove_producer(self, producer: Producer) -> None:
+        """Forget a producer that closed or disconnected."""
+
+
 class Producer:
     """A producer: its id on the connection, its name and the topic it writes to."""
 
@@ -59,7 +90,7 @@ class Producer:
 
     def __init__(
         self,
-        topic: TopicApi,
+        topic: ProducerTopic,
         cnx: ProducerTransport,
         producer_id: int,
         name: str,

@@ -137,11 +137,12 @@ class ProducerCommands:
             )
             self._producer_ready(producer, request.request_id, topic.producer_registry.epoch)
             return
-        self._wait_for_exclusive(request, producer)
+        self._wait_for_exclusive(request, topic, producer)
 
-    def _wait_for_exclusive(self, request: pb.CommandProducer, producer: Producer) -> None:
+    def _wait_for_exclusive(
+        self, request: pb.CommandProducer, topic: TopicApi, producer: Producer
+    ) -> None:
         """Queue a WaitForExclusive producer and tell the client it is not ready yet."""
-        topic = producer.topic
         log.info("producer %s waits for exclusive access to %s", producer.name, topic.full_name)
         topic.producer_registry.wait(
             producer, lambda p, epoch: self._producer_ready(p, request.request_id, epoch)

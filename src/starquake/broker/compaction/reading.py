@@ -27,7 +27,7 @@ from starquake.storage import EARLIEST, Entry, Position
 
 if TYPE_CHECKING:
     from starquake.broker.compaction.state import TopicCompaction
-    from starquake.broker.topic_api import DispatcherApi
+    from starquake.broker.consumer import DispatcherApi
     from starquake.storage import ManagedCursor, ManagedLedger
 
 __all__ = ["CompactedReads", "CompactedSubscription", "CompactedTopic", "last_compacted_message"]
