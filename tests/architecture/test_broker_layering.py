@@ -18,15 +18,14 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 BROKER = SRC / "starquake" / "broker"
 
 # The modules that may import starquake.broker.service: the server and the embedded broker
-# build the service; connections and their handlers, the admin endpoints and the schema checks
-# of a connection serve requests with it. Everything below them takes a context Protocol.
+# build the service; connections (their handshake included) and the admin endpoints serve
+# requests with it. Everything below them takes a context Protocol.
 SERVICE_USERS = {
     "starquake.broker.server",
     "starquake.broker.embedded",
     "starquake.broker.connection",
     "starquake.broker.cnx_base",
     "starquake.broker.security.cnx_auth",
-    "starquake.broker.schemas.topic_schemas",
 }
 SERVICE_USER_PACKAGES = ("starquake.broker.admin",)
 

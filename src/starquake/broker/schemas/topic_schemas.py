@@ -20,19 +20,20 @@ worker thread.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from starquake.broker.contexts import PolicyContext
 from starquake.broker.schemas.compatibility import IncompatibleSchemaError
-from starquake.broker.schemas.registry import schema_id
+from starquake.broker.schemas.registry import SchemaRegistry, schema_id
 from starquake.broker.schemas.validation import InvalidSchemaError
 from starquake.common.schema_info import SchemaInfo, encode_schema_version
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from starquake.broker.service import BrokerService
     from starquake.broker.topic_api import TopicApi
 
 __all__ = [
+    "SchemaContext",
     "add_producer_schema",
     "check_consumer_schema",
     "check_schema_size",
@@ -42,7 +43,16 @@ __all__ = [
 NO_SCHEMA = b""
 
 
-def compatibility_strategy(service: BrokerService, namespace: str) -> str:
+class SchemaContext(PolicyContext, Protocol):
+    """What the schema checks read of the broker: the namespace policies and broker settings
+    that decide, and the schema registry."""
+
+    @property
+    def schemas(self) -> SchemaRegistry:
+        """The schema registry."""
+
+
+def compatibility_strategy(service: SchemaContext, namespace: str) -> str:
     """The namespace's strategy, or the broker's ``schemaCompatibilityStrategy``."""
     value = service.resources.policy(namespace, "schema_compatibility_strategy")
     if not value or value == "UNDEFINED":
@@ -50,12 +60,12 @@ def compatibility_strategy(service: BrokerService, namespace: str) -> str:
     return str(value)
 
 
-def _flag(service: BrokerService, namespace: str, key: str, default: bool) -> bool:
+def _flag(service: SchemaContext, namespace: str, key: str, default: bool) -> bool:
     value = service.resources.policy(namespace, key)
     return default if value is None else bool(value)
 
 
-def allow_auto_update(service: BrokerService, namespace: str) -> bool:
+def allow_auto_update(service: SchemaContext, namespace: str) -> bool:
     """Whether producers may register new schema versions in the namespace."""
     return _flag(
         service,
@@ -65,14 +75,14 @@ def allow_auto_update(service: BrokerService, namespace: str) -> bool:
     )
 
 
-def validation_enforced(service: BrokerService, namespace: str) -> bool:
+def validation_enforced(service: SchemaContext, namespace: str) -> bool:
     """Whether producers without a schema are refused on topics that have one."""
     return _flag(
         service, namespace, "schema_validation_enforced", service.config.isSchemaValidationEnforced
     )
 
 
-def check_schema_size(service: BrokerService, info: SchemaInfo) -> None:
+def check_schema_size(service: SchemaContext, info: SchemaInfo) -> None:
     """Raise InvalidSchemaError when ``info`` is over ``maxMessageSize`` bytes."""
     limit = service.config.maxMessageSize
     size = len(info.data) + sum(len(k) + len(v) for k, v in info.properties.items())
@@ -83,7 +93,7 @@ def check_schema_size(service: BrokerService, info: SchemaInfo) -> None:
 
 
 async def add_producer_schema(
-    service: BrokerService, topic: TopicName, info: SchemaInfo | None
+    service: SchemaContext, topic: TopicName, info: SchemaInfo | None
 ) -> bytes:
     """The schema version for a producer (empty bytes for a producer without a schema).
 
@@ -122,7 +132,7 @@ def _is_idle(topic: TopicApi) -> bool:
 
 
 async def check_consumer_schema(
-    service: BrokerService, topic: TopicApi, name: TopicName, info: SchemaInfo | None
+    service: SchemaContext, topic: TopicApi, name: TopicName, info: SchemaInfo | None
 ) -> None:
     """Raise a BrokerServiceError (IncompatibleSchema) unless a consumer with ``info`` may
     attach; on an idle topic without a schema, ``info`` becomes its first version."""
