@@ -120,3 +120,68 @@ def test_without_the_key_the_ciphertext_is_dead_lettered_as_plain_bytes(
         assert out["with_key"] == (cipher, None)  # so the key does not open it
         assert out["props"] == ("v", True, True)
     assert [out["props"] for out in outcomes] == [outcomes[0]["props"]] * 2
+
+
+def _dead_batch(module: types.ModuleType, broker: EmbeddedBroker, keys: KeyPair) -> Any:
+    """An encrypted batch of three that the consumer (no key, CONSUME) cannot open: what it
+    receives and what is dead-lettered."""
+    client = make_client(module, broker)
+    topic = f"persistent://public/default/dlq-batch-{uuid.uuid4().hex[:12]}"
+    consume = module.ConsumerCryptoFailureAction.CONSUME
+    try:
+        dlq = client.subscribe(
+            f"{topic}-s-DLQ",
+            "d",
+            initial_position=module.InitialPosition.Earliest,
+            crypto_failure_action=consume,
+        )
+        consumer = client.subscribe(
+            topic,
+            "s",
+            consumer_type=module.ConsumerType.Shared,
+            negative_ack_redelivery_delay_ms=100,
+            dead_letter_policy=module.ConsumerDeadLetterPolicy(max_redeliver_count=1),
+            initial_position=module.InitialPosition.Earliest,
+            crypto_failure_action=consume,
+        )
+        producer = client.create_producer(
+            topic,
+            encryption_key="app-key",
+            crypto_key_reader=module.CryptoKeyReader(keys.public, keys.private),
+            batching_enabled=True,
+            batching_max_publish_delay_ms=60_000,
+        )
+        for i in range(3):
+            producer.send_async(f"m{i}".encode(), None, properties={"i": str(i)})
+        producer.flush()
+        seen = []
+        for _ in range(2):
+            msg = consumer.receive(timeout_millis=10_000)
+            seen.append((msg.data(), msg.message_id().batch_index(), msg.redelivery_count()))
+            consumer.negative_acknowledge(msg)
+        dead = dlq.receive(timeout_millis=10_000)
+        with pytest.raises(module.Timeout):
+            dlq.receive(timeout_millis=300)
+        cipher = seen[0][0]
+        props = dead.properties()
+        return (
+            [(data == cipher, index, count) for data, index, count in seen],
+            dead.data() == cipher,
+            sorted(props),
+            props["ORIGIN_MESSAGE_ID"].endswith(",-1,-1)"),
+        )
+    finally:
+        client.close()
+
+
+def test_an_encrypted_batch_the_consumer_cannot_open_is_one_dead_letter(
+    shared_broker: EmbeddedBroker, keys: KeyPair
+) -> None:
+    outcomes = [_dead_batch(m, shared_broker, keys) for m in MODULES]
+    assert outcomes[0] == (
+        [(True, -1, 0), (True, -1, 1)],  # the whole batch, as one message
+        True,
+        ["ORIGIN_MESSAGE_ID", "REAL_TOPIC"],
+        True,
+    )
+    assert outcomes[1] == outcomes[0]
