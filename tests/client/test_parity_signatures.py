@@ -13,13 +13,20 @@ from typing import Any
 
 import pulsar
 import pulsar.asyncio
+import pulsar.schema
 import pytest
 
 import starquake.client
 import starquake.client.asyncio
+import starquake.client.schema
 from starquake.broker.embedded import EmbeddedBroker
 
-PAIRS = [(pulsar, starquake.client), (pulsar.asyncio, starquake.client.asyncio)]
+PAIRS = [
+    (pulsar, starquake.client),
+    (pulsar.asyncio, starquake.client.asyncio),
+    (pulsar.schema, starquake.client.schema),
+]
+IDS = ["blocking", "asyncio", "schema"]
 
 # Official names we do not provide, and why.
 NOT_PROVIDED = {
@@ -40,7 +47,18 @@ NOT_PROVIDED = {
 }
 NOT_PROVIDED_METHODS = {
     ("ServiceInfo", "wrap"),  # wraps the C extension's own ServiceInfo object
-    ("BytesSchema", "attach_client"),  # how the C extension hands a client to its schemas
+    # how the official client hands itself to its schemas
+    *(
+        (name, "attach_client")
+        for name in (
+            "Schema",
+            "BytesSchema",
+            "StringSchema",
+            "JsonSchema",
+            "AvroSchema",
+            "ProtobufNativeSchema",
+        )
+    ),
 }
 # The C extension's own policy object, which the official module re-exports; users build
 # ``ConsumerKeySharedPolicy``, whose methods are compared.
@@ -80,7 +98,7 @@ def _public_classes(module: types.ModuleType) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("official,ours", PAIRS, ids=["blocking", "asyncio"])
+@pytest.mark.parametrize("official,ours", PAIRS, ids=IDS)
 def test_every_official_class_and_method_exists(
     official: types.ModuleType, ours: types.ModuleType
 ) -> None:
@@ -101,7 +119,7 @@ def test_every_official_class_and_method_exists(
     assert missing == []
 
 
-@pytest.mark.parametrize("official,ours", PAIRS, ids=["blocking", "asyncio"])
+@pytest.mark.parametrize("official,ours", PAIRS, ids=IDS)
 def test_positional_parameters_come_in_the_official_order(
     official: types.ModuleType, ours: types.ModuleType
 ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from starquake.client import MessageId
@@ -94,3 +96,27 @@ def test_bad_read_options(options: dict[str, str], streaming: bool, message: str
 def test_bad_write_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(PulsarOptionError, match=message):
         write_options(options)
+
+
+def test_encryption_options(tmp_path: Path) -> None:
+    key = tmp_path / "reader.key.pem"
+    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    read = read_options(
+        {
+            "topic": "t",
+            "pulsar.reader.defaultcryptokeyreader": f"file://{key}",
+            "pulsar.reader.cryptofailureaction": "consume",
+        },
+        streaming=False,
+    )
+    assert read.reader_args == {"private_key_path": str(key), "crypto_failure_action": "CONSUME"}
+    same = read_options({"topic": "t", "pulsar.reader.privatekeypath": str(key)}, streaming=True)
+    assert same.reader_args == {"private_key_path": str(key)}
+    for value, message in (
+        (str(tmp_path / "missing.pem"), "cannot read"),
+        ("data:application/x-pem-file;base64,AAAA", "not a file path"),
+    ):
+        with pytest.raises(PulsarOptionError, match=f"pulsar.reader.privateKeyPath.*{message}"):
+            read_options({"topic": "t", "pulsar.reader.privatekeypath": value}, streaming=False)
+    with pytest.raises(PulsarOptionError, match=r"cryptoFailureAction.*FAIL, DISCARD, CONSUME"):
+        read_options({"topic": "t", "pulsar.reader.cryptofailureaction": "skip"}, streaming=False)

@@ -1,7 +1,8 @@
 """Messages on their way to the broker: the message built from ``send``, its metadata, batches.
 
-A batch container gathers batched messages (one container per key with key-based batching)
-until it is full or the publish delay passed; the producer then sends it as one entry.
+A batch container gathers batched messages (one batch per key with key-based batching)
+until they are full or the publish delay passed; the producer then sends each batch as one
+entry.
 """
 
 from __future__ import annotations
@@ -121,27 +122,34 @@ class Batch:
 
 
 class BatchContainers:
-    """The open batches of a producer; ``emit`` sends a batch that is complete or due."""
+    """The open batches of a producer; ``emit`` sends a batch that is complete or due.
+
+    With key-based batching there is one batch per key, and the limits (message count, bytes)
+    apply to all of them together, as in Pulsar's clients: when they are reached, or the
+    publish delay passed, every batch goes out, in the order of their highest sequence ids.
+    Each such batch is sent under its highest sequence id (Pulsar's Java client does the
+    same), so that with deduplication on, where the broker drops an entry whose sequence id is
+    not above the last one it stored, a batch whose messages interleave with another key's is
+    never taken for a duplicate.
+    """
 
     def __init__(self, config: ProducerConfig, emit: Callable[[Batch], None]) -> None:
         self._config = config
         self._emit = emit
         self._batches: dict[str | bytes | None, Batch] = {}
+        self._key_based = config.batching_type == BatchingType.KeyBased
+        self._count = 0
+        self._size = 0
         self._timer: asyncio.TimerHandle | None = None
 
     def add(self, msg: OutgoingMessage, seq: int, fut: asyncio.Future[MessageId]) -> None:
-        """Batch ``msg``; emit its batch when that is full, else arm the publish delay."""
+        """Batch ``msg``; emit the batches when they are full, else arm the publish delay."""
         config = self._config
-        key = msg.key if config.batching_type == BatchingType.KeyBased else None
-        batch = self._batches.get(key)
+        key = msg.key if self._key_based else None
         size = msg.size
-        if (
-            batch is not None
-            and batch.items
-            and (batch.size + size > config.batching_max_allowed_size_in_bytes)
-        ):
-            self._flush(key)
-            batch = None
+        if self._count and self._size + size > config.batching_max_allowed_size_in_bytes:
+            self.flush()
+        batch = self._batches.get(key)
         if batch is None:
             batch = self._batches[key] = Batch()
         single = single_metadata(msg, seq, size)
@@ -149,11 +157,13 @@ class BatchContainers:
         batch.futures.append(fut)
         batch.sequence_ids.append(seq)
         batch.size += size
+        self._count += 1
+        self._size += size
         if (
-            len(batch.items) >= config.batching_max_messages
-            or batch.size >= config.batching_max_allowed_size_in_bytes
+            self._count >= config.batching_max_messages
+            or self._size >= config.batching_max_allowed_size_in_bytes
         ):
-            self._flush(key)
+            self.flush()
         elif self._timer is None:
             delay = config.batching_max_publish_delay_ms / 1000
             self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
@@ -163,20 +173,21 @@ class BatchContainers:
         self.flush()
 
     def flush(self) -> None:
-        """Emit every open batch now."""
-        for key in list(self._batches):
-            self._flush(key)
+        """Emit every open batch now (in the order of their highest sequence ids)."""
+        batches = sorted(
+            (b for b in self._batches.values() if b.items), key=lambda b: max(b.sequence_ids)
+        )
+        self._batches.clear()
+        self._count = self._size = 0
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    def _flush(self, key: str | bytes | None) -> None:
-        batch = self._batches.pop(key, None)
-        if batch is not None and batch.items:
+        for batch in batches:
             self._emit(batch)
 
     def take_all(self) -> list[Batch]:
         """Remove the open batches (their messages fail) and return them."""
         batches = list(self._batches.values())
         self._batches.clear()
+        self._count = self._size = 0
         return batches

@@ -19,6 +19,7 @@ from starquake.client._chunks import chunk_count, chunk_metadata
 from starquake.client._config import ProducerConfig, declared_schema
 from starquake.client._connection import ClientConnection
 from starquake.client._crypto import make_encryptor
+from starquake.client._enums import BatchingType
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import MessageId
@@ -282,6 +283,8 @@ class ProducerImpl(HandlerBase):
         payload = self._compress(
             meta, pack_batch([(single, data) for single, data, _ in batch.items])
         )
+        if self._config.batching_type == BatchingType.KeyBased:
+            seq = highest  # the batches of the keys interleave: see BatchContainers
         self._send_op(meta, payload, seq, highest, count, batch.futures, True)
 
     def send_batch(self, msgs: list[OutgoingMessage]) -> asyncio.Future[MessageId]:
@@ -381,7 +384,14 @@ class ProducerImpl(HandlerBase):
         *,
         is_chunk: bool = False,
     ) -> bytes:
-        cmd = client_commands.send(self.producer_id, seq, num_messages, highest, is_chunk=is_chunk)
+        cmd = client_commands.send(
+            self.producer_id,
+            seq,
+            num_messages,
+            highest,
+            is_chunk=is_chunk,
+            declare_highest=num_messages > 1,  # a key-based batch may go under its highest id
+        )
         return encode_payload_command(cmd, encode_entry(meta, payload))
 
     def _write_op(self, op: _Op) -> None:

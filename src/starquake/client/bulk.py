@@ -30,6 +30,7 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from starquake.client._bulk_crypto import EntryDecryption, is_chunk
 from starquake.client._bulk_rows import (
     BatchEntry,
     MessageColumns,
@@ -39,12 +40,12 @@ from starquake.client._bulk_rows import (
     split_batch,
 )
 from starquake.client._connection import ClientConnection
-from starquake.client._crypto import CryptoKeyReader, MessageDecryptor
+from starquake.client._crypto import CryptoKeyReader
+from starquake.client._enums import ConsumerCryptoFailureAction
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import (
     AlreadyClosed,
-    CryptoError,
     NotConnected,
     PulsarException,
     Timeout,
@@ -66,6 +67,7 @@ __all__ = [
     "EARLIEST",
     "BatchEntry",
     "BulkReader",
+    "CryptoKeyReader",
     "DataLossError",
     "EntryCount",
     "MessageColumns",
@@ -265,7 +267,7 @@ class BulkReader:
         self.last_position: tuple[int, int] | None = None
         self.fail_on_data_loss = True
         self.with_schema_versions = False
-        self.decryptor: MessageDecryptor | None = None
+        self.decryption = EntryDecryption(topic)
 
     @classmethod
     async def create(
@@ -280,6 +282,7 @@ class BulkReader:
         fail_on_data_loss: bool = True,
         with_schema_versions: bool = False,
         crypto_key_reader: CryptoKeyReader | None = None,
+        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
     ) -> BulkReader:
         """Subscribe to ``topic`` (one partition or a non-partitioned topic) at ``start``.
 
@@ -287,15 +290,18 @@ class BulkReader:
         the first available message on, with a warning, instead of raising
         :class:`DataLossError`. With ``with_schema_versions=True`` the columns read include
         :attr:`MessageColumns.schema_versions`. Messages encrypted end to end are decrypted
-        with ``crypto_key_reader``; without one, or when no key opens a message, the read
-        raises :class:`CryptoError` (rows are never handed out still encrypted)."""
+        with ``crypto_key_reader``. A message that cannot be decrypted (no key reader, or no
+        key of it opens the message) is handled as the official reader's
+        ``crypto_failure_action`` says: FAIL (the default) raises :class:`CryptoError`, DISCARD
+        skips it, CONSUME hands it out as stored (compressed and encrypted; a batch as one
+        row, at its first position). A chunked message cannot be handed out encrypted: it
+        raises :class:`CryptoError` unless discarded."""
         stream = _EntryStream(client.core, topic, start, receiver_queue_size)
         await stream.start()
         reader = cls(stream, topic, start, end, wait_timeout)
         reader.fail_on_data_loss = fail_on_data_loss
         reader.with_schema_versions = with_schema_versions
-        if crypto_key_reader is not None:
-            reader.decryptor = MessageDecryptor(crypto_key_reader)
+        reader.decryption = EntryDecryption(topic, crypto_key_reader, crypto_failure_action)
         return reader
 
     async def get_last_position(self) -> Position | None:
@@ -415,7 +421,10 @@ class BulkReader:
         meta = parsed.metadata
         payload: bytes | memoryview = parsed.payload
         if meta.encryption_keys:  # each chunk of a chunked message is encrypted on its own
-            payload = self._decrypt(ledger, entry_id, meta, payload)
+            plain = self.decryption.open(f"{ledger}:{entry_id}", meta, payload)
+            if plain is None:
+                return self._undecrypted(ledger, entry_id, meta, payload, cols)
+            payload = plain
         if meta.num_chunks_from_msg > 1 and not meta.HasField("num_messages_in_batch"):
             self._on_chunk(ledger, entry_id, meta, payload, cols)
             return 1
@@ -452,17 +461,26 @@ class BulkReader:
         )
         return count
 
-    def _decrypt(
-        self, ledger: int, entry_id: int, meta: pb.MessageMetadata, payload: bytes | memoryview
-    ) -> bytes:
-        where = f"{self.topic}: entry {ledger}:{entry_id} is encrypted end to end"
-        if self.decryptor is None:
-            raise CryptoError(f"{where}; give the reader a crypto_key_reader to read it")
-        plain = self.decryptor.decrypt(meta, payload)
-        if plain is None:
-            names = ", ".join(k.key for k in meta.encryption_keys)
-            raise CryptoError(f"{where}, and no private key of the key reader opens it ({names})")
-        return plain
+    def _undecrypted(
+        self,
+        ledger: int,
+        entry_id: int,
+        meta: pb.MessageMetadata,
+        payload: bytes | memoryview,
+        cols: MessageColumns,
+    ) -> int:
+        """An entry that cannot be decrypted: skipped (DISCARD) or one row as stored
+        (CONSUME); return its message count."""
+        if is_chunk(meta):
+            return 1  # a discarded chunk
+        count = int(meta.num_messages_in_batch) if meta.HasField("num_messages_in_batch") else 1
+        consume = self.decryption.action == ConsumerCryptoFailureAction.CONSUME
+        if consume and self._in_range((ledger, entry_id, 0)):
+            prefix = encode_message_id(ledger, entry_id, self._partition)
+            _append_one(cols, meta, bytes(payload), meta.publish_time, prefix)
+            if self.with_schema_versions:
+                cols.schema_versions.append(meta.schema_version)
+        return count
 
     def _on_chunk(
         self,

@@ -118,14 +118,17 @@ def send(
     highest_sequence_id: int,
     *,
     is_chunk: bool = False,
+    declare_highest: bool = False,
 ) -> T:
-    """SEND (without its entry); ``highest_sequence_id`` is sent only when above ``sequence_id``."""
+    """SEND (without its entry); ``highest_sequence_id`` is sent only when above ``sequence_id``
+    or with ``declare_highest`` (a batch sent under its highest sequence id must say so: a
+    broker takes a batch without it as numbered from ``sequence_id`` on)."""
     cmd = T(type=T.SEND)
     s = cmd.send
     s.producer_id = producer_id
     s.sequence_id = sequence_id
     s.num_messages = num_messages
-    if highest_sequence_id > sequence_id:
+    if highest_sequence_id > sequence_id or declare_highest:
         s.highest_sequence_id = highest_sequence_id
     if is_chunk:
         s.is_chunk = True

@@ -192,9 +192,44 @@ _CLIENT: dict[str, tuple[str, Converter]] = {
     "tls_private_key_file_path": ("tls_private_key_file_path", _as_text),
     "tlskeyfilepath": ("tls_private_key_file_path", _as_text),
 }
+_CRYPTO_ACTIONS = ("FAIL", "DISCARD", "CONSUME")
+
+
+def _crypto_action(key: str, text: str) -> str:
+    action = text.strip().upper()
+    if action not in _CRYPTO_ACTIONS:
+        raise PulsarOptionError(
+            f"option {key!r}: {text!r} is not one of {', '.join(_CRYPTO_ACTIONS)}"
+        )
+    return action
+
+
+def _private_key_path(key: str, text: str) -> str:
+    """A PEM private key file: a path or a ``file://`` URL (what the Java reader's
+    ``defaultCryptoKeyReader`` takes); the driver checks that it can read it."""
+    path = text.strip()
+    if path.startswith("file://"):
+        path = urlsplit(path).path
+    elif "://" in path or path.startswith("data:"):
+        raise PulsarOptionError(f"option {key!r}: {text!r} is not a file path or file:// URL")
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise PulsarOptionError(f"option {key!r}: cannot read {path}: {exc.strerror}") from None
+    return path
+
+
 _READER: dict[str, tuple[str, Converter]] = {
     "receiver_queue_size": ("receiver_queue_size", _as_int),
     "receiverqueuesize": ("receiver_queue_size", _as_int),
+    # end-to-end encryption: the private key that opens the data keys, and what to do with a
+    # message it does not open (as the official reader's crypto_failure_action)
+    "private_key_path": ("private_key_path", _private_key_path),
+    "privatekeypath": ("private_key_path", _private_key_path),
+    "defaultcryptokeyreader": ("private_key_path", _private_key_path),
+    "crypto_failure_action": ("crypto_failure_action", _crypto_action),
+    "cryptofailureaction": ("crypto_failure_action", _crypto_action),
 }
 _PRODUCER: dict[str, tuple[str, Converter]] = {
     "send_timeout_millis": ("send_timeout_millis", _as_int),

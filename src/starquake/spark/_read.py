@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pyarrow as pa
 
-from starquake.client.asyncio import Client
-from starquake.client.bulk import BulkReader
-from starquake.client.exceptions import PulsarException, Timeout
+from starquake.client.asyncio import Client, ConsumerCryptoFailureAction
+from starquake.client.bulk import BulkReader, CryptoKeyReader
+from starquake.client.exceptions import CryptoError, PulsarException, Timeout
 from starquake.client.schema import SchemaInfo, SchemaType
 from starquake.client.topics import base_topic
 from starquake.spark._decode import Decoder
@@ -21,6 +22,19 @@ from starquake.spark._typed import RAW_LAYOUT, RowLayout, layout_of
 __all__ = ["ROWS_PER_BATCH", "plan_layout", "read_range"]
 
 ROWS_PER_BATCH = 65536
+
+
+def crypto_args(reader_args: Mapping[str, Any]) -> dict[str, Any]:
+    """The bulk reader's arguments for the options ``pulsar.reader.privateKeyPath`` and
+    ``pulsar.reader.cryptoFailureAction``."""
+    args: dict[str, Any] = {}
+    path = reader_args.get("private_key_path")
+    if path is not None:
+        args["crypto_key_reader"] = CryptoKeyReader("", path)  # readers need no public key
+    action = reader_args.get("crypto_failure_action")
+    if action is not None:
+        args["crypto_failure_action"] = ConsumerCryptoFailureAction[action]
+    return args
 
 
 def _no_schema(info: SchemaInfo | None) -> bool:
@@ -100,6 +114,7 @@ def read_range(
                     wait_timeout=opts.poll_timeout_s,
                     fail_on_data_loss=opts.fail_on_data_loss,
                     with_schema_versions=decoder is not None and decoder.needs_versions,
+                    **crypto_args(opts.reader_args),
                 )
             )
         except (PulsarException, OSError) as exc:
@@ -116,6 +131,11 @@ def read_range(
                     raise PulsarSourceError(
                         f"reading {part.topic} [{part.start}, {part.end}): {exc} "
                         "(option pollTimeoutMs)"
+                    ) from exc
+                except CryptoError as exc:
+                    raise PulsarSourceError(
+                        f"{exc} (options pulsar.reader.privateKeyPath, "
+                        "pulsar.reader.cryptoFailureAction)"
                     ) from exc
                 if len(cols):
                     yield decoder.record_batch(cols)

@@ -154,6 +154,11 @@ class AvroSchema(Schema):
         fastavro.schemaless_writer(out, self._reader(), datum)
         return out.getvalue()
 
+    def encode_dict(self, d: dict[str, Any]) -> dict[str, Any]:
+        """``d`` (a record's field values) as Avro encodes it: nested records as dicts, enum
+        members as their names, inside lists and maps too."""
+        return {key: _avro_datum(value) for key, value in d.items()}
+
     def decode(self, data: bytes) -> Any:
         return self._read(data, None)
 
