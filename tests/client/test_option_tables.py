@@ -105,8 +105,11 @@ def test_every_parameter_is_an_option_with_the_declared_default(
     wrong = [
         (param, default, table[param].default if param in table else "not declared")
         for param, default in _parameters(front).items()
-        if param not in table
-        or (table[param].default is not default and table[param].default != default)
+        if param not in table.plain
+        and (
+            param not in table
+            or (table[param].default is not default and table[param].default != default)
+        )
     ]
     assert wrong == [], f"{name}: (parameter, front-end default, declared)"
 
@@ -234,3 +237,30 @@ def test_the_config_defaults_are_the_declared_ones(config_type: type, table: Opt
         if default != _declared(table[field.name]):
             wrong.append((field.name, default, _declared(table[field.name])))
     assert wrong == []
+
+
+TABLES = [
+    _options.CLIENT_OPTIONS,
+    _options.PRODUCER_OPTIONS,
+    _options.ASYNC_PRODUCER_OPTIONS,
+    _options.CONSUMER_OPTIONS,
+    _options.READER_OPTIONS,
+    _options.MESSAGE_OPTIONS,
+    _options.ASYNC_MESSAGE_OPTIONS,
+]
+
+
+@pytest.mark.parametrize("table", TABLES, ids=[f"{t.method}-{i}" for i, t in enumerate(TABLES)])
+def test_every_default_passes_its_checks(table: OptionTable) -> None:
+    """What lets collect() skip the checks of the arguments left at their default."""
+    for option in table:
+        if option.default is not REQUIRED:
+            option.check(option.default, option.name)
+            if option.default is not None:
+                option.binding(option.default, option.name)
+
+
+def test_a_value_equal_to_the_default_but_of_another_type_is_checked() -> None:
+    """0 is not False: the check of a flag refuses it though it equals its default."""
+    with pytest.raises(ValueError, match="disable_replication"):
+        _options.MESSAGE_OPTIONS.collect({"disable_replication": 0, "content": b"x"})

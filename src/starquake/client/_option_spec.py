@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
+from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
 from starquake.client._arg_checks import check_enum, check_type, check_type_or_none
@@ -42,6 +44,7 @@ class _Required:
 
 
 REQUIRED: Any = _Required()
+_ABSENT: Any = _Required()  # an option a front-end does not have
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +110,23 @@ class OptionTable:
         method: str,
         *options: Option[Any],
         validate: Callable[[dict[str, Any]], None] | None = None,
+        plain: tuple[str, ...] = (),
     ) -> None:
         self.method = method
         self._options = {option.name: option for option in options}
         self._validate = validate
+        self.plain = plain
+        """Parameters of the front-ends that are no options (``send``'s value and callback):
+        the front-end takes them as they are."""
+        # For collect(), on the path of every send: the values are fetched at once and
+        # compared with the defaults in one pass (C loops).
+        self._names = tuple(self._options)
+        self._fetch = itemgetter(*self._names)
+        self._defaults = tuple(option.default for option in options)
+        self._default_values = dict(zip(self._names, self._defaults, strict=True))
+        self._conversions = tuple(
+            (option.name, option.convert) for option in options if option.convert is not None
+        )
 
     def __iter__(self) -> Iterator[Option[Any]]:
         return iter(self._options.values())
@@ -126,7 +142,9 @@ class OptionTable:
         replaced = {**self._options, **{option.name: option for option in options}}
         unknown = replaced.keys() - self._options.keys()
         assert not unknown, unknown
-        return OptionTable(self.method, *replaced.values(), validate=self._validate)
+        return OptionTable(
+            self.method, *replaced.values(), validate=self._validate, plain=self.plain
+        )
 
     def with_defaults(self, **defaults: Any) -> OptionTable:
         """A copy with other defaults (the asyncio API's ``batching_enabled=True``...)."""
@@ -145,20 +163,35 @@ class OptionTable:
         """The checked and converted values of this table's options among ``arguments`` (a
         front-end's ``locals()``) and ``extra`` (its ``**kwargs``: TypeError for a name that
         is not an option, as Python raises for an unexpected keyword argument)."""
-        values = self.pick(arguments)
-        for name, value in (extra or {}).items():
-            if name not in self._options:
-                raise TypeError(f"{self.method}() got an unexpected keyword argument '{name}'")
-            values[name] = value
-        present = [option for option in self if option.name in values]
-        for option in present:
-            option.check(values[option.name], option.name)
-        for option in present:
-            if values[option.name] is not None:
-                option.binding(values[option.name], option.name)
-        for option in present:
-            if option.convert is not None:
-                values[option.name] = option.convert(values[option.name])
+        try:
+            found = self._fetch(arguments)
+        except KeyError:  # a front-end without some options (the asyncio subscribe...)
+            found = tuple(arguments.get(name, _ABSENT) for name in self._names)
+        if not extra and all(map(operator.is_, found, self._defaults)):
+            values = self._default_values.copy()  # nothing to check
+        else:
+            values = dict(zip(self._names, found, strict=True))
+            self._check(values, extra or {})
+        for name, convert in self._conversions:
+            if name in values:
+                values[name] = convert(values[name])
         if self._validate is not None:
             self._validate(values)
         return values
+
+    def _check(self, values: dict[str, Any], extra: Mapping[str, Any]) -> None:
+        """Check the values not at their default (a default passes its checks: tested), in
+        the official client's phases; add ``extra`` and drop the options a front-end does
+        not have."""
+        for name, value in extra.items():
+            if name not in self._options:
+                raise TypeError(f"{self.method}() got an unexpected keyword argument '{name}'")
+            values[name] = value
+        for name in [name for name, value in values.items() if value is _ABSENT]:
+            del values[name]
+        given = [o for o in self if o.name in values and values[o.name] is not o.default]
+        for option in given:
+            option.check(values[option.name], option.name)
+        for option in given:
+            if values[option.name] is not None:
+                option.binding(values[option.name], option.name)

@@ -335,8 +335,6 @@ def _check_sequence_id(value: int, _name: str) -> None:
 
 MESSAGE_OPTIONS = OptionTable(
     "send",
-    required("content"),  # encoded by the producer's schema first
-    required("callback"),  # send_async's
     typed("properties", None, dict, convert=_properties),
     typed("partition_key", None, str),
     typed("ordering_key", None, str),
@@ -346,6 +344,8 @@ MESSAGE_OPTIONS = OptionTable(
     typed("event_timestamp", None, int, binding=c_size(64)),
     typed("deliver_at", None, int, binding=c_size(64)),
     typed("deliver_after", None, timedelta),
+    # the value, encoded by the producer's schema first; send_async's callback
+    plain=("content", "callback"),
 )
 # The official asyncio send leaves the flag unset by default.
 ASYNC_MESSAGE_OPTIONS = MESSAGE_OPTIONS.but(typed("disable_replication", None, bool, convert=bool))
