@@ -121,11 +121,12 @@ class OptionTable:
         # For collect(), on the path of every send: the values are fetched at once and
         # compared with the defaults in one pass (C loops).
         self._names = tuple(self._options)
+        assert len(self._names) > 1, "itemgetter of one name returns no tuple"
         self._fetch = itemgetter(*self._names)
-        self._defaults = tuple(option.default for option in options)
+        self._defaults = tuple(option.default for option in self._options.values())
         self._default_values = dict(zip(self._names, self._defaults, strict=True))
         self._conversions = tuple(
-            (option.name, option.convert) for option in options if option.convert is not None
+            (option.name, option.convert) for option in self if option.convert is not None
         )
 
     def __iter__(self) -> Iterator[Option[Any]]:
