@@ -165,6 +165,11 @@ CLIENT_CASES: list[tuple[str, Any]] = [
     ("listener_name", 5),
     ("use_tls", "x"),
     ("tls_trust_certs_file_path", 5),
+    ("tls_allow_insecure_connection", 1),
+    ("tls_validate_hostname", None),
+    ("tls_private_key_file_path", 5),
+    ("tls_certificate_file_path", b"x"),
+    ("authentication", "token"),
 ]
 PRODUCER_CASES: list[tuple[str, Any]] = [
     *[

@@ -16,7 +16,15 @@ Typed values use the schemas of :mod:`starquake.client.schema` (``pulsar.schema`
 official client): ``client.create_producer(topic, schema=schema.AvroSchema(MyRecord))``.
 
 The blocking API runs an asyncio core (:mod:`starquake.client.asyncio`) on a background
-event-loop thread.
+event-loop thread. Both APIs take their arguments from one declaration of every option
+(name, default, checks as the official client's): the tables of ``_options``.
+
+Planned layout (the modules are flat for now; they move in a later change): ``api/`` for the
+front-ends and their arguments (``_sync*``, ``asyncio``, ``_async_handles``, ``_options``,
+``_option_spec``, ``_arg_checks``), ``core/`` for the protocol machinery shared by both
+(connections, pool, lookups, producers, consumers, partitions, acks, chunks, dead letters),
+``security/`` for authentication and end-to-end encryption, and ``bulk/`` for the bulk
+readers and row batches.
 """
 
 from __future__ import annotations

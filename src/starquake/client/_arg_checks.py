@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any
 
 from starquake.client._config import KeySharedPolicy
 from starquake.client._enums import KeySharedMode
 from starquake.client._message import Message, MessageId
-from starquake.client._outgoing import OutgoingMessage
 
 
 def check_type(var_type: type | tuple[type, ...], var: Any, name: str) -> None:
@@ -83,122 +81,6 @@ def as_binding_bool(value: Any, name: str) -> bool:
         f"{name}(): incompatible function arguments. The following argument types are "
         f"supported: (bool); invoked with: {value!r}"
     )
-
-
-# Options of the official ``Client`` that tune its C++ runtime: its I/O and listener threads
-# and its limit of concurrent lookups. They are checked as there and have no effect here (one
-# event loop per client does the I/O).
-RUNTIME_TUNING_OPTIONS: dict[str, Any] = {
-    "io_threads": 1,
-    "message_listener_threads": 1,
-    "concurrent_lookup_requests": 50000,
-}
-# Options of the official ``Client`` that nothing here implements (its periodic statistics):
-# only their defaults are accepted. (``log_conf_file_path`` is checked and ignored, as the
-# official Python client does with it.)
-UNSUPPORTED_CLIENT_OPTIONS: dict[str, Any] = {"stats_interval_in_seconds": 600}
-
-
-def check_runtime_options(options: dict[str, Any]) -> None:
-    """Check the official client's runtime options as it does (ValueError for a wrong type,
-    TypeError for an int out of the C++ range); NotImplementedError for a value other than
-    the default of one that is not implemented; TypeError for an unknown name."""
-    for name in RUNTIME_TUNING_OPTIONS:
-        if name in options:
-            check_type(int, options[name], name)
-            check_c_int(options[name], name)
-    check_type_or_none(str, options.get("log_conf_file_path"), "log_conf_file_path")
-    if "stats_interval_in_seconds" in options:
-        stats = options["stats_interval_in_seconds"]
-        check_type(int, stats, "stats_interval_in_seconds")
-        check_c_int(stats, "stats_interval_in_seconds", unsigned=True)
-    ignored = {*RUNTIME_TUNING_OPTIONS, "log_conf_file_path"}
-    refuse_unsupported(
-        {k: v for k, v in options.items() if k not in ignored}, UNSUPPORTED_CLIENT_OPTIONS
-    )
-
-
-def refuse_unsupported(options: dict[str, Any], defaults: dict[str, Any]) -> None:
-    """Raise NotImplementedError for an option of ``defaults`` given another value than its
-    default, TypeError for a name not in ``defaults`` (options accepted but not implemented
-    must never be dropped silently)."""
-    for name, value in options.items():
-        if name not in defaults:
-            raise TypeError(f"got an unexpected keyword argument '{name}'")
-        default = defaults[name]
-        if value != default or type(value) is not type(default):
-            raise NotImplementedError(
-                f"{name}={value!r} is not supported by starquake.client (only the default, "
-                f"{default!r})"
-            )
-
-
-def build_message(
-    schema: Any,
-    content: Any,
-    properties: dict[str, str] | None = None,
-    partition_key: str | None = None,
-    ordering_key: str | None = None,
-    sequence_id: int | None = None,
-    replication_clusters: list[str] | None = None,
-    disable_replication: bool = False,
-    event_timestamp: int | None = None,
-    deliver_at: int | None = None,
-    deliver_after: timedelta | None = None,
-) -> OutgoingMessage:
-    """Validate the ``send`` arguments and build the outgoing message."""
-    data: bytes | None
-    if content is None:
-        data = None
-    else:
-        if schema is None and not isinstance(content, bytes):  # the default BytesSchema's error
-            raise TypeError(
-                f"Invalid record obj of type {type(content)} - expected type is {bytes}"
-            )
-        data = schema.encode(content) if schema is not None else content
-        check_type(bytes, data, "data")
-    check_type_or_none(dict, properties, "properties")
-    check_type_or_none(str, partition_key, "partition_key")
-    check_type_or_none(str, ordering_key, "ordering_key")
-    check_type_or_none(int, sequence_id, "sequence_id")
-    check_type_or_none(list, replication_clusters, "replication_clusters")
-    check_type(bool, disable_replication, "disable_replication")
-    check_type_or_none(int, event_timestamp, "event_timestamp")
-    check_type_or_none(int, deliver_at, "deliver_at")
-    check_type_or_none(timedelta, deliver_after, "deliver_after")
-    _check_message_numbers(sequence_id, event_timestamp, deliver_at)
-    when = deliver_at or None
-    if deliver_after:
-        when = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
-    return OutgoingMessage(
-        data,
-        properties=dict(properties or {}),
-        partition_key=partition_key or None,
-        ordering_key=ordering_key.encode("utf-8") if ordering_key else None,
-        sequence_id=sequence_id if sequence_id else None,
-        event_timestamp=event_timestamp or None,
-        deliver_at=when,
-        replication_clusters=replication_clusters or None,
-        disable_replication=disable_replication,
-    )
-
-
-def _check_message_numbers(
-    sequence_id: int | None, event_timestamp: int | None, deliver_at: int | None
-) -> None:
-    """The range checks of the official client's message builder: TypeError for what its
-    C++ setters cannot take, ValueError for a negative sequence id."""
-    if sequence_id is not None:
-        if not -(2**63) <= sequence_id < 2**63:
-            raise TypeError(
-                "sequence_id(): incompatible function arguments. The following argument types "
-                f"are supported: (int64); invoked with: {sequence_id}"
-            )
-        if sequence_id < 0:
-            raise ValueError("sequenceId needs to be >= 0")
-    for name, value in (("event_timestamp", event_timestamp), ("deliver_at", deliver_at)):
-        if value is not None:
-            check_c_size(value, name, unsigned_bits=64)
 
 
 def message_id_of(target: Any) -> Message | MessageId:

@@ -8,7 +8,6 @@ from typing import Any
 
 from starquake.client._arg_checks import (
     DEFAULT_BATCH_RECEIVE_POLICY,
-    build_message,
     check_type,
     check_type_or_none,
     delay_ms_of,
@@ -18,6 +17,7 @@ from starquake.client._arg_checks import (
 from starquake.client._decoding import ValueDecoding
 from starquake.client._message import Message, MessageId
 from starquake.client._multi import ConsumerFront
+from starquake.client._options import ASYNC_MESSAGE_OPTIONS, build_message
 from starquake.client._outgoing import OutgoingMessage
 from starquake.client._partitioned import PartitionedProducer
 from starquake.client._producer import ProducerImpl
@@ -45,9 +45,6 @@ class Producer:
         """The schema that encodes the values sent (None: bytes)."""
         return self._schema
 
-    def _message(self, content: Any, **kwargs: Any) -> OutgoingMessage:
-        return build_message(self._schema, content, **kwargs)
-
     async def send(
         self,
         content: Any,
@@ -56,24 +53,15 @@ class Producer:
         ordering_key: str | None = None,
         sequence_id: int | None = None,
         replication_clusters: list[str] | None = None,
-        disable_replication: bool = False,
+        disable_replication: bool | None = None,
         event_timestamp: int | None = None,
         deliver_at: int | None = None,
         deliver_after: timedelta | None = None,
     ) -> MessageId:
-        """Send a message and return its id once the broker has stored it."""
-        msg = self._message(
-            content,
-            properties=properties,
-            partition_key=partition_key,
-            ordering_key=ordering_key,
-            sequence_id=sequence_id,
-            replication_clusters=replication_clusters,
-            disable_replication=disable_replication,
-            event_timestamp=event_timestamp,
-            deliver_at=deliver_at,
-            deliver_after=deliver_after,
-        )
+        """Send a message and return its id once the broker has stored it (the arguments of
+        the blocking ``Producer.send``, with ``disable_replication`` unset by default, as in
+        the official asyncio client)."""
+        msg = build_message(self._schema, ASYNC_MESSAGE_OPTIONS, locals())
         return await self._impl.send(msg)
 
     async def send_outgoing(self, msg: OutgoingMessage) -> MessageId:

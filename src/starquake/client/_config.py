@@ -51,18 +51,6 @@ class ClientConfig:
     authentication: Authentication | None = None
     """How connections authenticate (None: they present no credentials)."""
 
-    def __post_init__(self) -> None:
-        for name in ("use_tls", "tls_allow_insecure_connection", "tls_validate_hostname"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"Argument {name} is expected to be of type 'bool'")
-        for name in (
-            "tls_trust_certs_file_path",
-            "tls_certificate_file_path",
-            "tls_private_key_file_path",
-        ):
-            if not isinstance(getattr(self, name), str | None):
-                raise ValueError(f"Argument {name} is expected to be of type 'str'")
-
     @property
     def tls(self) -> bool:
         """Whether connections to brokers use TLS."""

@@ -1,33 +1,39 @@
-"""Producer, consumer and reader arguments checked as the official client does, as configs.
+"""Every argument of the public client API, declared once: name, default, checks.
 
-The asyncio ``Client`` (which the blocking one drives) calls these with its arguments: every
-check and normalisation of them lives here, once.
+The tables below are read by both front-ends (the blocking ``starquake.client`` and
+``starquake.client.asyncio``) and by the signature tests: a front-end's explicit parameters
+must be options of its table, with the table's defaults (the official client's, plus the
+Starquake extensions at the end). The checks raise what the official client raises: ValueError
+from its Python type checks, TypeError from its C++ binding (an int out of range), and
+NotImplementedError for an option nothing here implements, unless it has its default.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from starquake.client import _timeouts
 from starquake.client._arg_checks import (
     ConsumerBatchReceivePolicy,
-    ConsumerDeadLetterPolicy,
     as_binding_bool,
     check_c_int,
     check_c_size,
-    check_enum,
     check_not_negative,
     check_type,
-    check_type_or_none,
-    refuse_unsupported,
 )
 from starquake.client._arg_checks import key_shared_policy as normalized_key_shared_policy
+from starquake.client._auth import Authentication
 from starquake.client._config import ConsumerConfig, KeySharedPolicy, ProducerConfig
 from starquake.client._crypto import CryptoKeyReader, failure_action
 from starquake.client._enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     HashingScheme,
     InitialPosition,
@@ -35,292 +41,343 @@ from starquake.client._enums import (
     ProducerAccessMode,
     RegexSubscriptionMode,
 )
-from starquake.client._message import Message, MessageId
-from starquake.client._timeouts import RedeliveryBackoff
+from starquake.client._message import MessageId
+from starquake.client._option_spec import (
+    REQUIRED,
+    Check,
+    Option,
+    OptionTable,
+    checks,
+    enum_option,
+    required,
+    typed,
+)
+from starquake.client._outgoing import OutgoingMessage
+from starquake.client._queue import MessageQueue
 
 
-def producer_config(
-    *,
-    producer_name: str | None,
-    schema: Any,
-    initial_sequence_id: int | None,
-    send_timeout_millis: int,
-    compression_type: CompressionType,
-    max_pending_messages: int,
-    max_pending_messages_across_partitions: int,
-    block_if_queue_full: bool,
-    batching_enabled: bool,
-    batching_max_messages: int,
-    batching_max_allowed_size_in_bytes: int,
-    batching_max_publish_delay_ms: int,
-    chunking_enabled: bool,
-    message_routing_mode: PartitionsRoutingMode,
-    lazy_start_partitioned_producers: bool,
-    properties: dict[str, str] | None,
-    batching_type: BatchingType,
-    encryption_key: str | None,
-    crypto_key_reader: Any,
-    access_mode: ProducerAccessMode,
-    message_router: Callable[[Message, int], int] | None,
-    hashing_scheme: HashingScheme,
-) -> ProducerConfig:
-    """The checked settings of a producer (``create_producer``'s arguments but the topic)."""
-    check_type_or_none(str, producer_name, "producer_name")
-    check_type_or_none(int, initial_sequence_id, "initial_sequence_id")
-    check_type(int, send_timeout_millis, "send_timeout_millis")
-    check_type(int, max_pending_messages, "max_pending_messages")
-    check_type(bool, block_if_queue_full, "block_if_queue_full")
-    check_type(bool, batching_enabled, "batching_enabled")
-    for name, value in (
-        ("max_pending_messages_across_partitions", max_pending_messages_across_partitions),
-        ("batching_max_messages", batching_max_messages),
-        ("batching_max_allowed_size_in_bytes", batching_max_allowed_size_in_bytes),
-        ("batching_max_publish_delay_ms", batching_max_publish_delay_ms),
-    ):
-        check_type(int, value, name)
-    check_type(bool, chunking_enabled, "chunking_enabled")
-    check_type(bool, lazy_start_partitioned_producers, "lazy_start_partitioned_producers")
-    refuse_unsupported(
-        {"lazy_start_partitioned_producers": lazy_start_partitioned_producers},
-        {"lazy_start_partitioned_producers": False},
-    )
-    check_type_or_none(dict, properties, "properties")
-    if batching_enabled and chunking_enabled:
-        raise ValueError("Batching and chunking of messages can't be enabled together.")
-    check_type_or_none(str, encryption_key, "encryption_key")
-    check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
-    _check_producer_enums(compression_type, batching_type, access_mode, message_routing_mode)
-    check_c_int(send_timeout_millis, "send_timeout_millis")
-    for name, value in (
-        ("max_pending_messages", max_pending_messages),
-        ("max_pending_messages_across_partitions", max_pending_messages_across_partitions),
-    ):
-        check_c_int(value, name)
-        check_not_negative(value, name)
-    check_c_size(batching_max_messages, "batching_max_messages")
-    check_c_size(
-        batching_max_allowed_size_in_bytes, "batching_max_allowed_size_in_bytes", unsigned_bits=64
-    )
-    check_c_size(batching_max_publish_delay_ms, "batching_max_publish_delay_ms", unsigned_bits=64)
-    return ProducerConfig(
-        producer_name=producer_name,
-        initial_sequence_id=initial_sequence_id,
-        send_timeout_millis=send_timeout_millis,
-        compression_type=CompressionType(int(compression_type)),
-        max_pending_messages=max_pending_messages,
-        max_pending_messages_across_partitions=max_pending_messages_across_partitions,
-        block_if_queue_full=block_if_queue_full,
-        batching_enabled=batching_enabled,
-        batching_max_messages=batching_max_messages,
-        batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-        batching_max_publish_delay_ms=batching_max_publish_delay_ms,
-        chunking_enabled=chunking_enabled,
-        message_routing_mode=PartitionsRoutingMode(int(message_routing_mode)),
-        hashing_scheme=HashingScheme(int(hashing_scheme)),
-        lazy_start_partitioned_producers=lazy_start_partitioned_producers,
-        properties=dict(properties or {}),
-        batching_type=BatchingType(int(batching_type)),
-        access_mode=ProducerAccessMode(int(access_mode)),
-        message_router=message_router,
-        schema=schema,
-        encryption_key=encryption_key,
-        crypto_key_reader=crypto_key_reader,
-    )
+def c_size(bits: int) -> Check:
+    """The TypeError of a C++ setter taking an unsigned int of ``bits`` bits."""
+    return partial(check_c_size, unsigned_bits=bits)
 
 
-def _check_producer_enums(
-    compression_type: Any, batching_type: Any, access_mode: Any, routing_mode: Any
-) -> None:
-    """The enum arguments of ``create_producer``, as the official client checks them (its C++
-    binding raises TypeError for a routing mode that is not a PartitionsRoutingMode)."""
-    check_enum(CompressionType, compression_type, "compression_type")
-    check_enum(BatchingType, batching_type, "batching_type")
-    check_enum(ProducerAccessMode, access_mode, "access_mode")
-    if not isinstance(routing_mode, PartitionsRoutingMode) and (
-        type(routing_mode).__name__ != "PartitionsRoutingMode"
+def c_int_named(setter: str) -> Check:
+    """:func:`check_c_int` for a C++ setter named otherwise than the argument."""
+    return lambda value, _name: check_c_int(value, setter)
+
+
+def only_default(default: Any) -> Check:
+    """NotImplementedError for an option nothing here implements, but at its default (never
+    dropped silently)."""
+
+    def check(value: Any, name: str) -> None:
+        if value != default or type(value) is not type(default):
+            raise NotImplementedError(
+                f"{name}={value!r} is not supported by starquake.client (only the default, "
+                f"{default!r})"
+            )
+
+    return check
+
+
+def _check_service_url(url: str, _name: str) -> None:
+    from starquake.client._pool import check_service_url
+
+    check_service_url(url)
+
+
+def _check_authentication(value: Any, _name: str) -> None:
+    if value is not None and not isinstance(value, Authentication):
+        raise ValueError(
+            "Argument authentication is expected to be a starquake.client Authentication "
+            "(AuthenticationToken, AuthenticationBasic, AuthenticationTLS)"
+        )
+
+
+CLIENT_OPTIONS = OptionTable(
+    "Client",
+    Option("service_url", REQUIRED, partial(check_type, str), _check_service_url),
+    Option("authentication", None, _check_authentication),
+    typed("operation_timeout_seconds", 30, int, binding=check_c_int),
+    # The C++ runtime's threads and lookup limit: checked, and without effect here (one
+    # event loop per client does the I/O).
+    typed("io_threads", 1, int, binding=check_c_int),
+    typed("message_listener_threads", 1, int, binding=check_c_int),
+    typed("concurrent_lookup_requests", 50000, int, binding=check_c_int),
+    typed("log_conf_file_path", None, str),  # the official Python client ignores it too
+    typed("stats_interval_in_seconds", 600, int, binding=checks(c_size(32), only_default(600))),
+    typed("use_tls", False, bool),
+    typed("tls_trust_certs_file_path", None, str),
+    typed("tls_allow_insecure_connection", False, bool),
+    typed("tls_validate_hostname", False, bool),
+    Option("logger", None),
+    typed("connection_timeout_ms", 10000, int, binding=c_int_named("connection_timeout")),
+    typed("listener_name", None, str, convert=lambda v: v or ""),
+    typed("tls_private_key_file_path", None, str),
+    typed("tls_certificate_file_path", None, str),
+    # Starquake extensions
+    Option("partitions_update_interval_seconds", 60),
+    Option("keep_alive_interval_seconds", 30),
+    Option("queue_factory", MessageQueue),  # the blocking client's queues are thread-safe
+)
+
+# --- producers ------------------------------------------------------------------------------
+
+
+def _check_routing_mode(value: Any, _name: str) -> None:
+    """The official binding's TypeError for a routing mode that is not a
+    PartitionsRoutingMode (ours or the official enum)."""
+    if not isinstance(value, PartitionsRoutingMode) and (
+        type(value).__name__ != "PartitionsRoutingMode"
     ):
         raise TypeError(
             "partitions_routing_mode(): incompatible function arguments. The following "
-            f"argument types are supported: (PartitionsRoutingMode); invoked with: {routing_mode!r}"
+            f"argument types are supported: (PartitionsRoutingMode); invoked with: {value!r}"
         )
 
 
-def _check_consumer_flags(
-    *,
-    consumer_type: Any,
-    is_read_compacted: Any,
-    initial_position: Any,
-    start_message_id_inclusive: Any,
-    key_shared_policy: Any,
-    batch_index_ack_enabled: Any,
-    regex_subscription_mode: Any,
-    dead_letter_policy: Any,
-) -> None:
-    """The type checks of ``subscribe``'s flags and enums, as the official client's."""
-    check_enum(ConsumerType, consumer_type, "consumer_type")
-    check_type(bool, is_read_compacted, "is_read_compacted")
-    check_enum(InitialPosition, initial_position, "initial_position")
-    check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
-    check_type_or_none(KeySharedPolicy, key_shared_policy, "key_shared_policy")
-    check_type(bool, batch_index_ack_enabled, "batch_index_ack_enabled")
-    check_enum(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
-    if dead_letter_policy is not None and not isinstance(
-        dead_letter_policy, ConsumerDeadLetterPolicy
-    ):  # the official client calls its policy() unchecked
-        raise AttributeError(
-            f"'{type(dead_letter_policy).__name__}' object has no attribute 'policy'"
-        )
+def _properties(value: dict[str, str] | None) -> dict[str, str]:
+    return dict(value or {})
 
 
-def consumer_config(
-    *,
-    subscription_name: str,
-    consumer_type: ConsumerType,
-    schema: Any,
-    receiver_queue_size: int,
-    max_total_receiver_queue_size_across_partitions: int,
-    consumer_name: str | None,
-    unacked_messages_timeout_ms: int | None,
-    broker_consumer_stats_cache_time_ms: int,
-    negative_ack_redelivery_delay_ms: int,
-    is_read_compacted: bool,
-    properties: dict[str, str] | None,
-    initial_position: InitialPosition,
-    crypto_key_reader: Any,
-    replicate_subscription_state_enabled: bool,
-    max_pending_chunked_message: int,
-    auto_ack_oldest_chunked_message_on_queue_full: bool,
-    start_message_id_inclusive: bool,
-    batch_receive_policy: Any,
-    key_shared_policy: Any,
-    batch_index_ack_enabled: bool,
-    regex_subscription_mode: RegexSubscriptionMode,
-    dead_letter_policy: Any,
-    crypto_failure_action: Any,
-    pattern_auto_discovery_period: int,
-    tick_duration_ms: int,
-    negative_ack_redelivery_backoff: RedeliveryBackoff | None,
-    ack_timeout_redelivery_backoff: RedeliveryBackoff | None,
-    expire_time_of_incomplete_chunked_message_ms: int,
-    enable_retry: bool,
-    retry_letter_topic: str | None,
-) -> ConsumerConfig:
-    """The checked settings of a consumer (``subscribe``'s arguments but the topic)."""
-    check_type(str, subscription_name, "subscription_name")
-    _check_consumer_flags(
-        consumer_type=consumer_type,
-        is_read_compacted=is_read_compacted,
-        initial_position=initial_position,
-        start_message_id_inclusive=start_message_id_inclusive,
-        key_shared_policy=key_shared_policy,
-        batch_index_ack_enabled=batch_index_ack_enabled,
-        regex_subscription_mode=regex_subscription_mode,
-        dead_letter_policy=dead_letter_policy,
-    )
-    check_type(int, receiver_queue_size, "receiver_queue_size")
-    for name, value in (
-        (
-            "max_total_receiver_queue_size_across_partitions",
-            max_total_receiver_queue_size_across_partitions,
-        ),
-        ("broker_consumer_stats_cache_time_ms", broker_consumer_stats_cache_time_ms),
-        ("pattern_auto_discovery_period", pattern_auto_discovery_period),
-    ):
+def _check_producer(options: dict[str, Any]) -> None:
+    if options.get("batching_enabled") and options.get("chunking_enabled"):
+        raise ValueError("Batching and chunking of messages can't be enabled together.")
+
+
+_PENDING_LIMIT = checks(check_c_int, check_not_negative)
+PRODUCER_OPTIONS = OptionTable(
+    "create_producer",
+    required("topic", partial(check_type, str)),
+    typed("producer_name", None, str),
+    Option("schema", None),  # None: BytesSchema
+    typed("initial_sequence_id", None, int),
+    typed("send_timeout_millis", 30000, int, binding=check_c_int),
+    enum_option("compression_type", CompressionType.NONE),
+    typed("max_pending_messages", 1000, int, binding=_PENDING_LIMIT),
+    typed("max_pending_messages_across_partitions", 50000, int, binding=_PENDING_LIMIT),
+    typed("block_if_queue_full", False, bool),
+    typed("batching_enabled", False, bool),
+    typed("batching_max_messages", 1000, int, binding=c_size(32)),
+    typed("batching_max_allowed_size_in_bytes", 128 * 1024, int, binding=c_size(64)),
+    typed("batching_max_publish_delay_ms", 10, int, binding=c_size(64)),
+    typed("chunking_enabled", False, bool),
+    Option(
+        "message_routing_mode",
+        PartitionsRoutingMode.RoundRobinDistribution,
+        binding=_check_routing_mode,
+        convert=lambda v: PartitionsRoutingMode(int(v)),
+    ),
+    typed(
+        "lazy_start_partitioned_producers", False, bool, binding=only_default(False)
+    ),  # every partition's producer starts with the partitioned producer
+    typed("properties", None, dict, convert=_properties),
+    enum_option("batching_type", BatchingType.Default),
+    typed("encryption_key", None, str),
+    typed("crypto_key_reader", None, CryptoKeyReader),
+    enum_option("access_mode", ProducerAccessMode.Shared),
+    Option("message_router", None),
+    # Starquake extension: BoostHash routes keys as the official Python client does,
+    # JavaStringHash as the Java client.
+    Option("hashing_scheme", HashingScheme.BoostHash, convert=lambda v: HashingScheme(int(v))),
+    validate=_check_producer,
+)
+
+
+def _check_publish_delay(value: Any, name: str) -> None:
+    """The asyncio API's delay: an int as the official client's, or a float (a fraction of a
+    millisecond, as pulsar-perf's ``-b``)."""
+    if not isinstance(value, float):
         check_type(int, value, name)
-    refuse_unsupported(  # consumer statistics are not provided
-        {"broker_consumer_stats_cache_time_ms": broker_consumer_stats_cache_time_ms},
-        {"broker_consumer_stats_cache_time_ms": 30000},
-    )
-    check_type_or_none(str, consumer_name, "consumer_name")
-    check_type(int, negative_ack_redelivery_delay_ms, "negative_ack_redelivery_delay_ms")
-    check_type_or_none(dict, properties, "properties")
-    check_type_or_none(int, unacked_messages_timeout_ms, "unacked_messages_timeout_ms")
-    check_type(int, max_pending_chunked_message, "max_pending_chunked_message")
-    check_type(
-        bool,
-        auto_ack_oldest_chunked_message_on_queue_full,
-        "auto_ack_oldest_chunked_message_on_queue_full",
-    )
-    check_type_or_none(ConsumerBatchReceivePolicy, batch_receive_policy, "batch_receive_policy")
-    check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
-    check_c_int(receiver_queue_size, "receiver_queue_size")
-    check_c_int(
-        max_total_receiver_queue_size_across_partitions,
-        "max_total_receiver_queue_size_across_partitions",
-    )
-    if unacked_messages_timeout_ms is not None:
-        check_c_size(unacked_messages_timeout_ms, "unacked_messages_timeout_ms", unsigned_bits=64)
-    check_c_size(max_pending_chunked_message, "max_pending_chunked_message", unsigned_bits=64)
-    minimum = _timeouts.MIN_UNACKED_MESSAGES_TIMEOUT_MS
-    if unacked_messages_timeout_ms and unacked_messages_timeout_ms < minimum:
+    elif not value >= 0:
+        raise ValueError(f"{name} must not be negative")
+
+
+def _publish_delay_binding(value: Any, name: str) -> None:
+    if not isinstance(value, float):
+        check_c_size(value, name, unsigned_bits=64)
+
+
+ASYNC_PRODUCER_OPTIONS = PRODUCER_OPTIONS.with_defaults(batching_enabled=True).but(
+    Option("batching_max_publish_delay_ms", 10, _check_publish_delay, _publish_delay_binding)
+)
+
+# --- consumers and readers ------------------------------------------------------------------
+
+
+def _check_dead_letter_policy(value: Any, _name: str) -> None:
+    from starquake.client._arg_checks import ConsumerDeadLetterPolicy
+
+    if value is not None and not isinstance(value, ConsumerDeadLetterPolicy):
+        # the official client calls its policy() unchecked
+        raise AttributeError(f"'{type(value).__name__}' object has no attribute 'policy'")
+
+
+def _check_crypto_failure_action(value: Any, _name: str) -> None:
+    failure_action(value)
+
+
+def _check_consumer(options: dict[str, Any]) -> None:
+    timeout = options.get("unacked_messages_timeout_ms")
+    if timeout and timeout < _timeouts.MIN_UNACKED_MESSAGES_TIMEOUT_MS:  # read when used
         raise ValueError(
             "Consumer Config Exception: Unacknowledged message timeout should be greater "
             "than 10 seconds."
         )
-    return ConsumerConfig(
-        consumer_type=ConsumerType(int(consumer_type)),
-        receiver_queue_size=receiver_queue_size,
-        max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
-        consumer_name=consumer_name,
-        unacked_messages_timeout_ms=unacked_messages_timeout_ms,
-        negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-        is_read_compacted=is_read_compacted,
-        properties=dict(properties or {}),
-        pattern_auto_discovery_period=pattern_auto_discovery_period,
-        initial_position=InitialPosition(int(initial_position)),
-        replicate_subscription_state_enabled=as_binding_bool(
-            replicate_subscription_state_enabled, "replicate_subscription_state_enabled"
-        ),
-        start_message_id_inclusive=start_message_id_inclusive,
-        key_shared_policy=normalized_key_shared_policy(key_shared_policy),
-        batch_index_ack_enabled=batch_index_ack_enabled,
-        regex_subscription_mode=RegexSubscriptionMode(int(regex_subscription_mode)),
-        dead_letter_policy=dead_letter_policy,
-        tick_duration_ms=tick_duration_ms,
-        negative_ack_redelivery_backoff=negative_ack_redelivery_backoff,
-        ack_timeout_redelivery_backoff=ack_timeout_redelivery_backoff,
-        max_pending_chunked_message=max_pending_chunked_message,
-        auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
-        expire_time_of_incomplete_chunked_message_ms=expire_time_of_incomplete_chunked_message_ms,
-        batch_receive_policy=batch_receive_policy,
-        enable_retry=enable_retry,
-        retry_letter_topic=retry_letter_topic,
-        schema=schema,
-        crypto_key_reader=crypto_key_reader,
-        crypto_failure_action=failure_action(crypto_failure_action),
-    )
 
 
-def reader_config(
-    *,
-    topic: str,
-    start_message_id: MessageId,
-    schema: Any,
-    receiver_queue_size: int,
-    reader_name: str | None,
-    subscription_role_prefix: str | None,
-    is_read_compacted: bool,
-    crypto_key_reader: Any,
-    start_message_id_inclusive: bool,
-    crypto_failure_action: Any,
-) -> ConsumerConfig:
-    """The checked settings of a reader (``create_reader``'s arguments)."""
-    check_type(str, topic, "topic")
-    check_type(MessageId, start_message_id, "start_message_id")
-    check_type(int, receiver_queue_size, "receiver_queue_size")
-    check_type(bool, is_read_compacted, "is_read_compacted")
-    check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
-    check_c_int(receiver_queue_size, "receiver_queue_size")
-    check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
-    check_type_or_none(str, reader_name, "reader_name")
-    check_type_or_none(str, subscription_role_prefix, "subscription_role_prefix")
-    return ConsumerConfig(
-        consumer_type=ConsumerType.Exclusive,
-        receiver_queue_size=receiver_queue_size,
-        is_read_compacted=is_read_compacted,
-        start_message_id_inclusive=start_message_id_inclusive,
-        durable=False,
-        schema=schema,
-        crypto_key_reader=crypto_key_reader,
-        crypto_failure_action=failure_action(crypto_failure_action),
+# Options of both consumers and readers.
+_SCHEMA = Option("schema", None)  # None: BytesSchema
+_RECEIVER_QUEUE_SIZE = typed("receiver_queue_size", 1000, int, binding=check_c_int)
+_IS_READ_COMPACTED = typed("is_read_compacted", False, bool)
+_CRYPTO_KEY_READER = typed("crypto_key_reader", None, CryptoKeyReader)
+_START_INCLUSIVE = typed("start_message_id_inclusive", False, bool)
+_CRYPTO_FAILURE_ACTION = Option(
+    "crypto_failure_action", ConsumerCryptoFailureAction.FAIL, _check_crypto_failure_action
+)
+
+CONSUMER_OPTIONS = OptionTable(
+    "subscribe",
+    required("topic"),  # a str, a list of str or a re.Pattern, checked when subscribing
+    required("subscription_name", partial(check_type, str)),
+    enum_option("consumer_type", ConsumerType.Exclusive),
+    _SCHEMA,
+    Option("message_listener", None),  # the blocking API's
+    _RECEIVER_QUEUE_SIZE,
+    typed("max_total_receiver_queue_size_across_partitions", 50000, int, binding=check_c_int),
+    typed("consumer_name", None, str),
+    typed("unacked_messages_timeout_ms", None, int, binding=c_size(64)),
+    # consumer statistics are not provided
+    typed("broker_consumer_stats_cache_time_ms", 30000, int, binding=only_default(30000)),
+    typed("negative_ack_redelivery_delay_ms", 60000, int),
+    _IS_READ_COMPACTED,
+    typed("properties", None, dict, convert=_properties),
+    typed("pattern_auto_discovery_period", 60, int),
+    enum_option("initial_position", InitialPosition.Latest),
+    _CRYPTO_KEY_READER,
+    Option(
+        "replicate_subscription_state_enabled",
+        False,
+        convert=lambda v: as_binding_bool(v, "replicate_subscription_state_enabled"),
+    ),
+    typed("max_pending_chunked_message", 10, int, binding=c_size(64)),
+    typed("auto_ack_oldest_chunked_message_on_queue_full", False, bool),
+    _START_INCLUSIVE,
+    typed("batch_receive_policy", None, ConsumerBatchReceivePolicy),
+    typed("key_shared_policy", None, KeySharedPolicy, convert=normalized_key_shared_policy),
+    typed("batch_index_ack_enabled", False, bool),
+    enum_option("regex_subscription_mode", RegexSubscriptionMode.PersistentOnly),
+    Option("dead_letter_policy", None, _check_dead_letter_policy),
+    _CRYPTO_FAILURE_ACTION,
+    # Starquake extensions (keyword-only), documented on the asyncio Client.subscribe;
+    # is_pattern_topic is the official asyncio client's.
+    Option("is_pattern_topic", False),
+    Option("tick_duration_ms", 1000),
+    Option("negative_ack_redelivery_backoff", None),
+    Option("ack_timeout_redelivery_backoff", None),
+    Option("expire_time_of_incomplete_chunked_message_ms", 60000),
+    Option("enable_retry", False),
+    Option("retry_letter_topic", None),
+    validate=_check_consumer,
+)
+
+READER_OPTIONS = OptionTable(
+    "create_reader",
+    required("topic", partial(check_type, str)),
+    required("start_message_id", partial(check_type, MessageId)),
+    _SCHEMA,
+    Option("reader_listener", None),  # the blocking API's
+    _RECEIVER_QUEUE_SIZE,
+    typed("reader_name", None, str),
+    typed("subscription_role_prefix", None, str),
+    _IS_READ_COMPACTED,
+    _CRYPTO_KEY_READER,
+    _START_INCLUSIVE,
+    _CRYPTO_FAILURE_ACTION,
+)
+
+
+def config_fields(config_type: type, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The collected options that are fields of ``config_type``."""
+    return {f.name: options[f.name] for f in dataclasses.fields(config_type) if f.name in options}
+
+
+def producer_config(options: Mapping[str, Any]) -> ProducerConfig:
+    """The settings of a producer from its collected options."""
+    return ProducerConfig(**config_fields(ProducerConfig, options))
+
+
+def consumer_config(options: Mapping[str, Any]) -> ConsumerConfig:
+    """The settings of a consumer from its collected options."""
+    return ConsumerConfig(**config_fields(ConsumerConfig, options))
+
+
+def reader_config(options: Mapping[str, Any]) -> ConsumerConfig:
+    """The settings of a reader (a non-durable exclusive consumer) from its options."""
+    fields = config_fields(ConsumerConfig, options)
+    return ConsumerConfig(consumer_type=ConsumerType.Exclusive, durable=False, **fields)
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def _check_sequence_id(value: int, _name: str) -> None:
+    """The official message builder's checks: TypeError beyond an int64, ValueError for a
+    negative id."""
+    if not -(2**63) <= value < 2**63:
+        raise TypeError(
+            "sequence_id(): incompatible function arguments. The following argument types "
+            f"are supported: (int64); invoked with: {value}"
+        )
+    if value < 0:
+        raise ValueError("sequenceId needs to be >= 0")
+
+
+MESSAGE_OPTIONS = OptionTable(
+    "send",
+    typed("properties", None, dict, convert=_properties),
+    typed("partition_key", None, str),
+    typed("ordering_key", None, str),
+    typed("sequence_id", None, int, binding=_check_sequence_id),
+    typed("replication_clusters", None, list),
+    typed("disable_replication", False, bool),
+    typed("event_timestamp", None, int, binding=c_size(64)),
+    typed("deliver_at", None, int, binding=c_size(64)),
+    typed("deliver_after", None, timedelta),
+    # the value, encoded by the producer's schema first; send_async's callback
+    plain=("content", "callback"),
+)
+# The official asyncio send leaves the flag unset by default.
+ASYNC_MESSAGE_OPTIONS = MESSAGE_OPTIONS.but(typed("disable_replication", None, bool, convert=bool))
+
+
+def build_message(schema: Any, table: OptionTable, arguments: Mapping[str, Any]) -> OutgoingMessage:
+    """The message a ``send`` front-end's arguments (its ``locals()``) describe, checked as
+    the official client's: the value encoded by ``schema`` first, then the options of
+    ``table``."""
+    content = arguments["content"]
+    data: bytes | None = None
+    if content is not None:
+        if schema is None and not isinstance(content, bytes):  # the default BytesSchema's error
+            raise TypeError(
+                f"Invalid record obj of type {type(content)} - expected type is {bytes}"
+            )
+        data = schema.encode(content) if schema is not None else content
+        check_type(bytes, data, "data")
+    options = table.collect(arguments)
+    when = options["deliver_at"] or None
+    delay: timedelta | None = options["deliver_after"]
+    if delay:
+        when = int(time.time() * 1000 + delay.total_seconds() * 1000)
+    ordering_key: str | None = options["ordering_key"]
+    return OutgoingMessage(
+        data,
+        properties=options["properties"],
+        partition_key=options["partition_key"] or None,
+        ordering_key=ordering_key.encode("utf-8") if ordering_key else None,
+        sequence_id=options["sequence_id"] or None,
+        event_timestamp=options["event_timestamp"] or None,
+        deliver_at=when,
+        replication_clusters=options["replication_clusters"] or None,
+        disable_replication=options["disable_replication"],
     )

@@ -10,9 +10,16 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from starquake.client import asyncio as aio
+from starquake.client._arg_checks import (
+    ConsumerBatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
+)
+from starquake.client._crypto import CryptoKeyReader
 from starquake.client._enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     HashingScheme,
     InitialPosition,
@@ -24,69 +31,24 @@ from starquake.client._enums import (
 from starquake.client._failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
 from starquake.client._logging import CLIENT_LOGGER_NAME, ConsoleLogger, FileLogger
 from starquake.client._message import Message, MessageId
+from starquake.client._options import (
+    CLIENT_OPTIONS,
+    CONSUMER_OPTIONS,
+    PRODUCER_OPTIONS,
+    READER_OPTIONS,
+)
 from starquake.client._queue import ThreadSafeQueue
 from starquake.client._sync_base import LoopThread
 from starquake.client._sync_consumer import Consumer, Reader, Receiver
 from starquake.client._sync_producer import Producer
 from starquake.client._sync_table_view import TableView
+from starquake.client._timeouts import RedeliveryBackoff
 from starquake.client.exceptions import AlreadyClosed
 from starquake.common.schema_info import SchemaInfo
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
 R = TypeVar("R")
 SendCallback = Callable[[Result, MessageId | None], None]
-
-# The arguments ``pulsar.Client.subscribe`` and ``create_reader`` take after the listener, in
-# the official order: they may be passed by position.
-_SUBSCRIBE_ARGS = (
-    "receiver_queue_size",
-    "max_total_receiver_queue_size_across_partitions",
-    "consumer_name",
-    "unacked_messages_timeout_ms",
-    "broker_consumer_stats_cache_time_ms",
-    "negative_ack_redelivery_delay_ms",
-    "is_read_compacted",
-    "properties",
-    "pattern_auto_discovery_period",
-    "initial_position",
-    "crypto_key_reader",
-    "replicate_subscription_state_enabled",
-    "max_pending_chunked_message",
-    "auto_ack_oldest_chunked_message_on_queue_full",
-    "start_message_id_inclusive",
-    "batch_receive_policy",
-    "key_shared_policy",
-    "batch_index_ack_enabled",
-    "regex_subscription_mode",
-    "dead_letter_policy",
-    "crypto_failure_action",
-)
-_READER_ARGS = (
-    "receiver_queue_size",
-    "reader_name",
-    "subscription_role_prefix",
-    "is_read_compacted",
-    "crypto_key_reader",
-    "start_message_id_inclusive",
-    "crypto_failure_action",
-)
-
-
-def _named(
-    method: str, names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Any]:
-    """``kwargs`` plus ``args`` named by position after ``names``; the ``TypeError`` Python
-    raises for too many positional arguments or an argument given twice."""
-    if len(args) > len(names):
-        raise TypeError(
-            f"{method}() got {len(args)} extra positional arguments, at most {len(names)}"
-        )
-    named = dict(kwargs)
-    for name, value in zip(names, args, strict=False):
-        if name in named:
-            raise TypeError(f"{method}() got multiple values for argument '{name}'")
-        named[name] = value
-    return named
 
 
 class Client:
@@ -113,27 +75,7 @@ class Client:
         tls_certificate_file_path: str | None = None,
         partitions_update_interval_seconds: int = 60,
     ) -> None:
-        self._inner = aio.Client(
-            service_url,
-            authentication,
-            operation_timeout_seconds=operation_timeout_seconds,
-            connection_timeout_ms=connection_timeout_ms,
-            listener_name=listener_name,
-            partitions_update_interval_seconds=partitions_update_interval_seconds,
-            use_tls=use_tls,
-            tls_trust_certs_file_path=tls_trust_certs_file_path,
-            tls_allow_insecure_connection=tls_allow_insecure_connection,
-            tls_validate_hostname=tls_validate_hostname,
-            tls_private_key_file_path=tls_private_key_file_path,
-            tls_certificate_file_path=tls_certificate_file_path,
-            logger=logger,
-            queue_factory=ThreadSafeQueue,
-            io_threads=io_threads,
-            message_listener_threads=message_listener_threads,
-            concurrent_lookup_requests=concurrent_lookup_requests,
-            log_conf_file_path=log_conf_file_path,
-            stats_interval_in_seconds=stats_interval_in_seconds,
-        )
+        self._inner = aio.Client(**CLIENT_OPTIONS.pick(locals()), queue_factory=ThreadSafeQueue)
         self._runner = LoopThread()
         self._inner.core.loop = self._runner.loop
         self._shut_down = False
@@ -172,33 +114,8 @@ class Client:
         """Create a producer. Same arguments and defaults as ``pulsar.Client.create_producer``
         (batching is off by default here, on in the asyncio API, as in the official client).
         """
-        inner = self._runner.run(
-            self._inner.create_producer(
-                topic,
-                producer_name,
-                schema,
-                initial_sequence_id,
-                send_timeout_millis,
-                compression_type,
-                max_pending_messages,
-                max_pending_messages_across_partitions,
-                block_if_queue_full,
-                batching_enabled,
-                batching_max_messages,
-                batching_max_allowed_size_in_bytes,
-                batching_max_publish_delay_ms,
-                chunking_enabled,
-                message_routing_mode,
-                lazy_start_partitioned_producers,
-                properties,
-                batching_type,
-                encryption_key,
-                crypto_key_reader,
-                access_mode,
-                message_router,
-                hashing_scheme,
-            )
-        )
+        options = PRODUCER_OPTIONS.pick(locals())
+        inner = self._runner.run(self._inner.create_producer(**options))
         producer = Producer(self._runner, inner, block_if_queue_full)
         self._handles.add(producer)
         return producer
@@ -209,26 +126,48 @@ class Client:
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         schema: Any = None,
-        message_listener: Any = None,
-        *args: Any,
-        **kwargs: Any,
+        message_listener: Callable[[Consumer, Message], None] | None = None,
+        receiver_queue_size: int = 1000,
+        max_total_receiver_queue_size_across_partitions: int = 50000,
+        consumer_name: str | None = None,
+        unacked_messages_timeout_ms: int | None = None,
+        broker_consumer_stats_cache_time_ms: int = 30000,
+        negative_ack_redelivery_delay_ms: int = 60000,
+        is_read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
+        pattern_auto_discovery_period: int = 60,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        crypto_key_reader: CryptoKeyReader | None = None,
+        replicate_subscription_state_enabled: bool = False,
+        max_pending_chunked_message: int = 10,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+        start_message_id_inclusive: bool = False,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
+        key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        batch_index_ack_enabled: bool = False,
+        regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
+        dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
+        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
+        *,
+        is_pattern_topic: bool = False,
+        tick_duration_ms: int = 1000,
+        negative_ack_redelivery_backoff: RedeliveryBackoff | None = None,
+        ack_timeout_redelivery_backoff: RedeliveryBackoff | None = None,
+        expire_time_of_incomplete_chunked_message_ms: int = 60000,
+        enable_retry: bool = False,
+        retry_letter_topic: str | None = None,
     ) -> Consumer:
         """Subscribe to a topic, a list of topics or a regex pattern.
 
-        The arguments, their order and defaults are those of ``pulsar.Client.subscribe``
-        (``receiver_queue_size=1000``, ``initial_position=InitialPosition.Latest``,
-        ``negative_ack_redelivery_delay_ms=60000``, ``dead_letter_policy``,
-        ``batch_receive_policy``, ``max_pending_chunked_message``, ...), plus the Starquake
-        extensions documented on :meth:`starquake.client.asyncio.Client.subscribe`
-        (``tick_duration_ms``, ``negative_ack_redelivery_backoff``,
-        ``ack_timeout_redelivery_backoff``, ``expire_time_of_incomplete_chunked_message_ms``,
-        ``enable_retry``, ``retry_letter_topic``).
+        The arguments, their order and defaults are those of ``pulsar.Client.subscribe``;
+        the keyword-only ones are Starquake extensions documented on
+        :meth:`starquake.client.asyncio.Client.subscribe` (``is_pattern_topic`` is the
+        official asyncio client's).
         """
-        kwargs = _named("subscribe", _SUBSCRIBE_ARGS, args, kwargs)
-        inner = self._runner.run(
-            self._inner.subscribe(topic, subscription_name, consumer_type, schema, **kwargs)
-        )
-        consumer = Consumer(self._runner, inner, message_listener)
+        options = CONSUMER_OPTIONS.pick(locals())
+        listener = options.pop("message_listener")
+        inner = self._runner.run(self._inner.subscribe(**options))
+        consumer = Consumer(self._runner, inner, listener)
         self._handles.add(consumer)
         return consumer
 
@@ -237,20 +176,21 @@ class Client:
         topic: str,
         start_message_id: MessageId,
         schema: Any = None,
-        reader_listener: Any = None,
-        *args: Any,
-        **kwargs: Any,
+        reader_listener: Callable[[Reader, Message], None] | None = None,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
+        is_read_compacted: bool = False,
+        crypto_key_reader: CryptoKeyReader | None = None,
+        start_message_id_inclusive: bool = False,
+        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
     ) -> Reader:
-        """Create a reader at ``start_message_id`` (``MessageId.earliest``, ``.latest`` or an id).
-
-        Further arguments, in order, as ``pulsar.Client.create_reader`` (``receiver_queue_size``,
-        ``reader_name``, ``subscription_role_prefix``, ``start_message_id_inclusive``, ...).
-        """
-        kwargs = _named("create_reader", _READER_ARGS, args, kwargs)
-        inner = self._runner.run(
-            self._inner.create_reader(topic, start_message_id, schema, **kwargs)
-        )
-        reader = Reader(self._runner, inner, reader_listener)
+        """Create a reader at ``start_message_id`` (``MessageId.earliest``, ``.latest`` or an
+        id); the arguments of ``pulsar.Client.create_reader``."""
+        options = READER_OPTIONS.pick(locals())
+        listener = options.pop("reader_listener")
+        inner = self._runner.run(self._inner.create_reader(**options))
+        reader = Reader(self._runner, inner, listener)
         self._handles.add(reader)
         return reader
 

@@ -12,9 +12,6 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from starquake.client import asyncio as aio
-from starquake.client._arg_checks import (
-    build_message,
-)
 from starquake.client._async_handles import AnyProducer
 from starquake.client._enums import (
     Result,
@@ -22,6 +19,7 @@ from starquake.client._enums import (
 from starquake.client._interrupts import acquire as acquire_interruptibly
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import MessageId
+from starquake.client._options import MESSAGE_OPTIONS, build_message
 from starquake.client._outgoing import OutgoingMessage
 from starquake.client._producer import ProducerImpl
 from starquake.client._sync_base import ON_LOOP, LoopThread, Mailbox, PendingSend, Waiter
@@ -135,19 +133,7 @@ class Producer:
         deliver_after: timedelta | None = None,
     ) -> MessageId:
         """Publish a message and block until the broker stored it; returns its id."""
-        msg = build_message(
-            self._inner.schema,
-            content,
-            properties,
-            partition_key,
-            ordering_key,
-            sequence_id,
-            replication_clusters,
-            disable_replication,
-            event_timestamp,
-            deliver_at,
-            deliver_after,
-        )
+        msg = build_message(self._inner.schema, MESSAGE_OPTIONS, locals())
         if self._runner.in_loop_thread():
             raise RuntimeError(ON_LOOP)
         slots = self._slots
@@ -180,19 +166,7 @@ class Producer:
         otherwise a full queue is reported to the callback (``Result.ProducerQueueIsFull``).
         The callback runs on the client's I/O thread and must not block on the client.
         """
-        msg = build_message(
-            self._inner.schema,
-            content,
-            properties,
-            partition_key,
-            ordering_key,
-            sequence_id,
-            replication_clusters,
-            disable_replication,
-            event_timestamp,
-            deliver_at,
-            deliver_after,
-        )
+        msg = build_message(self._inner.schema, MESSAGE_OPTIONS, locals())
         slots = self._slots
         if slots is not None and not slots.acquire(False):
             if not self._block:

@@ -20,15 +20,9 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from starquake.client._arg_checks import (
-    check_c_int,
-    check_runtime_options,
-    check_type,
-    check_type_or_none,
-)
+from starquake.client._arg_checks import check_type, check_type_or_none
 from starquake.client._async_handles import AnyProducer as AnyProducer
 from starquake.client._async_handles import Consumer, Producer, Reader
-from starquake.client._auth import Authentication
 from starquake.client._config import ClientConfig
 from starquake.client._consumer import is_latest
 from starquake.client._enums import (
@@ -53,7 +47,16 @@ from starquake.client._handler import ClientCore
 from starquake.client._logging import attach_logger, detach_logger
 from starquake.client._message import Message, MessageId
 from starquake.client._multi import ConsumerFront, normalize_topic
-from starquake.client._options import consumer_config, producer_config, reader_config
+from starquake.client._options import (
+    ASYNC_PRODUCER_OPTIONS,
+    CLIENT_OPTIONS,
+    CONSUMER_OPTIONS,
+    READER_OPTIONS,
+    config_fields,
+    consumer_config,
+    producer_config,
+    reader_config,
+)
 from starquake.client._outgoing import OutgoingMessage
 from starquake.client._partitioned import open_producer
 from starquake.client._producer import partition_topic
@@ -117,43 +120,13 @@ class Client:
             service_url = info.service_url
             authentication = info.authentication
             tls_trust_certs_file_path = info.tls_trust_certs_file_path
-        check_type(str, service_url, "service_url")
-        assert isinstance(service_url, str)  # for the type checker: check_type raised otherwise
-        check_type(int, operation_timeout_seconds, "operation_timeout_seconds")
-        check_type(int, connection_timeout_ms, "connection_timeout_ms")
-        check_runtime_options(runtime_options)
-        check_c_int(operation_timeout_seconds, "operation_timeout_seconds")
-        check_c_int(connection_timeout_ms, "connection_timeout")
-        check_type_or_none(str, listener_name, "listener_name")
-        if authentication is not None and not isinstance(authentication, Authentication):
-            raise ValueError(
-                "Argument authentication is expected to be a starquake.client Authentication "
-                "(AuthenticationToken, AuthenticationBasic, AuthenticationTLS)"
-            )
-        tls_identity = authentication.tls_certificate_paths if authentication else None
-        if tls_identity is not None:  # AuthenticationTLS: its certificate, in the handshake
-            tls_certificate_file_path, tls_private_key_file_path = tls_identity
-        from starquake.client._pool import check_service_url
-
-        check_service_url(service_url)
-        self._core = ClientCore(
-            ClientConfig(
-                service_url,
-                operation_timeout_seconds=operation_timeout_seconds,
-                connection_timeout_ms=connection_timeout_ms,
-                keep_alive_interval_seconds=keep_alive_interval_seconds,
-                listener_name=listener_name or "",
-                partitions_update_interval_seconds=partitions_update_interval_seconds,
-                use_tls=use_tls,
-                tls_trust_certs_file_path=tls_trust_certs_file_path,
-                tls_allow_insecure_connection=tls_allow_insecure_connection,
-                tls_validate_hostname=tls_validate_hostname,
-                tls_certificate_file_path=tls_certificate_file_path,
-                tls_private_key_file_path=tls_private_key_file_path,
-                authentication=authentication,
-            ),
-            queue_factory,
-        )
+        options = CLIENT_OPTIONS.collect(locals(), runtime_options)
+        fields = config_fields(ClientConfig, options)
+        identity = authentication.tls_certificate_paths if authentication else None
+        if identity is not None:  # AuthenticationTLS: its certificate, in the handshake
+            fields["tls_certificate_file_path"], fields["tls_private_key_file_path"] = identity
+        self._core = ClientCore(ClientConfig(**fields), queue_factory)
+        assert isinstance(service_url, str)  # for the type checker: collect() raised otherwise
         self._log_handler = attach_logger(logger)
         self._service_info = ServiceInfo(service_url, authentication, tls_trust_certs_file_path)
         self._provider = provider
@@ -221,38 +194,7 @@ class Client:
         ``batching_max_publish_delay_ms`` may be a fraction of a millisecond (a float, as
         pulsar-perf's ``-b``).
         """
-        check_type(str, topic, "topic")
-        delay_ms = batching_max_publish_delay_ms
-        if isinstance(delay_ms, float):
-            if not delay_ms >= 0:
-                raise ValueError("batching_max_publish_delay_ms must not be negative")
-            batching_max_publish_delay_ms = 0  # checked here; the float is kept below
-        config = producer_config(
-            producer_name=producer_name,
-            schema=schema,
-            initial_sequence_id=initial_sequence_id,
-            send_timeout_millis=send_timeout_millis,
-            compression_type=compression_type,
-            max_pending_messages=max_pending_messages,
-            max_pending_messages_across_partitions=max_pending_messages_across_partitions,
-            block_if_queue_full=block_if_queue_full,
-            batching_enabled=batching_enabled,
-            batching_max_messages=batching_max_messages,
-            batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-            batching_max_publish_delay_ms=batching_max_publish_delay_ms,
-            chunking_enabled=chunking_enabled,
-            message_routing_mode=message_routing_mode,
-            lazy_start_partitioned_producers=lazy_start_partitioned_producers,
-            properties=properties,
-            batching_type=batching_type,
-            encryption_key=encryption_key,
-            crypto_key_reader=crypto_key_reader,
-            access_mode=access_mode,
-            message_router=message_router,
-            hashing_scheme=hashing_scheme,
-        )
-        if isinstance(delay_ms, float):
-            config = dataclasses.replace(config, batching_max_publish_delay_ms=delay_ms)
+        config = producer_config(ASYNC_PRODUCER_OPTIONS.collect(locals()))
         name = normalize_topic(topic)
         impl = await open_producer(self._core, name, config)
         return Producer(impl, name, schema)
@@ -311,38 +253,7 @@ class Client:
         - ``enable_retry`` / ``retry_letter_topic``: subscribe to the retry letter topic too and
           allow :meth:`Consumer.reconsume_later`.
         """
-        config = consumer_config(
-            subscription_name=subscription_name,
-            consumer_type=consumer_type,
-            schema=schema,
-            receiver_queue_size=receiver_queue_size,
-            max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
-            consumer_name=consumer_name,
-            unacked_messages_timeout_ms=unacked_messages_timeout_ms,
-            broker_consumer_stats_cache_time_ms=broker_consumer_stats_cache_time_ms,
-            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-            is_read_compacted=is_read_compacted,
-            properties=properties,
-            initial_position=initial_position,
-            crypto_key_reader=crypto_key_reader,
-            replicate_subscription_state_enabled=replicate_subscription_state_enabled,
-            max_pending_chunked_message=max_pending_chunked_message,
-            auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
-            start_message_id_inclusive=start_message_id_inclusive,
-            batch_receive_policy=batch_receive_policy,
-            key_shared_policy=key_shared_policy,
-            batch_index_ack_enabled=batch_index_ack_enabled,
-            regex_subscription_mode=regex_subscription_mode,
-            dead_letter_policy=dead_letter_policy,
-            crypto_failure_action=crypto_failure_action,
-            pattern_auto_discovery_period=pattern_auto_discovery_period,
-            tick_duration_ms=tick_duration_ms,
-            negative_ack_redelivery_backoff=negative_ack_redelivery_backoff,
-            ack_timeout_redelivery_backoff=ack_timeout_redelivery_backoff,
-            expire_time_of_incomplete_chunked_message_ms=expire_time_of_incomplete_chunked_message_ms,
-            enable_retry=enable_retry,
-            retry_letter_topic=retry_letter_topic,
-        )
+        config = consumer_config(CONSUMER_OPTIONS.collect(locals()))
         if isinstance(topic, str) and is_pattern_topic:
             front = ConsumerFront(
                 self._core, [], subscription_name, config, pattern=re.compile(topic)
@@ -379,18 +290,7 @@ class Client:
         crypto_failure_action: Any = ConsumerCryptoFailureAction.FAIL,
     ) -> Reader:
         """Create a reader positioned at ``start_message_id`` (earliest, latest or an id)."""
-        config = reader_config(
-            topic=topic,
-            start_message_id=start_message_id,
-            schema=schema,
-            receiver_queue_size=receiver_queue_size,
-            reader_name=reader_name,
-            subscription_role_prefix=subscription_role_prefix,
-            is_read_compacted=is_read_compacted,
-            crypto_key_reader=crypto_key_reader,
-            start_message_id_inclusive=start_message_id_inclusive,
-            crypto_failure_action=crypto_failure_action,
-        )
+        config = reader_config(READER_OPTIONS.collect(locals()))
         prefix = subscription_role_prefix or "reader"
         subscription = f"{prefix}-{secrets.token_hex(5)}"
         front = ConsumerFront(
