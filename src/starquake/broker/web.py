@@ -115,16 +115,6 @@ class WebServer:
         groups are the path's parameters) matches in full; the first route added wins."""
         self._routes.append(_Served(method, re.compile(pattern), endpoint, need))
 
-    def match(self, method: str, path: str) -> tuple[Need, dict[str, str]] | None:
-        """What the route serving ``method path`` needs and the path's parameters (None: no
-        route serves it)."""
-        for served in self._routes:
-            found = served.pattern.fullmatch(path) if served.method == method else None
-            if found is not None:
-                names = {k: v for k, v in found.groupdict().items() if v is not None}
-                return served.need, names
-        return None
-
     async def _dispatch(
         self, method: str, target: str, body: bytes, role: str | None = None
     ) -> Reply:
@@ -151,7 +141,8 @@ class WebServer:
         """Bind plain HTTP on ``port`` (served from :meth:`serve` on); returns the port bound (-1:
         ``port`` -1, no plain HTTP; :meth:`start_tls` may still add HTTPS)."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_route("*", "/{path:.*}", self._handle)
+        # every path, newlines included (a percent-encoded one in a name)
+        app.router.add_route("*", r"/{path:[\s\S]*}", self._handle)
         # keepalive_timeout runs from a connection's start and from each response until the
         # next request's head is complete; lingering_time 0: a body left unread (a refused
         # request) closes the connection rather than being read and thrown away

@@ -62,10 +62,12 @@ def _heartbeat(service: BrokerService) -> str | None:
 
 
 async def status(service: BrokerService, call: Call) -> Reply:
+    """``OK`` while the broker serves (for load balancers)."""
     return 200, "text/plain", b"OK"
 
 
 async def health(service: BrokerService, call: Call) -> Reply:
+    """``ok`` once a heartbeat written to the metadata store reads back; 503 otherwise."""
     try:
         problem = await asyncio.to_thread(_heartbeat, service)
     except Exception as exc:
@@ -77,14 +79,17 @@ async def health(service: BrokerService, call: Call) -> Reply:
 
 
 async def dynamic_names(service: BrokerService, call: Call) -> Reply:
+    """The names of the settings that can change at run time (none)."""
     return json_reply(200, [])
 
 
 async def dynamic_values(service: BrokerService, call: Call) -> Reply:
+    """The values of the settings that can change at run time (none)."""
     return json_reply(200, {})
 
 
 async def runtime(service: BrokerService, call: Call) -> Reply:
+    """Every setting as the broker was configured, secrets masked."""
     return json_reply(200, runtime_configuration(service))
 
 

@@ -43,12 +43,14 @@ def merged_status(statuses: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def topics_of(service: BrokerService, topic: TopicName) -> list[PersistentTopic]:
+    """The topic, or each partition of a partitioned topic, loaded."""
     count = service.resources.partitions(topic)
     names = [topic.partition(i) for i in range(count)] if count else [topic]
     return [await topic_admin.persistent_topic(service, name) for name in names]
 
 
 async def trigger(service: BrokerService, call: Call) -> Reply:
+    """Start compacting the topic (each partition); 409 while one runs."""
     loaded = await topics_of(service, topic_of(call.params))
     if any(t.compaction.running for t in loaded):
         raise ConflictError("Compaction already in progress")
@@ -58,6 +60,7 @@ async def trigger(service: BrokerService, call: Call) -> Reply:
 
 
 async def status(service: BrokerService, call: Call) -> Reply:
+    """The compaction status of the topic (merged over its partitions)."""
     loaded = await topics_of(service, topic_of(call.params))
     return json_reply(200, merged_status([t.compaction.status_json() for t in loaded]))
 

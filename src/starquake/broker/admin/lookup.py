@@ -39,6 +39,7 @@ NAMESPACE_TOPICS = rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{
 
 
 async def lookup(service: BrokerService, call: Call) -> Reply:
+    """The broker serving the topic, as a client's HTTP lookup asks."""
     try:
         params = call.params
         topic = TopicName.parse(
@@ -63,6 +64,7 @@ async def lookup(service: BrokerService, call: Call) -> Reply:
 
 
 async def namespace_topics(service: BrokerService, call: Call) -> Reply:
+    """The topic names of a namespace (``mode``: persistent, non-persistent or all)."""
     namespace = f"{call.params['tenant']}/{call.params['namespace']}"
     if not service.resources.namespace_exists(namespace):
         return json_reply(404, {"reason": f"Namespace {namespace} does not exist"})

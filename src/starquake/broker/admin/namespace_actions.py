@@ -30,6 +30,7 @@ NAMESPACE = rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT
 
 
 def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
+    """``tenant/namespace`` of the path (404 when it does not exist)."""
     namespace = f"{params['tenant']}/{params['namespace']}"
     if not service.resources.namespace_exists(namespace):
         raise NotFoundError(f"Namespace {namespace} does not exist")
@@ -37,6 +38,7 @@ def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
 
 
 async def unload(service: BrokerService, call: Call) -> Reply:
+    """Unload every loaded topic of the namespace."""
     namespace = namespace_of(service, call.params)
     unloaded = 0
     for topic in list(service.topics.values()):
@@ -48,6 +50,7 @@ async def unload(service: BrokerService, call: Call) -> Reply:
 
 
 async def clear_backlog(service: BrokerService, call: Call) -> Reply:
+    """Acknowledge every message of the namespace's subscriptions (or of those of one name)."""
     namespace = namespace_of(service, call.params)
     only = call.params.get("subscription")
     for name in await service.list_topics(namespace, persistent=True):

@@ -38,12 +38,14 @@ _TOPIC = (
 
 
 def topic_of(params: dict[str, str]) -> TopicName:
+    """The topic the path names (InvalidTopicNameError otherwise)."""
     return TopicName.parse(
         f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
     )
 
 
 def count_of(body: bytes) -> int | None:
+    """The partition count of a body (None when it is not a whole number)."""
     try:
         value = parse_json(body or b"null")
     except BadRequest:
@@ -52,6 +54,7 @@ def count_of(body: bytes) -> int | None:
 
 
 async def change(service: BrokerService, call: Call, *, create: bool) -> Reply:
+    """Create a partitioned topic, or raise its partition count."""
     try:
         topic = topic_of(call.params)
     except InvalidTopicNameError as exc:
@@ -79,14 +82,17 @@ async def change(service: BrokerService, call: Call, *, create: bool) -> Reply:
 
 
 async def create(service: BrokerService, call: Call) -> Reply:
+    """Create a partitioned topic with the body's partition count."""
     return await change(service, call, create=True)
 
 
 async def update(service: BrokerService, call: Call) -> Reply:
+    """Raise a partitioned topic's partition count to the body's."""
     return await change(service, call, create=False)
 
 
 async def get(service: BrokerService, call: Call) -> Reply:
+    """``{"partitions": N}`` (0: not partitioned), auto-creating when the lookup asks."""
     try:
         topic = topic_of(call.params)
         partitions = service.partitioned_metadata(topic)
@@ -105,8 +111,8 @@ async def get(service: BrokerService, call: Call) -> Reply:
 _PARTITIONS = _TOPIC + "/partitions"
 
 ROUTES = [
-    Route("PUT", _PARTITIONS, create, Need.TOPIC_ADMIN),
-    Route("POST", _PARTITIONS, update, Need.TOPIC_ADMIN),
+    Route("PUT", _PARTITIONS, create, Need.TOPIC_ADMIN, "the number of partitions"),
+    Route("POST", _PARTITIONS, update, Need.TOPIC_ADMIN, "the number of partitions"),
     Route("GET", _PARTITIONS, get, Need.TOPIC_LOOKUP),
 ]
 """The endpoints of partitioned topics."""

@@ -115,6 +115,7 @@ def sorted_grants(grants: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
+    """``tenant/namespace`` of the path (404 when it does not exist)."""
     name = f"{params['tenant']}/{params['namespace']}"
     if not service.resources.namespace_exists(name):
         raise NotFoundError(f"Namespace {name} does not exist")
@@ -122,6 +123,7 @@ def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
 
 
 def topic_of(service: BrokerService, params: dict[str, str]) -> TopicName:
+    """The topic the path names, in a namespace that exists."""
     name = TopicName.parse(
         f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
     )
@@ -144,11 +146,13 @@ async def change(
 
 
 async def get_namespace(service: BrokerService, call: Call) -> Reply:
+    """The namespace's grants: role -> actions."""
     auth = service.authorization.auth_policies(namespace_of(service, call.params))
     return json_reply(200, sorted_grants(auth["namespace_auth"]))
 
 
 async def grant_namespace(service: BrokerService, call: Call) -> Reply:
+    """Grant the body's actions to the role on the namespace."""
     namespace = namespace_of(service, call.params)
     role, actions = call.params["role"], parse_actions(call.body)
 
@@ -161,6 +165,7 @@ async def grant_namespace(service: BrokerService, call: Call) -> Reply:
 
 
 async def revoke_namespace(service: BrokerService, call: Call) -> Reply:
+    """Revoke the role's namespace grant."""
     namespace = namespace_of(service, call.params)
     role = call.params["role"]
     await change(service, namespace, lambda auth: auth["namespace_auth"].pop(role, None))
@@ -169,11 +174,13 @@ async def revoke_namespace(service: BrokerService, call: Call) -> Reply:
 
 
 async def get_subscriptions(service: BrokerService, call: Call) -> Reply:
+    """The namespace's subscription grants: subscription -> roles."""
     auth = service.authorization.auth_policies(namespace_of(service, call.params))
     return json_reply(200, sorted_grants(auth["subscription_auth_roles"]))
 
 
 async def grant_subscription(service: BrokerService, call: Call) -> Reply:
+    """Only the body's roles may consume with the subscription."""
     namespace = namespace_of(service, call.params)
     subscription, roles = call.params["subscription"], parse_roles(call.body)
 
@@ -186,6 +193,7 @@ async def grant_subscription(service: BrokerService, call: Call) -> Reply:
 
 
 async def revoke_subscription(service: BrokerService, call: Call) -> Reply:
+    """Remove one role from a subscription's roles."""
     namespace = namespace_of(service, call.params)
     subscription, role = call.params["subscription"], call.params["role"]
     if (
@@ -217,12 +225,14 @@ def with_partitions(service: BrokerService, topic: TopicName) -> list[str]:
 
 
 async def get_topic(service: BrokerService, call: Call) -> Reply:
+    """The topic's effective grants (the namespace's and the topic's)."""
     topic = topic_of(service, call.params)
     auth = service.authorization.auth_policies(topic.namespace_name)
     return json_reply(200, effective_topic_permissions(auth, topic))
 
 
 async def grant_topic(service: BrokerService, call: Call) -> Reply:
+    """Grant the body's actions to the role on the topic (and its partitions)."""
     topic = topic_of(service, call.params)
     role, actions = call.params["role"], parse_actions(call.body)
     names = with_partitions(service, topic)
@@ -237,6 +247,7 @@ async def grant_topic(service: BrokerService, call: Call) -> Reply:
 
 
 async def revoke_topic(service: BrokerService, call: Call) -> Reply:
+    """Revoke the role's topic grant (412 when it has none on the topic)."""
     topic = topic_of(service, call.params)
     role = call.params["role"]
     by_topic = service.authorization.auth_policies(topic.namespace_name)["destination_auth"]
@@ -259,11 +270,13 @@ async def revoke_topic(service: BrokerService, call: Call) -> Reply:
 
 
 async def get_auth_mode(service: BrokerService, call: Call) -> Reply:
+    """The namespace's subscription auth mode (``None`` or ``Prefix``)."""
     mode = service.resources.policy(namespace_of(service, call.params), SUBSCRIPTION_AUTH_MODE)
     return json_reply(200, mode or "None")
 
 
 async def set_auth_mode(service: BrokerService, call: Call) -> Reply:
+    """Set the namespace's subscription auth mode from the body."""
     namespace = namespace_of(service, call.params)
     mode = json_body(call.body, "None")
     if mode not in SUBSCRIPTION_AUTH_MODES:
@@ -282,7 +295,13 @@ _SUBSCRIPTION = rf"(?P<subscription>{SEGMENT})"
 
 ROUTES = [
     Route("GET", f"{NAMESPACE}/subscriptionAuthMode", get_auth_mode, Need.TENANT_ADMIN),
-    Route("POST", f"{NAMESPACE}/subscriptionAuthMode", set_auth_mode, Need.TENANT_ADMIN),
+    Route(
+        "POST",
+        f"{NAMESPACE}/subscriptionAuthMode",
+        set_auth_mode,
+        Need.TENANT_ADMIN,
+        "None or Prefix",
+    ),
     Route("GET", f"{NAMESPACE}/permissions", get_namespace, Need.TENANT_ADMIN),
     Route("GET", f"{NAMESPACE}/permissions/subscription", get_subscriptions, Need.TENANT_ADMIN),
     Route(
@@ -290,6 +309,7 @@ ROUTES = [
         f"{NAMESPACE}/permissions/subscription/{_SUBSCRIPTION}",
         grant_subscription,
         Need.TENANT_ADMIN,
+        "a list of roles",
     ),
     Route(
         "DELETE",
@@ -297,10 +317,18 @@ ROUTES = [
         revoke_subscription,
         Need.TENANT_ADMIN,
     ),
-    Route("POST", f"{NAMESPACE}/permissions/{ROLE}", grant_namespace, Need.TENANT_ADMIN),
+    Route(
+        "POST",
+        f"{NAMESPACE}/permissions/{ROLE}",
+        grant_namespace,
+        Need.TENANT_ADMIN,
+        "a list of actions",
+    ),
     Route("DELETE", f"{NAMESPACE}/permissions/{ROLE}", revoke_namespace, Need.TENANT_ADMIN),
     Route("GET", f"{TOPIC}/permissions", get_topic, Need.TOPIC_ADMIN),
-    Route("POST", f"{TOPIC}/permissions/{ROLE}", grant_topic, Need.TOPIC_ADMIN),
+    Route(
+        "POST", f"{TOPIC}/permissions/{ROLE}", grant_topic, Need.TOPIC_ADMIN, "a list of actions"
+    ),
     Route("DELETE", f"{TOPIC}/permissions/{ROLE}", revoke_topic, Need.TOPIC_ADMIN),
 ]
 """The endpoints of permissions."""

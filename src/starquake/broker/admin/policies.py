@@ -325,6 +325,7 @@ POLICIES: dict[str, tuple[str, Callable[[Any], Any], str]] = {
 
 
 def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
+    """``tenant/namespace`` of the path (404 when it does not exist)."""
     name = f"{params['tenant']}/{params['namespace']}"
     if not service.resources.namespace_exists(name):
         raise NotFoundError(f"Namespace {name} does not exist")
@@ -342,11 +343,13 @@ async def change(
 
 
 async def store(service: BrokerService, namespace: str, field: str, value: Any) -> None:
+    """Store one policy of a namespace (None: remove it)."""
     await change(service, namespace, lambda policies: set_policy(policies, field, value))
     log.info("namespace %s: %s set to %s", namespace, field, value)
 
 
 def check_retention(service: BrokerService, namespace: str, retention: dict[str, Any]) -> None:
+    """Refuse (412) a retention that does not exceed the namespace's backlog quota."""
     quotas = service.resources.policy(namespace, "backlog_quota_map") or {}
     quota = quotas.get("destination_storage")
     if not quota_fits_retention(quota, retention, service.config.backlogQuotaDefaultLimitBytes):
@@ -354,7 +357,7 @@ def check_retention(service: BrokerService, namespace: str, retention: dict[str,
 
 
 async def get_policy(service: BrokerService, call: Call, *, field: str) -> Reply:
-    """GET of one policy of :data:`POLICIES`."""
+    """The namespace's value of the policy (204: the broker's configuration applies)."""
     value = service.resources.policy(namespace_of(service, call.params), field)
     return NO_CONTENT if value is None else json_reply(200, value)
 
@@ -362,7 +365,7 @@ async def get_policy(service: BrokerService, call: Call, *, field: str) -> Reply
 async def set_policy_value(
     service: BrokerService, call: Call, *, field: str, check: Callable[[Any], Any]
 ) -> Reply:
-    """POST (or PUT) of one policy of :data:`POLICIES`."""
+    """Set the policy on the namespace from the body (checked first)."""
     namespace = namespace_of(service, call.params)
     value = check(json_body(call.body))
     if field == "retention_policies":
@@ -377,7 +380,7 @@ async def set_policy_value(
 
 
 async def delete_policy(service: BrokerService, call: Call, *, field: str) -> Reply:
-    """DELETE of one policy of :data:`POLICIES`."""
+    """Remove the policy from the namespace (the broker's configuration applies)."""
     await store(service, namespace_of(service, call.params), field, None)
     return NO_CONTENT
 
@@ -386,22 +389,26 @@ async def delete_policy(service: BrokerService, call: Call, *, field: str) -> Re
 
 
 async def get_dedup(service: BrokerService, call: Call) -> Reply:
+    """Whether the namespace deduplicates (204 when it leaves it to the broker)."""
     value = service.resources.policy(namespace_of(service, call.params), "deduplicationEnabled")
     return NO_CONTENT if value is None else json_reply(200, bool(value))
 
 
 async def change_dedup(service: BrokerService, namespace: str, value: bool | None) -> None:
+    """Store the namespace's deduplication and switch its loaded topics."""
     await store(service, namespace, "deduplicationEnabled", value)
     await service.deduplication_changed(namespace)
 
 
 async def set_dedup(service: BrokerService, call: Call) -> Reply:
+    """Switch deduplication on or off for the namespace."""
     namespace = namespace_of(service, call.params)
     await change_dedup(service, namespace, _boolean(json_body(call.body)))
     return NO_CONTENT
 
 
 async def delete_dedup(service: BrokerService, call: Call) -> Reply:
+    """Leave deduplication to the broker's configuration."""
     await change_dedup(service, namespace_of(service, call.params), None)
     return NO_CONTENT
 
@@ -410,11 +417,13 @@ async def delete_dedup(service: BrokerService, call: Call) -> Reply:
 
 
 async def get_quotas(service: BrokerService, call: Call) -> Reply:
+    """The namespace's backlog quotas by type."""
     value = service.resources.policy(namespace_of(service, call.params), "backlog_quota_map")
     return json_reply(200, value or {})
 
 
 async def set_quota(service: BrokerService, call: Call) -> Reply:
+    """Set the backlog quota of the ``backlogQuotaType`` given."""
     namespace = namespace_of(service, call.params)
     kind = backlog_quota_type(call.params)
     quota = check_backlog_quota(json_body(call.body))
@@ -434,6 +443,7 @@ async def set_quota(service: BrokerService, call: Call) -> Reply:
 
 
 async def delete_quota(service: BrokerService, call: Call) -> Reply:
+    """Remove the backlog quota of the ``backlogQuotaType`` given."""
     namespace = namespace_of(service, call.params)
     kind = backlog_quota_type(call.params)
     await change(service, namespace, lambda policies: remove_backlog_quota(policies, kind))
@@ -451,6 +461,7 @@ def _policy_routes() -> list[Route]:
                 f"{_NAMESPACE}/{path}",
                 partial(set_policy_value, field=field, check=check),
                 _ADMIN,
+                f"the {path} value",
             ),
             Route("DELETE", f"{_NAMESPACE}/{path}", partial(delete_policy, field=field), _ADMIN),
         ]
@@ -461,10 +472,10 @@ _ADMIN = Need.TENANT_ADMIN
 ROUTES = [
     *_policy_routes(),
     Route("GET", f"{_NAMESPACE}/deduplication", get_dedup, _ADMIN),
-    Route("POST", f"{_NAMESPACE}/deduplication", set_dedup, _ADMIN),
+    Route("POST", f"{_NAMESPACE}/deduplication", set_dedup, _ADMIN, "true or false"),
     Route("DELETE", f"{_NAMESPACE}/deduplication", delete_dedup, _ADMIN),
     Route("GET", f"{_NAMESPACE}/backlogQuotaMap", get_quotas, _ADMIN),
-    Route("POST", f"{_NAMESPACE}/backlogQuota", set_quota, _ADMIN),
+    Route("POST", f"{_NAMESPACE}/backlogQuota", set_quota, _ADMIN, "BacklogQuota"),
     Route("DELETE", f"{_NAMESPACE}/backlogQuota", delete_quota, _ADMIN),
 ]
 """The endpoints of namespace policies."""

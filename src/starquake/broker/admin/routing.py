@@ -43,6 +43,8 @@ class Route:
     path: str
     handler: Handler
     need: Need
+    body: str = ""
+    """What the request's JSON body holds (empty: the endpoint reads no body)."""
 
     @property
     def name(self) -> str:

@@ -139,6 +139,7 @@ def payload_schema(body: bytes) -> SchemaInfo:
 
 
 def schema_id_of(service: BrokerService, params: dict[str, str]) -> tuple[str, str]:
+    """The schema id and namespace of the path (404: no such namespace)."""
     namespace = f"{params['tenant']}/{params['namespace']}"
     if not service.resources.namespace_exists(namespace):
         raise NotFoundError(f"Namespace {namespace} does not exist")
@@ -146,6 +147,7 @@ def schema_id_of(service: BrokerService, params: dict[str, str]) -> tuple[str, s
 
 
 async def get_latest(service: BrokerService, call: Call) -> Reply:
+    """The topic's latest schema."""
     sid, _ = schema_id_of(service, call.params)
     stored = await asyncio.to_thread(service.schemas.get, sid, None)
     if stored is None:
@@ -154,6 +156,7 @@ async def get_latest(service: BrokerService, call: Call) -> Reply:
 
 
 async def get_version(service: BrokerService, call: Call) -> Reply:
+    """One version of the topic's schema."""
     sid, _ = schema_id_of(service, call.params)
     version = whole_number(call.params["version"], "the version")
     stored = await asyncio.to_thread(service.schemas.get, sid, version)
@@ -163,6 +166,7 @@ async def get_version(service: BrokerService, call: Call) -> Reply:
 
 
 async def get_versions(service: BrokerService, call: Call) -> Reply:
+    """Every live version of the topic's schema."""
     sid, _ = schema_id_of(service, call.params)
     live = await asyncio.to_thread(service.schemas.live, sid)
     if not live:
@@ -171,6 +175,7 @@ async def get_versions(service: BrokerService, call: Call) -> Reply:
 
 
 async def post_schema(service: BrokerService, call: Call) -> Reply:
+    """Add the body's schema (a new version when it differs and is compatible)."""
     sid, namespace = schema_id_of(service, call.params)
     info = payload_schema(call.body)
     strategy = compatibility_strategy(service, namespace)
@@ -186,6 +191,7 @@ async def post_schema(service: BrokerService, call: Call) -> Reply:
 
 
 async def delete_schema(service: BrokerService, call: Call) -> Reply:
+    """Delete the topic's schema (``force``: every version at once)."""
     sid, _ = schema_id_of(service, call.params)
     force = call.params.get("force", "false").lower() == "true"
     version = await asyncio.to_thread(service.schemas.delete, sid, force=force)
@@ -194,6 +200,7 @@ async def delete_schema(service: BrokerService, call: Call) -> Reply:
 
 
 async def compatibility(service: BrokerService, call: Call) -> Reply:
+    """Whether the body's schema is compatible with the topic's."""
     sid, namespace = schema_id_of(service, call.params)
     info = payload_schema(call.body)
     strategy = compatibility_strategy(service, namespace)
@@ -205,6 +212,7 @@ async def compatibility(service: BrokerService, call: Call) -> Reply:
 
 
 async def version_of(service: BrokerService, call: Call) -> Reply:
+    """The version of the topic's schema equal to the body's."""
     sid, _ = schema_id_of(service, call.params)
     info = payload_schema(call.body)
     version = await asyncio.to_thread(service.schemas.version_of, sid, info)
@@ -213,13 +221,15 @@ async def version_of(service: BrokerService, call: Call) -> Reply:
     return json_reply(200, {"version": version})
 
 
+_PAYLOAD = "PostSchemaPayload"
+
 ROUTES = [
     Route("GET", f"{_BASE}/schema", get_latest, Need.TOPIC_LOOKUP),
     Route("GET", rf"{_BASE}/schema/(?P<version>{SEGMENT})", get_version, Need.TOPIC_LOOKUP),
     Route("GET", f"{_BASE}/versions", get_versions, Need.TOPIC_LOOKUP),
-    Route("POST", f"{_BASE}/schema", post_schema, Need.TOPIC_ADMIN),
+    Route("POST", f"{_BASE}/schema", post_schema, Need.TOPIC_ADMIN, _PAYLOAD),
     Route("DELETE", f"{_BASE}/schema", delete_schema, Need.TOPIC_ADMIN),
-    Route("POST", f"{_BASE}/compatibility", compatibility, Need.TOPIC_LOOKUP),
-    Route("POST", f"{_BASE}/version", version_of, Need.TOPIC_LOOKUP),
+    Route("POST", f"{_BASE}/compatibility", compatibility, Need.TOPIC_LOOKUP, _PAYLOAD),
+    Route("POST", f"{_BASE}/version", version_of, Need.TOPIC_LOOKUP, _PAYLOAD),
 ]
 """The endpoints of schemas."""

@@ -116,6 +116,7 @@ async def topics_of(
 
 
 async def one_topic(service: BrokerService, params: dict[str, str]) -> PersistentTopic:
+    """The topic the path names, loaded (a partitioned topic is refused)."""
     topic = topic_of(params)
     if service.resources.partitions(topic) > 0:
         raise BrokerServiceError(f"{topic} is a partitioned topic: name one partition")
@@ -127,6 +128,7 @@ async def each_subscription(
     params: dict[str, str],
     action: Callable[[Subscription], Awaitable[Any]],
 ) -> None:
+    """Run ``action`` on the subscription of every partition that has it (404 if none)."""
     name = params["subscription"]
     topics = await topics_of(service, params)
     subscriptions = [t.subscriptions.get(name) for t in topics]
@@ -138,6 +140,7 @@ async def each_subscription(
 
 
 async def list_subscriptions(service: BrokerService, call: Call) -> Reply:
+    """The names of the topic's durable subscriptions."""
     names: set[str] = set()
     for topic in await topics_of(service, call.params):
         names.update(n for n, s in topic.subscriptions.items() if s.durable)
@@ -145,6 +148,7 @@ async def list_subscriptions(service: BrokerService, call: Call) -> Reply:
 
 
 async def create(service: BrokerService, call: Call) -> Reply:
+    """Create the subscription at the body's position (the end without one)."""
     name = call.params["subscription"]
     raw = json_body(call.body)
     start: Position | str = "latest" if raw is None else position_of(raw)
@@ -162,6 +166,7 @@ async def create(service: BrokerService, call: Call) -> Reply:
 
 
 async def delete(service: BrokerService, call: Call) -> Reply:
+    """Delete the subscription (``force``: with its consumers)."""
     force = flag(call.params, "force")
     name = call.params["subscription"]
     topics = await topics_of(service, call.params)
@@ -178,6 +183,7 @@ async def delete(service: BrokerService, call: Call) -> Reply:
 
 
 async def skip(service: BrokerService, call: Call) -> Reply:
+    """Skip ``count`` messages of the subscription."""
     count = whole_number(call.params["count"])
     topic = await one_topic(service, call.params)
     subscription = topic_admin.subscription_of(topic, call.params["subscription"])
@@ -186,11 +192,13 @@ async def skip(service: BrokerService, call: Call) -> Reply:
 
 
 async def skip_all(service: BrokerService, call: Call) -> Reply:
+    """Acknowledge every message of the subscription."""
     await each_subscription(service, call.params, lambda s: topic_admin.clear_backlog(service, s))
     return NO_CONTENT
 
 
 async def expire(service: BrokerService, call: Call) -> Reply:
+    """Expire the subscription's messages older than ``seconds``."""
     seconds = whole_number(call.params["seconds"])
     await each_subscription(
         service, call.params, lambda s: topic_admin.expire_messages(service, s, seconds)
@@ -199,6 +207,7 @@ async def expire(service: BrokerService, call: Call) -> Reply:
 
 
 async def reset_to_time(service: BrokerService, call: Call) -> Reply:
+    """Move the subscription's cursor to the first message published at ``timestamp``."""
     timestamp = whole_number(call.params["timestamp"])
 
     async def reset(subscription: Subscription) -> None:
@@ -210,6 +219,7 @@ async def reset_to_time(service: BrokerService, call: Call) -> Reply:
 
 
 async def reset_to_id(service: BrokerService, call: Call) -> Reply:
+    """Move the subscription's cursor to the body's message id."""
     target = position_of(json_body(call.body))
     topic = await one_topic(service, call.params)
     subscription = topic_admin.subscription_of(topic, call.params["subscription"])
@@ -225,6 +235,7 @@ async def reset_to_id(service: BrokerService, call: Call) -> Reply:
 
 
 async def peek(service: BrokerService, call: Call) -> Reply:
+    """The subscription's unacknowledged message at ``position``."""
     n = whole_number(call.params["position"])
     topic = await one_topic(service, call.params)
     subscription = topic_admin.subscription_of(topic, call.params["subscription"])
@@ -233,6 +244,7 @@ async def peek(service: BrokerService, call: Call) -> Reply:
 
 
 async def get_message(service: BrokerService, call: Call) -> Reply:
+    """The message stored at ``ledger``:``entry``."""
     topic = await one_topic(service, call.params)
     position = Position(whole_number(call.params["ledger"]), whole_number(call.params["entry"]))
     entry = topic_admin.entry_at(topic, position)
@@ -241,7 +253,7 @@ async def get_message(service: BrokerService, call: Call) -> Reply:
 
 ROUTES = [
     Route("GET", TOPIC + "/subscriptions", list_subscriptions, Need.TOPIC_CONSUME),
-    Route("PUT", SUBSCRIPTION, create, Need.TOPIC_CONSUME),
+    Route("PUT", SUBSCRIPTION, create, Need.TOPIC_CONSUME, "MessageId (optional)"),
     Route("DELETE", SUBSCRIPTION, delete, Need.TOPIC_CONSUME),
     Route("POST", SUBSCRIPTION + r"/skip/(?P<count>[^/]+)", skip, Need.TOPIC_CONSUME),
     Route("POST", SUBSCRIPTION + "/skip_all", skip_all, Need.TOPIC_CONSUME),
@@ -252,7 +264,7 @@ ROUTES = [
         reset_to_time,
         Need.TOPIC_CONSUME,
     ),
-    Route("POST", SUBSCRIPTION + "/resetcursor", reset_to_id, Need.TOPIC_CONSUME),
+    Route("POST", SUBSCRIPTION + "/resetcursor", reset_to_id, Need.TOPIC_CONSUME, "MessageId"),
     Route("GET", SUBSCRIPTION + r"/position/(?P<position>[^/]+)", peek, Need.TOPIC_CONSUME),
     Route(
         "GET",

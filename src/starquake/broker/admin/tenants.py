@@ -50,6 +50,7 @@ def _check_name(kind: str, name: str) -> None:
 
 
 def tenant_info(service: BrokerService, body: bytes) -> dict[str, Any]:
+    """The TenantInfo of a body, checked (400, or 412 for unknown clusters)."""
     value = json_body(body, {})
     if not isinstance(value, dict):
         raise BadRequest("the body must be a TenantInfo object")
@@ -67,6 +68,7 @@ def tenant_info(service: BrokerService, body: bytes) -> dict[str, Any]:
 
 
 def cluster_data(body: bytes) -> dict[str, Any]:
+    """The ClusterData of a body (400 when it is not an object)."""
     value = json_body(body, {})
     if not isinstance(value, dict):
         raise BadRequest("the body must be a ClusterData object")
@@ -77,14 +79,17 @@ def cluster_data(body: bytes) -> dict[str, Any]:
 
 
 async def clusters(service: BrokerService, call: Call) -> Reply:
+    """The names of the clusters."""
     return json_reply(200, service.resources.clusters())
 
 
 async def cluster(service: BrokerService, call: Call) -> Reply:
+    """One cluster's ClusterData."""
     return json_reply(200, service.resources.cluster_data(call.params["cluster"]))
 
 
 async def create_cluster(service: BrokerService, call: Call) -> Reply:
+    """Create a cluster with the body's ClusterData."""
     name = call.params["cluster"]
     _check_name("Cluster", name)
     await asyncio.to_thread(service.resources.create_cluster, name, cluster_data(call.body))
@@ -93,6 +98,7 @@ async def create_cluster(service: BrokerService, call: Call) -> Reply:
 
 
 async def update_cluster(service: BrokerService, call: Call) -> Reply:
+    """Replace a cluster's ClusterData."""
     name = call.params["cluster"]
     await asyncio.to_thread(service.resources.update_cluster, name, cluster_data(call.body))
     log.info("cluster %s updated", name)
@@ -100,6 +106,7 @@ async def update_cluster(service: BrokerService, call: Call) -> Reply:
 
 
 async def delete_cluster(service: BrokerService, call: Call) -> Reply:
+    """Delete a cluster (not the broker's own)."""
     name = call.params["cluster"]
     if name == service.resources.cluster_name:
         raise BrokerServiceError(f"Cluster {name} is this broker's own cluster")
@@ -109,6 +116,7 @@ async def delete_cluster(service: BrokerService, call: Call) -> Reply:
 
 
 async def brokers(service: BrokerService, call: Call) -> Reply:
+    """The brokers of this cluster (this one's web address)."""
     if call.params["cluster"] != service.resources.cluster_name:
         raise NotFoundError(f"Cluster {call.params['cluster']} does not exist")
     return json_reply(200, [urlsplit(service.web_service_url).netloc])
@@ -118,14 +126,17 @@ async def brokers(service: BrokerService, call: Call) -> Reply:
 
 
 async def tenants(service: BrokerService, call: Call) -> Reply:
+    """The names of the tenants."""
     return json_reply(200, service.resources.tenants())
 
 
 async def get_tenant(service: BrokerService, call: Call) -> Reply:
+    """One tenant's TenantInfo."""
     return json_reply(200, service.resources.tenant_info(call.params["tenant"]))
 
 
 async def create_tenant(service: BrokerService, call: Call) -> Reply:
+    """Create a tenant with the body's TenantInfo."""
     tenant = call.params["tenant"]
     _check_name("Tenant", tenant)
     info = tenant_info(service, call.body)
@@ -135,6 +146,7 @@ async def create_tenant(service: BrokerService, call: Call) -> Reply:
 
 
 async def update_tenant(service: BrokerService, call: Call) -> Reply:
+    """Replace a tenant's TenantInfo."""
     tenant = call.params["tenant"]
     info = tenant_info(service, call.body)
     await asyncio.to_thread(service.resources.update_tenant, tenant, info)
@@ -144,6 +156,7 @@ async def update_tenant(service: BrokerService, call: Call) -> Reply:
 
 
 async def delete_tenant(service: BrokerService, call: Call) -> Reply:
+    """Delete a tenant (it must have no namespaces)."""
     tenant = call.params["tenant"]
     await asyncio.to_thread(service.resources.delete_tenant, tenant)
     log.info("tenant %s deleted", tenant)
@@ -154,6 +167,7 @@ async def delete_tenant(service: BrokerService, call: Call) -> Reply:
 
 
 async def namespaces(service: BrokerService, call: Call) -> Reply:
+    """The namespaces of a tenant."""
     tenant = call.params["tenant"]
     if not service.resources.tenant_exists(tenant):
         raise NotFoundError(f"Tenant {tenant} does not exist")
@@ -161,12 +175,14 @@ async def namespaces(service: BrokerService, call: Call) -> Reply:
 
 
 async def get_namespace(service: BrokerService, call: Call) -> Reply:
+    """A namespace's policies."""
     namespace = f"{call.params['tenant']}/{call.params['namespace']}"
     policies = service.resources.namespace_policies(namespace)
     return json_reply(200, {"bundles": {"numBundles": 1}, **policies})
 
 
 async def create_namespace(service: BrokerService, call: Call) -> Reply:
+    """Create a namespace, with the body's policies if any."""
     _check_name("Namespace", call.params["namespace"])
     namespace = f"{call.params['tenant']}/{call.params['namespace']}"
     policies = json_body(call.body, {})
@@ -181,6 +197,7 @@ async def create_namespace(service: BrokerService, call: Call) -> Reply:
 
 
 async def delete_namespace(service: BrokerService, call: Call) -> Reply:
+    """Delete an empty namespace (409 while it holds topics)."""
     namespace = f"{call.params['tenant']}/{call.params['namespace']}"
     if not service.resources.namespace_exists(namespace):
         raise NotFoundError(f"Namespace {namespace} does not exist")
@@ -200,18 +217,18 @@ _NAMESPACE = rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMEN
 ROUTES = [
     Route("GET", "/admin/v2/clusters", clusters, Need.SUPER_USER),
     Route("GET", _CLUSTER, cluster, Need.SUPER_USER),
-    Route("PUT", _CLUSTER, create_cluster, Need.SUPER_USER),
-    Route("POST", _CLUSTER, update_cluster, Need.SUPER_USER),
+    Route("PUT", _CLUSTER, create_cluster, Need.SUPER_USER, "ClusterData"),
+    Route("POST", _CLUSTER, update_cluster, Need.SUPER_USER, "ClusterData"),
     Route("DELETE", _CLUSTER, delete_cluster, Need.SUPER_USER),
     Route("GET", rf"/admin/v2/brokers/(?P<cluster>{SEGMENT})", brokers, Need.SUPER_USER),
     Route("GET", "/admin/v2/tenants", tenants, Need.SUPER_USER),
     Route("GET", _TENANT, get_tenant, Need.TENANT_ADMIN),
-    Route("PUT", _TENANT, create_tenant, Need.SUPER_USER),
-    Route("POST", _TENANT, update_tenant, Need.SUPER_USER),
+    Route("PUT", _TENANT, create_tenant, Need.SUPER_USER, "TenantInfo"),
+    Route("POST", _TENANT, update_tenant, Need.SUPER_USER, "TenantInfo"),
     Route("DELETE", _TENANT, delete_tenant, Need.SUPER_USER),
     Route("GET", rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})", namespaces, Need.TENANT_ADMIN),
     Route("GET", _NAMESPACE, get_namespace, Need.TENANT_ADMIN),
-    Route("PUT", _NAMESPACE, create_namespace, Need.TENANT_ADMIN),
+    Route("PUT", _NAMESPACE, create_namespace, Need.TENANT_ADMIN, "Policies (optional)"),
     Route("DELETE", _NAMESPACE, delete_namespace, Need.TENANT_ADMIN),
 ]
 """The endpoints of clusters, brokers, tenants and namespaces."""

@@ -45,6 +45,7 @@ async def every_partition(service: BrokerService, params: dict[str, str]) -> lis
 
 
 async def one_topic(service: BrokerService, params: dict[str, str]) -> PersistentTopic:
+    """The topic the path names, loaded (a partitioned topic is refused)."""
     topic = topic_of(params)
     if service.resources.partitions(topic) > 0:
         raise BadRequest(f"{topic} is a partitioned topic: name one partition")
@@ -52,12 +53,14 @@ async def one_topic(service: BrokerService, params: dict[str, str]) -> Persisten
 
 
 async def truncate(service: BrokerService, call: Call) -> Reply:
+    """Delete the topic's stored messages no subscription needs (each partition)."""
     for topic in await every_partition(service, call.params):
         await topic_admin.truncate(service, topic)
     return NO_CONTENT
 
 
 async def expire_all(service: BrokerService, call: Call) -> Reply:
+    """Expire every subscription's messages older than ``seconds``."""
     seconds = whole_number(call.params["seconds"], "expireTimeInSeconds")
     for topic in await every_partition(service, call.params):
         await topic_admin.expire_all_subscriptions(service, topic, seconds)
@@ -65,6 +68,7 @@ async def expire_all(service: BrokerService, call: Call) -> Reply:
 
 
 async def message_id_at(service: BrokerService, call: Call) -> Reply:
+    """The id of the first message published at or after ``timestamp``."""
     timestamp = whole_number(call.params["timestamp"], "timestamp")
     topic = await one_topic(service, call.params)
     position = topic.find_position_by_publish_time(timestamp)
@@ -74,6 +78,7 @@ async def message_id_at(service: BrokerService, call: Call) -> Reply:
 
 
 async def examine(service: BrokerService, call: Call) -> Reply:
+    """The message at ``messagePosition`` from the earliest or latest one."""
     initial = call.params.get("initialPosition", "latest").lower()
     if initial not in ("earliest", "latest"):
         raise BadRequest(f"initialPosition must be earliest or latest, not {initial!r}")
@@ -84,6 +89,7 @@ async def examine(service: BrokerService, call: Call) -> Reply:
 
 
 async def partitioned_internal_stats(service: BrokerService, call: Call) -> Reply:
+    """Each partition's internal (storage) stats."""
     topic = topic_of(call.params)
     count = service.resources.partitions(topic)
     if count == 0:

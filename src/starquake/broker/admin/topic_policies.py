@@ -172,6 +172,7 @@ async def change(
 
 
 async def store(service: BrokerService, topic: TopicName, field: str, value: Any) -> None:
+    """Store one policy of a topic (None: remove it)."""
     await change(service, topic, lambda policies: set_policy(policies, field, value))
     log.info("topic %s: %s set to %s", topic.partitioned_topic_name, field, value)
     if field == "deduplicationEnabled":
@@ -193,11 +194,13 @@ def applied(service: BrokerService, topic: TopicName, policy: TopicPolicy) -> An
 
 
 def retention_of(service: BrokerService, topic: TopicName) -> Any:
+    """The retention in force on a topic: its own, else its namespace's."""
     value = service.resources.topic_policy(topic, "retention_policies")
     return value or service.resources.policy(topic.namespace_name, "retention_policies")
 
 
 def destination_quota_of(service: BrokerService, topic: TopicName) -> Any:
+    """The storage backlog quota in force on a topic, if any."""
     for quotas in (
         service.resources.topic_policy(topic, "backlog_quota_map"),
         service.resources.policy(topic.namespace_name, "backlog_quota_map"),
@@ -208,6 +211,7 @@ def destination_quota_of(service: BrokerService, topic: TopicName) -> Any:
 
 
 def check_value(service: BrokerService, topic: TopicName, field: str, value: Any) -> None:
+    """Refuse (412) a retention that does not exceed the topic's backlog quota."""
     quota = destination_quota_of(service, topic)
     if field == "retention_policies" and not quota_fits_retention(
         quota, value, service.config.backlogQuotaDefaultLimitBytes
@@ -219,7 +223,7 @@ def check_value(service: BrokerService, topic: TopicName, field: str, value: Any
 
 
 async def get_policy(service: BrokerService, call: Call, *, path: str) -> Reply:
-    """GET of one policy of :data:`POLICIES` (``applied=true``: the value in force)."""
+    """The topic's value of the policy (``applied=true``: the value in force)."""
     policy = POLICIES[path]
     topic = topic_for(service, call.params)
     if flag(call.params, "applied"):
@@ -229,7 +233,7 @@ async def get_policy(service: BrokerService, call: Call, *, path: str) -> Reply:
 
 
 async def set_policy_value(service: BrokerService, call: Call, *, path: str) -> Reply:
-    """POST of one policy of :data:`POLICIES`."""
+    """Set the policy on the topic from the body (checked first)."""
     field = POLICIES[path].field
     topic = topic_for(service, call.params)
     if path == "messageTTL":
@@ -242,7 +246,7 @@ async def set_policy_value(service: BrokerService, call: Call, *, path: str) -> 
 
 
 async def delete_policy(service: BrokerService, call: Call, *, path: str) -> Reply:
-    """DELETE of one policy of :data:`POLICIES`."""
+    """Remove the policy from the topic."""
     await store(service, topic_for(service, call.params), POLICIES[path].field, None)
     return NO_CONTENT
 
@@ -251,6 +255,7 @@ async def delete_policy(service: BrokerService, call: Call, *, path: str) -> Rep
 
 
 async def get_quotas(service: BrokerService, call: Call) -> Reply:
+    """The topic's backlog quotas by type (``applied``: those in force)."""
     topic = topic_for(service, call.params)
     config = service.config
     quotas = service.resources.topic_policy(topic, "backlog_quota_map") or {}
@@ -267,6 +272,7 @@ async def get_quotas(service: BrokerService, call: Call) -> Reply:
 
 
 async def set_quota(service: BrokerService, call: Call) -> Reply:
+    """Set the topic's backlog quota of the ``backlogQuotaType`` given."""
     topic = topic_for(service, call.params)
     kind = backlog_quota_type(call.params)
     quota = check_backlog_quota(json_body(call.body))
@@ -287,6 +293,7 @@ async def set_quota(service: BrokerService, call: Call) -> Reply:
 
 
 async def delete_quota(service: BrokerService, call: Call) -> Reply:
+    """Remove the topic's backlog quota of the ``backlogQuotaType`` given."""
     topic = topic_for(service, call.params)
     kind = backlog_quota_type(call.params)
     await change(service, topic, lambda policies: remove_backlog_quota(policies, kind))
@@ -299,7 +306,13 @@ def _policy_routes() -> list[Route]:
     for path in POLICIES:
         routes += [
             Route("GET", f"{TOPIC}/{path}", partial(get_policy, path=path), _ADMIN),
-            Route("POST", f"{TOPIC}/{path}", partial(set_policy_value, path=path), _ADMIN),
+            Route(
+                "POST",
+                f"{TOPIC}/{path}",
+                partial(set_policy_value, path=path),
+                _ADMIN,
+                f"the {path} value",
+            ),
             Route("DELETE", f"{TOPIC}/{path}", partial(delete_policy, path=path), _ADMIN),
         ]
     return routes
@@ -309,7 +322,7 @@ _ADMIN = Need.TOPIC_ADMIN
 ROUTES = [
     *_policy_routes(),
     Route("GET", f"{TOPIC}/backlogQuotaMap", get_quotas, _ADMIN),
-    Route("POST", f"{TOPIC}/backlogQuota", set_quota, _ADMIN),
+    Route("POST", f"{TOPIC}/backlogQuota", set_quota, _ADMIN, "BacklogQuota"),
     Route("DELETE", f"{TOPIC}/backlogQuota", delete_quota, _ADMIN),
 ]
 """The endpoints of topic policies."""

@@ -119,6 +119,7 @@ def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def list_topics(service: BrokerService, call: Call) -> Reply:
+    """The namespace's topics of the path's domain."""
     namespace = f"{call.params['tenant']}/{call.params['namespace']}"
     if not service.resources.namespace_exists(namespace):
         raise TopicNotFoundError(f"Namespace {namespace} does not exist")
@@ -130,6 +131,7 @@ async def list_topics(service: BrokerService, call: Call) -> Reply:
 
 
 async def list_partitioned(service: BrokerService, call: Call) -> Reply:
+    """The namespace's partitioned topics of the path's domain."""
     namespace = f"{call.params['tenant']}/{call.params['namespace']}"
     if not service.resources.namespace_exists(namespace):
         raise TopicNotFoundError(f"Namespace {namespace} does not exist")
@@ -141,6 +143,7 @@ async def list_partitioned(service: BrokerService, call: Call) -> Reply:
 
 
 async def create(service: BrokerService, call: Call) -> Reply:
+    """Create a non-partitioned topic."""
     topic = topic_of(call.params)
     if is_system_topic(topic):
         raise BadRequest(CREATE_REFUSED)
@@ -149,11 +152,13 @@ async def create(service: BrokerService, call: Call) -> Reply:
 
 
 async def delete(service: BrokerService, call: Call) -> Reply:
+    """Delete a non-partitioned topic (``force``: with its clients)."""
     await topic_admin.delete_topic(service, topic_of(call.params), force=flag(call.params, "force"))
     return NO_CONTENT
 
 
 async def delete_partitioned(service: BrokerService, call: Call) -> Reply:
+    """Delete a partitioned topic and its partitions."""
     await topic_admin.delete_partitioned_topic(
         service, topic_of(call.params), force=flag(call.params, "force")
     )
@@ -161,6 +166,7 @@ async def delete_partitioned(service: BrokerService, call: Call) -> Reply:
 
 
 async def stats(service: BrokerService, call: Call) -> Reply:
+    """The topic's stats."""
     topic = topic_of(call.params)
     if service.resources.partitions(topic) > 0:
         raise TopicNotFoundError(f"{topic} is a partitioned topic: ask for its partitioned-stats")
@@ -179,11 +185,13 @@ async def stats(service: BrokerService, call: Call) -> Reply:
 
 
 async def internal_stats(service: BrokerService, call: Call) -> Reply:
+    """The topic's internal (storage) stats."""
     loaded = await topic_admin.persistent_topic(service, topic_of(call.params))
     return json_reply(200, topic_stats.internal_stats(loaded))
 
 
 async def partitioned_stats(service: BrokerService, call: Call) -> Reply:
+    """A partitioned topic's stats, summed (``perPartition``: each too)."""
     topic = topic_of(call.params)
     count = service.resources.partitions(topic)
     if count == 0:
@@ -202,12 +210,14 @@ async def partitioned_stats(service: BrokerService, call: Call) -> Reply:
 
 
 async def last_message_id(service: BrokerService, call: Call) -> Reply:
+    """The id of the topic's last message."""
     loaded = await topic_admin.persistent_topic(service, topic_of(call.params))
     last, batch_index = loaded.last_message_position()
     return json_reply(200, message_id(last, loaded.partition_index, batch_index))
 
 
 async def counts(service: BrokerService, call: Call) -> Reply:
+    """The rows of each stored entry from a position on (without payloads)."""
     start = (
         whole_number(call.params.get("ledgerId", "0"), "ledgerId"),
         whole_number(call.params.get("entryId", "0"), "entryId"),
@@ -220,6 +230,7 @@ async def counts(service: BrokerService, call: Call) -> Reply:
 
 
 async def terminate(service: BrokerService, call: Call) -> Reply:
+    """Terminate the topic: no more messages may be published."""
     topic = topic_of(call.params)
     if service.resources.partitions(topic) > 0:
         return json_reply(405, {"reason": "Termination of a partitioned topic is not allowed"})
@@ -228,6 +239,7 @@ async def terminate(service: BrokerService, call: Call) -> Reply:
 
 
 async def unload(service: BrokerService, call: Call) -> Reply:
+    """Unload the topic (each partition); its clients reconnect."""
     topic = topic_of(call.params)
     count = service.resources.partitions(topic)
     names = [topic.partition(i) for i in range(count)] if count else [topic]
