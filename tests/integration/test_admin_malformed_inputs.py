@@ -190,6 +190,27 @@ def test_a_body_that_is_not_json_is_400_naming_the_body(broker: BrokerProcess) -
     assert not failures, failures[:20]
 
 
+NAMES_WHAT = re.compile(r"\bthe body\b|^[a-z]+[A-Z]\w* must be |^type: ")
+
+
+def test_a_body_of_the_wrong_type_is_400_naming_the_body_or_its_field(
+    broker: BrokerProcess,
+) -> None:
+    """A JSON string where an endpoint takes a number, a list, an object or a name: 400, and
+    the reason says which (the body, or the field it stands for)."""
+    failures = []
+    with _Http(broker.web_port) as http:
+        for route in [route for route in ROUTES if route.body]:
+            path = _fill(route.path, {})
+            assert path is not None, route.name
+            for body in (b'"not the right type"', b'[{"type": 5}]'):
+                status, raw = http.call(route.method, quote(path, safe="/%?&=:"), body)
+                reason = json.loads(raw).get("reason", "") if raw else ""
+                if status != 400 or not NAMES_WHAT.search(reason):
+                    failures.append((route.method, route.template, body, status, reason))
+    assert not failures, failures[:20]
+
+
 # --- hypothesis: generated malformed input at every route ---------------------------------------
 
 FIELDS = [

@@ -186,7 +186,8 @@ def _auto_subscription_creation(value: Any) -> Any:
 def _strategy(value: Any) -> str:
     if not isinstance(value, str) or value not in SCHEMA_STRATEGIES:
         raise BadRequest(
-            f"unknown strategy {value!r}; one of {', '.join(sorted(SCHEMA_STRATEGIES))}"
+            f"the body must be a strategy name, not {str(value)[:40]!r}; one of "
+            f"{', '.join(sorted(SCHEMA_STRATEGIES))}"
         )
     return str(value)
 

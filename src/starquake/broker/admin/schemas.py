@@ -108,7 +108,7 @@ def payload_schema(body: bytes) -> SchemaInfo:
         kind = SchemaType[str(type_name).upper()]
     except KeyError:
         names = ", ".join(t.name for t in SchemaType if t.value >= -1)
-        raise BadRequest(f"unknown schema type {type_name!r}; one of {names}") from None
+        raise BadRequest(f"type: unknown schema type {type_name!r}; one of {names}") from None
     properties = value.get("properties") or {}
     if not isinstance(properties, dict):
         raise BadRequest("properties must be a JSON object of strings")
