@@ -1,9 +1,9 @@
 """The web port: the admin API, HTTP lookups and health checks, served with aiohttp on the
 broker's event loop.
 
-Routes are given as an exact path or as a regular expression over the path (its named groups
-are the path parameters, and the query's parameters come with them). Anything else gets a JSON
-404; a body over the limit gets 413.
+Routes are given as a regular expression over the path (its named groups are the path
+parameters, and the query's parameters come with them) with what the route needs of the
+caller's role (:class:`Need`). Anything else gets a JSON 404; a body over the limit gets 413.
 
 Connections (see :class:`WebLimits`): at most ``max_connections`` at once (beyond, new ones wait
 in the accept queue); a connection must deliver a complete request head within
@@ -15,12 +15,14 @@ reads of the body, and a refused request closes the connection without reading i
 
 Security hooks, both optional: :attr:`WebServer.authenticate` turns a request into a role (or
 raises :class:`WebAuthenticationError`, answered 401), and :attr:`WebServer.authorize` sees the
-role, method, path and parameters of every matched route and may answer in its place (403).
+role, the matched route's :class:`Need` and its path's parameters, and may answer in its place
+(401, 403).
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import logging
 import re
@@ -37,16 +39,38 @@ log = logging.getLogger(__name__)
 
 # (status, content type, body), optionally followed by extra response headers
 Reply = tuple[int, str, bytes] | tuple[int, str, bytes, dict[str, str]]
-Handler = Callable[[str, str, bytes], Awaitable[Reply]]
-# (path parameters, body) -> reply
-PatternHandler = Callable[[dict[str, str], bytes], Awaitable[Reply]]
-# (role, query parameters) -> reply: a GET whose answer depends on who asks
-RoleHandler = Callable[[str | None, dict[str, str]], Awaitable[Reply]]
 MAX_BODY_BYTES = 1024 * 1024
+
+
+class Need(enum.Enum):
+    """What a route needs of the caller's role (checked by :attr:`WebServer.authorize`)."""
+
+    NOTHING = "nothing"
+    ANY_ROLE = "any role"
+    SUPER_USER = "super user"
+    TENANT_ADMIN = "tenant admin"
+    LIST_TOPICS = "list topics"
+    TOPIC_LOOKUP = "lookup"
+    TOPIC_CONSUME = "consume"
+    TOPIC_ADMIN = "topic admin"
+
+
+@dataclass(frozen=True)
+class Call:
+    """A routed request as its endpoint sees it."""
+
+    params: dict[str, str]
+    """The query's parameters, then the path's (which win on a clash)."""
+    body: bytes = b""
+    role: str | None = None
+    """The authenticated role (None: authentication is off)."""
+
+
+Endpoint = Callable[[Call], Awaitable[Reply]]
 # request -> role (None: authentication is off); raises WebAuthenticationError
 Authenticate = Callable[[web.Request], Awaitable[str | None]]
-# (role, method, path, parameters) -> None to allow, or the reply that refuses
-Authorize = Callable[[str | None, str, str, dict[str, str]], Awaitable[Reply | None]]
+# (role, what the route needs, the path's parameters) -> None to allow, or the refusal
+Authorize = Callable[[str | None, Need, dict[str, str]], Awaitable[Reply | None]]
 
 
 class WebAuthenticationError(Exception):
@@ -67,75 +91,58 @@ class WebLimits:
     """Backlog of the listening sockets."""
 
 
+@dataclass(frozen=True)
+class _Served:
+    method: str
+    pattern: re.Pattern[str]
+    endpoint: Endpoint
+    need: Need
+
+
 class WebServer:
-    """Serves routes given as ``(method, path) -> handler``."""
+    """Serves routes given as (method, path pattern, endpoint, what the route needs)."""
 
     def __init__(self, limits: WebLimits | None = None) -> None:
-        self.routes: dict[tuple[str, str], Handler] = {}
-        self.patterns: list[tuple[str, re.Pattern[str], PatternHandler]] = []
+        self._routes: list[_Served] = []
         self.limits = limits or WebLimits()
-        self.role_routes: dict[str, RoleHandler] = {}
         self._runner: web.AppRunner | None = None
         self.listeners: list[Listener] = []
         self.authenticate: Authenticate | None = None
         self.authorize: Authorize | None = None
 
-    def route(self, method: str, path: str, handler: Handler) -> None:
-        """Serve ``method`` on exactly ``path`` with ``handler``."""
-        self.routes[(method, path)] = handler
-
-    def route_for_role(self, path: str, handler: RoleHandler) -> None:
-        """Serve GET on exactly ``path`` with ``handler``, which is told the caller's role
-        (after the authorization hook let the request through)."""
-        self.role_routes[path] = handler
-
-    def route_pattern(self, method: str, pattern: str, handler: PatternHandler) -> None:
-        """Serve ``method`` on every path that ``pattern`` matches in full."""
-        self.patterns.append((method, re.compile(pattern), handler))
+    def add_route(self, method: str, pattern: str, endpoint: Endpoint, need: Need) -> None:
+        """Serve ``method`` on every path that ``pattern`` (a regular expression whose named
+        groups are the path's parameters) matches in full; the first route added wins."""
+        self._routes.append(_Served(method, re.compile(pattern), endpoint, need))
 
     async def _dispatch(
         self, method: str, target: str, body: bytes, role: str | None = None
     ) -> Reply:
         path, _, query = target.partition("?")
-        for_role = self.role_routes.get(path) if method == "GET" else None
-        if for_role is not None:
+        for served in self._routes:
+            found = served.pattern.fullmatch(path) if served.method == method else None
+            if found is None:
+                continue
+            names = {k: v for k, v in found.groupdict().items() if v is not None}
+            if self.authorize is not None:
+                refusal = await self.authorize(role, served.need, dict(names))
+                if refusal is not None:
+                    return refusal
             params = dict(urllib.parse.parse_qsl(query))
-            if self.authorize is not None:
-                refusal = await self.authorize(role, method, path, dict(params))
-                if refusal is not None:
-                    return refusal
-            return await for_role(role, params)
-        handler = self.routes.get((method, path))
-        if handler is not None:
-            if self.authorize is not None:
-                refusal = await self.authorize(
-                    role, method, path, dict(urllib.parse.parse_qsl(query))
-                )
-                if refusal is not None:
-                    return refusal
-            return await handler(method, target, body)
-        for verb, pattern, on_match in self.patterns:
-            match = pattern.fullmatch(path)
-            if match is not None and verb == method:
-                # query parameters, then the path's (which win on a clash)
-                params = dict(urllib.parse.parse_qsl(query))
-                params.update(match.groupdict())
-                if self.authorize is not None:
-                    refusal = await self.authorize(role, method, path, dict(params))
-                    if refusal is not None:
-                        return refusal
-                try:
-                    return await on_match(params, body)
-                except Exception:
-                    log.exception("%s %s failed", method, path)
-                    return json_reply(500, {"reason": "internal error; see the broker log"})
+            params.update(names)
+            try:
+                return await served.endpoint(Call(params, body, role))
+            except Exception:
+                log.exception("%s %s failed", method, path)
+                return json_reply(500, {"reason": "internal error; see the broker log"})
         return json_reply(404, {"reason": f"No route for {method} {path}"})
 
     async def start(self, host: str, port: int) -> int:
         """Bind plain HTTP on ``port`` (served from :meth:`serve` on); returns the port bound (-1:
         ``port`` -1, no plain HTTP; :meth:`start_tls` may still add HTTPS)."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_route("*", "/{path:.*}", self._handle)
+        # every path, newlines included (a percent-encoded one in a name)
+        app.router.add_route("*", r"/{path:[\s\S]*}", self._handle)
         # keepalive_timeout runs from a connection's start and from each response until the
         # next request's head is complete; lingering_time 0: a body left unread (a refused
         # request) closes the connection rather than being read and thrown away

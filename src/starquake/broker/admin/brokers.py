@@ -10,7 +10,7 @@
 - ``GET /admin/v2/brokers/configuration/runtime``: every setting as the broker was configured
   (defaults included), values as strings (secrets masked).
 
-They are installed before the ``/admin/v2/brokers/{cluster}`` route, which would take
+They come before the ``/admin/v2/brokers/{cluster}`` route, which would take
 ``health`` and ``configuration`` for cluster names.
 """
 
@@ -23,8 +23,9 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from starquake.broker.admin.replies import Endpoint, Reply, serve_routes
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.admin.replies import Reply
+from starquake.broker.admin.routing import Route
+from starquake.broker.web import Call, Need, json_reply
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -60,37 +61,45 @@ def _heartbeat(service: BrokerService) -> str | None:
     return None
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
+async def status(service: BrokerService, call: Call) -> Reply:
+    """``OK`` while the broker serves (for load balancers)."""
+    return 200, "text/plain", b"OK"
 
-    async def status(_method: str, _target: str, _body: bytes) -> Reply:
-        return 200, "text/plain", b"OK"
 
-    async def health(_params: dict[str, str], _body: bytes) -> Reply:
-        try:
-            problem = await asyncio.to_thread(_heartbeat, service)
-        except Exception as exc:
-            problem = f"the metadata store failed: {exc}"
-        if problem is not None:
-            log.warning("health check failed: %s", problem)
-            return json_reply(503, {"reason": problem})
-        return 200, "text/plain", b"ok"
+async def health(service: BrokerService, call: Call) -> Reply:
+    """``ok`` once a heartbeat written to the metadata store reads back; 503 otherwise."""
+    try:
+        problem = await asyncio.to_thread(_heartbeat, service)
+    except Exception as exc:
+        problem = f"the metadata store failed: {exc}"
+    if problem is not None:
+        log.warning("health check failed: %s", problem)
+        return json_reply(503, {"reason": problem})
+    return 200, "text/plain", b"ok"
 
-    async def dynamic_names(_params: dict[str, str], _body: bytes) -> Reply:
-        return json_reply(200, [])
 
-    async def dynamic_values(_params: dict[str, str], _body: bytes) -> Reply:
-        return json_reply(200, {})
+async def dynamic_names(service: BrokerService, call: Call) -> Reply:
+    """The names of the settings that can change at run time (none)."""
+    return json_reply(200, [])
 
-    async def runtime(_params: dict[str, str], _body: bytes) -> Reply:
-        return json_reply(200, runtime_configuration(service))
 
-    web.route("GET", "/status.html", status)
-    base = "/admin/v2/brokers"
-    routes: list[tuple[str, str, Endpoint]] = [
-        ("GET", f"{base}/health", health),
-        ("GET", f"{base}/configuration", dynamic_names),
-        ("GET", f"{base}/configuration/values", dynamic_values),
-        ("GET", f"{base}/configuration/runtime", runtime),
-    ]
-    serve_routes(web, routes)
+async def dynamic_values(service: BrokerService, call: Call) -> Reply:
+    """The values of the settings that can change at run time (none)."""
+    return json_reply(200, {})
+
+
+async def runtime(service: BrokerService, call: Call) -> Reply:
+    """Every setting as the broker was configured, secrets masked."""
+    return json_reply(200, runtime_configuration(service))
+
+
+_BROKERS = "/admin/v2/brokers"
+
+ROUTES = [
+    Route("GET", r"/status\.html", status, Need.NOTHING),
+    Route("GET", f"{_BROKERS}/health", health, Need.SUPER_USER),
+    Route("GET", f"{_BROKERS}/configuration", dynamic_names, Need.SUPER_USER),
+    Route("GET", f"{_BROKERS}/configuration/values", dynamic_values, Need.SUPER_USER),
+    Route("GET", f"{_BROKERS}/configuration/runtime", runtime, Need.SUPER_USER),
+]
+"""The broker's own endpoints."""

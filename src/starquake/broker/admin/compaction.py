@@ -15,11 +15,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker import topic_admin
-from starquake.broker.admin.replies import NO_CONTENT, Endpoint, Reply, serve_routes
+from starquake.broker.admin.replies import NO_CONTENT, Reply
+from starquake.broker.admin.routing import Route
 from starquake.broker.admin.topics import TOPIC, topic_of
 from starquake.broker.compaction.state import ERROR, NOT_RUN, RUNNING, SUCCESS
 from starquake.broker.resources import ConflictError
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.web import Call, Need, json_reply
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
@@ -41,28 +42,31 @@ def merged_status(statuses: list[dict[str, Any]]) -> dict[str, Any]:
     return {"status": NOT_RUN, "lastError": ""}
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
+async def topics_of(service: BrokerService, topic: TopicName) -> list[PersistentTopic]:
+    """The topic, or each partition of a partitioned topic, loaded."""
+    count = service.resources.partitions(topic)
+    names = [topic.partition(i) for i in range(count)] if count else [topic]
+    return [await topic_admin.persistent_topic(service, name) for name in names]
 
-    async def topics_of(topic: TopicName) -> list[PersistentTopic]:
-        count = service.resources.partitions(topic)
-        names = [topic.partition(i) for i in range(count)] if count else [topic]
-        return [await topic_admin.persistent_topic(service, name) for name in names]
 
-    async def trigger(params: dict[str, str], _body: bytes) -> Reply:
-        loaded = await topics_of(topic_of(params))
-        if any(t.compaction.running for t in loaded):
-            raise ConflictError("Compaction already in progress")
-        for topic in loaded:
-            service.compaction.trigger(topic)
-        return NO_CONTENT
+async def trigger(service: BrokerService, call: Call) -> Reply:
+    """Start compacting the topic (each partition); 409 while one runs."""
+    loaded = await topics_of(service, topic_of(call.params))
+    if any(t.compaction.running for t in loaded):
+        raise ConflictError("Compaction already in progress")
+    for topic in loaded:
+        service.compaction.trigger(topic)
+    return NO_CONTENT
 
-    async def status(params: dict[str, str], _body: bytes) -> Reply:
-        loaded = await topics_of(topic_of(params))
-        return json_reply(200, merged_status([t.compaction.status_json() for t in loaded]))
 
-    routes: list[tuple[str, str, Endpoint]] = [
-        ("PUT", TOPIC + "/compaction", trigger),
-        ("GET", TOPIC + "/compaction", status),
-    ]
-    serve_routes(web, routes)
+async def status(service: BrokerService, call: Call) -> Reply:
+    """The compaction status of the topic (merged over its partitions)."""
+    loaded = await topics_of(service, topic_of(call.params))
+    return json_reply(200, merged_status([t.compaction.status_json() for t in loaded]))
+
+
+ROUTES = [
+    Route("PUT", TOPIC + "/compaction", trigger, Need.TOPIC_ADMIN),
+    Route("GET", TOPIC + "/compaction", status, Need.TOPIC_ADMIN),
+]
+"""The endpoints of compaction."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 import importlib.resources
 from typing import TYPE_CHECKING
 
-from starquake.broker.admin import dashboard_api
 from starquake.broker.admin.replies import Reply
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.admin.routing import Route
+from starquake.broker.web import Call, Need, json_reply
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -52,20 +52,26 @@ class StaticFiles:
         return 200, ctype, data
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the dashboard's page, its assets and its summary to ``web``."""
-    files = StaticFiles()
-    dashboard_api.install(web, service)
+_FILES = StaticFiles()
 
-    def not_found(path: str) -> Reply:
-        return json_reply(404, {"reason": f"No route for GET {path}"})
 
-    async def index(_method: str, _target: str, _body: bytes) -> Reply:
-        return files.get(INDEX) or not_found("/")
+def _not_found(path: str) -> Reply:
+    return json_reply(404, {"reason": f"No route for GET {path}"})
 
-    async def asset(params: dict[str, str], _body: bytes) -> Reply:
-        name = params["name"]
-        return files.get(name) or not_found(f"/dashboard/{name}")
 
-    web.route("GET", "/", index)
-    web.route_pattern("GET", ASSET, asset)
+async def index(service: BrokerService, call: Call) -> Reply:
+    """The dashboard's page."""
+    return _FILES.get(INDEX) or _not_found("/")
+
+
+async def asset(service: BrokerService, call: Call) -> Reply:
+    """A script or style sheet of the page."""
+    name = call.params["name"]
+    return _FILES.get(name) or _not_found(f"/dashboard/{name}")
+
+
+ROUTES = [
+    Route("GET", "/", index, Need.NOTHING),
+    Route("GET", ASSET, asset, Need.NOTHING),
+]
+"""The dashboard's page and its files."""

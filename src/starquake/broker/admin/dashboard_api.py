@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from starquake.broker import topic_listing
 from starquake.broker.admin.metrics_collect import TopicFigures
+from starquake.broker.admin.routing import Route
 from starquake.broker.system_topics import is_system_topic
-from starquake.broker.web import Reply, WebServer, json_reply
+from starquake.broker.web import Call, Need, Reply, json_reply
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
@@ -144,13 +145,12 @@ async def overview(service: BrokerService, role: str | None, params: dict[str, s
     )
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Serve the dashboard's summary on ``web``."""
-
-    async def handler(role: str | None, params: dict[str, str]) -> Reply:
-        return await overview(service, role, params)
-
-    web.route_for_role(OVERVIEW, handler)
+async def overview_endpoint(service: BrokerService, call: Call) -> Reply:
+    """The summary of what the caller's role may read."""
+    return await overview(service, call.role, call.params)
 
 
-__all__ = ["OVERVIEW", "install", "overview"]
+ROUTES = [Route("GET", OVERVIEW, overview_endpoint, Need.ANY_ROLE)]
+"""The dashboard's summary endpoint."""
+
+__all__ = ["OVERVIEW", "ROUTES", "overview"]

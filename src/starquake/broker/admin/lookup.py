@@ -20,8 +20,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from starquake.broker.admin.replies import SEGMENT, Reply, status_of
+from starquake.broker.admin.routing import Route
 from starquake.broker.errors import BrokerServiceError
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.web import Call, Need, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName
 
 if TYPE_CHECKING:
@@ -37,44 +38,49 @@ LOOKUP = (
 NAMESPACE_TOPICS = rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})/topics"
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the lookup endpoints to ``web``."""
-
-    async def lookup(params: dict[str, str], _body: bytes) -> Reply:
-        try:
-            topic = TopicName.parse(
-                f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
-            )
-        except InvalidTopicNameError as exc:
-            return json_reply(412, {"reason": str(exc)})
-        try:
-            urls = service.check_lookup_urls(topic, params.get("listenerName", ""))
-        except BrokerServiceError as exc:
-            return json_reply(status_of(exc), {"reason": str(exc)})
-        return json_reply(
-            200,
-            {
-                "brokerUrl": urls.broker_url,
-                "brokerUrlTls": urls.broker_url_tls,
-                "httpUrl": service.urls.web_service_url,
-                "httpUrlTls": service.urls.web_service_url_tls,
-                "nativeUrl": urls.broker_url or urls.broker_url_tls,
-            },
+async def lookup(service: BrokerService, call: Call) -> Reply:
+    """The broker serving the topic, as a client's HTTP lookup asks."""
+    try:
+        params = call.params
+        topic = TopicName.parse(
+            f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
         )
+    except InvalidTopicNameError as exc:
+        return json_reply(412, {"reason": str(exc)})
+    try:
+        urls = service.check_lookup_urls(topic, call.params.get("listenerName", ""))
+    except BrokerServiceError as exc:
+        return json_reply(status_of(exc), {"reason": str(exc)})
+    return json_reply(
+        200,
+        {
+            "brokerUrl": urls.broker_url,
+            "brokerUrlTls": urls.broker_url_tls,
+            "httpUrl": service.urls.web_service_url,
+            "httpUrlTls": service.urls.web_service_url_tls,
+            "nativeUrl": urls.broker_url or urls.broker_url_tls,
+        },
+    )
 
-    async def namespace_topics(params: dict[str, str], _body: bytes) -> Reply:
-        namespace = f"{params['tenant']}/{params['namespace']}"
-        if not service.resources.namespace_exists(namespace):
-            return json_reply(404, {"reason": f"Namespace {namespace} does not exist"})
-        mode = params.get("mode", "PERSISTENT").upper()
-        if mode not in ("PERSISTENT", "NON_PERSISTENT", "ALL"):
-            return json_reply(400, {"reason": f"unknown mode {mode!r}"})
-        names: list[str] = []
-        if mode in ("PERSISTENT", "ALL"):
-            names += await service.list_topics(namespace, persistent=True)
-        if mode in ("NON_PERSISTENT", "ALL"):
-            names += await service.list_topics(namespace, persistent=False)
-        return json_reply(200, names)
 
-    web.route_pattern("GET", LOOKUP, lookup)
-    web.route_pattern("GET", NAMESPACE_TOPICS, namespace_topics)
+async def namespace_topics(service: BrokerService, call: Call) -> Reply:
+    """The topic names of a namespace (``mode``: persistent, non-persistent or all)."""
+    namespace = f"{call.params['tenant']}/{call.params['namespace']}"
+    if not service.resources.namespace_exists(namespace):
+        return json_reply(404, {"reason": f"Namespace {namespace} does not exist"})
+    mode = call.params.get("mode", "PERSISTENT").upper()
+    if mode not in ("PERSISTENT", "NON_PERSISTENT", "ALL"):
+        return json_reply(400, {"reason": f"unknown mode {mode!r}"})
+    names: list[str] = []
+    if mode in ("PERSISTENT", "ALL"):
+        names += await service.list_topics(namespace, persistent=True)
+    if mode in ("NON_PERSISTENT", "ALL"):
+        names += await service.list_topics(namespace, persistent=False)
+    return json_reply(200, names)
+
+
+ROUTES = [
+    Route("GET", LOOKUP, lookup, Need.TOPIC_LOOKUP),
+    Route("GET", NAMESPACE_TOPICS, namespace_topics, Need.LIST_TOPICS),
+]
+"""The endpoints of HTTP lookups."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -32,16 +33,16 @@ from prometheus_client.metrics_core import Metric
 
 from starquake.broker.admin.metrics_collect import BrokerCollector
 from starquake.broker.admin.replies import Reply
-from starquake.broker.web import json_reply
+from starquake.broker.admin.routing import Route
+from starquake.broker.web import Call, Need, json_reply
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
-    from starquake.broker.web import WebServer
     from starquake.storage import PendingCommit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BrokerCollector", "BrokerMetrics", "install"]
+__all__ = ["ROUTES", "BrokerCollector", "BrokerMetrics", "metrics_of", "scrape"]
 
 # fsyncs take from tens of microseconds (a cache-backed device) to seconds (a stalled disk)
 _FSYNC_BUCKETS = (
@@ -95,6 +96,7 @@ class BrokerMetrics:
             registry=registry,
         )
         service.committer.observers.append(self.observe_commit)
+        self.owner = weakref.ref(service)
 
     def observe_commit(self, commit: PendingCommit) -> None:
         """Record a commit that succeeded (called on the loop, once per commit)."""
@@ -127,17 +129,28 @@ class _Snapshot:
         return iter(self._families)
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Serve ``/metrics`` and ``/metrics/`` on ``web`` from a new registry for ``service``."""
-    metrics = BrokerMetrics(service)
+_REGISTRIES: weakref.WeakValueDictionary[int, BrokerMetrics] = weakref.WeakValueDictionary()
+"""Each broker's registry by the service's id (kept alive by the service's commit observers)."""
 
-    async def scrape(_method: str, _target: str, _body: bytes) -> Reply:
-        try:
-            body = await metrics.render_async()
-        except Exception:
-            log.exception("collecting metrics failed")
-            return json_reply(500, {"reason": "collecting metrics failed; see the broker log"})
-        return 200, CONTENT_TYPE_LATEST, body
 
-    web.route("GET", "/metrics", scrape)
-    web.route("GET", "/metrics/", scrape)
+def metrics_of(service: BrokerService) -> BrokerMetrics:
+    """The registry of ``service``, created on first use (the web layer creates it when it
+    installs the routes, so that commits are observed from the start)."""
+    metrics = _REGISTRIES.get(id(service))
+    if metrics is None or metrics.owner() is not service:
+        metrics = _REGISTRIES[id(service)] = BrokerMetrics(service)
+    return metrics
+
+
+async def scrape(service: BrokerService, call: Call) -> Reply:
+    """The broker's metrics in Prometheus' text format."""
+    try:
+        body = await metrics_of(service).render_async()
+    except Exception:
+        log.exception("collecting metrics failed")
+        return json_reply(500, {"reason": "collecting metrics failed; see the broker log"})
+    return 200, CONTENT_TYPE_LATEST, body
+
+
+ROUTES = [Route("GET", "/metrics/?", scrape, Need.NOTHING)]
+"""The metrics endpoint (``/metrics`` and ``/metrics/``)."""

@@ -20,9 +20,10 @@ from starquake.broker.admin.replies import (
     partition_count_refusal,
     status_of,
 )
+from starquake.broker.admin.routing import Route
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.system_topics import CREATE_REFUSED, is_system_topic
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.web import Call, Need, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName
 
 if TYPE_CHECKING:
@@ -36,69 +37,82 @@ _TOPIC = (
 )
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
+def topic_of(params: dict[str, str]) -> TopicName:
+    """The topic the path names (InvalidTopicNameError otherwise)."""
+    return TopicName.parse(
+        f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
+    )
 
-    def topic_of(params: dict[str, str]) -> TopicName:
-        return TopicName.parse(
-            f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
-        )
 
-    def count_of(body: bytes) -> int | None:
-        try:
-            value = parse_json(body or b"null")
-        except BadRequest:
-            return None
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+def count_of(body: bytes) -> int | None:
+    """The partition count of a body (None when it is not a whole number)."""
+    try:
+        value = parse_json(body or b"null")
+    except BadRequest:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    async def change(params: dict[str, str], body: bytes, *, create: bool) -> Reply:
-        try:
-            topic = topic_of(params)
-        except InvalidTopicNameError as exc:
-            return json_reply(412, {"reason": str(exc)})
-        if create and is_system_topic(topic):
-            return json_reply(400, {"reason": CREATE_REFUSED})
-        count = count_of(body)
-        if count is None:
-            return json_reply(400, {"reason": "the body must be the number of partitions"})
-        # Pulsar answers 406 Not Acceptable, creating or updating
-        refusal = partition_count_refusal(count, service.config.partition_limit)
-        if refusal is not None:
-            return json_reply(406, {"reason": str(refusal)})
-        resources = service.resources
-        if create and resources.partitions(topic) == 0 and service.topic_exists(topic):
-            # a non-partitioned topic of that name (as Pulsar answers)
-            return json_reply(409, {"reason": "This topic already exists"})
-        call = resources.create_partitioned_topic if create else resources.update_partitioned_topic
-        try:
-            await asyncio.to_thread(call, topic, count)
-        except (BrokerServiceError, ValueError) as exc:
-            return json_reply(status_of(exc), {"reason": str(exc)})
-        log.info("partitioned topic %s: %d partitions", topic, count)
-        return NO_CONTENT
 
-    async def create(params: dict[str, str], body: bytes) -> Reply:
-        return await change(params, body, create=True)
+async def change(service: BrokerService, call: Call, *, create: bool) -> Reply:
+    """Create a partitioned topic, or raise its partition count."""
+    try:
+        topic = topic_of(call.params)
+    except InvalidTopicNameError as exc:
+        return json_reply(412, {"reason": str(exc)})
+    if create and is_system_topic(topic):
+        return json_reply(400, {"reason": CREATE_REFUSED})
+    count = count_of(call.body)
+    if count is None:
+        return json_reply(400, {"reason": "the body must be the number of partitions"})
+    # Pulsar answers 406 Not Acceptable, creating or updating
+    refusal = partition_count_refusal(count, service.config.partition_limit)
+    if refusal is not None:
+        return json_reply(406, {"reason": str(refusal)})
+    resources = service.resources
+    if create and resources.partitions(topic) == 0 and service.topic_exists(topic):
+        # a non-partitioned topic of that name (as Pulsar answers)
+        return json_reply(409, {"reason": "This topic already exists"})
+    store = resources.create_partitioned_topic if create else resources.update_partitioned_topic
+    try:
+        await asyncio.to_thread(store, topic, count)
+    except (BrokerServiceError, ValueError) as exc:
+        return json_reply(status_of(exc), {"reason": str(exc)})
+    log.info("partitioned topic %s: %d partitions", topic, count)
+    return NO_CONTENT
 
-    async def update(params: dict[str, str], body: bytes) -> Reply:
-        return await change(params, body, create=False)
 
-    async def get(params: dict[str, str], _body: bytes) -> Reply:
-        try:
-            topic = topic_of(params)
-            partitions = service.partitioned_metadata(topic)
-            # a client's HTTP lookup asks this way, and gets the topic auto-created as the
-            # binary lookup would
-            auto = params.get("checkAllowAutoCreation", "").lower() == "true"
-            if partitions == 0 and auto and service.wants_auto_partitioned(topic):
-                partitions = await service.create_auto_partitioned(topic)
-        except InvalidTopicNameError as exc:
-            return json_reply(412, {"reason": str(exc)})
-        except BrokerServiceError as exc:
-            return json_reply(status_of(exc), {"reason": str(exc)})
-        return json_reply(200, {"partitions": partitions})
+async def create(service: BrokerService, call: Call) -> Reply:
+    """Create a partitioned topic with the body's partition count."""
+    return await change(service, call, create=True)
 
-    path = _TOPIC + "/partitions"
-    web.route_pattern("PUT", path, create)
-    web.route_pattern("POST", path, update)
-    web.route_pattern("GET", path, get)
+
+async def update(service: BrokerService, call: Call) -> Reply:
+    """Raise a partitioned topic's partition count to the body's."""
+    return await change(service, call, create=False)
+
+
+async def get(service: BrokerService, call: Call) -> Reply:
+    """``{"partitions": N}`` (0: not partitioned), auto-creating when the lookup asks."""
+    try:
+        topic = topic_of(call.params)
+        partitions = service.partitioned_metadata(topic)
+        # a client's HTTP lookup asks this way, and gets the topic auto-created as the
+        # binary lookup would
+        auto = call.params.get("checkAllowAutoCreation", "").lower() == "true"
+        if partitions == 0 and auto and service.wants_auto_partitioned(topic):
+            partitions = await service.create_auto_partitioned(topic)
+    except InvalidTopicNameError as exc:
+        return json_reply(412, {"reason": str(exc)})
+    except BrokerServiceError as exc:
+        return json_reply(status_of(exc), {"reason": str(exc)})
+    return json_reply(200, {"partitions": partitions})
+
+
+_PARTITIONS = _TOPIC + "/partitions"
+
+ROUTES = [
+    Route("PUT", _PARTITIONS, create, Need.TOPIC_ADMIN, "the number of partitions"),
+    Route("POST", _PARTITIONS, update, Need.TOPIC_ADMIN, "the number of partitions"),
+    Route("GET", _PARTITIONS, get, Need.TOPIC_LOOKUP),
+]
+"""The endpoints of partitioned topics."""

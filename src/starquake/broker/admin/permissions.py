@@ -39,11 +39,10 @@ from starquake.broker.admin.replies import (
     NO_CONTENT,
     SEGMENT,
     BadRequest,
-    Endpoint,
     Reply,
     json_body,
-    serve_routes,
 )
+from starquake.broker.admin.routing import Route
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import NotFoundError
 from starquake.broker.security.authorization import (
@@ -53,7 +52,7 @@ from starquake.broker.security.authorization import (
     SUBSCRIPTION_AUTH_MODES,
     revalidate,
 )
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.web import Call, Need, json_reply
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
@@ -115,176 +114,221 @@ def sorted_grants(grants: dict[str, Any]) -> dict[str, list[str]]:
     return {name: sorted(values) for name, values in sorted(grants.items())}
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
-    resources = service.resources
-    authorization = service.authorization
+def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
+    """``tenant/namespace`` of the path (404 when it does not exist)."""
+    name = f"{params['tenant']}/{params['namespace']}"
+    if not service.resources.namespace_exists(name):
+        raise NotFoundError(f"Namespace {name} does not exist")
+    return name
 
-    def namespace_of(params: dict[str, str]) -> str:
-        name = f"{params['tenant']}/{params['namespace']}"
-        if not resources.namespace_exists(name):
-            raise NotFoundError(f"Namespace {name} does not exist")
-        return name
 
-    def topic_of(params: dict[str, str]) -> TopicName:
-        name = TopicName.parse(
-            f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
-        )
-        namespace_of(params)
-        return name
+def topic_of(service: BrokerService, params: dict[str, str]) -> TopicName:
+    """The topic the path names, in a namespace that exists."""
+    name = TopicName.parse(
+        f"{params['domain']}://{params['tenant']}/{params['namespace']}/{params['topic']}"
+    )
+    namespace_of(service, params)
+    return name
 
-    async def change(namespace: str, edit: Callable[[dict[str, Any]], None]) -> None:
-        """Apply ``edit`` to the namespace's grants, store them, and close the producers and
-        consumers that lost their permission."""
-        await asyncio.to_thread(
-            resources.update_namespace_policies, namespace, lambda p: edit(_auth(p))
-        )
-        revalidate(service, namespace)
 
-    # --- namespaces -----------------------------------------------------------------------------
+async def change(
+    service: BrokerService, namespace: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    """Apply ``edit`` to the namespace's grants, store them, and close the producers and
+    consumers that lost their permission."""
+    await asyncio.to_thread(
+        service.resources.update_namespace_policies, namespace, lambda p: edit(_auth(p))
+    )
+    revalidate(service, namespace)
 
-    async def get_namespace(params: dict[str, str], _body: bytes) -> Reply:
-        auth = authorization.auth_policies(namespace_of(params))
-        return json_reply(200, sorted_grants(auth["namespace_auth"]))
 
-    async def grant_namespace(params: dict[str, str], body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        role, actions = params["role"], parse_actions(body)
+# --- namespaces -----------------------------------------------------------------------------
 
-        def edit(auth: dict[str, Any]) -> None:
-            auth["namespace_auth"][role] = actions
 
-        await change(namespace, edit)
-        log.info("namespace %s: role %s granted %s", namespace, role, actions)
-        return NO_CONTENT
+async def get_namespace(service: BrokerService, call: Call) -> Reply:
+    """The namespace's grants: role -> actions."""
+    auth = service.authorization.auth_policies(namespace_of(service, call.params))
+    return json_reply(200, sorted_grants(auth["namespace_auth"]))
 
-    async def revoke_namespace(params: dict[str, str], _body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        role = params["role"]
-        await change(namespace, lambda auth: auth["namespace_auth"].pop(role, None))
-        log.info("namespace %s: role %s revoked", namespace, role)
-        return NO_CONTENT
 
-    async def get_subscriptions(params: dict[str, str], _body: bytes) -> Reply:
-        auth = authorization.auth_policies(namespace_of(params))
-        return json_reply(200, sorted_grants(auth["subscription_auth_roles"]))
+async def grant_namespace(service: BrokerService, call: Call) -> Reply:
+    """Grant the body's actions to the role on the namespace."""
+    namespace = namespace_of(service, call.params)
+    role, actions = call.params["role"], parse_actions(call.body)
 
-    async def grant_subscription(params: dict[str, str], body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        subscription, roles = params["subscription"], parse_roles(body)
+    def edit(auth: dict[str, Any]) -> None:
+        auth["namespace_auth"][role] = actions
 
-        def edit(auth: dict[str, Any]) -> None:
-            auth["subscription_auth_roles"][subscription] = roles
+    await change(service, namespace, edit)
+    log.info("namespace %s: role %s granted %s", namespace, role, actions)
+    return NO_CONTENT
 
-        await change(namespace, edit)
-        log.info(
-            "namespace %s: subscription %s limited to roles %s", namespace, subscription, roles
-        )
-        return NO_CONTENT
 
-    async def revoke_subscription(params: dict[str, str], _body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        subscription, role = params["subscription"], params["role"]
-        if subscription not in authorization.auth_policies(namespace)["subscription_auth_roles"]:
-            raise NotFoundError(f"Subscription {subscription} has no roles set in {namespace}")
+async def revoke_namespace(service: BrokerService, call: Call) -> Reply:
+    """Revoke the role's namespace grant."""
+    namespace = namespace_of(service, call.params)
+    role = call.params["role"]
+    await change(service, namespace, lambda auth: auth["namespace_auth"].pop(role, None))
+    log.info("namespace %s: role %s revoked", namespace, role)
+    return NO_CONTENT
 
-        def edit(auth: dict[str, Any]) -> None:
-            by_subscription = auth["subscription_auth_roles"]
-            remaining = [r for r in by_subscription.get(subscription, []) if r != role]
-            if remaining:
-                by_subscription[subscription] = remaining
-            else:  # no roles left: the subscription is no longer restricted
-                by_subscription.pop(subscription, None)
 
-        await change(namespace, edit)
-        log.info(
-            "namespace %s: role %s removed from subscription %s", namespace, role, subscription
-        )
-        return NO_CONTENT
+async def get_subscriptions(service: BrokerService, call: Call) -> Reply:
+    """The namespace's subscription grants: subscription -> roles."""
+    auth = service.authorization.auth_policies(namespace_of(service, call.params))
+    return json_reply(200, sorted_grants(auth["subscription_auth_roles"]))
 
-    # --- topics ---------------------------------------------------------------------------------
 
-    def with_partitions(topic: TopicName) -> list[str]:
-        """The topic and, for a partitioned topic, each of its partitions."""
-        partitions = resources.partitions(topic)
-        return [str(topic)] + [str(topic.partition(i)) for i in range(partitions)]
+async def grant_subscription(service: BrokerService, call: Call) -> Reply:
+    """Only the body's roles may consume with the subscription."""
+    namespace = namespace_of(service, call.params)
+    subscription, roles = call.params["subscription"], parse_roles(call.body)
 
-    async def get_topic(params: dict[str, str], _body: bytes) -> Reply:
-        topic = topic_of(params)
-        auth = authorization.auth_policies(topic.namespace_name)
-        return json_reply(200, effective_topic_permissions(auth, topic))
+    def edit(auth: dict[str, Any]) -> None:
+        auth["subscription_auth_roles"][subscription] = roles
 
-    async def grant_topic(params: dict[str, str], body: bytes) -> Reply:
-        topic = topic_of(params)
-        role, actions = params["role"], parse_actions(body)
-        names = with_partitions(topic)
+    await change(service, namespace, edit)
+    log.info("namespace %s: subscription %s limited to roles %s", namespace, subscription, roles)
+    return NO_CONTENT
 
-        def edit(auth: dict[str, Any]) -> None:
-            for name in names:
-                auth["destination_auth"].setdefault(name, {})[role] = actions
 
-        await change(topic.namespace_name, edit)
-        log.info("topic %s: role %s granted %s", topic, role, actions)
-        return NO_CONTENT
+async def revoke_subscription(service: BrokerService, call: Call) -> Reply:
+    """Remove one role from a subscription's roles."""
+    namespace = namespace_of(service, call.params)
+    subscription, role = call.params["subscription"], call.params["role"]
+    if (
+        subscription
+        not in service.authorization.auth_policies(namespace)["subscription_auth_roles"]
+    ):
+        raise NotFoundError(f"Subscription {subscription} has no roles set in {namespace}")
 
-    async def revoke_topic(params: dict[str, str], _body: bytes) -> Reply:
-        topic = topic_of(params)
-        role = params["role"]
-        by_topic = authorization.auth_policies(topic.namespace_name)["destination_auth"]
-        if role not in (by_topic.get(str(topic)) or {}):
-            raise PermissionNotSet("Permissions are not set at the topic level")
-        names = with_partitions(topic)
+    def edit(auth: dict[str, Any]) -> None:
+        by_subscription = auth["subscription_auth_roles"]
+        remaining = [r for r in by_subscription.get(subscription, []) if r != role]
+        if remaining:
+            by_subscription[subscription] = remaining
+        else:  # no roles left: the subscription is no longer restricted
+            by_subscription.pop(subscription, None)
 
-        def edit(auth: dict[str, Any]) -> None:
-            grants = auth["destination_auth"]
-            for name in names:
-                roles = grants.get(name)
-                if roles is not None:
-                    roles.pop(role, None)
-                    if not roles:
-                        del grants[name]
+    await change(service, namespace, edit)
+    log.info("namespace %s: role %s removed from subscription %s", namespace, role, subscription)
+    return NO_CONTENT
 
-        await change(topic.namespace_name, edit)
-        log.info("topic %s: role %s revoked", topic, role)
-        return NO_CONTENT
 
-    async def get_auth_mode(params: dict[str, str], _body: bytes) -> Reply:
-        mode = resources.policy(namespace_of(params), SUBSCRIPTION_AUTH_MODE)
-        return json_reply(200, mode or "None")
+# --- topics ---------------------------------------------------------------------------------
 
-    async def set_auth_mode(params: dict[str, str], body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        mode = json_body(body, "None")
-        if mode not in SUBSCRIPTION_AUTH_MODES:
-            raise BadRequest(f"the body must be one of {', '.join(SUBSCRIPTION_AUTH_MODES)}")
 
-        def edit(policies: dict[str, Any]) -> None:
-            policies[SUBSCRIPTION_AUTH_MODE] = mode
+def with_partitions(service: BrokerService, topic: TopicName) -> list[str]:
+    """The topic and, for a partitioned topic, each of its partitions."""
+    partitions = service.resources.partitions(topic)
+    return [str(topic)] + [str(topic.partition(i)) for i in range(partitions)]
 
-        await asyncio.to_thread(resources.update_namespace_policies, namespace, edit)
-        revalidate(service, namespace)
-        log.info("namespace %s: subscription auth mode set to %s", namespace, mode)
-        return NO_CONTENT
 
-    routes: list[tuple[str, str, Endpoint]] = [
-        ("GET", f"{NAMESPACE}/subscriptionAuthMode", get_auth_mode),
-        ("POST", f"{NAMESPACE}/subscriptionAuthMode", set_auth_mode),
-        ("GET", f"{NAMESPACE}/permissions", get_namespace),
-        ("GET", f"{NAMESPACE}/permissions/subscription", get_subscriptions),
-        (
-            "POST",
-            rf"{NAMESPACE}/permissions/subscription/(?P<subscription>{SEGMENT})",
-            grant_subscription,
-        ),
-        (
-            "DELETE",
-            rf"{NAMESPACE}/permissions/(?P<subscription>{SEGMENT})/{ROLE}",
-            revoke_subscription,
-        ),
-        ("POST", f"{NAMESPACE}/permissions/{ROLE}", grant_namespace),
-        ("DELETE", f"{NAMESPACE}/permissions/{ROLE}", revoke_namespace),
-        ("GET", f"{TOPIC}/permissions", get_topic),
-        ("POST", f"{TOPIC}/permissions/{ROLE}", grant_topic),
-        ("DELETE", f"{TOPIC}/permissions/{ROLE}", revoke_topic),
-    ]
-    serve_routes(web, routes)
+async def get_topic(service: BrokerService, call: Call) -> Reply:
+    """The topic's effective grants (the namespace's and the topic's)."""
+    topic = topic_of(service, call.params)
+    auth = service.authorization.auth_policies(topic.namespace_name)
+    return json_reply(200, effective_topic_permissions(auth, topic))
+
+
+async def grant_topic(service: BrokerService, call: Call) -> Reply:
+    """Grant the body's actions to the role on the topic (and its partitions)."""
+    topic = topic_of(service, call.params)
+    role, actions = call.params["role"], parse_actions(call.body)
+    names = with_partitions(service, topic)
+
+    def edit(auth: dict[str, Any]) -> None:
+        for name in names:
+            auth["destination_auth"].setdefault(name, {})[role] = actions
+
+    await change(service, topic.namespace_name, edit)
+    log.info("topic %s: role %s granted %s", topic, role, actions)
+    return NO_CONTENT
+
+
+async def revoke_topic(service: BrokerService, call: Call) -> Reply:
+    """Revoke the role's topic grant (412 when it has none on the topic)."""
+    topic = topic_of(service, call.params)
+    role = call.params["role"]
+    by_topic = service.authorization.auth_policies(topic.namespace_name)["destination_auth"]
+    if role not in (by_topic.get(str(topic)) or {}):
+        raise PermissionNotSet("Permissions are not set at the topic level")
+    names = with_partitions(service, topic)
+
+    def edit(auth: dict[str, Any]) -> None:
+        grants = auth["destination_auth"]
+        for name in names:
+            roles = grants.get(name)
+            if roles is not None:
+                roles.pop(role, None)
+                if not roles:
+                    del grants[name]
+
+    await change(service, topic.namespace_name, edit)
+    log.info("topic %s: role %s revoked", topic, role)
+    return NO_CONTENT
+
+
+async def get_auth_mode(service: BrokerService, call: Call) -> Reply:
+    """The namespace's subscription auth mode (``None`` or ``Prefix``)."""
+    mode = service.resources.policy(namespace_of(service, call.params), SUBSCRIPTION_AUTH_MODE)
+    return json_reply(200, mode or "None")
+
+
+async def set_auth_mode(service: BrokerService, call: Call) -> Reply:
+    """Set the namespace's subscription auth mode from the body."""
+    namespace = namespace_of(service, call.params)
+    mode = json_body(call.body, "None")
+    if mode not in SUBSCRIPTION_AUTH_MODES:
+        raise BadRequest(f"the body must be one of {', '.join(SUBSCRIPTION_AUTH_MODES)}")
+
+    def edit(policies: dict[str, Any]) -> None:
+        policies[SUBSCRIPTION_AUTH_MODE] = mode
+
+    await asyncio.to_thread(service.resources.update_namespace_policies, namespace, edit)
+    revalidate(service, namespace)
+    log.info("namespace %s: subscription auth mode set to %s", namespace, mode)
+    return NO_CONTENT
+
+
+_SUBSCRIPTION = rf"(?P<subscription>{SEGMENT})"
+
+ROUTES = [
+    Route("GET", f"{NAMESPACE}/subscriptionAuthMode", get_auth_mode, Need.TENANT_ADMIN),
+    Route(
+        "POST",
+        f"{NAMESPACE}/subscriptionAuthMode",
+        set_auth_mode,
+        Need.TENANT_ADMIN,
+        "None or Prefix",
+    ),
+    Route("GET", f"{NAMESPACE}/permissions", get_namespace, Need.TENANT_ADMIN),
+    Route("GET", f"{NAMESPACE}/permissions/subscription", get_subscriptions, Need.TENANT_ADMIN),
+    Route(
+        "POST",
+        f"{NAMESPACE}/permissions/subscription/{_SUBSCRIPTION}",
+        grant_subscription,
+        Need.TENANT_ADMIN,
+        "a list of roles",
+    ),
+    Route(
+        "DELETE",
+        f"{NAMESPACE}/permissions/{_SUBSCRIPTION}/{ROLE}",
+        revoke_subscription,
+        Need.TENANT_ADMIN,
+    ),
+    Route(
+        "POST",
+        f"{NAMESPACE}/permissions/{ROLE}",
+        grant_namespace,
+        Need.TENANT_ADMIN,
+        "a list of actions",
+    ),
+    Route("DELETE", f"{NAMESPACE}/permissions/{ROLE}", revoke_namespace, Need.TENANT_ADMIN),
+    Route("GET", f"{TOPIC}/permissions", get_topic, Need.TOPIC_ADMIN),
+    Route(
+        "POST", f"{TOPIC}/permissions/{ROLE}", grant_topic, Need.TOPIC_ADMIN, "a list of actions"
+    ),
+    Route("DELETE", f"{TOPIC}/permissions/{ROLE}", revoke_topic, Need.TOPIC_ADMIN),
+]
+"""The endpoints of permissions."""

@@ -38,21 +38,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker.admin.replies import (
     MAX_LONG,
     NO_CONTENT,
     BadRequest,
-    Endpoint,
     Reply,
     json_body,
     partition_count_refusal,
-    serve_routes,
 )
+from starquake.broker.admin.routing import Route, lock_of
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import NotFoundError
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.web import Call, Need, json_reply
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -186,7 +186,8 @@ def _auto_subscription_creation(value: Any) -> Any:
 def _strategy(value: Any) -> str:
     if not isinstance(value, str) or value not in SCHEMA_STRATEGIES:
         raise BadRequest(
-            f"unknown strategy {value!r}; one of {', '.join(sorted(SCHEMA_STRATEGIES))}"
+            f"the body must be a strategy name, not {str(value)[:40]!r}; one of "
+            f"{', '.join(sorted(SCHEMA_STRATEGIES))}"
         )
     return str(value)
 
@@ -324,129 +325,158 @@ POLICIES: dict[str, tuple[str, Callable[[Any], Any], str]] = {
 }
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
-    resources = service.resources
-    writing = asyncio.Lock()  # one read-modify-write of a namespace's policies at a time
+def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
+    """``tenant/namespace`` of the path (404 when it does not exist)."""
+    name = f"{params['tenant']}/{params['namespace']}"
+    if not service.resources.namespace_exists(name):
+        raise NotFoundError(f"Namespace {name} does not exist")
+    return name
 
-    def namespace_of(params: dict[str, str]) -> str:
-        name = f"{params['tenant']}/{params['namespace']}"
-        if not resources.namespace_exists(name):
-            raise NotFoundError(f"Namespace {name} does not exist")
-        return name
 
-    async def change(namespace: str, edit: Callable[[dict[str, Any]], None]) -> None:
-        """Apply ``edit`` to the namespace's policies, store them, and tell live topics."""
-        async with writing:
-            # read, edit and store as one step: permission grants edit the same policies
-            await asyncio.to_thread(resources.update_namespace_policies, namespace, edit)
-        service.policies_changed(namespace)
+async def change(
+    service: BrokerService, namespace: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    """Apply ``edit`` to the namespace's policies, store them, and tell live topics."""
+    async with lock_of(service, __name__):  # one read-modify-write at a time
+        # read, edit and store as one step: permission grants edit the same policies
+        await asyncio.to_thread(service.resources.update_namespace_policies, namespace, edit)
+    service.policies_changed(namespace)
 
-    async def store(namespace: str, field: str, value: Any) -> None:
-        await change(namespace, lambda policies: set_policy(policies, field, value))
-        log.info("namespace %s: %s set to %s", namespace, field, value)
 
-    def default_quota_bytes() -> int:
-        return service.config.backlogQuotaDefaultLimitBytes
+async def store(service: BrokerService, namespace: str, field: str, value: Any) -> None:
+    """Store one policy of a namespace (None: remove it)."""
+    await change(service, namespace, lambda policies: set_policy(policies, field, value))
+    log.info("namespace %s: %s set to %s", namespace, field, value)
 
-    def check_retention(namespace: str, retention: dict[str, Any]) -> None:
-        quotas = resources.policy(namespace, "backlog_quota_map") or {}
-        quota = quotas.get("destination_storage")
-        if not quota_fits_retention(quota, retention, default_quota_bytes()):
-            raise PolicyConflict(
-                "Retention Quota must exceed configured backlog quota for namespace."
-            )
 
-    def endpoints(field: str, check: Callable[[Any], Any]) -> tuple[Endpoint, Endpoint, Endpoint]:
-        async def get(params: dict[str, str], _body: bytes) -> Reply:
-            value = resources.policy(namespace_of(params), field)
-            return NO_CONTENT if value is None else json_reply(200, value)
+def check_retention(service: BrokerService, namespace: str, retention: dict[str, Any]) -> None:
+    """Refuse (412) a retention that does not exceed the namespace's backlog quota."""
+    quotas = service.resources.policy(namespace, "backlog_quota_map") or {}
+    quota = quotas.get("destination_storage")
+    if not quota_fits_retention(quota, retention, service.config.backlogQuotaDefaultLimitBytes):
+        raise PolicyConflict("Retention Quota must exceed configured backlog quota for namespace.")
 
-        async def set_(params: dict[str, str], body: bytes) -> Reply:
-            namespace = namespace_of(params)
-            value = check(json_body(body))
-            if field == "retention_policies":
-                check_retention(namespace, value)
-            if field == "autoTopicCreationOverride" and "defaultNumPartitions" in value:
-                limit = service.config.partition_limit
-                refusal = partition_count_refusal(value["defaultNumPartitions"], limit)
-                if refusal is not None:
-                    raise refusal
-            await store(namespace, field, value)
-            return NO_CONTENT
 
-        async def delete(params: dict[str, str], _body: bytes) -> Reply:
-            await store(namespace_of(params), field, None)
-            return NO_CONTENT
+async def get_policy(service: BrokerService, call: Call, *, field: str) -> Reply:
+    """The namespace's value of the policy (204: the broker's configuration applies)."""
+    value = service.resources.policy(namespace_of(service, call.params), field)
+    return NO_CONTENT if value is None else json_reply(200, value)
 
-        return get, set_, delete
 
-    routes: list[tuple[str, str, Endpoint]] = []
+async def set_policy_value(
+    service: BrokerService, call: Call, *, field: str, check: Callable[[Any], Any]
+) -> Reply:
+    """Set the policy on the namespace from the body (checked first)."""
+    namespace = namespace_of(service, call.params)
+    value = check(json_body(call.body))
+    if field == "retention_policies":
+        check_retention(service, namespace, value)
+    if field == "autoTopicCreationOverride" and "defaultNumPartitions" in value:
+        limit = service.config.partition_limit
+        refusal = partition_count_refusal(value["defaultNumPartitions"], limit)
+        if refusal is not None:
+            raise refusal
+    await store(service, namespace, field, value)
+    return NO_CONTENT
+
+
+async def delete_policy(service: BrokerService, call: Call, *, field: str) -> Reply:
+    """Remove the policy from the namespace (the broker's configuration applies)."""
+    await store(service, namespace_of(service, call.params), field, None)
+    return NO_CONTENT
+
+
+# --- deduplication: switched in place on the namespace's loaded topics ----------------------
+
+
+async def get_dedup(service: BrokerService, call: Call) -> Reply:
+    """Whether the namespace deduplicates (204 when it leaves it to the broker)."""
+    value = service.resources.policy(namespace_of(service, call.params), "deduplicationEnabled")
+    return NO_CONTENT if value is None else json_reply(200, bool(value))
+
+
+async def change_dedup(service: BrokerService, namespace: str, value: bool | None) -> None:
+    """Store the namespace's deduplication and switch its loaded topics."""
+    await store(service, namespace, "deduplicationEnabled", value)
+    await service.deduplication_changed(namespace)
+
+
+async def set_dedup(service: BrokerService, call: Call) -> Reply:
+    """Switch deduplication on or off for the namespace."""
+    namespace = namespace_of(service, call.params)
+    await change_dedup(service, namespace, _boolean(json_body(call.body)))
+    return NO_CONTENT
+
+
+async def delete_dedup(service: BrokerService, call: Call) -> Reply:
+    """Leave deduplication to the broker's configuration."""
+    await change_dedup(service, namespace_of(service, call.params), None)
+    return NO_CONTENT
+
+
+# --- backlog quotas: a map by quota type -----------------------------------------------------
+
+
+async def get_quotas(service: BrokerService, call: Call) -> Reply:
+    """The namespace's backlog quotas by type."""
+    value = service.resources.policy(namespace_of(service, call.params), "backlog_quota_map")
+    return json_reply(200, value or {})
+
+
+async def set_quota(service: BrokerService, call: Call) -> Reply:
+    """Set the backlog quota of the ``backlogQuotaType`` given."""
+    namespace = namespace_of(service, call.params)
+    kind = backlog_quota_type(call.params)
+    quota = check_backlog_quota(json_body(call.body))
+    retention = service.resources.policy(namespace, "retention_policies")
+    if not quota_fits_retention(quota, retention, service.config.backlogQuotaDefaultLimitBytes):
+        raise PolicyConflict(
+            "Backlog Quota exceeds configured retention quota for namespace. "
+            "Please increase retention quota and retry"
+        )
+
+    def edit(policies: dict[str, Any]) -> None:
+        policies["backlog_quota_map"] = {**policies.get("backlog_quota_map", {}), kind: quota}
+
+    await change(service, namespace, edit)
+    log.info("namespace %s: backlog quota %s set to %s", namespace, kind, quota)
+    return NO_CONTENT
+
+
+async def delete_quota(service: BrokerService, call: Call) -> Reply:
+    """Remove the backlog quota of the ``backlogQuotaType`` given."""
+    namespace = namespace_of(service, call.params)
+    kind = backlog_quota_type(call.params)
+    await change(service, namespace, lambda policies: remove_backlog_quota(policies, kind))
+    log.info("namespace %s: backlog quota %s removed", namespace, kind)
+    return NO_CONTENT
+
+
+def _policy_routes() -> list[Route]:
+    routes = []
     for path, (field, check, method) in POLICIES.items():
-        get, set_, delete = endpoints(field, check)
         routes += [
-            ("GET", f"{_NAMESPACE}/{path}", get),
-            (method, f"{_NAMESPACE}/{path}", set_),
-            ("DELETE", f"{_NAMESPACE}/{path}", delete),
+            Route("GET", f"{_NAMESPACE}/{path}", partial(get_policy, field=field), _ADMIN),
+            Route(
+                method,
+                f"{_NAMESPACE}/{path}",
+                partial(set_policy_value, field=field, check=check),
+                _ADMIN,
+                f"the {path} value",
+            ),
+            Route("DELETE", f"{_NAMESPACE}/{path}", partial(delete_policy, field=field), _ADMIN),
         ]
+    return routes
 
-    # --- deduplication: switched in place on the namespace's loaded topics ------------------
 
-    async def get_dedup(params: dict[str, str], _body: bytes) -> Reply:
-        value = resources.policy(namespace_of(params), "deduplicationEnabled")
-        return NO_CONTENT if value is None else json_reply(200, bool(value))
-
-    async def change_dedup(namespace: str, value: bool | None) -> None:
-        await store(namespace, "deduplicationEnabled", value)
-        await service.deduplication_changed(namespace)
-
-    async def set_dedup(params: dict[str, str], body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        await change_dedup(namespace, _boolean(json_body(body)))
-        return NO_CONTENT
-
-    async def delete_dedup(params: dict[str, str], _body: bytes) -> Reply:
-        await change_dedup(namespace_of(params), None)
-        return NO_CONTENT
-
-    # --- backlog quotas: a map by quota type ---------------------------------------------------
-
-    async def get_quotas(params: dict[str, str], _body: bytes) -> Reply:
-        value = resources.policy(namespace_of(params), "backlog_quota_map")
-        return json_reply(200, value or {})
-
-    async def set_quota(params: dict[str, str], body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        kind = backlog_quota_type(params)
-        quota = check_backlog_quota(json_body(body))
-        retention = resources.policy(namespace, "retention_policies")
-        if not quota_fits_retention(quota, retention, default_quota_bytes()):
-            raise PolicyConflict(
-                "Backlog Quota exceeds configured retention quota for namespace. "
-                "Please increase retention quota and retry"
-            )
-
-        def edit(policies: dict[str, Any]) -> None:
-            policies["backlog_quota_map"] = {**policies.get("backlog_quota_map", {}), kind: quota}
-
-        await change(namespace, edit)
-        log.info("namespace %s: backlog quota %s set to %s", namespace, kind, quota)
-        return NO_CONTENT
-
-    async def delete_quota(params: dict[str, str], _body: bytes) -> Reply:
-        namespace = namespace_of(params)
-        kind = backlog_quota_type(params)
-
-        await change(namespace, lambda policies: remove_backlog_quota(policies, kind))
-        log.info("namespace %s: backlog quota %s removed", namespace, kind)
-        return NO_CONTENT
-
-    routes += [
-        ("GET", f"{_NAMESPACE}/deduplication", get_dedup),
-        ("POST", f"{_NAMESPACE}/deduplication", set_dedup),
-        ("DELETE", f"{_NAMESPACE}/deduplication", delete_dedup),
-        ("GET", f"{_NAMESPACE}/backlogQuotaMap", get_quotas),
-        ("POST", f"{_NAMESPACE}/backlogQuota", set_quota),
-        ("DELETE", f"{_NAMESPACE}/backlogQuota", delete_quota),
-    ]
-    serve_routes(web, routes)
+_ADMIN = Need.TENANT_ADMIN
+ROUTES = [
+    *_policy_routes(),
+    Route("GET", f"{_NAMESPACE}/deduplication", get_dedup, _ADMIN),
+    Route("POST", f"{_NAMESPACE}/deduplication", set_dedup, _ADMIN, "true or false"),
+    Route("DELETE", f"{_NAMESPACE}/deduplication", delete_dedup, _ADMIN),
+    Route("GET", f"{_NAMESPACE}/backlogQuotaMap", get_quotas, _ADMIN),
+    Route("POST", f"{_NAMESPACE}/backlogQuota", set_quota, _ADMIN, "BacklogQuota"),
+    Route("DELETE", f"{_NAMESPACE}/backlogQuota", delete_quota, _ADMIN),
+]
+"""The endpoints of namespace policies."""

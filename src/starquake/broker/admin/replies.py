@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from starquake.broker.errors import (
@@ -12,15 +11,15 @@ from starquake.broker.errors import (
     TopicNotFoundError,
 )
 from starquake.broker.resources import ConflictError, NotFoundError, UnprocessableError
-from starquake.broker.web import Reply, WebServer, json_reply
+from starquake.broker.web import Call, Endpoint, Reply, json_reply
 from starquake.common.topic_name import InvalidTopicNameError
 
 __all__ = [
     "NO_CONTENT",
     "SEGMENT",
     "BadRequest",
-    "Endpoint",
     "NotAcceptable",
+    "NotAllowed",
     "Reply",
     "guarded",
     "json_body",
@@ -34,6 +33,10 @@ NO_CONTENT: Reply = (204, "application/json", b"")
 
 class BadRequest(Exception):
     """The request body is not what the endpoint takes (HTTP 400)."""
+
+
+class NotAllowed(BrokerServiceError):
+    """An endpoint switched off by the broker's configuration (HTTP 405)."""
 
 
 class NotAcceptable(BrokerServiceError):
@@ -51,8 +54,8 @@ def partition_count_refusal(count: int, limit: int) -> NotAcceptable | None:
 
 def status_of(exc: Exception) -> int:
     """The HTTP status of a failed admin operation: 404 unknown, 409 exists, 400 bad body,
-    422 a request that cannot be carried out, 406 a partition count out of bounds, 412 for the
-    rest (a precondition that does not
+    422 a request that cannot be carried out, 406 a partition count out of bounds, 405 an
+    endpoint switched off, 412 for the rest (a precondition that does not
     hold, a name Pulsar refuses)."""
     if isinstance(exc, (NotFoundError, TopicNotFoundError, SubscriptionNotFoundError)):
         return 404
@@ -64,6 +67,8 @@ def status_of(exc: Exception) -> int:
         return 422
     if isinstance(exc, NotAcceptable):
         return 406
+    if isinstance(exc, NotAllowed):
+        return 405
     return 412
 
 
@@ -105,23 +110,15 @@ def whole_number(text: str, what: str = "the number in the path", minimum: int =
 SEGMENT = r"[^/]+"
 """One path segment of a route pattern (a tenant, namespace, topic or subscription name)."""
 
-Endpoint = Callable[[dict[str, str], bytes], Awaitable[Reply]]
 
+def guarded(endpoint: Endpoint) -> Endpoint:
+    """``endpoint`` with failed operations answered as Pulsar does: a status and a reason."""
 
-def guarded(handler: Endpoint) -> Endpoint:
-    """``handler`` with failed operations answered as Pulsar does: a status and a reason."""
-
-    async def run(params: dict[str, str], body: bytes) -> Reply:
+    async def run(call: Call) -> Reply:
         try:
-            return await handler(params, body)
+            return await endpoint(call)
         except (BrokerServiceError, BadRequest, InvalidTopicNameError) as exc:
             status = 412 if isinstance(exc, InvalidTopicNameError) else status_of(exc)
             return json_reply(status, {"reason": str(exc)})
 
     return run
-
-
-def serve_routes(web: WebServer, routes: Iterable[tuple[str, str, Endpoint]]) -> None:
-    """Serve each (method, path pattern, endpoint), failures answered as by :func:`guarded`."""
-    for method, pattern, handler in routes:
-        web.route_pattern(method, pattern, guarded(handler))

@@ -31,16 +31,16 @@ from starquake.broker.admin.replies import (
     SEGMENT,
     BadRequest,
     Reply,
-    guarded,
     json_body,
     parse_json,
     whole_number,
 )
+from starquake.broker.admin.routing import Route
 from starquake.broker.resources import NotFoundError
 from starquake.broker.schemas.compatibility import IncompatibleSchemaError, InvalidSchemaError
 from starquake.broker.schemas.registry import StoredSchema, schema_id
 from starquake.broker.schemas.topic_schemas import check_schema_size, compatibility_strategy
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.web import Call, Need, json_reply
 from starquake.common.schema_info import (
     SchemaInfo,
     SchemaType,
@@ -108,7 +108,7 @@ def payload_schema(body: bytes) -> SchemaInfo:
         kind = SchemaType[str(type_name).upper()]
     except KeyError:
         names = ", ".join(t.name for t in SchemaType if t.value >= -1)
-        raise BadRequest(f"unknown schema type {type_name!r}; one of {names}") from None
+        raise BadRequest(f"type: unknown schema type {type_name!r}; one of {names}") from None
     properties = value.get("properties") or {}
     if not isinstance(properties, dict):
         raise BadRequest("properties must be a JSON object of strings")
@@ -138,81 +138,98 @@ def payload_schema(body: bytes) -> SchemaInfo:
     return SchemaInfo(kind, definition.encode(), props, str(value.get("name", "")))
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
-    registry = service.schemas
+def schema_id_of(service: BrokerService, params: dict[str, str]) -> tuple[str, str]:
+    """The schema id and namespace of the path (404: no such namespace)."""
+    namespace = f"{params['tenant']}/{params['namespace']}"
+    if not service.resources.namespace_exists(namespace):
+        raise NotFoundError(f"Namespace {namespace} does not exist")
+    return schema_id(TopicName.parse(f"{namespace}/{params['topic']}")), namespace
 
-    def schema_id_of(params: dict[str, str]) -> tuple[str, str]:
-        namespace = f"{params['tenant']}/{params['namespace']}"
-        if not service.resources.namespace_exists(namespace):
-            raise NotFoundError(f"Namespace {namespace} does not exist")
-        return schema_id(TopicName.parse(f"{namespace}/{params['topic']}")), namespace
 
-    async def get_latest(params: dict[str, str], _body: bytes) -> Reply:
-        sid, _ = schema_id_of(params)
-        stored = await asyncio.to_thread(registry.get, sid, None)
-        if stored is None:
-            raise NotFoundError("Schema not found")
-        return json_reply(200, schema_reply(stored))
+async def get_latest(service: BrokerService, call: Call) -> Reply:
+    """The topic's latest schema."""
+    sid, _ = schema_id_of(service, call.params)
+    stored = await asyncio.to_thread(service.schemas.get, sid, None)
+    if stored is None:
+        raise NotFoundError("Schema not found")
+    return json_reply(200, schema_reply(stored))
 
-    async def get_version(params: dict[str, str], _body: bytes) -> Reply:
-        sid, _ = schema_id_of(params)
-        version = whole_number(params["version"], "the version")
-        stored = await asyncio.to_thread(registry.get, sid, version)
-        if stored is None:
-            raise NotFoundError(f"Schema version {version} not found")
-        return json_reply(200, schema_reply(stored))
 
-    async def get_versions(params: dict[str, str], _body: bytes) -> Reply:
-        sid, _ = schema_id_of(params)
-        live = await asyncio.to_thread(registry.live, sid)
-        if not live:
-            raise NotFoundError("Schema not found")
-        return json_reply(200, {"getSchemaResponses": [schema_reply(s) for s in live]})
+async def get_version(service: BrokerService, call: Call) -> Reply:
+    """One version of the topic's schema."""
+    sid, _ = schema_id_of(service, call.params)
+    version = whole_number(call.params["version"], "the version")
+    stored = await asyncio.to_thread(service.schemas.get, sid, version)
+    if stored is None:
+        raise NotFoundError(f"Schema version {version} not found")
+    return json_reply(200, schema_reply(stored))
 
-    async def post_schema(params: dict[str, str], body: bytes) -> Reply:
-        sid, namespace = schema_id_of(params)
-        info = payload_schema(body)
-        strategy = compatibility_strategy(service, namespace)
-        try:
-            check_schema_size(service, info)
-            version = await asyncio.to_thread(registry.add_schema, sid, info, strategy)
-        except InvalidSchemaError as exc:
-            return json_reply(422, {"reason": exc.message})
-        except IncompatibleSchemaError as exc:
-            return json_reply(409, {"reason": exc.message})
-        log.info("schema of %s: version %d (%s)", sid, version, info.type.name)
-        return json_reply(200, {"version": {"version": version}})
 
-    async def delete_schema(params: dict[str, str], _body: bytes) -> Reply:
-        sid, _ = schema_id_of(params)
-        force = params.get("force", "false").lower() == "true"
-        version = await asyncio.to_thread(registry.delete, sid, force=force)
-        log.info("schema of %s deleted%s", sid, " (forced)" if force else "")
-        return json_reply(200, {"version": version if version is not None else -1})
+async def get_versions(service: BrokerService, call: Call) -> Reply:
+    """Every live version of the topic's schema."""
+    sid, _ = schema_id_of(service, call.params)
+    live = await asyncio.to_thread(service.schemas.live, sid)
+    if not live:
+        raise NotFoundError("Schema not found")
+    return json_reply(200, {"getSchemaResponses": [schema_reply(s) for s in live]})
 
-    async def compatibility(params: dict[str, str], body: bytes) -> Reply:
-        sid, namespace = schema_id_of(params)
-        info = payload_schema(body)
-        strategy = compatibility_strategy(service, namespace)
-        ok, reason = await asyncio.to_thread(registry.is_compatible, sid, info, strategy)
-        reply: dict[str, Any] = {"isCompatibility": ok, "schemaCompatibilityStrategy": strategy}
-        if reason:
-            reply["reason"] = reason
-        return json_reply(200, reply)
 
-    async def version_of(params: dict[str, str], body: bytes) -> Reply:
-        sid, _ = schema_id_of(params)
-        info = payload_schema(body)
-        version = await asyncio.to_thread(registry.version_of, sid, info)
-        if version is None:
-            raise NotFoundError("Not found schema")
-        return json_reply(200, {"version": version})
+async def post_schema(service: BrokerService, call: Call) -> Reply:
+    """Add the body's schema (a new version when it differs and is compatible)."""
+    sid, namespace = schema_id_of(service, call.params)
+    info = payload_schema(call.body)
+    strategy = compatibility_strategy(service, namespace)
+    try:
+        check_schema_size(service, info)
+        version = await asyncio.to_thread(service.schemas.add_schema, sid, info, strategy)
+    except InvalidSchemaError as exc:
+        return json_reply(422, {"reason": exc.message})
+    except IncompatibleSchemaError as exc:
+        return json_reply(409, {"reason": exc.message})
+    log.info("schema of %s: version %d (%s)", sid, version, info.type.name)
+    return json_reply(200, {"version": {"version": version}})
 
-    web.route_pattern("GET", f"{_BASE}/schema", guarded(get_latest))
-    web.route_pattern("GET", rf"{_BASE}/schema/(?P<version>{SEGMENT})", guarded(get_version))
-    web.route_pattern("GET", f"{_BASE}/versions", guarded(get_versions))
-    web.route_pattern("POST", f"{_BASE}/schema", guarded(post_schema))
-    web.route_pattern("DELETE", f"{_BASE}/schema", guarded(delete_schema))
-    web.route_pattern("POST", f"{_BASE}/compatibility", guarded(compatibility))
-    web.route_pattern("POST", f"{_BASE}/version", guarded(version_of))
+
+async def delete_schema(service: BrokerService, call: Call) -> Reply:
+    """Delete the topic's schema (``force``: every version at once)."""
+    sid, _ = schema_id_of(service, call.params)
+    force = call.params.get("force", "false").lower() == "true"
+    version = await asyncio.to_thread(service.schemas.delete, sid, force=force)
+    log.info("schema of %s deleted%s", sid, " (forced)" if force else "")
+    return json_reply(200, {"version": version if version is not None else -1})
+
+
+async def compatibility(service: BrokerService, call: Call) -> Reply:
+    """Whether the body's schema is compatible with the topic's."""
+    sid, namespace = schema_id_of(service, call.params)
+    info = payload_schema(call.body)
+    strategy = compatibility_strategy(service, namespace)
+    ok, reason = await asyncio.to_thread(service.schemas.is_compatible, sid, info, strategy)
+    reply: dict[str, Any] = {"isCompatibility": ok, "schemaCompatibilityStrategy": strategy}
+    if reason:
+        reply["reason"] = reason
+    return json_reply(200, reply)
+
+
+async def version_of(service: BrokerService, call: Call) -> Reply:
+    """The version of the topic's schema equal to the body's."""
+    sid, _ = schema_id_of(service, call.params)
+    info = payload_schema(call.body)
+    version = await asyncio.to_thread(service.schemas.version_of, sid, info)
+    if version is None:
+        raise NotFoundError("Not found schema")
+    return json_reply(200, {"version": version})
+
+
+_PAYLOAD = "PostSchemaPayload"
+
+ROUTES = [
+    Route("GET", f"{_BASE}/schema", get_latest, Need.TOPIC_LOOKUP),
+    Route("GET", rf"{_BASE}/schema/(?P<version>{SEGMENT})", get_version, Need.TOPIC_LOOKUP),
+    Route("GET", f"{_BASE}/versions", get_versions, Need.TOPIC_LOOKUP),
+    Route("POST", f"{_BASE}/schema", post_schema, Need.TOPIC_ADMIN, _PAYLOAD),
+    Route("DELETE", f"{_BASE}/schema", delete_schema, Need.TOPIC_ADMIN),
+    Route("POST", f"{_BASE}/compatibility", compatibility, Need.TOPIC_LOOKUP, _PAYLOAD),
+    Route("POST", f"{_BASE}/version", version_of, Need.TOPIC_LOOKUP, _PAYLOAD),
+]
+"""The endpoints of schemas."""

@@ -25,12 +25,11 @@ from starquake.broker.admin.replies import (
     NO_CONTENT,
     SEGMENT,
     BadRequest,
-    Endpoint,
     Reply,
     json_body,
-    serve_routes,
     whole_number,
 )
+from starquake.broker.admin.routing import Route
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import (
     BrokerServiceError,
@@ -40,7 +39,7 @@ from starquake.broker.errors import (
 from starquake.broker.resources import ConflictError
 from starquake.broker.subscription import Subscription
 from starquake.broker.topic import LATEST_ID, PersistentTopic
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.web import Call, Need, json_reply
 from starquake.protocol.framing import parse_entry
 from starquake.storage import Entry, Position
 
@@ -100,143 +99,180 @@ def _http_time(millis: int) -> str:
     return f"{whole}.{millis % 1000:03d}Z"
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
+async def topics_of(
+    service: BrokerService, params: dict[str, str], create: bool = False
+) -> list[PersistentTopic]:
+    """The topic, or every stored partition of a partitioned topic (``create``: a missing
+    non-partitioned topic is created if automatic topic creation allows it)."""
+    topic = topic_of(params)
+    count = service.resources.partitions(topic)
+    if count == 0:
+        return [await topic_admin.persistent_topic(service, topic, create=create)]
+    found = []
+    for i in range(count):  # every partition of a partitioned topic exists
+        partition = topic.partition(i)
+        found.append(await topic_admin.persistent_topic(service, partition))
+    return found
 
-    async def topics_of(params: dict[str, str], create: bool = False) -> list[PersistentTopic]:
-        """The topic, or every stored partition of a partitioned topic (``create``: a missing
-        non-partitioned topic is created if automatic topic creation allows it)."""
-        topic = topic_of(params)
-        count = service.resources.partitions(topic)
-        if count == 0:
-            return [await topic_admin.persistent_topic(service, topic, create=create)]
-        found = []
-        for i in range(count):  # every partition of a partitioned topic exists
-            partition = topic.partition(i)
-            found.append(await topic_admin.persistent_topic(service, partition))
-        return found
 
-    async def one_topic(params: dict[str, str]) -> PersistentTopic:
-        topic = topic_of(params)
-        if service.resources.partitions(topic) > 0:
-            raise BrokerServiceError(f"{topic} is a partitioned topic: name one partition")
-        return await topic_admin.persistent_topic(service, topic)
+async def one_topic(service: BrokerService, params: dict[str, str]) -> PersistentTopic:
+    """The topic the path names, loaded (a partitioned topic is refused)."""
+    topic = topic_of(params)
+    if service.resources.partitions(topic) > 0:
+        raise BrokerServiceError(f"{topic} is a partitioned topic: name one partition")
+    return await topic_admin.persistent_topic(service, topic)
 
-    async def each_subscription(
-        params: dict[str, str], action: Callable[[Subscription], Awaitable[Any]]
-    ) -> None:
-        name = params["subscription"]
-        topics = await topics_of(params)
-        subscriptions = [t.subscriptions.get(name) for t in topics]
-        if not any(isinstance(s, Subscription) for s in subscriptions):
-            raise SubscriptionNotFoundError(f"Subscription {name} not found")
-        for subscription in subscriptions:
-            if isinstance(subscription, Subscription):
-                await action(subscription)
 
-    async def list_subscriptions(params: dict[str, str], _body: bytes) -> Reply:
-        names: set[str] = set()
-        for topic in await topics_of(params):
-            names.update(n for n, s in topic.subscriptions.items() if s.durable)
-        return json_reply(200, sorted(names))
+async def each_subscription(
+    service: BrokerService,
+    params: dict[str, str],
+    action: Callable[[Subscription], Awaitable[Any]],
+) -> None:
+    """Run ``action`` on the subscription of every partition that has it (404 if none)."""
+    name = params["subscription"]
+    topics = await topics_of(service, params)
+    subscriptions = [t.subscriptions.get(name) for t in topics]
+    if not any(isinstance(s, Subscription) for s in subscriptions):
+        raise SubscriptionNotFoundError(f"Subscription {name} not found")
+    for subscription in subscriptions:
+        if isinstance(subscription, Subscription):
+            await action(subscription)
 
-    async def create(params: dict[str, str], body: bytes) -> Reply:
-        name = params["subscription"]
-        raw = json_body(body)
-        start: Position | str = "latest" if raw is None else position_of(raw)
-        topics = await topics_of(params, create=True)
-        if not topics:
-            raise TopicNotFoundError(f"Topic {topic_of(params)} not found")
-        if any(name in topic.subscriptions for topic in topics):  # before creating any
-            raise ConflictError(f"Subscription {name} already exists")
-        for topic in topics:
-            at = start
-            if isinstance(start, Position) and len(topics) > 1:
-                at = "latest"  # a position names a message of one partition only
-            await topic_admin.create_subscription(service, topic, name, at)
-        return NO_CONTENT
 
-    async def delete(params: dict[str, str], _body: bytes) -> Reply:
-        force = flag(params, "force")
-        name = params["subscription"]
-        topics = await topics_of(params)
-        if not any(name in t.subscriptions for t in topics):
-            raise SubscriptionNotFoundError(f"Subscription {name} not found")
-        if not force and any(
-            t.subscriptions[name].consumers for t in topics if name in t.subscriptions
-        ):  # refused before any partition's subscription is deleted
-            raise topic_admin.PreconditionFailed(f"Subscription {name} has active consumers")
-        for topic in topics:
-            if name in topic.subscriptions:
-                await topic_admin.delete_subscription(service, topic, name, force=force)
-        return NO_CONTENT
+async def list_subscriptions(service: BrokerService, call: Call) -> Reply:
+    """The names of the topic's durable subscriptions."""
+    names: set[str] = set()
+    for topic in await topics_of(service, call.params):
+        names.update(n for n, s in topic.subscriptions.items() if s.durable)
+    return json_reply(200, sorted(names))
 
-    async def skip(params: dict[str, str], _body: bytes) -> Reply:
-        count = whole_number(params["count"])
-        topic = await one_topic(params)
-        subscription = topic_admin.subscription_of(topic, params["subscription"])
-        await topic_admin.skip(service, subscription, count)
-        return NO_CONTENT
 
-    async def skip_all(params: dict[str, str], _body: bytes) -> Reply:
-        await each_subscription(params, lambda s: topic_admin.clear_backlog(service, s))
-        return NO_CONTENT
+async def create(service: BrokerService, call: Call) -> Reply:
+    """Create the subscription at the body's position (the end without one)."""
+    name = call.params["subscription"]
+    raw = json_body(call.body)
+    start: Position | str = "latest" if raw is None else position_of(raw)
+    topics = await topics_of(service, call.params, create=True)
+    if not topics:
+        raise TopicNotFoundError(f"Topic {topic_of(call.params)} not found")
+    if any(name in topic.subscriptions for topic in topics):  # before creating any
+        raise ConflictError(f"Subscription {name} already exists")
+    for topic in topics:
+        at = start
+        if isinstance(start, Position) and len(topics) > 1:
+            at = "latest"  # a position names a message of one partition only
+        await topic_admin.create_subscription(service, topic, name, at)
+    return NO_CONTENT
 
-    async def expire(params: dict[str, str], _body: bytes) -> Reply:
-        seconds = whole_number(params["seconds"])
-        await each_subscription(params, lambda s: topic_admin.expire_messages(service, s, seconds))
-        return NO_CONTENT
 
-    async def reset_to_time(params: dict[str, str], _body: bytes) -> Reply:
-        timestamp = whole_number(params["timestamp"])
+async def delete(service: BrokerService, call: Call) -> Reply:
+    """Delete the subscription (``force``: with its consumers)."""
+    force = flag(call.params, "force")
+    name = call.params["subscription"]
+    topics = await topics_of(service, call.params)
+    if not any(name in t.subscriptions for t in topics):
+        raise SubscriptionNotFoundError(f"Subscription {name} not found")
+    if not force and any(
+        t.subscriptions[name].consumers for t in topics if name in t.subscriptions
+    ):  # refused before any partition's subscription is deleted
+        raise topic_admin.PreconditionFailed(f"Subscription {name} has active consumers")
+    for topic in topics:
+        if name in topic.subscriptions:
+            await topic_admin.delete_subscription(service, topic, name, force=force)
+    return NO_CONTENT
 
-        async def reset(subscription: Subscription) -> None:
-            position = subscription.topic.find_position_by_publish_time(timestamp)
-            await topic_admin.reset_cursor(service, subscription, position)
 
-        await each_subscription(params, reset)
-        return NO_CONTENT
+async def skip(service: BrokerService, call: Call) -> Reply:
+    """Skip ``count`` messages of the subscription."""
+    count = whole_number(call.params["count"])
+    topic = await one_topic(service, call.params)
+    subscription = topic_admin.subscription_of(topic, call.params["subscription"])
+    await topic_admin.skip(service, subscription, count)
+    return NO_CONTENT
 
-    async def reset_to_id(params: dict[str, str], body: bytes) -> Reply:
-        target = position_of(json_body(body))
-        topic = await one_topic(params)
-        subscription = topic_admin.subscription_of(topic, params["subscription"])
-        if target == "earliest":
-            position = topic.earliest_position()
-        elif target == "latest":
-            position = topic.end_position()
-        else:
-            assert isinstance(target, Position)
-            position = target
+
+async def skip_all(service: BrokerService, call: Call) -> Reply:
+    """Acknowledge every message of the subscription."""
+    await each_subscription(service, call.params, lambda s: topic_admin.clear_backlog(service, s))
+    return NO_CONTENT
+
+
+async def expire(service: BrokerService, call: Call) -> Reply:
+    """Expire the subscription's messages older than ``seconds``."""
+    seconds = whole_number(call.params["seconds"])
+    await each_subscription(
+        service, call.params, lambda s: topic_admin.expire_messages(service, s, seconds)
+    )
+    return NO_CONTENT
+
+
+async def reset_to_time(service: BrokerService, call: Call) -> Reply:
+    """Move the subscription's cursor to the first message published at ``timestamp``."""
+    timestamp = whole_number(call.params["timestamp"])
+
+    async def reset(subscription: Subscription) -> None:
+        position = subscription.topic.find_position_by_publish_time(timestamp)
         await topic_admin.reset_cursor(service, subscription, position)
-        return NO_CONTENT
 
-    async def peek(params: dict[str, str], _body: bytes) -> Reply:
-        n = whole_number(params["position"])
-        topic = await one_topic(params)
-        subscription = topic_admin.subscription_of(topic, params["subscription"])
-        entry = topic_admin.nth_unacked_entry(subscription, n)
-        return entry_reply(entry, topic.partition_index)
-
-    async def get_message(params: dict[str, str], _body: bytes) -> Reply:
-        topic = await one_topic(params)
-        position = Position(whole_number(params["ledger"]), whole_number(params["entry"]))
-        entry = topic_admin.entry_at(topic, position)
-        return entry_reply(entry, topic.partition_index)
-
-    routes: list[tuple[str, str, Endpoint]] = [
-        ("GET", TOPIC + "/subscriptions", list_subscriptions),
-        ("PUT", SUBSCRIPTION, create),
-        ("DELETE", SUBSCRIPTION, delete),
-        ("POST", SUBSCRIPTION + r"/skip/(?P<count>[^/]+)", skip),
-        ("POST", SUBSCRIPTION + "/skip_all", skip_all),
-        ("POST", SUBSCRIPTION + r"/expireMessages/(?P<seconds>[^/]+)", expire),
-        ("POST", SUBSCRIPTION + r"/resetcursor/(?P<timestamp>[^/]+)", reset_to_time),
-        ("POST", SUBSCRIPTION + "/resetcursor", reset_to_id),
-        ("GET", SUBSCRIPTION + r"/position/(?P<position>[^/]+)", peek),
-        ("GET", TOPIC + r"/ledger/(?P<ledger>[^/]+)/entry/(?P<entry>[^/]+)", get_message),
-    ]
-    serve_routes(web, routes)
+    await each_subscription(service, call.params, reset)
+    return NO_CONTENT
 
 
-__all__ = ["SUBSCRIPTION", "install"]
+async def reset_to_id(service: BrokerService, call: Call) -> Reply:
+    """Move the subscription's cursor to the body's message id."""
+    target = position_of(json_body(call.body))
+    topic = await one_topic(service, call.params)
+    subscription = topic_admin.subscription_of(topic, call.params["subscription"])
+    if target == "earliest":
+        position = topic.earliest_position()
+    elif target == "latest":
+        position = topic.end_position()
+    else:
+        assert isinstance(target, Position)
+        position = target
+    await topic_admin.reset_cursor(service, subscription, position)
+    return NO_CONTENT
+
+
+async def peek(service: BrokerService, call: Call) -> Reply:
+    """The subscription's unacknowledged message at ``position``."""
+    n = whole_number(call.params["position"])
+    topic = await one_topic(service, call.params)
+    subscription = topic_admin.subscription_of(topic, call.params["subscription"])
+    entry = topic_admin.nth_unacked_entry(subscription, n)
+    return entry_reply(entry, topic.partition_index)
+
+
+async def get_message(service: BrokerService, call: Call) -> Reply:
+    """The message stored at ``ledger``:``entry``."""
+    topic = await one_topic(service, call.params)
+    position = Position(whole_number(call.params["ledger"]), whole_number(call.params["entry"]))
+    entry = topic_admin.entry_at(topic, position)
+    return entry_reply(entry, topic.partition_index)
+
+
+ROUTES = [
+    Route("GET", TOPIC + "/subscriptions", list_subscriptions, Need.TOPIC_CONSUME),
+    Route("PUT", SUBSCRIPTION, create, Need.TOPIC_CONSUME, "MessageId (optional)"),
+    Route("DELETE", SUBSCRIPTION, delete, Need.TOPIC_CONSUME),
+    Route("POST", SUBSCRIPTION + r"/skip/(?P<count>[^/]+)", skip, Need.TOPIC_CONSUME),
+    Route("POST", SUBSCRIPTION + "/skip_all", skip_all, Need.TOPIC_CONSUME),
+    Route("POST", SUBSCRIPTION + r"/expireMessages/(?P<seconds>[^/]+)", expire, Need.TOPIC_CONSUME),
+    Route(
+        "POST",
+        SUBSCRIPTION + r"/resetcursor/(?P<timestamp>[^/]+)",
+        reset_to_time,
+        Need.TOPIC_CONSUME,
+    ),
+    Route("POST", SUBSCRIPTION + "/resetcursor", reset_to_id, Need.TOPIC_CONSUME, "MessageId"),
+    Route("GET", SUBSCRIPTION + r"/position/(?P<position>[^/]+)", peek, Need.TOPIC_CONSUME),
+    Route(
+        "GET",
+        TOPIC + r"/ledger/(?P<ledger>[^/]+)/entry/(?P<entry>[^/]+)",
+        get_message,
+        Need.TOPIC_CONSUME,
+    ),
+]
+"""The endpoints of subscriptions."""
+
+__all__ = ["ROUTES", "SUBSCRIPTION"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -29,12 +28,12 @@ from starquake.broker.admin.replies import (
     BadRequest,
     Reply,
     json_body,
-    serve_routes,
 )
+from starquake.broker.admin.routing import Route
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.security.authorization import revalidate
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.web import Call, Need, json_reply
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -50,162 +49,186 @@ def _check_name(kind: str, name: str) -> None:
         raise BrokerServiceError(f"{kind} name is not valid: {name!r}")
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
-    resources = service.resources
+def tenant_info(service: BrokerService, body: bytes) -> dict[str, Any]:
+    """The TenantInfo of a body, checked (400, or 412 for unknown clusters)."""
+    value = json_body(body, {})
+    if not isinstance(value, dict):
+        raise BadRequest("the body must be a TenantInfo object")
+    roles = value.get("adminRoles", [])
+    clusters = value.get("allowedClusters", [service.resources.cluster_name])
+    for field, items in (("adminRoles", roles), ("allowedClusters", clusters)):
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise BadRequest(f"{field} must be a list of strings")
+    if not clusters:
+        raise BrokerServiceError("Clusters can not be empty")
+    unknown = sorted(c for c in set(clusters) if not service.resources.cluster_exists(c))
+    if unknown:
+        raise BrokerServiceError(f"Clusters {unknown} do not exist")
+    return {"adminRoles": list(roles), "allowedClusters": list(clusters)}
 
-    def tenant_info(body: bytes) -> dict[str, Any]:
-        value = json_body(body, {})
-        if not isinstance(value, dict):
-            raise BadRequest("the body must be a TenantInfo object")
-        roles = value.get("adminRoles", [])
-        clusters = value.get("allowedClusters", [resources.cluster_name])
-        for field, items in (("adminRoles", roles), ("allowedClusters", clusters)):
-            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-                raise BadRequest(f"{field} must be a list of strings")
-        if not clusters:
-            raise BrokerServiceError("Clusters can not be empty")
-        unknown = sorted(c for c in set(clusters) if not resources.cluster_exists(c))
-        if unknown:
-            raise BrokerServiceError(f"Clusters {unknown} do not exist")
-        return {"adminRoles": list(roles), "allowedClusters": list(clusters)}
 
-    def cluster_data(body: bytes) -> dict[str, Any]:
-        value = json_body(body, {})
-        if not isinstance(value, dict):
-            raise BadRequest("the body must be a ClusterData object")
-        return {key: item for key, item in value.items() if item is not None}
+def cluster_data(body: bytes) -> dict[str, Any]:
+    """The ClusterData of a body (400 when it is not an object)."""
+    value = json_body(body, {})
+    if not isinstance(value, dict):
+        raise BadRequest("the body must be a ClusterData object")
+    return {key: item for key, item in value.items() if item is not None}
 
-    # --- clusters and brokers -----------------------------------------------------------------
 
-    async def clusters(_params: dict[str, str], _body: bytes) -> Reply:
-        return json_reply(200, resources.clusters())
+# --- clusters and brokers -----------------------------------------------------------------
 
-    async def cluster(params: dict[str, str], _body: bytes) -> Reply:
-        return json_reply(200, resources.cluster_data(params["cluster"]))
 
-    async def create_cluster(params: dict[str, str], body: bytes) -> Reply:
-        name = params["cluster"]
-        _check_name("Cluster", name)
-        await asyncio.to_thread(resources.create_cluster, name, cluster_data(body))
-        log.info("cluster %s created", name)
-        return NO_CONTENT
+async def clusters(service: BrokerService, call: Call) -> Reply:
+    """The names of the clusters."""
+    return json_reply(200, service.resources.clusters())
 
-    async def update_cluster(params: dict[str, str], body: bytes) -> Reply:
-        name = params["cluster"]
-        await asyncio.to_thread(resources.update_cluster, name, cluster_data(body))
-        log.info("cluster %s updated", name)
-        return NO_CONTENT
 
-    async def delete_cluster(params: dict[str, str], _body: bytes) -> Reply:
-        name = params["cluster"]
-        if name == resources.cluster_name:
-            raise BrokerServiceError(f"Cluster {name} is this broker's own cluster")
-        await asyncio.to_thread(resources.delete_cluster, name)
-        log.info("cluster %s deleted", name)
-        return NO_CONTENT
+async def cluster(service: BrokerService, call: Call) -> Reply:
+    """One cluster's ClusterData."""
+    return json_reply(200, service.resources.cluster_data(call.params["cluster"]))
 
-    async def brokers(params: dict[str, str], _body: bytes) -> Reply:
-        if params["cluster"] != resources.cluster_name:
-            raise NotFoundError(f"Cluster {params['cluster']} does not exist")
-        return json_reply(200, [urlsplit(service.web_service_url).netloc])
 
-    # --- tenants ------------------------------------------------------------------------------
+async def create_cluster(service: BrokerService, call: Call) -> Reply:
+    """Create a cluster with the body's ClusterData."""
+    name = call.params["cluster"]
+    _check_name("Cluster", name)
+    await asyncio.to_thread(service.resources.create_cluster, name, cluster_data(call.body))
+    log.info("cluster %s created", name)
+    return NO_CONTENT
 
-    async def tenants(_params: dict[str, str], _body: bytes) -> Reply:
-        return json_reply(200, resources.tenants())
 
-    async def get_tenant(params: dict[str, str], _body: bytes) -> Reply:
-        return json_reply(200, resources.tenant_info(params["tenant"]))
+async def update_cluster(service: BrokerService, call: Call) -> Reply:
+    """Replace a cluster's ClusterData."""
+    name = call.params["cluster"]
+    await asyncio.to_thread(service.resources.update_cluster, name, cluster_data(call.body))
+    log.info("cluster %s updated", name)
+    return NO_CONTENT
 
-    async def create_tenant(params: dict[str, str], body: bytes) -> Reply:
-        tenant = params["tenant"]
-        _check_name("Tenant", tenant)
-        info = tenant_info(body)
-        await asyncio.to_thread(resources.create_tenant, tenant, info)
-        log.info("tenant %s created", tenant)
-        return NO_CONTENT
 
-    async def update_tenant(params: dict[str, str], body: bytes) -> Reply:
-        tenant = params["tenant"]
-        info = tenant_info(body)
-        await asyncio.to_thread(resources.update_tenant, tenant, info)
-        for namespace in resources.namespaces(tenant):  # a role may have lost its admin rights
-            revalidate(service, namespace)
-        return NO_CONTENT
+async def delete_cluster(service: BrokerService, call: Call) -> Reply:
+    """Delete a cluster (not the broker's own)."""
+    name = call.params["cluster"]
+    if name == service.resources.cluster_name:
+        raise BrokerServiceError(f"Cluster {name} is this broker's own cluster")
+    await asyncio.to_thread(service.resources.delete_cluster, name)
+    log.info("cluster %s deleted", name)
+    return NO_CONTENT
 
-    async def delete_tenant(params: dict[str, str], _body: bytes) -> Reply:
-        tenant = params["tenant"]
-        await asyncio.to_thread(resources.delete_tenant, tenant)
-        log.info("tenant %s deleted", tenant)
-        return NO_CONTENT
 
-    # --- namespaces ---------------------------------------------------------------------------
+async def brokers(service: BrokerService, call: Call) -> Reply:
+    """The brokers of this cluster (this one's web address)."""
+    if call.params["cluster"] != service.resources.cluster_name:
+        raise NotFoundError(f"Cluster {call.params['cluster']} does not exist")
+    return json_reply(200, [urlsplit(service.web_service_url).netloc])
 
-    async def namespaces(params: dict[str, str], _body: bytes) -> Reply:
-        tenant = params["tenant"]
-        if not resources.tenant_exists(tenant):
-            raise NotFoundError(f"Tenant {tenant} does not exist")
-        return json_reply(200, resources.namespaces(tenant))
 
-    async def get_namespace(params: dict[str, str], _body: bytes) -> Reply:
-        namespace = f"{params['tenant']}/{params['namespace']}"
-        policies = resources.namespace_policies(namespace)
-        return json_reply(200, {"bundles": {"numBundles": 1}, **policies})
+# --- tenants ------------------------------------------------------------------------------
 
-    async def create_namespace(params: dict[str, str], body: bytes) -> Reply:
-        _check_name("Namespace", params["namespace"])
-        namespace = f"{params['tenant']}/{params['namespace']}"
-        policies = json_body(body, {})
-        if not isinstance(policies, dict):
-            raise BadRequest("the body must be a Policies object")
-        policies.pop("bundles", None)  # one bundle: nothing to keep
-        await asyncio.to_thread(resources.create_namespace, namespace, policies)
-        service.policies_changed(namespace)  # it may replace the one created at first start
+
+async def tenants(service: BrokerService, call: Call) -> Reply:
+    """The names of the tenants."""
+    return json_reply(200, service.resources.tenants())
+
+
+async def get_tenant(service: BrokerService, call: Call) -> Reply:
+    """One tenant's TenantInfo."""
+    return json_reply(200, service.resources.tenant_info(call.params["tenant"]))
+
+
+async def create_tenant(service: BrokerService, call: Call) -> Reply:
+    """Create a tenant with the body's TenantInfo."""
+    tenant = call.params["tenant"]
+    _check_name("Tenant", tenant)
+    info = tenant_info(service, call.body)
+    await asyncio.to_thread(service.resources.create_tenant, tenant, info)
+    log.info("tenant %s created", tenant)
+    return NO_CONTENT
+
+
+async def update_tenant(service: BrokerService, call: Call) -> Reply:
+    """Replace a tenant's TenantInfo."""
+    tenant = call.params["tenant"]
+    info = tenant_info(service, call.body)
+    await asyncio.to_thread(service.resources.update_tenant, tenant, info)
+    for namespace in service.resources.namespaces(tenant):  # a role may have lost its admin rights
         revalidate(service, namespace)
-        log.info("namespace %s created", namespace)
-        return NO_CONTENT
+    return NO_CONTENT
 
-    async def delete_namespace(params: dict[str, str], _body: bytes) -> Reply:
-        namespace = f"{params['tenant']}/{params['namespace']}"
-        if not resources.namespace_exists(namespace):
-            raise NotFoundError(f"Namespace {namespace} does not exist")
-        topics = await service.list_topics(namespace)
-        topics += await service.list_topics(namespace, persistent=False)
-        if topics or resources.partitioned_topics(namespace):
-            raise ConflictError(f"Cannot delete non empty namespace {namespace}")
-        await asyncio.to_thread(resources.delete_namespace, namespace)
-        log.info("namespace %s deleted", namespace)
-        return NO_CONTENT
 
-    base = "/admin/v2"
-    routes: list[tuple[str, str, Callable[[dict[str, str], bytes], Awaitable[Reply]]]] = [
-        ("GET", f"{base}/clusters", clusters),
-        ("GET", rf"{base}/clusters/(?P<cluster>{SEGMENT})", cluster),
-        ("PUT", rf"{base}/clusters/(?P<cluster>{SEGMENT})", create_cluster),
-        ("POST", rf"{base}/clusters/(?P<cluster>{SEGMENT})", update_cluster),
-        ("DELETE", rf"{base}/clusters/(?P<cluster>{SEGMENT})", delete_cluster),
-        ("GET", rf"{base}/brokers/(?P<cluster>{SEGMENT})", brokers),
-        ("GET", f"{base}/tenants", tenants),
-        ("GET", rf"{base}/tenants/(?P<tenant>{SEGMENT})", get_tenant),
-        ("PUT", rf"{base}/tenants/(?P<tenant>{SEGMENT})", create_tenant),
-        ("POST", rf"{base}/tenants/(?P<tenant>{SEGMENT})", update_tenant),
-        ("DELETE", rf"{base}/tenants/(?P<tenant>{SEGMENT})", delete_tenant),
-        ("GET", rf"{base}/namespaces/(?P<tenant>{SEGMENT})", namespaces),
-        (
-            "GET",
-            rf"{base}/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})",
-            get_namespace,
-        ),
-        (
-            "PUT",
-            rf"{base}/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})",
-            create_namespace,
-        ),
-        (
-            "DELETE",
-            rf"{base}/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})",
-            delete_namespace,
-        ),
-    ]
-    serve_routes(web, routes)
+async def delete_tenant(service: BrokerService, call: Call) -> Reply:
+    """Delete a tenant (it must have no namespaces)."""
+    tenant = call.params["tenant"]
+    await asyncio.to_thread(service.resources.delete_tenant, tenant)
+    log.info("tenant %s deleted", tenant)
+    return NO_CONTENT
+
+
+# --- namespaces ---------------------------------------------------------------------------
+
+
+async def namespaces(service: BrokerService, call: Call) -> Reply:
+    """The namespaces of a tenant."""
+    tenant = call.params["tenant"]
+    if not service.resources.tenant_exists(tenant):
+        raise NotFoundError(f"Tenant {tenant} does not exist")
+    return json_reply(200, service.resources.namespaces(tenant))
+
+
+async def get_namespace(service: BrokerService, call: Call) -> Reply:
+    """A namespace's policies."""
+    namespace = f"{call.params['tenant']}/{call.params['namespace']}"
+    policies = service.resources.namespace_policies(namespace)
+    return json_reply(200, {"bundles": {"numBundles": 1}, **policies})
+
+
+async def create_namespace(service: BrokerService, call: Call) -> Reply:
+    """Create a namespace, with the body's policies if any."""
+    _check_name("Namespace", call.params["namespace"])
+    namespace = f"{call.params['tenant']}/{call.params['namespace']}"
+    policies = json_body(call.body, {})
+    if not isinstance(policies, dict):
+        raise BadRequest("the body must be a Policies object")
+    policies.pop("bundles", None)  # one bundle: nothing to keep
+    await asyncio.to_thread(service.resources.create_namespace, namespace, policies)
+    service.policies_changed(namespace)  # it may replace the one created at first start
+    revalidate(service, namespace)
+    log.info("namespace %s created", namespace)
+    return NO_CONTENT
+
+
+async def delete_namespace(service: BrokerService, call: Call) -> Reply:
+    """Delete an empty namespace (409 while it holds topics)."""
+    namespace = f"{call.params['tenant']}/{call.params['namespace']}"
+    if not service.resources.namespace_exists(namespace):
+        raise NotFoundError(f"Namespace {namespace} does not exist")
+    topics = await service.list_topics(namespace)
+    topics += await service.list_topics(namespace, persistent=False)
+    if topics or service.resources.partitioned_topics(namespace):
+        raise ConflictError(f"Cannot delete non empty namespace {namespace}")
+    await asyncio.to_thread(service.resources.delete_namespace, namespace)
+    log.info("namespace %s deleted", namespace)
+    return NO_CONTENT
+
+
+_CLUSTER = rf"/admin/v2/clusters/(?P<cluster>{SEGMENT})"
+_TENANT = rf"/admin/v2/tenants/(?P<tenant>{SEGMENT})"
+_NAMESPACE = rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})"
+
+ROUTES = [
+    Route("GET", "/admin/v2/clusters", clusters, Need.SUPER_USER),
+    Route("GET", _CLUSTER, cluster, Need.SUPER_USER),
+    Route("PUT", _CLUSTER, create_cluster, Need.SUPER_USER, "ClusterData"),
+    Route("POST", _CLUSTER, update_cluster, Need.SUPER_USER, "ClusterData"),
+    Route("DELETE", _CLUSTER, delete_cluster, Need.SUPER_USER),
+    Route("GET", rf"/admin/v2/brokers/(?P<cluster>{SEGMENT})", brokers, Need.SUPER_USER),
+    Route("GET", "/admin/v2/tenants", tenants, Need.SUPER_USER),
+    Route("GET", _TENANT, get_tenant, Need.TENANT_ADMIN),
+    Route("PUT", _TENANT, create_tenant, Need.SUPER_USER, "TenantInfo"),
+    Route("POST", _TENANT, update_tenant, Need.SUPER_USER, "TenantInfo"),
+    Route("DELETE", _TENANT, delete_tenant, Need.SUPER_USER),
+    Route("GET", rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})", namespaces, Need.TENANT_ADMIN),
+    Route("GET", _NAMESPACE, get_namespace, Need.TENANT_ADMIN),
+    Route("PUT", _NAMESPACE, create_namespace, Need.TENANT_ADMIN, "Policies (optional)"),
+    Route("DELETE", _NAMESPACE, delete_namespace, Need.TENANT_ADMIN),
+]
+"""The endpoints of clusters, brokers, tenants and namespaces."""

@@ -22,81 +22,97 @@ from starquake.broker import topic_admin, topic_stats
 from starquake.broker.admin.replies import (
     NO_CONTENT,
     BadRequest,
-    Endpoint,
     Reply,
-    serve_routes,
     whole_number,
 )
+from starquake.broker.admin.routing import Route
 from starquake.broker.admin.subscriptions import entry_reply
 from starquake.broker.admin.topics import TOPIC, message_id, topic_of
 from starquake.broker.errors import TopicNotFoundError
 from starquake.broker.topic import PersistentTopic
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.web import Call, Need, json_reply
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
+async def every_partition(service: BrokerService, params: dict[str, str]) -> list[PersistentTopic]:
+    """The topic, or each partition of a partitioned topic, loaded."""
+    topic = topic_of(params)
+    count = service.resources.partitions(topic)
+    names = [topic.partition(i) for i in range(count)] if count else [topic]
+    return [await topic_admin.persistent_topic(service, name) for name in names]
 
-    async def every_partition(params: dict[str, str]) -> list[PersistentTopic]:
-        """The topic, or each partition of a partitioned topic, loaded."""
-        topic = topic_of(params)
-        count = service.resources.partitions(topic)
-        names = [topic.partition(i) for i in range(count)] if count else [topic]
-        return [await topic_admin.persistent_topic(service, name) for name in names]
 
-    async def one_topic(params: dict[str, str]) -> PersistentTopic:
-        topic = topic_of(params)
-        if service.resources.partitions(topic) > 0:
-            raise BadRequest(f"{topic} is a partitioned topic: name one partition")
-        return await topic_admin.persistent_topic(service, topic)
+async def one_topic(service: BrokerService, params: dict[str, str]) -> PersistentTopic:
+    """The topic the path names, loaded (a partitioned topic is refused)."""
+    topic = topic_of(params)
+    if service.resources.partitions(topic) > 0:
+        raise BadRequest(f"{topic} is a partitioned topic: name one partition")
+    return await topic_admin.persistent_topic(service, topic)
 
-    async def truncate(params: dict[str, str], _body: bytes) -> Reply:
-        for topic in await every_partition(params):
-            await topic_admin.truncate(service, topic)
-        return NO_CONTENT
 
-    async def expire_all(params: dict[str, str], _body: bytes) -> Reply:
-        seconds = whole_number(params["seconds"], "expireTimeInSeconds")
-        for topic in await every_partition(params):
-            await topic_admin.expire_all_subscriptions(service, topic, seconds)
-        return NO_CONTENT
+async def truncate(service: BrokerService, call: Call) -> Reply:
+    """Delete the topic's stored messages no subscription needs (each partition)."""
+    for topic in await every_partition(service, call.params):
+        await topic_admin.truncate(service, topic)
+    return NO_CONTENT
 
-    async def message_id_at(params: dict[str, str], _body: bytes) -> Reply:
-        timestamp = whole_number(params["timestamp"], "timestamp")
-        topic = await one_topic(params)
-        position = topic.find_position_by_publish_time(timestamp)
-        if position > topic.ledger.last_confirmed:
-            raise TopicNotFoundError(f"No message published at or after {timestamp} in {topic}")
-        return json_reply(200, message_id(position, topic.partition_index))
 
-    async def examine(params: dict[str, str], _body: bytes) -> Reply:
-        initial = params.get("initialPosition", "latest").lower()
-        if initial not in ("earliest", "latest"):
-            raise BadRequest(f"initialPosition must be earliest or latest, not {initial!r}")
-        n = whole_number(params.get("messagePosition", "1"), "messagePosition")
-        topic = await one_topic(params)
-        entry = topic_admin.examined_entry(topic, initial, n)
-        return entry_reply(entry, topic.partition_index)
+async def expire_all(service: BrokerService, call: Call) -> Reply:
+    """Expire every subscription's messages older than ``seconds``."""
+    seconds = whole_number(call.params["seconds"], "expireTimeInSeconds")
+    for topic in await every_partition(service, call.params):
+        await topic_admin.expire_all_subscriptions(service, topic, seconds)
+    return NO_CONTENT
 
-    async def partitioned_internal_stats(params: dict[str, str], _body: bytes) -> Reply:
-        topic = topic_of(params)
-        count = service.resources.partitions(topic)
-        if count == 0:
-            raise TopicNotFoundError(f"Partitioned topic {topic} not found")
-        partitions: dict[str, Any] = {}
-        for i in range(count):
-            loaded = await topic_admin.persistent_topic(service, topic.partition(i))
-            partitions[str(topic.partition(i))] = topic_stats.internal_stats(loaded)
-        return json_reply(200, {"metadata": {"partitions": count}, "partitions": partitions})
 
-    routes: list[tuple[str, str, Endpoint]] = [
-        ("DELETE", TOPIC + "/truncate", truncate),
-        ("POST", TOPIC + r"/all_subscription/expireMessages/(?P<seconds>[^/]+)", expire_all),
-        ("GET", TOPIC + r"/messageid/(?P<timestamp>[^/]+)", message_id_at),
-        ("GET", TOPIC + "/examinemessage", examine),
-        ("GET", TOPIC + "/partitioned-internalStats", partitioned_internal_stats),
-    ]
-    serve_routes(web, routes)
+async def message_id_at(service: BrokerService, call: Call) -> Reply:
+    """The id of the first message published at or after ``timestamp``."""
+    timestamp = whole_number(call.params["timestamp"], "timestamp")
+    topic = await one_topic(service, call.params)
+    position = topic.find_position_by_publish_time(timestamp)
+    if position > topic.ledger.last_confirmed:
+        raise TopicNotFoundError(f"No message published at or after {timestamp} in {topic}")
+    return json_reply(200, message_id(position, topic.partition_index))
+
+
+async def examine(service: BrokerService, call: Call) -> Reply:
+    """The message at ``messagePosition`` from the earliest or latest one."""
+    initial = call.params.get("initialPosition", "latest").lower()
+    if initial not in ("earliest", "latest"):
+        raise BadRequest(f"initialPosition must be earliest or latest, not {initial!r}")
+    n = whole_number(call.params.get("messagePosition", "1"), "messagePosition")
+    topic = await one_topic(service, call.params)
+    entry = topic_admin.examined_entry(topic, initial, n)
+    return entry_reply(entry, topic.partition_index)
+
+
+async def partitioned_internal_stats(service: BrokerService, call: Call) -> Reply:
+    """Each partition's internal (storage) stats."""
+    topic = topic_of(call.params)
+    count = service.resources.partitions(topic)
+    if count == 0:
+        raise TopicNotFoundError(f"Partitioned topic {topic} not found")
+    partitions: dict[str, Any] = {}
+    for i in range(count):
+        loaded = await topic_admin.persistent_topic(service, topic.partition(i))
+        partitions[str(topic.partition(i))] = topic_stats.internal_stats(loaded)
+    return json_reply(200, {"metadata": {"partitions": count}, "partitions": partitions})
+
+
+ROUTES = [
+    Route("DELETE", TOPIC + "/truncate", truncate, Need.TOPIC_ADMIN),
+    Route(
+        "POST",
+        TOPIC + r"/all_subscription/expireMessages/(?P<seconds>[^/]+)",
+        expire_all,
+        Need.TOPIC_ADMIN,
+    ),
+    Route("GET", TOPIC + r"/messageid/(?P<timestamp>[^/]+)", message_id_at, Need.TOPIC_ADMIN),
+    Route("GET", TOPIC + "/examinemessage", examine, Need.TOPIC_ADMIN),
+    Route(
+        "GET", TOPIC + "/partitioned-internalStats", partitioned_internal_stats, Need.TOPIC_LOOKUP
+    ),
+]
+"""The endpoints of a topic's messages."""

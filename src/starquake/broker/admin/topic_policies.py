@@ -40,6 +40,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker.admin.policies import (
@@ -54,15 +55,15 @@ from starquake.broker.admin.policies import (
 from starquake.broker.admin.replies import (
     NO_CONTENT,
     BadRequest,
-    Endpoint,
+    NotAllowed,
     Reply,
-    guarded,
     json_body,
     whole_number,
 )
+from starquake.broker.admin.routing import Route, lock_of
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
-from starquake.broker.errors import BrokerServiceError, TopicNotFoundError
-from starquake.broker.web import WebServer, json_reply
+from starquake.broker.errors import TopicNotFoundError
+from starquake.broker.web import Call, Need, json_reply
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ log = logging.getLogger(__name__)
 DISABLED = "Topic level policies is disabled, to enable the topic level policy and retry."
 
 
-class PoliciesDisabled(BrokerServiceError):
+class PoliciesDisabled(NotAllowed):
     """``topicLevelPoliciesEnabled`` is false (HTTP 405)."""
 
 
@@ -147,159 +148,181 @@ def _message_ttl(params: dict[str, str], body: bytes) -> int:
     return ttl
 
 
-def _with_disabled_answer(handler: Endpoint) -> Endpoint:
-    async def run(params: dict[str, str], body: bytes) -> Reply:
-        try:
-            return await handler(params, body)
-        except PoliciesDisabled as exc:
-            return json_reply(405, {"reason": str(exc)})
+def topic_for(service: BrokerService, params: dict[str, str]) -> TopicName:
+    """The topic a request names; 405 when topic policies are off, 404 when it does not
+    exist."""
+    topic = topic_of(params)
+    if not service.config.topicLevelPoliciesEnabled:
+        raise PoliciesDisabled(DISABLED)
+    service.check_namespace(topic)
+    if not (service.topic_exists(topic) or service.loaded_topic(topic) is not None):
+        raise TopicNotFoundError(f"Topic {topic} not found")
+    return topic
 
-    return guarded(run)
+
+async def change(
+    service: BrokerService, topic: TopicName, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    """Apply ``edit`` to the topic's policies, store them, and tell the live topics."""
+    async with lock_of(service, __name__):  # one read-modify-write at a time
+        policies = service.resources.topic_policies(topic)
+        edit(policies)
+        await asyncio.to_thread(service.resources.set_topic_policies, topic, policies)
+    service.policies_changed(topic)
 
 
-def install(web: WebServer, service: BrokerService) -> None:
-    """Add the endpoints to ``web``."""
+async def store(service: BrokerService, topic: TopicName, field: str, value: Any) -> None:
+    """Store one policy of a topic (None: remove it)."""
+    await change(service, topic, lambda policies: set_policy(policies, field, value))
+    log.info("topic %s: %s set to %s", topic.partitioned_topic_name, field, value)
+    if field == "deduplicationEnabled":
+        await service.deduplication_changed(topic)
+
+
+def applied(service: BrokerService, topic: TopicName, policy: TopicPolicy) -> Any:
+    """The value in force: the topic's, else the namespace's, else the broker's default."""
     resources = service.resources
+    value = resources.topic_policy(topic, policy.field)
+    if value is None:
+        value = resources.policy(topic.namespace_name, policy.field)
+    default = policy.default(service.config)
+    if value is None:
+        return default
+    if isinstance(default, dict):
+        return {**default, **value}  # fields a stored value leaves out: the broker's
+    return value
+
+
+def retention_of(service: BrokerService, topic: TopicName) -> Any:
+    """The retention in force on a topic: its own, else its namespace's."""
+    value = service.resources.topic_policy(topic, "retention_policies")
+    return value or service.resources.policy(topic.namespace_name, "retention_policies")
+
+
+def destination_quota_of(service: BrokerService, topic: TopicName) -> Any:
+    """The storage backlog quota in force on a topic, if any."""
+    for quotas in (
+        service.resources.topic_policy(topic, "backlog_quota_map"),
+        service.resources.policy(topic.namespace_name, "backlog_quota_map"),
+    ):
+        if quotas and "destination_storage" in quotas:
+            return quotas["destination_storage"]
+    return None
+
+
+def check_value(service: BrokerService, topic: TopicName, field: str, value: Any) -> None:
+    """Refuse (412) a retention that does not exceed the topic's backlog quota."""
+    quota = destination_quota_of(service, topic)
+    if field == "retention_policies" and not quota_fits_retention(
+        quota, value, service.config.backlogQuotaDefaultLimitBytes
+    ):
+        raise PolicyConflict(
+            "Retention Quota must exceed configured backlog quota for topic. "
+            "Please increase retention quota and retry"
+        )
+
+
+async def get_policy(service: BrokerService, call: Call, *, path: str) -> Reply:
+    """The topic's value of the policy (``applied=true``: the value in force)."""
+    policy = POLICIES[path]
+    topic = topic_for(service, call.params)
+    if flag(call.params, "applied"):
+        return json_reply(200, applied(service, topic, policy))
+    value = service.resources.topic_policy(topic, policy.field)
+    return NO_CONTENT if value is None else json_reply(200, value)
+
+
+async def set_policy_value(service: BrokerService, call: Call, *, path: str) -> Reply:
+    """Set the policy on the topic from the body (checked first)."""
+    field = POLICIES[path].field
+    topic = topic_for(service, call.params)
+    if path == "messageTTL":
+        value = _message_ttl(call.params, call.body)
+    else:
+        value = CHECKS[field](json_body(call.body))
+    check_value(service, topic, field, value)
+    await store(service, topic, field, value)
+    return NO_CONTENT
+
+
+async def delete_policy(service: BrokerService, call: Call, *, path: str) -> Reply:
+    """Remove the policy from the topic."""
+    await store(service, topic_for(service, call.params), POLICIES[path].field, None)
+    return NO_CONTENT
+
+
+# --- backlog quotas: a map by quota type -----------------------------------------------------
+
+
+async def get_quotas(service: BrokerService, call: Call) -> Reply:
+    """The topic's backlog quotas by type (``applied``: those in force)."""
+    topic = topic_for(service, call.params)
     config = service.config
-    writing = asyncio.Lock()  # one read-modify-write of a topic's policies at a time
+    quotas = service.resources.topic_policy(topic, "backlog_quota_map") or {}
+    if not quotas and flag(call.params, "applied"):
+        quotas = service.resources.policy(topic.namespace_name, "backlog_quota_map") or {}
+        if not quotas:
+            default = {
+                "limitSize": config.backlogQuotaDefaultLimitBytes,
+                "limitTime": config.backlogQuotaDefaultLimitSecond,
+                "policy": config.backlogQuotaDefaultRetentionPolicy,
+            }
+            quotas = dict.fromkeys(BACKLOG_TYPES, default)
+    return json_reply(200, quotas)
 
-    def topic_for(params: dict[str, str]) -> TopicName:
-        """The topic a request names; 405 when topic policies are off, 404 when it does not
-        exist."""
-        topic = topic_of(params)
-        if not config.topicLevelPoliciesEnabled:
-            raise PoliciesDisabled(DISABLED)
-        service.check_namespace(topic)
-        if not (service.topic_exists(topic) or service.loaded_topic(topic) is not None):
-            raise TopicNotFoundError(f"Topic {topic} not found")
-        return topic
 
-    async def change(topic: TopicName, edit: Callable[[dict[str, Any]], None]) -> None:
-        """Apply ``edit`` to the topic's policies, store them, and tell the live topics."""
-        async with writing:
-            policies = resources.topic_policies(topic)
-            edit(policies)
-            await asyncio.to_thread(resources.set_topic_policies, topic, policies)
-        service.policies_changed(topic)
+async def set_quota(service: BrokerService, call: Call) -> Reply:
+    """Set the topic's backlog quota of the ``backlogQuotaType`` given."""
+    topic = topic_for(service, call.params)
+    kind = backlog_quota_type(call.params)
+    quota = check_backlog_quota(json_body(call.body))
+    retention = retention_of(service, topic)
+    limit = service.config.backlogQuotaDefaultLimitBytes
+    if not quota_fits_retention(quota, retention, limit):
+        raise PolicyConflict(
+            "Backlog Quota exceeds configured retention quota for topic. "
+            "Please increase retention quota and retry"
+        )
 
-    async def store(topic: TopicName, field: str, value: Any) -> None:
-        await change(topic, lambda policies: set_policy(policies, field, value))
-        log.info("topic %s: %s set to %s", topic.partitioned_topic_name, field, value)
-        if field == "deduplicationEnabled":
-            await service.deduplication_changed(topic)
+    def edit(policies: dict[str, Any]) -> None:
+        policies["backlog_quota_map"] = {**policies.get("backlog_quota_map", {}), kind: quota}
 
-    def applied(topic: TopicName, policy: TopicPolicy) -> Any:
-        value = resources.topic_policy(topic, policy.field)
-        if value is None:
-            value = resources.policy(topic.namespace_name, policy.field)
-        default = policy.default(config)
-        if value is None:
-            return default
-        if isinstance(default, dict):
-            return {**default, **value}  # fields a stored value leaves out: the broker's
-        return value
+    await change(service, topic, edit)
+    log.info("topic %s: backlog quota %s set to %s", topic.partitioned_topic_name, kind, quota)
+    return NO_CONTENT
 
-    def retention_of(topic: TopicName) -> Any:
-        value = resources.topic_policy(topic, "retention_policies")
-        return value or resources.policy(topic.namespace_name, "retention_policies")
 
-    def destination_quota_of(topic: TopicName) -> Any:
-        for quotas in (
-            resources.topic_policy(topic, "backlog_quota_map"),
-            resources.policy(topic.namespace_name, "backlog_quota_map"),
-        ):
-            if quotas and "destination_storage" in quotas:
-                return quotas["destination_storage"]
-        return None
+async def delete_quota(service: BrokerService, call: Call) -> Reply:
+    """Remove the topic's backlog quota of the ``backlogQuotaType`` given."""
+    topic = topic_for(service, call.params)
+    kind = backlog_quota_type(call.params)
+    await change(service, topic, lambda policies: remove_backlog_quota(policies, kind))
+    log.info("topic %s: backlog quota %s removed", topic.partitioned_topic_name, kind)
+    return NO_CONTENT
 
-    def check_value(topic: TopicName, field: str, value: Any) -> None:
-        if field == "retention_policies" and not quota_fits_retention(
-            destination_quota_of(topic), value, config.backlogQuotaDefaultLimitBytes
-        ):
-            raise PolicyConflict(
-                "Retention Quota must exceed configured backlog quota for topic. "
-                "Please increase retention quota and retry"
-            )
 
-    def endpoints(path: str, policy: TopicPolicy) -> tuple[Endpoint, Endpoint, Endpoint]:
-        field = policy.field
-        check = CHECKS[field]
-
-        async def get(params: dict[str, str], _body: bytes) -> Reply:
-            topic = topic_for(params)
-            if flag(params, "applied"):
-                return json_reply(200, applied(topic, policy))
-            value = resources.topic_policy(topic, field)
-            return NO_CONTENT if value is None else json_reply(200, value)
-
-        async def set_(params: dict[str, str], body: bytes) -> Reply:
-            topic = topic_for(params)
-            value = _message_ttl(params, body) if path == "messageTTL" else check(json_body(body))
-            check_value(topic, field, value)
-            await store(topic, field, value)
-            return NO_CONTENT
-
-        async def delete(params: dict[str, str], _body: bytes) -> Reply:
-            await store(topic_for(params), field, None)
-            return NO_CONTENT
-
-        return get, set_, delete
-
-    routes: list[tuple[str, str, Endpoint]] = []
-    for path, policy in POLICIES.items():
-        get, set_, delete = endpoints(path, policy)
+def _policy_routes() -> list[Route]:
+    routes = []
+    for path in POLICIES:
         routes += [
-            ("GET", f"{TOPIC}/{path}", get),
-            ("POST", f"{TOPIC}/{path}", set_),
-            ("DELETE", f"{TOPIC}/{path}", delete),
+            Route("GET", f"{TOPIC}/{path}", partial(get_policy, path=path), _ADMIN),
+            Route(
+                "POST",
+                f"{TOPIC}/{path}",
+                partial(set_policy_value, path=path),
+                _ADMIN,
+                f"the {path} value",
+            ),
+            Route("DELETE", f"{TOPIC}/{path}", partial(delete_policy, path=path), _ADMIN),
         ]
+    return routes
 
-    # --- backlog quotas: a map by quota type ---------------------------------------------------
 
-    async def get_quotas(params: dict[str, str], _body: bytes) -> Reply:
-        topic = topic_for(params)
-        quotas = resources.topic_policy(topic, "backlog_quota_map") or {}
-        if not quotas and flag(params, "applied"):
-            quotas = resources.policy(topic.namespace_name, "backlog_quota_map") or {}
-            if not quotas:
-                default = {
-                    "limitSize": config.backlogQuotaDefaultLimitBytes,
-                    "limitTime": config.backlogQuotaDefaultLimitSecond,
-                    "policy": config.backlogQuotaDefaultRetentionPolicy,
-                }
-                quotas = dict.fromkeys(BACKLOG_TYPES, default)
-        return json_reply(200, quotas)
-
-    async def set_quota(params: dict[str, str], body: bytes) -> Reply:
-        topic = topic_for(params)
-        kind = backlog_quota_type(params)
-        quota = check_backlog_quota(json_body(body))
-        retention = retention_of(topic)
-        if not quota_fits_retention(quota, retention, config.backlogQuotaDefaultLimitBytes):
-            raise PolicyConflict(
-                "Backlog Quota exceeds configured retention quota for topic. "
-                "Please increase retention quota and retry"
-            )
-
-        def edit(policies: dict[str, Any]) -> None:
-            policies["backlog_quota_map"] = {**policies.get("backlog_quota_map", {}), kind: quota}
-
-        await change(topic, edit)
-        log.info("topic %s: backlog quota %s set to %s", topic.partitioned_topic_name, kind, quota)
-        return NO_CONTENT
-
-    async def delete_quota(params: dict[str, str], _body: bytes) -> Reply:
-        topic = topic_for(params)
-        kind = backlog_quota_type(params)
-
-        await change(topic, lambda policies: remove_backlog_quota(policies, kind))
-        log.info("topic %s: backlog quota %s removed", topic.partitioned_topic_name, kind)
-        return NO_CONTENT
-
-    routes += [
-        ("GET", f"{TOPIC}/backlogQuotaMap", get_quotas),
-        ("POST", f"{TOPIC}/backlogQuota", set_quota),
-        ("DELETE", f"{TOPIC}/backlogQuota", delete_quota),
-    ]
-    for method, pattern, handler in routes:
-        web.route_pattern(method, pattern, _with_disabled_answer(handler))
+_ADMIN = Need.TOPIC_ADMIN
+ROUTES = [
+    *_policy_routes(),
+    Route("GET", f"{TOPIC}/backlogQuotaMap", get_quotas, _ADMIN),
+    Route("POST", f"{TOPIC}/backlogQuota", set_quota, _ADMIN, "BacklogQuota"),
+    Route("DELETE", f"{TOPIC}/backlogQuota", delete_quota, _ADMIN),
+]
+"""The endpoints of topic policies."""

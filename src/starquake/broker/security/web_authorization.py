@@ -1,7 +1,8 @@
-"""Authorization of the web port's requests: one table maps each path to what it needs.
+"""Authorization of the web port's requests, from what each route of the route table
+(:data:`starquake.broker.admin.ROUTES`) needs.
 
 With ``authorizationEnabled`` every request the web server routes is checked here before its
-handler runs (see :attr:`starquake.broker.web.WebServer.authorize`):
+handler runs (see :attr:`starquake.broker.web.WebServer.authorize`). The table says:
 
 - ``/metrics`` and the dashboard's static files need no role here (Pulsar serves metrics
   without authentication by default; the dashboard's page holds no data, and the admin calls
@@ -20,97 +21,41 @@ handler runs (see :attr:`starquake.broker.web.WebServer.authorize`):
   the rest (creating, deleting, terminating, unloading, compacting, policies, permissions,
   uploading and deleting schemas) needs a tenant admin.
 
-A path the table does not know needs a super user. A request without a role (no credentials,
-or authentication off) is answered 401; a role without the right, 403 with a reason naming
-what is missing.
+A path no route serves is answered 404 (:func:`rule_for` says it would need a super user). A
+request without a role (no credentials, or authentication off) is answered 401; a role without
+the right, 403 with a reason naming what is missing.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
-import re
 from typing import TYPE_CHECKING
 
+from starquake.broker import admin
 from starquake.broker.security.authorization import TopicOperation
-from starquake.broker.web import Authorize, Reply, json_reply
+from starquake.broker.web import Authorize, Need, Reply, json_reply
 from starquake.common.topic_name import InvalidTopicNameError, TopicName
 
 if TYPE_CHECKING:
     from starquake.broker.security.authorization import AuthorizationService
 
-__all__ = ["RULES", "Need", "rule_for", "web_authorizer"]
+__all__ = ["Need", "rule_for", "web_authorizer"]
 
 log = logging.getLogger(__name__)
 
 
-class Need(enum.Enum):
-    """What a web request needs."""
-
-    NOTHING = "nothing"
-    ANY_ROLE = "any role"
-    SUPER_USER = "super user"
-    TENANT_ADMIN = "tenant admin"
-    LIST_TOPICS = "list topics"
-    TOPIC_LOOKUP = "lookup"
-    TOPIC_CONSUME = "consume"
-    TOPIC_ADMIN = "topic admin"
-
-
-_S = r"[^/]+"
-_T = rf"(?P<tenant>{_S})"
-_NS = rf"(?P<namespace>{_S})"
-_DOMAIN = r"(?P<domain>persistent|non-persistent)"
-_TOPIC = rf"/admin/v2/{_DOMAIN}/{_T}/{_NS}/(?P<topic>{_S})"
-_SCHEMA = rf"/admin/v2/schemas/{_T}/{_NS}/(?P<topic>{_S})"
-_SUB = rf"(?P<subscription>{_S})"
-_ANY = frozenset({"GET", "PUT", "POST", "DELETE", "HEAD", "PATCH", "OPTIONS"})
-_GET = frozenset({"GET", "HEAD"})
-
-RULES: list[tuple[frozenset[str], re.Pattern[str], Need]] = [
-    (methods, re.compile(pattern), need)
-    for methods, pattern, need in [
-        (_GET, r"/metrics/?", Need.NOTHING),
-        (_GET, r"/", Need.NOTHING),
-        (_GET, r"/status\.html", Need.NOTHING),
-        (_GET, r"/dashboard/[^/]+", Need.NOTHING),
-        (_GET, r"/dashboard/api/[^/]+", Need.ANY_ROLE),
-        (_ANY, r"/admin/v2/(clusters|brokers)(/.*)?", Need.SUPER_USER),
-        (_ANY, r"/admin/v2/tenants", Need.SUPER_USER),
-        (_GET, rf"/admin/v2/tenants/{_T}", Need.TENANT_ADMIN),
-        (_ANY, rf"/admin/v2/tenants/{_T}", Need.SUPER_USER),
-        (_GET, rf"/admin/v2/namespaces/{_T}/{_NS}/topics", Need.LIST_TOPICS),
-        (_ANY, rf"/admin/v2/namespaces/{_T}(/.*)?", Need.TENANT_ADMIN),
-        (_GET, rf"/admin/v2/{_DOMAIN}/{_T}/{_NS}(/partitioned)?", Need.LIST_TOPICS),
-        (_GET, rf"/lookup/v2/topic/{_DOMAIN}/{_T}/{_NS}/(?P<topic>{_S})", Need.TOPIC_LOOKUP),
-        (
-            _GET,
-            rf"{_TOPIC}/(partitions|stats|partitioned-stats|internalStats|partitioned-internalStats)",
-            Need.TOPIC_LOOKUP,
-        ),
-        (
-            _GET,
-            rf"{_TOPIC}/(subscriptions|lastMessageId|entryCounts|ledger/.*)",
-            Need.TOPIC_CONSUME,
-        ),
-        (_ANY, rf"{_TOPIC}/subscription/{_SUB}(/.*)?", Need.TOPIC_CONSUME),
-        (_ANY, rf"{_TOPIC}(/.*)?", Need.TOPIC_ADMIN),
-        (_GET, rf"{_SCHEMA}/(schema(/[^/]+)?|versions)", Need.TOPIC_LOOKUP),
-        (frozenset({"POST"}), rf"{_SCHEMA}/(compatibility|version)", Need.TOPIC_LOOKUP),
-        (_ANY, rf"{_SCHEMA}(/.*)?", Need.TOPIC_ADMIN),
-    ]
-]
-"""(methods, path pattern, need), first match wins; a path none matches needs a super user."""
-
-
 def rule_for(method: str, path: str) -> tuple[Need, dict[str, str]]:
-    """What ``method path`` needs, and the names its path gives (tenant, namespace, ...)."""
-    for methods, pattern, need in RULES:
-        if method in methods:
-            match = pattern.fullmatch(path)
-            if match is not None:
-                return need, {k: v for k, v in match.groupdict().items() if v is not None}
-    return Need.SUPER_USER, {}
+    """What ``method path`` needs, and the resources its path names (domain, tenant,
+    namespace, topic, subscription), as the route table says (a path no route serves needs a
+    super user)."""
+    found = admin.need_of(method, path)
+    if found is None:
+        return Need.SUPER_USER, {}
+    need, names = found
+    return need, {k: v for k, v in names.items() if k in _RESOURCES}
+
+
+_RESOURCES = frozenset({"domain", "tenant", "namespace", "topic", "subscription"})
 
 
 def _topic(names: dict[str, str]) -> TopicName:
@@ -126,10 +71,7 @@ def web_authorizer(authorization: AuthorizationService) -> Authorize:
     """The :attr:`~starquake.broker.web.WebServer.authorize` hook of ``authorization`` (the
     server installs it only while authorization is on)."""
 
-    async def authorize(
-        role: str | None, method: str, path: str, _params: dict[str, str]
-    ) -> Reply | None:
-        need, names = rule_for(method, path)
+    async def authorize(role: str | None, need: Need, names: dict[str, str]) -> Reply | None:
         if need is Need.NOTHING:
             return None
         if role is None:
@@ -138,7 +80,7 @@ def web_authorizer(authorization: AuthorizationService) -> Authorize:
             return None
         refusal = _check(authorization, role, need, names)
         if refusal is not None:
-            log.info("role %s refused %s %s: %s", role, method, path, refusal)
+            log.info("role %s refused (%s): %s", role, need.value, refusal)
             return _forbidden(refusal)
         return None
 
