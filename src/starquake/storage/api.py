@@ -31,8 +31,8 @@ Fencing and ownership
     :attr:`ManagedLedger.fenced` is true and :meth:`ManagedLedger.append` raises
     :class:`LedgerFencedError` until the ledger is reopened, which recovers it from what is
     durable. :meth:`ManagedLedger.close` refuses further appends but lets appends already made
-    become durable; deleting a managed ledger discards the appends that are not durable yet
-    (they never become visible) and appends then raise :class:`StorageError`.
+    become durable (appends then raise :class:`StorageError`); deleting a managed ledger
+    discards the appends that are not durable yet (they never become visible) and fences it.
 
 Errors
     Every failure is a :class:`StorageError`: :class:`LedgerFencedError` (a failed commit, see
@@ -160,8 +160,9 @@ class ManagedCursor(Protocol):
 class ManagedLedger(Protocol):
     """A named, append-only log of opaque entries split into ledgers (see the module contract).
 
-    Every method runs on the broker's event loop and never blocks on I/O, except that opening a
-    managed ledger, reads of entries no longer cached and :meth:`trim` may read files.
+    Every method runs on the broker's event loop and none waits for data to become durable:
+    that happens elsewhere (the file backend's group commit, in a worker thread). Reads of
+    entries no longer cached read the files, and a rollover creates one.
     """
 
     @property
@@ -193,8 +194,8 @@ class ManagedLedger(Protocol):
 
     def append(self, data: bytes) -> Position:
         """Take ``data`` as the next entry and return its position (see Ordering); it becomes
-        visible once durable. Raises :class:`LedgerFencedError` when fenced and
-        :class:`StorageError` when closed or deleted."""
+        visible once durable. Raises :class:`LedgerFencedError` when fenced (or deleted) and
+        :class:`StorageError` when closed."""
         ...
 
     def maybe_rollover(self) -> bool:
