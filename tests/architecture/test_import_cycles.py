@@ -4,6 +4,10 @@ A function-level import only hides a cycle: the two modules still need each othe
 ``import`` and ``from ... import`` of every module counts (absolute and relative, at module
 level or in a function), except those under ``if TYPE_CHECKING:``, which never run. ``from
 package import name`` depends on ``package.name`` when that is a module, else on ``package``.
+
+Inside the packages of :data:`NO_TYPE_CHECKING_CYCLES` the imports under ``if TYPE_CHECKING:``
+count too: a cycle that only the type checker sees still ties the modules together (none of
+them can be understood, tested or replaced alone).
 """
 
 from __future__ import annotations
@@ -11,20 +15,28 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "starquake"
 
+NO_TYPE_CHECKING_CYCLES = ["starquake.storage"]
+"""Packages whose modules form no cycle even counting the imports made for the type checker."""
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
+
+def _module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def _modules() -> dict[str, Path]:
+def _modules(package: Path) -> dict[str, Path]:
+    src = package.parent
     return {
-        _module_name(path): path for path in PACKAGE.rglob("*.py") if "_generated" not in path.parts
+        _module_name(path, src): path
+        for path in package.rglob("*.py")
+        if "_generated" not in path.parts
     }
 
 
@@ -46,13 +58,14 @@ def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the starquake modules it imports."""
-    modules = _modules()
+def import_graph(package: Path = PACKAGE, *, type_checking: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports (with ``type_checking``, counting those
+    imported under ``if TYPE_CHECKING:`` too)."""
+    modules = _modules(package)
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        hidden = _type_checking_only(tree)
+        hidden = set() if type_checking else _type_checking_only(tree)
         for node in ast.walk(tree):
             if id(node) in hidden:
                 continue
@@ -105,6 +118,40 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 
 def test_no_import_cycles() -> None:
     assert [sorted(c) for c in cycles(import_graph())] == []
+
+
+def package_graph(
+    package: str, root: Path = PACKAGE, *, type_checking: bool
+) -> dict[str, set[str]]:
+    """The import graph restricted to ``package`` (dotted) and its modules."""
+    graph = import_graph(root, type_checking=type_checking)
+    inside = {m for m in graph if _within(m, package)}
+    return {m: {t for t in graph[m] if t in inside} for m in inside}
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("package", NO_TYPE_CHECKING_CYCLES)
+def test_no_import_cycles_even_for_the_type_checker(package: str) -> None:
+    assert [sorted(c) for c in cycles(package_graph(package, type_checking=True))] == []
+
+
+def test_the_check_sees_a_cycle_closed_for_the_type_checker(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "sub" / "__init__.py").write_text("")
+    (root / "sub" / "a.py").write_text("from .b import B\n")
+    (root / "sub" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n"
+    )
+    (root / "c.py").write_text("from .sub import a\n")
+    assert cycles(package_graph("pkg.sub", root, type_checking=False)) == []
+    assert cycles(package_graph("pkg.sub", root, type_checking=True)) == [
+        frozenset({"pkg.sub.a", "pkg.sub.b"})
+    ]
 
 
 def test_the_check_sees_a_cycle() -> None:

@@ -3,16 +3,22 @@
 No networking and nothing about Pulsar commands: entries are opaque bytes at :class:`Position`\\ s.
 The core is synchronous and deterministic; the broker calls it on its event loop, except
 :meth:`PendingCommit.execute` (and metadata writes), which it runs in a worker thread.
+
+:class:`ManagedLedger` and :class:`ManagedCursor` are the interfaces (protocols, with their
+contract in :mod:`.api`) the broker programs against; :class:`FileManagedLedger` and
+:class:`ManagedCursorImpl` implement them over local files.
 """
 
 from __future__ import annotations
 
+from .api import ManagedCursor, ManagedLedger
 from .commit import PendingCommit
-from .cursor import ManagedCursor
+from .config import ManagedLedgerConfig
+from .cursor import ManagedCursorImpl
 from .dirlock import DataDirectoryLock, DataDirectoryLockedError, make_dirs
-from .factory import ManagedLedgerConfig, ManagedLedgerFactory, PreparedLedger
+from .factory import ManagedLedgerFactory, PreparedLedger
 from .faults import FileFaults, InjectedFaults, StorageFaults
-from .ledger import ManagedLedger
+from .ledger import FileManagedLedger
 from .metadata import (
     MemoryMetadataStore,
     MetadataDamagedError,
@@ -41,6 +47,7 @@ __all__ = [
     "DataDirectoryLockedError",
     "Entry",
     "FileFaults",
+    "FileManagedLedger",
     "InitialPosition",
     "InjectedFaults",
     "InvalidPositionError",
@@ -48,6 +55,7 @@ __all__ = [
     "LedgerFencedError",
     "LedgerInfo",
     "ManagedCursor",
+    "ManagedCursorImpl",
     "ManagedLedger",
     "ManagedLedgerConfig",
     "ManagedLedgerFactory",

@@ -24,16 +24,13 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .api import ManagedLedger
 from .faults import StorageFaults
+from .host import CommitHost
 from .position import Position, StorageError
 from .segment import encode_ledger_records, fsync_dir, pwrite_all, sync_fd, write_index
-from .state import LedgerState
-
-if TYPE_CHECKING:
-    from .factory import ManagedLedgerFactory
-    from .ledger import ManagedLedger
+from .state import LedgerOwner, LedgerState
 
 __all__ = ["DeleteJob", "IndexJob", "PendingCommit", "WriteBatch"]
 
@@ -145,7 +142,7 @@ class PendingCommit:
 
     def __init__(
         self,
-        factory: ManagedLedgerFactory,
+        factory: CommitHost,
         batches: list[WriteBatch],
         new_dirs: list[Path],
         index_jobs: list[IndexJob],
@@ -215,7 +212,7 @@ class PendingCommit:
         if self._stage is not _Stage.EXECUTED:
             raise StorageError(f"cannot finish a commit that is {self._stage.value}")
         self._stage = _Stage.DONE
-        touched: dict[ManagedLedger, None] = {}
+        touched: dict[LedgerOwner, None] = {}
         for batch in self._batches:
             state = batch.state
             state.inflight -= 1
@@ -236,7 +233,7 @@ class PendingCommit:
         if self._stage is _Stage.DONE:
             raise StorageError("commit already finished")
         self._stage = _Stage.DONE
-        fenced: dict[ManagedLedger, None] = {}
+        fenced: dict[LedgerOwner, None] = {}
         for batch in self._batches:
             state = batch.state
             state.inflight -= 1

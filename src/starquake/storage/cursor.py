@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from .api import ManagedLedger
 from .position import Entry, InvalidPositionError, Position, StorageError
 from .rangeset import PositionRangeSet
 
-if TYPE_CHECKING:
-    from .ledger import ManagedLedger
-
-__all__ = ["ManagedCursor", "decode_cursor_state", "encode_cursor_state"]
+__all__ = ["CursorLedger", "ManagedCursorImpl", "decode_cursor_state", "encode_cursor_state"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -73,14 +71,26 @@ def _signed(word: int) -> int:
     return word - (1 << 64) if word >= 1 << 63 else word
 
 
-class ManagedCursor:
-    """Read position and acknowledgment state of one subscription (or reader) on a ledger.
+class CursorLedger(ManagedLedger, Protocol):
+    """A managed ledger as its cursors see it: the interface plus the durable-state hooks."""
+
+    def cursor_key(self, name: str) -> str:
+        """Metadata key of the durable cursor ``name``."""
+        ...
+
+    def cursor_changed(self, cursor: ManagedCursorImpl) -> None:
+        """Record that a durable cursor's state must be persisted by the next snapshot."""
+        ...
+
+
+class ManagedCursorImpl:
+    """The :class:`~starquake.storage.api.ManagedCursor`, over any :class:`CursorLedger`.
 
     Create with :meth:`ManagedLedger.open_cursor` (durable) or
     :meth:`ManagedLedger.new_non_durable_cursor`. ``key`` is a durable cursor's metadata key.
     """
 
-    def __init__(self, ledger: ManagedLedger, name: str, durable: bool, mark_delete: Position):
+    def __init__(self, ledger: CursorLedger, name: str, durable: bool, mark_delete: Position):
         self.name = name
         self.durable = durable
         self._ml = ledger
@@ -106,7 +116,7 @@ class ManagedCursor:
         return encode_cursor_state(self._md, self._acked, self._batches)
 
     @property
-    def ledger(self) -> ManagedLedger:
+    def ledger(self) -> CursorLedger:
         """The managed ledger this cursor reads."""
         return self._ml
 

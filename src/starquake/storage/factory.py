@@ -28,19 +28,19 @@ import shutil
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote, unquote
 
 from .commit import DeleteJob, IndexJob, PendingCommit, WriteBatch
-from .cursor import ManagedCursor
+from .config import ManagedLedgerConfig
 from .faults import StorageFaults
-from .ledger import ManagedLedger
+from .host import StoredCursor
+from .ledger import FileManagedLedger
 from .metadata import MetadataStore
 from .position import LedgerBusyError, Position, StorageError
 from .segment import encode_file_header, fsync_dir, write_file
-from .state import EntryCache, LedgerState
+from .state import EntryCache, LedgerOwner, LedgerState
 
 __all__ = ["ManagedLedgerConfig", "ManagedLedgerFactory", "PreparedLedger"]
 
@@ -69,30 +69,8 @@ _MAX_READ_FDS = 128
 class PreparedLedger(NamedTuple):
     """A managed ledger whose files were scanned off the loop, ready for :meth:`open_prepared`."""
 
-    ledger: ManagedLedger
+    ledger: FileManagedLedger
     states: list[LedgerState]
-
-
-@dataclass
-class ManagedLedgerConfig:
-    """Tuning of the managed ledgers (defaults are Pulsar's)."""
-
-    max_entries_per_ledger: int = 50000
-    """``managedLedgerMaxEntriesPerLedger``"""
-    max_size_per_ledger_bytes: int = 2048 * 1024 * 1024
-    """``managedLedgerMaxSizePerLedgerMbytes``"""
-    min_rollover_seconds: float = 600.0
-    """``managedLedgerMinLedgerRolloverTimeMinutes``"""
-    max_rollover_seconds: float = 14400.0
-    """``managedLedgerMaxLedgerRolloverTimeMinutes``"""
-    cache_max_bytes: int = 256 * 1024 * 1024
-    """Tail-read cache shared by all ledgers of a factory (recent entries; oldest evicted)."""
-    ledger_id_reserve: int = 1000
-    """Ledger ids reserved per metadata write."""
-    journal_sync: bool = True
-    """``journalSyncData``: fsync appends before they are acknowledged. Off, a receipt only
-    means the entry reached the operating system: it survives the broker's crash (kill -9) but
-    not the machine's."""
 
 
 class ManagedLedgerFactory:
@@ -116,16 +94,16 @@ class ManagedLedgerFactory:
         self.clock = clock
         self.cache = EntryCache(self.config.cache_max_bytes)
         self.dirty_states: dict[LedgerState, None] = {}
-        self.cursor_dirty: dict[str, ManagedCursor | None] = {}
+        self.cursor_dirty: dict[str, StoredCursor | None] = {}
         self._cursor_retry: dict[str, bytes | None] = {}
         self._cursor_inflight: dict[str, bytes | None] = {}
         # the mark-delete position each taken state stores, to tell its cursor once written
-        self._taken_marks: dict[str, tuple[bytes, ManagedCursor, Position]] = {}
+        self._taken_marks: dict[str, tuple[bytes, StoredCursor, Position]] = {}
         self._index_jobs: list[IndexJob] = []
         self._delete_jobs: list[DeleteJob] = []
         self._cuts: dict[Path, int] = {}
-        self._open: dict[str, ManagedLedger] = {}
-        self._closing: dict[str, ManagedLedger] = {}
+        self._open: dict[str, FileManagedLedger] = {}
+        self._closing: dict[str, LedgerOwner] = {}
         self._read_fds: OrderedDict[LedgerState, int] = OrderedDict()
         self._closed = False
         if not self.base_dir.exists():
@@ -172,7 +150,7 @@ class ManagedLedgerFactory:
                 raise StorageError(f"cannot create the directory of {name}: {exc}") from exc
         return directory
 
-    def open(self, name: str) -> ManagedLedger:
+    def open(self, name: str) -> FileManagedLedger:
         """Open (creating or recovering) the managed ledger ``name``.
 
         Returns the same instance on repeated calls until it is closed or deleted. Reopening a
@@ -192,12 +170,12 @@ class ManagedLedgerFactory:
                 raise LedgerBusyError(f"managed ledger {name} still has writes in flight")
             del self._closing[name]
         directory = self._make_directory(name)
-        ml = ManagedLedger(self, name, directory)
+        ml = FileManagedLedger(self, name, directory)
         ml.recover(ml.scan(self.take_cuts(directory)))
         self._open[name] = ml
         return ml
 
-    def check_openable(self, name: str) -> ManagedLedger | None:
+    def check_openable(self, name: str) -> FileManagedLedger | None:
         """LOOP side: the open instance of ``name`` if any; raises while it cannot be reopened."""
         if self._closed:
             raise StorageError("factory is closed")
@@ -217,10 +195,10 @@ class ManagedLedgerFactory:
         :meth:`take_cuts_for` returned on the loop.
         """
         directory = self._make_directory(name)
-        ml = ManagedLedger(self, name, directory)
+        ml = FileManagedLedger(self, name, directory)
         return PreparedLedger(ml, ml.scan(cuts))
 
-    def open_prepared(self, prepared: PreparedLedger) -> ManagedLedger:
+    def open_prepared(self, prepared: PreparedLedger) -> FileManagedLedger:
         """LOOP side: register a ledger prepared by :meth:`prepare` (or return one opened since)."""
         name = prepared.ledger.name
         existing = self.check_openable(name)
@@ -277,8 +255,8 @@ class ManagedLedgerFactory:
             shutil.rmtree(directory, ignore_errors=True)
             fsync_dir(self.base_dir)
 
-    def ledger_closed(self, ml: ManagedLedger) -> None:
-        """Called by :meth:`ManagedLedger.close`."""
+    def ledger_closed(self, ml: LedgerOwner) -> None:
+        """Called by :meth:`FileManagedLedger.close`."""
         if self._open.get(ml.name) is ml:
             del self._open[ml.name]
         if ml.busy():

@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .segment import (
     HEADER_SIZE,
@@ -26,10 +25,7 @@ from .segment import (
     scan_ledger_file,
     truncate_file,
 )
-from .state import LedgerState
-
-if TYPE_CHECKING:
-    from .ledger import ManagedLedger
+from .state import LedgerOwner, LedgerState
 
 __all__ = ["recover_ledger_states"]
 
@@ -103,7 +99,7 @@ def _report(directory: Path, ledger_id: int, scan: ScanResult) -> None:
 
 
 def recover_ledger_states(
-    owner: ManagedLedger, directory: Path, cuts: dict[Path, int] | None = None
+    owner: LedgerOwner, directory: Path, cuts: dict[Path, int] | None = None
 ) -> list[LedgerState]:
     """Load every ledger of ``directory`` as a sealed :class:`LedgerState`, in id order.
 
@@ -114,6 +110,16 @@ def recover_ledger_states(
         why = "written by a failed commit, never acknowledged"
         _cut(path, size, f"{path.name}.unacknowledged-{size}", why, unacknowledged=True)
     names = set(os.listdir(directory))
+    states: list[LedgerState] = []
+    for ledger_id in _ledger_ids(directory, names):
+        state = _load_ledger(owner, directory, ledger_id, names)
+        if state is not None:
+            states.append(state)
+    return states
+
+
+def _ledger_ids(directory: Path, names: set[str]) -> list[int]:
+    """The ids of the ledger files among ``names`` (sorted); stray index files are removed."""
     ids: list[int] = []
     for name in names:
         stem, _, ext = name.partition(".")
@@ -125,57 +131,65 @@ def recover_ledger_states(
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / name)
     ids.sort()
-    states: list[LedgerState] = []
-    for ledger_id in ids:
-        path = directory / f"{ledger_id}.log"
-        stat = os.stat(path)
-        size = stat.st_size
-        state = LedgerState(owner, ledger_id, directory, stat.st_mtime)
-        index = version = None
-        if f"{ledger_id}.idx" in names:
-            index = read_index(directory / f"{ledger_id}.idx", ledger_id, size)
-            version = file_version(path, ledger_id) if index is not None else None
-        if index is not None and version is not None:
-            offsets, created_at = index
-            state.created_at = created_at
-            state.version = version
-            valid_end = size
-            state.index_done = True
-        else:
-            scan = scan_ledger_file(path, ledger_id)
-            offsets, valid_end = scan.offsets, scan.valid_end
-            _report(directory, ledger_id, scan)
-            if not offsets:
-                if size > HEADER_SIZE:
-                    try:
-                        moved: Path | str = quarantine(directory, f"{ledger_id}.log", source=path)
-                    except OSError as exc:  # e.g. a full disk: left where it is, ignored
-                        moved = f"nowhere, it stays ({exc})"
-                    log.error(
-                        "ledger file %s holds no readable record (%d bytes); moved to %s",
-                        path,
-                        size,
-                        moved,
-                    )
-                else:
-                    os.unlink(path)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(directory / f"{ledger_id}.idx")
-                continue
-            if valid_end < size:
-                why = f"a torn tail after entry {len(offsets) - 1}"
-                _cut(
-                    path, valid_end, f"{ledger_id}.log.tail-{valid_end}", why, unacknowledged=False
-                )
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(directory / f"{ledger_id}.idx")
-            state.damaged.update(scan.damaged)
-            state.version = scan.version
-        state.offsets = offsets
-        state.entries = state.confirmed = len(offsets)
-        state.end = state.confirmed_end = state.pending_offset = valid_end
-        state.pending_first = state.entries
-        state.cache_base = state.entries
-        state.sealed = True
-        states.append(state)
-    return states
+    return ids
+
+
+def _load_ledger(
+    owner: LedgerOwner, directory: Path, ledger_id: int, names: set[str]
+) -> LedgerState | None:
+    """One sealed ledger, from its index file or else by a scan; None when it holds nothing."""
+    path = directory / f"{ledger_id}.log"
+    stat = os.stat(path)
+    size = stat.st_size
+    state = LedgerState(owner, ledger_id, directory, stat.st_mtime)
+    index = version = None
+    if f"{ledger_id}.idx" in names:
+        index = read_index(directory / f"{ledger_id}.idx", ledger_id, size)
+        version = file_version(path, ledger_id) if index is not None else None
+    if index is not None and version is not None:
+        offsets, created_at = index
+        state.created_at = created_at
+        state.version = version
+        valid_end = size
+        state.index_done = True
+    else:
+        scan = scan_ledger_file(path, ledger_id)
+        offsets, valid_end = scan.offsets, scan.valid_end
+        _report(directory, ledger_id, scan)
+        if not offsets:
+            _drop_empty(path, size, directory, ledger_id)
+            return None
+        if valid_end < size:
+            why = f"a torn tail after entry {len(offsets) - 1}"
+            _cut(path, valid_end, f"{ledger_id}.log.tail-{valid_end}", why, unacknowledged=False)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(directory / f"{ledger_id}.idx")
+        state.damaged.update(scan.damaged)
+        state.version = scan.version
+    state.offsets = offsets
+    state.entries = state.confirmed = len(offsets)
+    state.end = state.confirmed_end = state.pending_offset = valid_end
+    state.pending_first = state.entries
+    state.cache_base = state.entries
+    state.sealed = True
+    return state
+
+
+def _drop_empty(path: Path, size: int, directory: Path, ledger_id: int) -> None:
+    """Remove a ledger file with no whole record: deleted when it holds no more than a file
+    header, else moved to quarantine (valid data is never deleted)."""
+    if size > HEADER_SIZE:
+        try:
+            moved: Path | str = quarantine(directory, f"{ledger_id}.log", source=path)
+        except OSError as exc:  # e.g. a full disk: left where it is, ignored
+            moved = f"nowhere, it stays ({exc})"
+        log.error(
+            "ledger file %s holds no readable record (%d bytes); moved to %s",
+            path,
+            size,
+            moved,
+        )
+    else:
+        os.unlink(path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(directory / f"{ledger_id}.idx")

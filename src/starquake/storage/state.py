@@ -1,18 +1,41 @@
-"""Per-ledger bookkeeping shared by the managed ledger, the group commit and the entry cache."""
+"""Per-ledger bookkeeping shared by the managed ledger, the group commit and the entry cache.
+
+A :class:`LedgerState` knows its managed ledger only as a :class:`LedgerOwner`: the part of it
+that the factory and the group commit call.
+"""
 
 from __future__ import annotations
 
 from array import array
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from .api import ManagedLedger
+from .position import Position
 from .segment import FORMAT_VERSION, HEADER_SIZE, record_header_size
 
-if TYPE_CHECKING:
-    from .ledger import ManagedLedger
+__all__ = ["EntryCache", "LedgerOwner", "LedgerState"]
 
-__all__ = ["EntryCache", "LedgerState"]
+
+class LedgerOwner(ManagedLedger, Protocol):
+    """A managed ledger as its factory and the group commit see it."""
+
+    def fence(self, exc: BaseException) -> None:
+        """Refuse further appends and drop buffered ones (a commit of this ledger failed)."""
+        ...
+
+    def refresh_last_confirmed(self) -> Position:
+        """Recompute ``last_confirmed`` from the ledgers (a commit finished)."""
+        ...
+
+    def busy(self) -> bool:
+        """True while bytes of this instance are buffered or being written."""
+        ...
+
+    def drop(self) -> None:
+        """Forget everything in memory and discard buffered appends (deleted)."""
+        ...
 
 
 class LedgerState:
@@ -55,7 +78,7 @@ class LedgerState:
     )
 
     def __init__(
-        self, owner: ManagedLedger, ledger_id: int, directory: Path, created_at: float
+        self, owner: LedgerOwner, ledger_id: int, directory: Path, created_at: float
     ) -> None:
         self.owner = owner
         self.ledger_id = ledger_id

@@ -1,0 +1,29 @@
+"""Tuning of the managed ledgers of a factory (defaults are Pulsar's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ManagedLedgerConfig"]
+
+
+@dataclass
+class ManagedLedgerConfig:
+    """Tuning of the managed ledgers (defaults are Pulsar's)."""
+
+    max_entries_per_ledger: int = 50000
+    """``managedLedgerMaxEntriesPerLedger``"""
+    max_size_per_ledger_bytes: int = 2048 * 1024 * 1024
+    """``managedLedgerMaxSizePerLedgerMbytes``"""
+    min_rollover_seconds: float = 600.0
+    """``managedLedgerMinLedgerRolloverTimeMinutes``"""
+    max_rollover_seconds: float = 14400.0
+    """``managedLedgerMaxLedgerRolloverTimeMinutes``"""
+    cache_max_bytes: int = 256 * 1024 * 1024
+    """Tail-read cache shared by all ledgers of a factory (recent entries; oldest evicted)."""
+    ledger_id_reserve: int = 1000
+    """Ledger ids reserved per metadata write."""
+    journal_sync: bool = True
+    """``journalSyncData``: fsync appends before they are acknowledged. Off, a receipt only
+    means the entry reached the operating system: it survives the broker's crash (kill -9) but
+    not the machine's."""
