@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import resource
 import signal
 import socket
@@ -16,9 +17,31 @@ from pathlib import Path
 import pulsar
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands to outgoing connections (Linux's default elsewhere)."""
+    with contextlib.suppress(OSError, ValueError):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    return 32768, 60999
+
+
 def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket() as s:
+    """A TCP port that was free a moment ago on 127.0.0.1, chosen at random outside the
+    kernel's ephemeral range: a broker restarted on its old port must find it free, and a
+    port of that range can meanwhile become the local end of any process's outgoing
+    connection (parallel test workers make thousands)."""
+    low, high = _ephemeral_range()
+    candidates = [(10000, low - 1)] if low > 11000 else [(high + 1, 65535)]
+    for _ in range(200):
+        start, end = candidates[0]
+        port = random.randint(start, end)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # everything tried was taken: any free port
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
