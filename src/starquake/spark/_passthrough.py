@@ -206,88 +206,88 @@ _OBJECT = "takes a Python object, which an option cannot give"
 _JAVA = "a Java client setting that this client does not have"
 _CLIENT_REFUSED = {
     "service_url": "use the option 'service.url'",
-    "serviceurl": "use the option 'service.url'",
+    "serviceUrl": "use the option 'service.url'",
     "authentication": "use authPluginClassName and authParams",
     "logger": _OBJECT,
     **dict.fromkeys(
         [
-            "maxlookuprequest",
-            "maxlookupredirects",
-            "maxnumberofrejectedrequestperconnection",
-            "usetcpnodelay",
-            "requesttimeoutms",
-            "initialbackoffintervalnanos",
-            "maxbackoffintervalnanos",
-            "connectionsperbroker",
-            "memorylimitbytes",
-            "lookuptimeoutms",
-            "enablebusywait",
-            "tlsciphers",
-            "tlsprotocols",
-            "usekeystoretls",
-            "tlstruststorepath",
-            "tlstruststorepassword",
-            "tlstruststoretype",
-            "sslprovider",
-            "proxyserviceurl",
-            "proxyprotocol",
-            "enabletransaction",
-            "socks5proxyaddress",
-            "dnslookupbindaddress",
+            "maxLookupRequest",
+            "maxLookupRedirects",
+            "maxNumberOfRejectedRequestPerConnection",
+            "useTcpNoDelay",
+            "requestTimeoutMs",
+            "initialBackoffIntervalNanos",
+            "maxBackoffIntervalNanos",
+            "connectionsPerBroker",
+            "memoryLimitBytes",
+            "lookupTimeoutMs",
+            "enableBusyWait",
+            "tlsCiphers",
+            "tlsProtocols",
+            "useKeyStoreTls",
+            "tlsTrustStorePath",
+            "tlsTrustStorePassword",
+            "tlsTrustStoreType",
+            "sslProvider",
+            "proxyServiceUrl",
+            "proxyProtocol",
+            "enableTransaction",
+            "socks5ProxyAddress",
+            "dnsLookupBindAddress",
         ],
         _JAVA,
     ),
 }
 _READER_REFUSED = {
     "topic": f"{_OWN} (options topic, topics, topicsPattern)",
-    "topicnames": f"{_OWN} (options topic, topics, topicsPattern)",
+    "topicNames": f"{_OWN} (options topic, topics, topicsPattern)",
     "start_message_id": f"{_OWN} (option startingOffsets)",
-    "startmessageid": f"{_OWN} (option startingOffsets)",
+    "startMessageId": f"{_OWN} (option startingOffsets)",
     "start_message_id_inclusive": f"{_OWN} (option startingOffsets)",
-    "resetincludehead": f"{_OWN} (option startingOffsets)",
+    "resetIncludeHead": f"{_OWN} (option startingOffsets)",
     "schema": f"{_OWN} (option schema.decode)",
     "is_read_compacted": "not supported: the source reads every message of the log",
-    "readcompacted": "not supported: the source reads every message of the log",
+    "readCompacted": "not supported: the source reads every message of the log",
     "crypto_key_reader": _OBJECT,
-    "cryptokeyreader": _OBJECT,
-    "readerlistener": _OBJECT,
+    "cryptoKeyReader": _OBJECT,
+    "readerListener": _OBJECT,
 }
 _PRODUCER_REFUSED = {
     "topic": f"{_OWN} (option topic or column __topic)",
-    "topicname": f"{_OWN} (option topic or column __topic)",
+    "topicName": f"{_OWN} (option topic or column __topic)",
     "producer_name": f"{_OWN} (from the query and task, for exactly-once)",
-    "producername": f"{_OWN} (from the query and task, for exactly-once)",
+    "producerName": f"{_OWN} (from the query and task, for exactly-once)",
     "initial_sequence_id": f"{_OWN} (sequence ids come from the batch id, for exactly-once)",
-    "initialsequenceid": f"{_OWN} (sequence ids come from the batch id, for exactly-once)",
+    "initialSequenceId": f"{_OWN} (sequence ids come from the batch id, for exactly-once)",
     "schema": f"{_OWN} (options schema.type, schema.name)",
     "block_if_queue_full": f"{_OWN} (always true: the sink waits for room)",
-    "blockifqueuefull": f"{_OWN} (always true: the sink waits for room)",
+    "blockIfQueueFull": f"{_OWN} (always true: the sink waits for room)",
     "message_routing_mode": f"{_OWN}: the sink routes rows to partitions itself",
-    "messageroutingmode": f"{_OWN}: the sink routes rows to partitions itself",
+    "messageRoutingMode": f"{_OWN}: the sink routes rows to partitions itself",
     "hashing_scheme": f"{_OWN}: the sink routes rows to partitions itself",
-    "hashingscheme": f"{_OWN}: the sink routes rows to partitions itself",
+    "hashingScheme": f"{_OWN}: the sink routes rows to partitions itself",
     "message_router": f"{_OWN}: the sink routes rows to partitions itself",
     "lazy_start_partitioned_producers": f"{_OWN}: the sink opens one producer per partition",
-    "lazystartpartitionedproducers": f"{_OWN}: the sink opens one producer per partition",
+    "lazyStartPartitionedProducers": f"{_OWN}: the sink opens one producer per partition",
     "encryption_key": "not supported: end-to-end encryption needs a key reader object",
-    "encryptionkeys": "not supported: end-to-end encryption needs a key reader object",
+    "encryptionKeys": "not supported: end-to-end encryption needs a key reader object",
     "crypto_key_reader": _OBJECT,
-    "cryptokeyreader": _OBJECT,
+    "cryptoKeyReader": _OBJECT,
     **dict.fromkeys(
         [
-            "cryptofailureaction",
-            "batchingpartitionswitchfrequencybypublishdelay",
-            "chunkmaxmessagesize",
-            "autoupdatepartitions",
-            "autoupdatepartitionsintervalseconds",
-            "multischema",
-            "batcherbuilder",
+            "cryptoFailureAction",
+            "batchingPartitionSwitchFrequencyByPublishDelay",
+            "chunkMaxMessageSize",
+            "autoUpdatePartitions",
+            "autoUpdatePartitionsIntervalSeconds",
+            "multiSchema",
+            "batcherBuilder",
         ],
         _JAVA,
     ),
 }
 _ADMIN_REFUSED = {
-    "serviceurl": "use the option 'admin.url'",
+    "serviceUrl": "use the option 'admin.url'",
     "service_url": "use the option 'admin.url'",
 }
 
@@ -309,7 +309,7 @@ class _Table:
                 self.known[name.lower()] = (name, keyword, convert)
         for name, keyword, convert in units:
             self.known[name.lower()] = (name, keyword, convert)
-        self.refused = dict(refused)
+        self.refused = {name.lower(): (name, reason) for name, reason in refused.items()}
         self.keywords = sorted({keyword for keyword, _c, _j in rows})
 
     def parse(self, options: Mapping[str, str]) -> dict[str, Any]:
@@ -333,9 +333,9 @@ class _Table:
         return args
 
     def _unknown(self, rest: str) -> PulsarOptionError:
-        reason = self.refused.get(rest)
-        if reason is not None:
-            return PulsarOptionError(f"option {self.prefix + rest!r}: {reason}")
+        refused = self.refused.get(rest)
+        if refused is not None:
+            return PulsarOptionError(f"option {self.prefix + refused[0]!r}: {refused[1]}")
         close = difflib.get_close_matches(rest, list(self.known), n=1)
         hint = f"did you mean {self.prefix + self.known[close[0]][0]!r}? " if close else ""
         return PulsarOptionError(
