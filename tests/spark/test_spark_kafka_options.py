@@ -180,7 +180,7 @@ def test_pass_through_settings_reach_the_client_and_errors_come_at_plan_time(
 ) -> None:
     rows = spark.createDataFrame([("v1",), ("v2",)], "value string")
     writer = rows.write.format("pulsar").mode("append")
-    for key, value in spark_broker.options(topic=new_topic).items():
+    for key, value in spark_broker.options(topic=new_topic, exactlyOnce="false").items():
         writer = writer.option(key, value)
     writer.option("pulsar.producer.batchingMaxPublishDelayMicros", "500").option(
         "pulsar.client.operationTimeoutMs", "20000"
