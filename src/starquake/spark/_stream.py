@@ -179,7 +179,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return end
         limits = self._opts.limits
         if limits.min_records and self._target is None and await self._wait(d, starts, end, lasts):
-            return starts
+            return dict(start)  # no batch (a partition new since would make an empty one)
         if limits.max_records:
             end = await d.admission.admit(
                 starts, end, lasts, limits.max_records, advance=not limits.max_bytes
