@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from starquake.client import MessageId
+from starquake.client import ConsumerCryptoFailureAction, MessageId
 from starquake.spark._options import PulsarOptionError, read_options, write_options
 
 T = "persistent://public/default/t"
@@ -109,7 +109,10 @@ def test_encryption_options(tmp_path: Path) -> None:
         },
         streaming=False,
     )
-    assert read.reader_args == {"private_key_path": str(key), "crypto_failure_action": "CONSUME"}
+    assert read.reader_args == {
+        "private_key_path": str(key),
+        "crypto_failure_action": ConsumerCryptoFailureAction.CONSUME,
+    }
     same = read_options({"topic": "t", "pulsar.reader.privatekeypath": str(key)}, streaming=True)
     assert same.reader_args == {"private_key_path": str(key)}
     for value, message in (
@@ -120,3 +123,79 @@ def test_encryption_options(tmp_path: Path) -> None:
             read_options({"topic": "t", "pulsar.reader.privatekeypath": value}, streaming=False)
     with pytest.raises(PulsarOptionError, match=r"cryptoFailureAction.*FAIL, DISCARD, CONSUME"):
         read_options({"topic": "t", "pulsar.reader.cryptofailureaction": "skip"}, streaming=False)
+
+
+def test_kafka_position_and_limit_options() -> None:
+    by_time = read_options(
+        {
+            "topic": "t",
+            "startingoffsetsbytimestamp": '{"t": {"0": 5, "1": 6}, "u": 7}',
+        },
+        streaming=True,
+    ).starting
+    assert (by_time.kind, by_time.default, by_time.option) == (
+        "times",
+        "latest",
+        "startingOffsetsByTimestamp",
+    )
+    assert by_time.times == {
+        T + "-partition-0": 5,
+        T + "-partition-1": 6,
+        "persistent://public/default/u": 7,
+    }
+    alias = read_options({"topic": "t", "startingtimestamp": "99"}, streaming=False).starting
+    assert (alias.kind, alias.time_ms, alias.option) == ("time", 99, "startingTimestamp")
+    ending = read_options({"topic": "t", "endingtimestamp": "12"}, streaming=False).ending
+    assert (ending.kind, ending.time_ms) == ("time", 12)
+    limits = read_options(
+        {
+            "topic": "t",
+            "maxoffsetspertrigger": "10",
+            "minoffsetspertrigger": "4",
+            "maxtriggerdelay": "90s",
+            "maxbytespertrigger": "2048",
+        },
+        streaming=True,
+    ).limits
+    assert (limits.max_records, limits.min_records, limits.max_trigger_delay_ms) == (10, 4, 90_000)
+    assert limits.max_bytes == 2048
+    default = read_options({"topic": "t", "minoffsetspertrigger": "3"}, streaming=True).limits
+    assert default.max_trigger_delay_ms == 15 * 60 * 1000  # Kafka's 15m
+    assert read_options({"topic": "t", "includeheaders": "TRUE"}, streaming=False).include_headers
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "message"),
+    [
+        ({"startingoffsets": "earliest", "startingtimestamp": "5"}, True, "exclude each other"),
+        (
+            {"startingtimestamp": "5", "startingoffsetsbytimestamp": '{"t": 5}'},
+            True,
+            "'startingTimestamp' and 'startingOffsetsByTimestamp' exclude each other",
+        ),
+        ({"startingoffsetsbytimestamp": '{"t": {"0": -3}}'}, True, "not a time in ms"),
+        ({"startingoffsetsbytimestamp": '{"t": {"x": 1}}'}, True, "partition 'x' of"),
+        ({"startingoffsetsbytimestamp": "[]"}, True, "give a JSON object"),
+        ({"endingoffsetsbytimestamp": '{"t": 5}'}, True, "'endingOffsetsByTimestamp' is for batch"),
+        ({"startingtimestamp": "yesterday"}, False, "'startingTimestamp': 'yesterday' is not an"),
+        (
+            {"maxoffsetspertrigger": "5", "minoffsetspertrigger": "6"},
+            True,
+            r"'minOffsetsPerTrigger' \(6\) is higher than 'maxOffsetsPerTrigger' \(5\)",
+        ),
+        ({"maxtriggerdelay": "5s"}, True, "applies only with 'minOffsetsPerTrigger'"),
+        (
+            {"minoffsetspertrigger": "5", "maxtriggerdelay": "soon"},
+            True,
+            "'maxTriggerDelay': 'soon' is not a duration",
+        ),
+        ({"minoffsetspertrigger": "0"}, True, "'minOffsetsPerTrigger': must be at least 1"),
+        ({"maxbytespertrigger": "0"}, True, "'maxBytesPerTrigger': must be at least 1"),
+        ({"maxbytespertrigger": "100"}, False, "'maxBytesPerTrigger' is for streaming reads only"),
+        ({"minoffsetspertrigger": "1"}, False, "'minOffsetsPerTrigger' is for streaming reads"),
+        ({"includeheaders": "yes"}, False, "'includeHeaders': 'yes' is not true or false"),
+    ],
+)
+def test_bad_kafka_options(options: dict[str, str], streaming: bool, message: str) -> None:
+    with pytest.raises(PulsarOptionError, match=message):
+        read_options({"topic": "t", **options}, streaming=streaming)

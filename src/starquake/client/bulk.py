@@ -98,20 +98,31 @@ def _signed(value: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EntryCount:
-    """One stored entry and how many rows it holds (a chunk counts on its first chunk only)."""
+    """One stored entry and how many rows it holds (a chunk counts on its first chunk only);
+    ``size``: its stored bytes (metadata and payload; 0 where not known)."""
 
     ledger_id: int
     entry_id: int
     rows: int
+    size: int = 0
 
 
 class _EntryStream(HandlerBase):
     """A non-durable subscription handing out entries as stored, with message-count permits."""
 
-    def __init__(self, core: ClientCore, topic: str, start: Position, queue_size: int) -> None:
+    def __init__(
+        self,
+        core: ClientCore,
+        topic: str,
+        start: Position,
+        queue_size: int,
+        subscription_prefix: str = "bulk-reader",
+        consumer_name: str | None = None,
+    ) -> None:
         super().__init__(core, topic)
         self.consumer_id = next(self._core.consumer_ids)
-        self.subscription = f"bulk-reader-{secrets.token_hex(6)}"
+        self.subscription = f"{subscription_prefix}-{secrets.token_hex(6)}"
+        self.consumer_name = consumer_name or self.subscription
         self._resume = (start[0], start[1])
         self._queue_size = max(queue_size, 0)
         self._permits = 0
@@ -136,7 +147,7 @@ class _EntryStream(HandlerBase):
             SubType.Exclusive,
             self.consumer_id,
             rid,
-            consumer_name=self.subscription,
+            consumer_name=self.consumer_name,
             durable=False,
             initial_position=InitialPosition.Earliest,
             read_compacted=False,
@@ -283,6 +294,8 @@ class BulkReader:
         with_schema_versions: bool = False,
         crypto_key_reader: CryptoKeyReader | None = None,
         crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
+        subscription_prefix: str = "bulk-reader",
+        consumer_name: str | None = None,
     ) -> BulkReader:
         """Subscribe to ``topic`` (one partition or a non-partitioned topic) at ``start``.
 
@@ -295,8 +308,12 @@ class BulkReader:
         ``crypto_failure_action`` says: FAIL (the default) raises :class:`CryptoError`, DISCARD
         skips it, CONSUME hands it out as stored (compressed and encrypted; a batch as one
         row, at its first position). A chunked message cannot be handed out encrypted: it
-        raises :class:`CryptoError` unless discarded."""
-        stream = _EntryStream(client.core, topic, start, receiver_queue_size)
+        raises :class:`CryptoError` unless discarded. ``subscription_prefix`` begins the name
+        of the (non-durable) subscription, as a reader's ``subscription_role_prefix`` does;
+        ``consumer_name`` names the consumer."""
+        stream = _EntryStream(
+            client.core, topic, start, receiver_queue_size, subscription_prefix, consumer_name
+        )
         await stream.start()
         reader = cls(stream, topic, start, end, wait_timeout)
         reader.fail_on_data_loss = fail_on_data_loss
@@ -339,7 +356,7 @@ class BulkReader:
             meta = parse_entry(entry, verify_checksum=False).metadata
             n = entry_rows(meta)
             self._stream.release(int(meta.num_messages_in_batch) or 1)
-            counts.append(EntryCount(ledger, entry_id, n))
+            counts.append(EntryCount(ledger, entry_id, n, len(entry)))
             rows += n
         return counts
 

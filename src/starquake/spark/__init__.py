@@ -10,7 +10,9 @@ Installed with ``pip install 'starquake[spark]'``; the format is registered auto
 
 Rows: ``value`` binary, ``__key`` string, ``__topic`` string, ``__messageId`` binary (a
 serialized message id), ``__publishTime`` and ``__eventTime`` timestamps,
-``__messageProperties`` map<string,string>. The options are listed in the README.
+``__messageProperties`` map<string,string>; with ``option("includeHeaders", "true")`` also
+Kafka's ``headers`` array<struct<key string, value binary>>. The options are listed in the
+README; those with the names of Spark's Kafka source mean what they mean there.
 
 Typed rows: ``option("schema.decode", "true")`` reads values decoded with the topic's schema
 (an AVRO or JSON record's fields as columns, or one typed ``value`` column for STRING and the

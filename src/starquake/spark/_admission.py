@@ -1,4 +1,5 @@
-"""Admission control: cutting a micro-batch at exactly ``maxRecordsPerTrigger`` rows.
+"""Admission control: cutting a micro-batch at exactly ``maxRecordsPerTrigger`` rows, or at
+whole entries for ``maxBytesPerTrigger``, and counting rows for ``minOffsetsPerTrigger``.
 
 Positions do not count messages (a batched entry holds many, ledger ids are not dense), so the
 driver counts the rows of the entries ahead of the next batch's start (:class:`EntryCount`).
@@ -159,8 +160,10 @@ class Admission:
         ends: Mapping[str, Position],
         lasts: Mapping[str, Position | None],
         budget: int,
+        advance: bool = True,
     ) -> dict[str, Position]:
-        """Ends that admit at most ``budget`` rows in all (every row if fewer are there)."""
+        """Ends that admit at most ``budget`` rows in all (every row if fewer are there);
+        ``advance=False`` when :meth:`admit_bytes` cuts them further (it moves on)."""
         cut = dict(ends)
         live = [p for p in sorted(ends) if starts[p] < ends[p] and lasts.get(p) is not None]
         available: dict[str, int] = {}
@@ -181,6 +184,77 @@ class Admission:
         for p in live:
             if take[p] < available[p] or available[p] == budget:
                 cut[p] = self._cut(p, starts[p], ends[p], take[p])
+            if advance:
+                self._advance(p, cut[p])
+        return cut
+
+    async def count(
+        self,
+        starts: Mapping[str, Position],
+        ends: Mapping[str, Position],
+        lasts: Mapping[str, Position | None],
+        budget: int,
+    ) -> int:
+        """Rows in the ranges ``[starts, ends)``, counted until ``budget`` of them are known."""
+        total = 0
+        for p in sorted(ends):
+            last = lasts.get(p)
+            if total >= budget or last is None or not starts[p] < ends[p]:
+                continue
+            total += await self._available(p, starts[p], ends[p], last, budget - total)
+        return total
+
+    async def _sized(
+        self, partition: str, start: Position, end: Position, last: Position, budget: int
+    ) -> list[EntryCount]:
+        """The entries with rows in ``[start, end)``, counted until they hold ``budget`` bytes
+        (their sizes are known only from reading them: no entryCounts endpoint here)."""
+        scan = await self._scan(partition, start)
+        while True:
+            inside = [c for c in scan.counts if _rows_in(c, start, end) > 0]
+            counted = (scan.counts[-1].ledger_id, scan.counts[-1].entry_id) if scan.counts else None
+            if sum(c.size for c in inside) >= budget or (
+                counted is not None and (counted >= last[:2] or counted >= end[:2])
+            ):
+                return inside
+            more = await self._count(partition, scan, 1000, (last[0], last[1]))
+            if not more:
+                return inside
+            scan.counts.extend(more)
+
+    async def admit_bytes(
+        self,
+        starts: Mapping[str, Position],
+        ends: Mapping[str, Position],
+        lasts: Mapping[str, Position | None],
+        budget: int,
+    ) -> dict[str, Position]:
+        """Ends that admit whole entries of at most ``budget`` stored bytes in all, shared in
+        proportion to what each partition has (at least one entry, so that a batch makes
+        progress when one entry is larger than the budget)."""
+        cut = dict(ends)
+        entries: dict[str, list[EntryCount]] = {}
+        for p in sorted(ends):
+            last = lasts.get(p)
+            if last is not None and starts[p] < ends[p]:
+                entries[p] = await self._sized(p, starts[p], ends[p], last, budget)
+        sizes = {p: sum(c.size for c in found) for p, found in entries.items()}
+        total = sum(sizes.values())
+        taken = {p: len(found) for p, found in entries.items()}
+        for p, found in entries.items() if total > budget else ():
+            share, used, k = budget * sizes[p] // total, 0, 0
+            while k < len(found) and used + found[k].size <= share:
+                used += found[k].size
+                k += 1
+            taken[p] = k
+        if total > budget and not any(taken.values()):
+            taken[next(p for p, found in entries.items() if found)] = 1
+        for p, found in entries.items():
+            k = taken[p]
+            if k < len(found):
+                after = found[k]
+                lo = starts[p][2] if (after.ledger_id, after.entry_id) == starts[p][:2] else 0
+                cut[p] = min(ends[p], (after.ledger_id, after.entry_id, lo))
             self._advance(p, cut[p])
         return cut
 

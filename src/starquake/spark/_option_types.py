@@ -21,6 +21,14 @@ _NAMES = [
     "endingOffsets",
     "startingTime",
     "endingTime",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "includeHeaders",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "maxBytesPerTrigger",
     "failOnDataLoss",
     "maxRecordsPerTrigger",
     "maxOffsetsPerTrigger",
@@ -82,16 +90,21 @@ class PulsarOptionError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class StartSpec:
-    """Where reading starts: ``earliest``, ``latest``, a publish time, or per-partition positions.
+    """Where reading starts: ``earliest``, ``latest``, a publish time, per-partition publish
+    times, or per-partition positions.
 
-    ``positions`` maps a partition's full name to a position; ``default`` applies to partitions
-    it does not name (``earliest`` or ``latest``).
+    ``positions`` maps a partition's full name to a position, ``times`` a partition's (or a
+    topic's) full name to a publish time; ``default`` applies to partitions they do not name
+    (``earliest`` or ``latest``).
     """
 
-    kind: str  # "earliest" | "latest" | "time" | "positions"
+    kind: str  # "earliest" | "latest" | "time" | "times" | "positions"
     time_ms: int = 0
     positions: Mapping[str, Position] = field(default_factory=dict)
     default: str = "earliest"
+    # "times": publish time per partition (or per topic, for all its partitions)
+    times: Mapping[str, int] = field(default_factory=dict)
+    option: str = ""  # the option it comes from, for errors
 
 
 def checked_topic(key: str, text: str) -> str:

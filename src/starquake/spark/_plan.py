@@ -163,6 +163,14 @@ async def resolve_position(
     time option ``spec`` may come from, for errors)."""
     latest = next_after(last) if last is not None else EARLIEST
     kind = spec.kind
+    option = spec.option or option
+    time_ms = spec.time_ms
+    if kind == "times":
+        found_time = spec.times.get(partition, spec.times.get(base_topic(partition)))
+        if found_time is None:
+            kind = spec.default
+        else:
+            kind, time_ms = "time", found_time
     if kind == "positions":
         given = spec.positions.get(partition)
         if given is None:
@@ -177,7 +185,7 @@ async def resolve_position(
         return latest
     if last is None:
         return EARLIEST
-    found = await position_at_time(client, partition, spec.time_ms, option)
+    found = await position_at_time(client, partition, time_ms, option)
     return found if found is not None else latest
 
 

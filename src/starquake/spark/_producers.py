@@ -71,7 +71,7 @@ class Targets:
             opts.exactly_once
             and topic != opts.topic
             and opts.admin_url is not None
-            and ensure_deduplication(opts.admin_url, topic, opts.poll_timeout_s, opts.client_args)
+            and ensure_deduplication(opts.admin_url, topic, opts.poll_timeout_s, opts.admin_args)
         ):
             self._checked.add(topic)
         if opts.sink_subscription and topic != opts.topic:

@@ -13,6 +13,7 @@ from starquake.client.exceptions import CryptoError, PulsarException, Timeout
 from starquake.client.schema import SchemaInfo, SchemaType
 from starquake.client.topics import base_topic
 from starquake.spark._decode import Decoder
+from starquake.spark._headers import add_headers
 from starquake.spark._options import PulsarOptionError, ReadOptions, SourceTarget
 from starquake.spark._plan import PulsarSourceError, RangePartition, resolve_partitions
 from starquake.spark._rows import segments_to_record_batches
@@ -33,7 +34,11 @@ def crypto_args(reader_args: Mapping[str, Any]) -> dict[str, Any]:
         args["crypto_key_reader"] = CryptoKeyReader("", path)  # readers need no public key
     action = reader_args.get("crypto_failure_action")
     if action is not None:
-        args["crypto_failure_action"] = ConsumerCryptoFailureAction[action]
+        args["crypto_failure_action"] = (
+            action
+            if isinstance(action, ConsumerCryptoFailureAction)
+            else ConsumerCryptoFailureAction[action]
+        )
     return args
 
 
@@ -90,7 +95,17 @@ def plan_layout(target: SourceTarget | None) -> RowLayout:
 def read_range(
     opts: ReadOptions, part: RangePartition, layout: RowLayout = RAW_LAYOUT
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side: the rows of one range as Arrow record batches of ``layout``."""
+    """Executor side: the rows of one range as Arrow record batches of ``layout`` (and a
+    ``headers`` column with ``includeHeaders``)."""
+    batches = _read_range(opts, part, layout)
+    if not opts.include_headers:
+        return batches
+    return (add_headers(batch) for batch in batches)
+
+
+def _read_range(
+    opts: ReadOptions, part: RangePartition, layout: RowLayout
+) -> Iterator[pa.RecordBatch]:
     with Session(opts.service_url, opts.client_args) as session:
 
         def fetch(version: int) -> SchemaInfo | None:
@@ -115,6 +130,9 @@ def read_range(
                     fail_on_data_loss=opts.fail_on_data_loss,
                     with_schema_versions=decoder is not None and decoder.needs_versions,
                     **crypto_args(opts.reader_args),
+                    subscription_prefix=opts.reader_args.get("subscription_role_prefix")
+                    or "bulk-reader",
+                    consumer_name=opts.reader_args.get("reader_name"),
                 )
             )
         except (PulsarException, OSError) as exc:

@@ -13,8 +13,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from starquake.spark._batch import PulsarBatchReader
+from starquake.spark._headers import with_headers
 from starquake.spark._option_types import short
-from starquake.spark._options import PulsarOptionError, check_read_options, source_target
+from starquake.spark._options import (
+    PulsarOptionError,
+    check_read_options,
+    include_headers,
+    source_target,
+)
 from starquake.spark._plan import PulsarSourceError
 from starquake.spark._read import plan_layout
 from starquake.spark._sink import PulsarSinkError
@@ -38,15 +44,21 @@ class PulsarDataSource(DataSource):
         if self._layout is not None:
             return self._layout
         layout = plan_layout(source_target(self.options))
-        if given is not None and layout.kind != "raw" and given != layout.schema:
+        expected = with_headers(layout.schema) if include_headers(self.options) else layout.schema
+        if given is not None and layout.kind != "raw" and given != expected:
             # schema() was not called: the query gave its own schema
             raise PulsarOptionError(
                 "option 'schema.decode': the schema given to the read, "
                 f"{given.simpleString()}, differs from the topic's, "
-                f"{layout.schema.simpleString()}; leave the schema out"
+                f"{expected.simpleString()}; leave the schema out"
             )
         self._layout = layout
         return layout
+
+    def _full_schema(self) -> StructType:
+        """The layout's schema, and the ``headers`` column with ``includeHeaders``."""
+        schema = self._row_layout().schema
+        return with_headers(schema) if include_headers(self.options) else schema
 
     def schema(self) -> StructType:
         # Spark asks for the schema at load(), for batch and streaming reads alike, while a
@@ -54,7 +66,7 @@ class PulsarDataSource(DataSource):
         # read fail here, at load(), not at awaitTermination()
         try:
             check_read_options(self.options)
-            return self._row_layout().schema
+            return self._full_schema()
         except _OURS as exc:
             raise short(exc) from None
 

@@ -11,6 +11,7 @@ earliest position at the next trigger.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,9 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -57,8 +60,9 @@ class _Driver:
         self.admission = Admission(
             self.session.client,
             opts.poll_timeout_s,
-            EntryCountsApi(opts.admin_url, opts.client_args, opts.poll_timeout_s)
-            if opts.admin_url
+            # entry sizes (maxBytesPerTrigger) are known only from reading the entries
+            EntryCountsApi(opts.admin_url, opts.admin_args, opts.poll_timeout_s)
+            if opts.admin_url and not opts.limits.max_bytes
             else None,
         )
         self.progress = (
@@ -98,6 +102,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._driver: _Driver | None = None
         self._target: tuple[dict[str, Position], dict[str, Position | None]] | None = None
         self._last_end: dict[str, Position] | None = None
+        self._last_trigger_ms = 0.0
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -106,6 +111,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "_driver": None,
             "_target": None,
             "_last_end": None,
+            "_last_trigger_ms": 0.0,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -128,8 +134,16 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {p: await resolve_position(client, self._opts.starting, p, lasts[p]) for p in names}
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self._opts.max_records_per_trigger
-        return ReadMaxRows(limit) if limit > 0 else ReadAllAvailable()
+        # Spark takes one limit from a Python source; the others come from the options, in
+        # latestOffset, unless Spark asks for everything (ReadAllAvailable: Trigger.Once)
+        limits = self._opts.limits
+        if limits.max_records:
+            return ReadMaxRows(limits.max_records)
+        if limits.max_bytes:
+            return ReadMaxBytes(limits.max_bytes)
+        if limits.min_records:
+            return ReadMinRows(limits.min_records)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         d = self._d
@@ -161,9 +175,39 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends, lasts = await d.latest([n for n in names])
         starts = {p: start.get(p, EARLIEST) for p in names}
         end = {p: max(starts[p], ends.get(p, starts[p])) for p in names}
-        if isinstance(limit, ReadMaxRows):
-            end = await d.admission.admit(starts, end, lasts, limit.max_rows)
+        if limit is None or isinstance(limit, ReadAllAvailable):
+            return end
+        limits = self._opts.limits
+        if limits.min_records and self._target is None and await self._wait(d, starts, end, lasts):
+            return dict(start)  # no batch (a partition new since would make an empty one)
+        if limits.max_records:
+            end = await d.admission.admit(
+                starts, end, lasts, limits.max_records, advance=not limits.max_bytes
+            )
+        if limits.max_bytes:
+            end = await d.admission.admit_bytes(starts, end, lasts, limits.max_bytes)
         return end
+
+    async def _wait(
+        self,
+        d: _Driver,
+        starts: dict[str, Position],
+        end: dict[str, Position],
+        lasts: Mapping[str, Position | None],
+    ) -> bool:
+        """Whether to skip this trigger (as Spark's Kafka source): fewer than
+        ``minOffsetsPerTrigger`` rows are there and ``maxTriggerDelay`` has not passed since
+        the last batch (the first trigger after a start never waits). Not with availableNow,
+        which would then end before the data it was started for."""
+        limits = self._opts.limits
+        now = time.time() * 1000
+        if now - self._last_trigger_ms >= limits.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        if await d.admission.count(starts, end, lasts, limits.min_records) < limits.min_records:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return encode_offsets(self._last_end) if self._last_end else None

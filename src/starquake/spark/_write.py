@@ -321,7 +321,7 @@ def _prepare(options: Mapping[str, str], schema: StructType, overwrite: bool) ->
     checked = False
     if opts.exactly_once and opts.topic is not None and opts.admin_url is not None:
         checked = ensure_deduplication(
-            opts.admin_url, opts.topic, opts.poll_timeout_s, opts.client_args
+            opts.admin_url, opts.topic, opts.poll_timeout_s, opts.admin_args
         )
     return _Job(opts, spec, checked)
 
