@@ -64,8 +64,11 @@ def entry(
     *,
     marker: bool = False,
     chunk: tuple[int, int] | None = None,
+    batch: int = 0,
 ) -> bytes:
     md = pb.MessageMetadata(producer_name=producer, sequence_id=seq, publish_time=1)
+    if batch:
+        md.num_messages_in_batch = batch
     if highest:
         md.highest_sequence_id = highest
     if marker:
@@ -339,6 +342,26 @@ def test_recover_from_log_without_snapshot(
     assert d.snapshot_due()  # the replay was long enough to deserve a snapshot
     _, value = d.take_snapshot()
     assert json.loads(value)["position"] == [ml.last_confirmed.ledger_id, 5]
+
+
+def test_recovery_counts_a_batch_without_highest_id_as_its_sequence_id(
+    ledger: tuple[ManagedLedgerFactory, ManagedLedger],
+) -> None:
+    """As Pulsar's recovery: ``max(sequence_id, highest_sequence_id)`` of each entry, with
+    ``highest_sequence_id`` 0 when unset; a batch's size says nothing about its ids (the
+    official client's key-based batches interleave: k0 holds 1, 3, k1 holds 2, 4)."""
+    factory, ml = ledger
+    ml.append(entry("kb", 1, batch=2))  # key k0: 1, 3
+    ml.append(entry("kb", 2, batch=2))  # key k1: 2, 4
+    ml.append(entry("java", 5, 9, batch=3))  # declares its highest id: 5, 7, 9
+    commit(factory)
+    d = MessageDeduplication(TOPIC, enabled=True)
+    assert d.recover(None, ml) == 3
+    assert d.persisted_state() == {"kb": 2, "java": 9}
+    assert d.last_sequence_id("kb") == 2
+    assert d.check("kb", 2) is DUPLICATE
+    assert d.check("kb", 3) is NOT_DUP  # the next batch of interleaved keys is stored
+    assert d.check("java", 9) is DUPLICATE
 
 
 def test_recover_replays_only_after_the_snapshot(tmp_path: Path) -> None:

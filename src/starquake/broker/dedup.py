@@ -36,7 +36,12 @@ from starquake.protocol.framing import entry_metadata
 from starquake.protocol.wire import pb
 from starquake.storage import ManagedLedger, Position
 
-__all__ = ["DEFAULT_SNAPSHOT_INTERVAL_ENTRIES", "DedupStatus", "MessageDeduplication"]
+__all__ = [
+    "DEFAULT_SNAPSHOT_INTERVAL_ENTRIES",
+    "NO_HIGHEST_SEQUENCE_ID",
+    "DedupStatus",
+    "MessageDeduplication",
+]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +49,8 @@ _SNAPSHOT_VERSION = 1
 DEFAULT_SNAPSHOT_INTERVAL_ENTRIES = BrokerConfig.brokerDeduplicationEntriesInterval
 _REPLAY_BATCH = 500
 _NONE = -1  # sequence ids are unsigned on the wire: -1 is below every real one
+NO_HIGHEST_SEQUENCE_ID = _NONE
+"""The highest sequence id of a SEND that declares none (what its receipt echoes, as Pulsar's)."""
 
 
 class DedupStatus(Enum):
@@ -135,17 +142,18 @@ class MessageDeduplication:
         self,
         producer_name: str,
         sequence_id: int,
-        highest_sequence_id: int = 0,
+        highest_sequence_id: int = _NONE,
         *,
         is_marker: bool = False,
         is_last_chunk: bool = True,
     ) -> DedupStatus:
         """Classify an incoming SEND; a :attr:`DedupStatus.NOT_DUP` answer records it as pushed.
 
-        ``highest_sequence_id`` is the SEND's field 6 (0 when unset); for a batch the watermark
-        becomes ``max(sequence_id, highest_sequence_id)``. Marker messages and the chunks before
-        the last one of a chunked message are never deduplicated (all chunks share one sequence
-        id; only the last one counts), as in Pulsar.
+        ``highest_sequence_id`` is the SEND's field 6 (:data:`NO_HIGHEST_SEQUENCE_ID` when
+        unset); the watermark becomes ``max(sequence_id, highest_sequence_id)``, as in Pulsar: a
+        batch that declares no highest id counts as its ``sequence_id`` alone. Marker messages
+        and the chunks before the last one of a chunked message are never deduplicated (all
+        chunks share one sequence id; only the last one counts), as in Pulsar.
         """
         if not self._enabled or is_marker or not is_last_chunk:
             return DedupStatus.NOT_DUP
@@ -180,7 +188,9 @@ class MessageDeduplication:
         self._record(producer_name, max(sequence_id, highest_sequence_id))
         self._evict()
 
-    def on_failed(self, producer_name: str, sequence_id: int, highest_sequence_id: int = 0) -> None:
+    def on_failed(
+        self, producer_name: str, sequence_id: int, highest_sequence_id: int = _NONE
+    ) -> None:
         """The append of a message accepted by :meth:`check` failed: let its retry in.
 
         ``pushed`` goes back to just below ``sequence_id`` (never below ``persisted``), so the
@@ -406,10 +416,8 @@ class MessageDeduplication:
 
 
 def _highest_of(md: pb.MessageMetadata) -> int:
-    """The highest sequence id a stored entry carries: its metadata's ``highest_sequence_id``
-    when the producer set it (Pulsar's clients do for batches, whose explicit ids may have
-    gaps), else, for a batch of ``n`` messages, ``sequence_id + n - 1`` (ids assigned one by
-    one, as producers without explicit ids do)."""
-    if md.HasField("highest_sequence_id"):
-        return max(md.sequence_id, md.highest_sequence_id)
-    return md.sequence_id + max(md.num_messages_in_batch, 1) - 1
+    """The highest sequence id a stored entry carries, as Pulsar's recovery reads it: the larger
+    of its metadata's ``sequence_id`` and ``highest_sequence_id`` (0 when unset). A batch
+    without ``highest_sequence_id`` counts as its ``sequence_id`` alone, whatever its size:
+    the ids in a batch need not be consecutive (key-based batches interleave)."""
+    return max(md.sequence_id, md.highest_sequence_id)

@@ -12,6 +12,7 @@ from collections import deque
 
 from starquake.broker import backlog_quota
 from starquake.broker.cnx_base import CommandContext
+from starquake.broker.dedup import NO_HIGHEST_SEQUENCE_ID
 from starquake.broker.entry_info import info_of
 from starquake.broker.errors import (
     BrokerServiceError,
@@ -204,12 +205,14 @@ class ProducerCommands:
         except BrokerServiceError as exc:
             self._cnx.fail(send, exc)
             return
-        # A batch covers sequence_id .. highest; clients that omit highest_sequence_id number
-        # the messages of a batch consecutively.
+        # As in Pulsar, a SEND without highest_sequence_id (or with one below sequence_id)
+        # declares none: -1, echoed in the receipt. Deduplication then counts the entry as
+        # sequence_id alone, whatever the batch's size: ids within a batch need not be
+        # consecutive (the official client's key-based batches interleave).
         if send.HasField("highest_sequence_id") and send.highest_sequence_id >= send.sequence_id:
             highest = send.highest_sequence_id
         else:
-            highest = send.sequence_id + max(send.num_messages, 1) - 1
+            highest = NO_HIGHEST_SEQUENCE_ID
         self._count_pending(send.producer_id, len(entry))  # a duplicate's receipt may come now
         metadata = parsed.metadata
         last_chunk = not metadata.HasField("chunk_id") or (

@@ -121,8 +121,8 @@ def send(
     declare_highest: bool = False,
 ) -> T:
     """SEND (without its entry); ``highest_sequence_id`` is sent only when above ``sequence_id``
-    or with ``declare_highest`` (a batch sent under its highest sequence id must say so: a
-    broker takes a batch without it as numbered from ``sequence_id`` on)."""
+    or with ``declare_highest`` (a broker counts a batch without it as ``sequence_id`` alone,
+    as Pulsar's does)."""
     cmd = T(type=T.SEND)
     s = cmd.send
     s.producer_id = producer_id
