@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import socket
+import struct
 import time
 from collections.abc import Iterator
 
@@ -165,3 +167,25 @@ def test_reconnect_loops_are_slowed_to_the_linger(broker: BrokerProcess) -> None
         client.create_producer("persistent://public/default/after-linger").send(b"x")
     finally:
         client.close()
+
+
+def test_clients_that_leave_before_their_401_leave_no_trace_in_the_log(
+    broker: BrokerProcess,
+) -> None:
+    """A client that sends wrong credentials and resets the connection at once: the 401 cannot
+    be written, which is no error of the broker's (nothing logged but the refusals)."""
+
+    async def hit_and_run() -> None:
+        _, writer = await asyncio.open_connection("127.0.0.1", broker.web_port)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.write(WRONG_HEAD)
+        await writer.drain()
+        writer.close()  # with SO_LINGER 0: a reset
+
+    async def many() -> None:
+        await asyncio.gather(*(hit_and_run() for _ in range(200)))
+
+    asyncio.run(many())
+    time.sleep(1.0)  # the broker handles what it read before the resets
+    assert "Traceback" not in broker.log(), broker.log()[-3000:]

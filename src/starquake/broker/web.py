@@ -233,8 +233,11 @@ async def _refuse(request: web.Request, exc: WebAuthenticationError) -> web.Resp
     few requests or reads of a body)."""
     response = _response(json_reply(401, {"reason": str(exc)}), close=True)
     if exc.linger is not None:
-        await response.prepare(request)
-        await response.write_eof()
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except ConnectionError:  # the client is gone: nothing to linger for
+            return response
         await exc.linger()
     return response
 
