@@ -11,7 +11,9 @@ address over many users holds every check place.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,6 +28,7 @@ from polling import wait_for
 
 from starquake.broker.config import BrokerConfig
 from starquake.broker.security.auth_basic import BasicAuthenticationProvider, slowest_hash
+from starquake.broker.security.password_checks import BUDGET_WINDOW_SECONDS, WORKER_NAME
 from starquake.broker.security.provider import AuthenticationError, Credentials
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 
@@ -167,12 +170,70 @@ def test_cached_login_gets_in_while_its_user_is_stormed(storm_broker: BrokerProc
     _login_during(storm_broker, storm, "superuser", "admin")
 
 
+def _thread_cpu_seconds(pid: int, name: str) -> float | None:
+    """CPU time of the thread of process ``pid`` the system names ``name`` (None: none)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if (task / "comm").read_text().strip() != name:
+                continue
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+@pytest.mark.timeout(300)
+def test_password_checks_keep_to_their_cpu_budget(tmp_path: Path) -> None:
+    """With ``passwordCheckCpuPercent=10``, a storm of distinct wrong passwords keeps the check
+    worker busy, yet its CPU time over a window of seconds (from /proc) stays within 10% of the
+    window plus the allowance after idle and about one check; a rightful user's first login
+    still completes during the storm."""
+    users = {f"user{i}": SLOW.hash(f"pw{i}") for i in range(FILLERS)}
+    users["alice"] = SLOW.hash("alice-pw")
+    conf = htpasswd(tmp_path / ".htpasswd", users)
+    broker = BrokerProcess(
+        tmp_path / "data",
+        "authenticationEnabled=true",
+        f"authenticationProviders={BASIC_PROVIDER}",
+        f"basicAuthConf=file://{conf}",
+        "passwordCheckCpuPercent=10",
+    )
+    broker.start()
+    storm = Storm(
+        broker.port, lambda i: b"user%d:no-%d" % (i % FILLERS, i), "127.0.0.2", concurrency=32
+    )
+    try:
+        storm.start()
+        assert broker.proc is not None
+        pid = broker.proc.pid
+
+        def worker_cpu() -> float:
+            return _thread_cpu_seconds(pid, WORKER_NAME) or 0.0
+
+        wait_for(lambda: _thread_cpu_seconds(pid, WORKER_NAME) is not None, "the worker")
+        cpu_before, started = worker_cpu(), time.monotonic()
+        _produce_consume(broker.url, pulsar.AuthenticationBasic("alice", "alice-pw"))
+        time.sleep(max(0.0, 5.0 - (time.monotonic() - started)))
+        used, window = worker_cpu() - cpu_before, time.monotonic() - started
+        assert storm.is_alive() and not storm.stopping.is_set(), "the storm ended first"
+    finally:
+        codes = storm.finish()
+        broker.cleanup()
+    assert set(codes) == {pb.AuthenticationError}, codes
+    one_check = 0.3  # a check started within the budget runs to its end (tens of ms here)
+    assert used <= 0.1 * (window + BUDGET_WINDOW_SECONDS) + one_check, (used, window)
+
+
 # --- the provider itself: eviction and unknown users ---------------------------------------------
 
 
 def _provider(tmp_path: Path, users: dict[str, str]) -> BasicAuthenticationProvider:
     conf = htpasswd(tmp_path / ".htpasswd", users)
-    return BasicAuthenticationProvider(BrokerConfig(basicAuthConf=str(conf)))
+    # no CPU budget: thousands of checks here, and the test is about the caches
+    return BasicAuthenticationProvider(
+        BrokerConfig(basicAuthConf=str(conf), passwordCheckCpuPercent=100)
+    )
 
 
 async def _login(provider: BasicAuthenticationProvider, data: bytes) -> bool:

@@ -195,6 +195,15 @@ class BrokerConfig:
     it is served to anyone, as in Pulsar."""
     authenticationRefreshCheckSeconds: int = 60
     """How often connections are checked for expired credentials."""
+    authenticationRefusalLingerSeconds: float = 2.0
+    """A connection refused for its credentials gets its error at once and is closed this many
+    seconds later, reading nothing meanwhile, so that a client retrying in a loop cannot open
+    hundreds of connections a second (a Starquake setting; 0: close at once; beyond 4096 such
+    connections, new refusals close at once)."""
+    passwordCheckCpuPercent: int = 25
+    """Most CPU the basic-auth password checks (bcrypt) take, in percent of one core, averaged
+    over a few seconds; checks beyond wait their turn, or are refused at once when their
+    user's or address's places are full (a Starquake setting)."""
     anonymousUserRole: str = ""
     """Role given to clients that present no credentials (empty: they are refused)."""
     tokenSecretKey: str = ""
@@ -335,6 +344,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "brokerServicePortTls": _PORT,
     "webServicePortTls": _PORT,
     "authenticationRefreshCheckSeconds": (1, _YEAR_SECONDS),
+    "authenticationRefusalLingerSeconds": (0, 60),
+    "passwordCheckCpuPercent": (1, 100),
     "maxMessageSize": (1, _INT),
     "keepAliveIntervalSeconds": (1, _YEAR_SECONDS),
     "maxPendingSendBytesPerConnection": (0, _LONG),

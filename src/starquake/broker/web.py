@@ -11,7 +11,9 @@ in the accept queue); a connection must deliver a complete request head within
 keep-alive connections and slow headers alike), and a body must arrive within
 ``body_timeout`` seconds of its head (else 408 and close). The request is authenticated from
 its head before its body is read; until then aiohttp's flow control buffers at most a few
-reads of the body, and a refused request closes the connection without reading it.
+reads of the body, and a refused request (401) is answered at once and its connection closed
+without reading the body (after the authentication service's linger, see
+:class:`WebAuthenticationError`).
 
 Security hooks, both optional: :attr:`WebServer.authenticate` turns a request into a role (or
 raises :class:`WebAuthenticationError`, answered 401), and :attr:`WebServer.authorize` sees the
@@ -74,7 +76,13 @@ Authorize = Callable[[str | None, Need, dict[str, str]], Awaitable[Reply | None]
 
 
 class WebAuthenticationError(Exception):
-    """The request's credentials are missing or wrong (answered 401 with this message)."""
+    """The request's credentials are missing or wrong (answered 401 with this message; then,
+    with ``linger``, the connection closes once ``linger()`` returns, answering nothing more
+    meanwhile)."""
+
+    def __init__(self, message: str, linger: Callable[[], Awaitable[None]] | None = None) -> None:
+        super().__init__(message)
+        self.linger = linger
 
 
 @dataclass(frozen=True)
@@ -211,7 +219,7 @@ class WebServer:
         try:
             role = await self.authenticate(request) if self.authenticate else None
         except WebAuthenticationError as exc:
-            return _response(json_reply(401, {"reason": str(exc)}), close=True)
+            return await _refuse(request, exc)
         try:
             async with asyncio.timeout(self.limits.body_timeout):
                 body = await request.read()
@@ -224,6 +232,21 @@ class WebServer:
         if request.query_string:
             target += "?" + request.query_string
         return _response(await self._dispatch(request.method, target, body, role))
+
+
+async def _refuse(request: web.Request, exc: WebAuthenticationError) -> web.Response:
+    """Answer 401 at once; the connection closes (its body unread) after ``exc.linger``. What
+    the client sends meanwhile is not answered (aiohttp's flow control stops reading after a
+    few requests or reads of a body)."""
+    response = _response(json_reply(401, {"reason": str(exc)}), close=True)
+    if exc.linger is not None:
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except ConnectionError:  # the client is gone: nothing to linger for
+            return response
+        await exc.linger()
+    return response
 
 
 def _response(reply: Reply, *, close: bool = False) -> web.Response:

@@ -10,9 +10,9 @@ in base64; when empty, Pulsar's system property ``pulsar.auth.basic.conf``, see
 base64(user:password)``).
 
 Checking a bcrypt hash takes hundreds of milliseconds of CPU, so checks are scheduled fairly
-on one worker thread with per-user and per-address limits
-(:mod:`starquake.broker.security.password_checks`): a storm of wrong passwords costs at most one
-core and cannot starve other users' logins.
+on one worker thread with per-user and per-address limits and a CPU budget
+(``passwordCheckCpuPercent`` of one core; :mod:`starquake.broker.security.password_checks`): a
+storm of wrong passwords costs at most that and cannot starve other users' logins.
 
 Verdicts are cached, keyed by a keyed hash of ``user:password`` (never the password itself), in
 two bounded caches: accepted credentials, which only a successful check adds to (so no number of
@@ -88,7 +88,7 @@ class BasicAuthenticationProvider:
         self.users = parse_htpasswd(read_setting("basicAuthConf", config.basicAuthConf))
         self.decoy = slowest_hash(self.users.values())
         """The hash unknown users' passwords are checked against (None: the file is empty)."""
-        self.checks = PasswordChecks(_verify)
+        self.checks = PasswordChecks(_verify, config.passwordCheckCpuPercent / 100)
         self.unknown_user_checks = 0
         """Checks made for user names that are not in the file."""
         self._cache_key = os.urandom(32)

@@ -19,10 +19,14 @@ clients by the method they name:
 Every ``authenticationRefreshCheckSeconds`` the connections are asked to check their
 credentials' expiry (see ``ServerCnx.check_credentials_expiry``).
 
-A refusal is answered after :data:`REFUSAL_DELAY` seconds (at most :data:`MAX_DELAYED_REFUSALS`
-wait at once; beyond that they are answered at once): a client that tries credentials in a
-loop, with a bounded number of connections, gets far fewer tries per second, and costs the
-broker correspondingly less. Good credentials are never delayed.
+A refusal is answered at once (an ERROR on the binary port, 401 on the web port), but the
+connection lingers ``authenticationRefusalLingerSeconds`` before the broker closes it, reading
+nothing meanwhile (at most :data:`MAX_LINGERING_REFUSALS` linger at once; beyond that they close
+at once): a client that reopens its connection whenever the broker closes it (a password
+guesser, or a client with stale credentials in a reconnect loop) makes a few attempts a second
+per connection rather than hundreds, and costs the broker and the machine correspondingly less.
+A well-behaved client closes on the error itself and never notices. Good credentials are never
+delayed.
 
 Refusals are logged, at most :data:`LOGGED_FAILURES_PER_WINDOW` lines per
 :data:`FAILURE_LOG_WINDOW` seconds (then one line counting the rest), so that a storm of wrong
@@ -82,8 +86,7 @@ UNAUTHENTICATED_PATHS = re.compile(r"/metrics/?|/status\.html|/|/dashboard/[^/]+
 """Paths served without credentials: metrics (as Pulsar does, unless
 ``authenticateMetricsEndpoint``), the load balancers' ``/status.html`` probe, and the dashboard's
 page and its static files (they hold no data; the summary they read needs credentials)."""
-REFUSAL_DELAY = 0.1
-MAX_DELAYED_REFUSALS = 1024
+MAX_LINGERING_REFUSALS = 4096
 FAILURE_LOG_WINDOW = 10.0
 LOGGED_FAILURES_PER_WINDOW = 10
 
@@ -117,6 +120,7 @@ class AuthenticationService:
         anonymous_role: str | None = None,
         refresh_check_seconds: float = 60,
         authenticate_metrics: bool = False,
+        refusal_linger: float = 2.0,
     ) -> None:
         self.providers = providers
         self.authenticate_metrics = authenticate_metrics
@@ -125,8 +129,10 @@ class AuthenticationService:
         self.refresh_check_seconds = refresh_check_seconds
         self.successes = 0
         self.failures = 0
-        self.refusal_delay = REFUSAL_DELAY
-        self._delayed_refusals = 0
+        self.refusal_linger = refusal_linger
+        """Seconds a refused connection stays open (reading nothing) before it is closed."""
+        self.lingering = 0
+        """Refused connections lingering now."""
         self._window_start = 0.0
         self._window_logged = 0
         self._window_suppressed = 0
@@ -166,6 +172,7 @@ class AuthenticationService:
             config.anonymousUserRole,
             config.authenticationRefreshCheckSeconds,
             config.authenticateMetricsEndpoint,
+            config.authenticationRefusalLingerSeconds,
         )
 
     # --- authenticating ------------------------------------------------------------------------
@@ -199,7 +206,7 @@ class AuthenticationService:
             method, credentials = _http_credentials(request, "tls" in self.providers)
         except AuthenticationError as exc:
             self.refused(remote, "http", str(exc))
-            raise WebAuthenticationError(f"Authentication failed: {exc}") from None
+            raise WebAuthenticationError(f"Authentication failed: {exc}", self.linger) from None
         try:
             result = await self.authenticate(method, credentials)
         except AuthenticationError as exc:
@@ -210,7 +217,7 @@ class AuthenticationService:
             ):
                 return None
             self.refused(remote, method, str(exc))
-            raise WebAuthenticationError(f"Authentication failed: {exc}") from None
+            raise WebAuthenticationError(f"Authentication failed: {exc}", self.linger) from None
         self.successes += 1
         return result.role
 
@@ -250,19 +257,30 @@ class AuthenticationService:
         else:
             self._window_suppressed += 1
 
-    def answer_refusal(self, answer: Callable[[], None]) -> None:
-        """Run ``answer`` (send the refusal, close) after :attr:`refusal_delay` seconds, or at
-        once when too many refusals are already waiting."""
-        if self.refusal_delay <= 0 or self._delayed_refusals >= MAX_DELAYED_REFUSALS:
-            answer()
+    def close_refused(self, close: Callable[[], None]) -> None:
+        """Run ``close`` (of a connection whose refusal was sent) after :attr:`refusal_linger`
+        seconds, or at once when too many refused connections already linger."""
+        if self.refusal_linger <= 0 or self.lingering >= MAX_LINGERING_REFUSALS:
+            close()
             return
-        self._delayed_refusals += 1
+        self.lingering += 1
 
         def fire() -> None:
-            self._delayed_refusals -= 1
-            answer()
+            self.lingering -= 1
+            close()
 
-        asyncio.get_running_loop().call_later(self.refusal_delay, fire)
+        asyncio.get_running_loop().call_later(self.refusal_linger, fire)
+
+    async def linger(self) -> None:
+        """Wait :attr:`refusal_linger` seconds before a refused web connection closes (its 401
+        already sent), or not at all when too many refused connections already linger."""
+        if self.refusal_linger <= 0 or self.lingering >= MAX_LINGERING_REFUSALS:
+            return
+        self.lingering += 1
+        try:
+            await asyncio.sleep(self.refusal_linger)
+        finally:
+            self.lingering -= 1
 
     def close(self) -> None:
         """Stop the providers' worker threads."""

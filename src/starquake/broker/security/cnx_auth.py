@@ -10,10 +10,9 @@ State machine of one connection (with ``authenticationEnabled``)::
 - CONNECT's ``auth_method_name`` (or the legacy ``auth_method`` enum) and ``auth_data`` are
   checked off the connection's read path (a password check may take a while); any other
   command that arrives before CONNECTED closes the connection, as does a second CONNECT.
-- A refusal is answered with ``ERROR(request_id -1, AuthenticationError, "Failed to
-  authenticate: <reason>")`` and the connection closes, after a short delay (see
-  ``AuthenticationService.answer_refusal``) that slows down whoever tries credentials in a
-  loop.
+- A refusal is answered at once with ``ERROR(request_id -1, AuthenticationError, "Failed to
+  authenticate: <reason>")``; the connection then stops reading and closes a moment later (see
+  ``AuthenticationService.close_refused``), which slows down whoever reconnects in a loop.
 - Every ``authenticationRefreshCheckSeconds`` a connection whose credentials expired (a token's
   ``exp``) is sent ``AUTH_CHALLENGE(AuthData{method, "refresh"})`` if the client announced
   ``supports_auth_refresh``, and closed otherwise. The client must answer with AUTH_RESPONSE
@@ -45,6 +44,8 @@ T = pb.BaseCommand
 SERVER_VERSION = f"Pulsar Server starquake-{__version__}"
 NO_REQUEST_ID = 2**64 - 1
 """The request id of an ERROR that answers no request (Java's -1)."""
+REFUSED = "refused credentials"
+"""The reason a refused connection stops reading while it lingers."""
 REFRESH_AUTH_DATA = b"refresh"
 """What an AUTH_CHALLENGE that asks for fresh credentials carries."""
 _LEGACY_METHODS = {
@@ -71,6 +72,10 @@ class HandshakeContext(Protocol):
 
     def close(self) -> None:
         """Close the connection (after flushing what is queued)."""
+        ...
+
+    def hold_reading(self, reason: str) -> None:
+        """Stop reading from the peer."""
         ...
 
     def peer_common_name(self) -> str | None:
@@ -169,18 +174,20 @@ class ConnectionAuthenticator:
         return None
 
     def _refuse(self, authentication: AuthenticationService, method: str, reason: str) -> None:
-        """Count and log the refusal, then (after the service's delay) answer it and close."""
+        """Count, log and answer the refusal, stop reading, and close: a connection that never
+        got in after the service's linger, one that did (a failed refresh) at once."""
         cnx = self._cnx
         authentication.refused(cnx.remote_address, method, reason)
-        error = commands.error(
-            NO_REQUEST_ID, ServerError.AuthenticationError, f"Failed to authenticate: {reason}"
+        cnx.write(
+            commands.error(
+                NO_REQUEST_ID, ServerError.AuthenticationError, f"Failed to authenticate: {reason}"
+            )
         )
-
-        def answer() -> None:
-            cnx.write(error)
+        cnx.hold_reading(REFUSED)
+        if self.connected:
             cnx.close()
-
-        authentication.answer_refusal(answer)
+        else:
+            authentication.close_refused(cnx.close)
 
     def _complete_connect(self) -> None:
         self.connected = True
