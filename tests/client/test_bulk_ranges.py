@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,3 +174,18 @@ def test_entry_counts_endpoint_gives_the_rows_of_each_entry_without_payloads(
         assert cut == found[: len(cut)]
     later = found[3]
     assert api.fetch(TOPIC, (later.ledger_id, later.entry_id), 1 << 40) == found[3:]
+    # from the earliest position (before the first entry): every entry, no refusal
+    assert api.fetch(TOPIC, EARLIEST[:2], 1 << 40) == found
+
+
+def test_admission_from_the_earliest_position_uses_the_endpoint(
+    loaded: Loaded, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not the fallback that reads every entry a second time (it logs a warning)."""
+    api = EntryCountsApi(loaded.broker.web_service_url, {}, 10)
+    with caplog.at_level(logging.WARNING, logger="starquake.spark"):
+        batches = asyncio.run(
+            _admit_all(loaded.broker.service_url, [3, 5], loaded.positions[-1], api)
+        )
+    assert [len(b) for b in batches] == [3, 5]
+    assert not [r for r in caplog.records if "entryCounts" in r.getMessage()]

@@ -57,8 +57,11 @@ class EntryCountsApi:
         are, at most the broker's per-request bound). Raises OSError (HTTPError with the
         status) when the broker does not answer."""
         domain, _, rest = partition.partition("://")
+        # the start may be a position before the first entry (earliest is -1:-1): the
+        # endpoint takes entry ids from 0, and the entries at or after -1 are those after 0:0
+        ledger, entry = max(start[0], 0), max(start[1], 0)
         query = urllib.parse.urlencode(
-            {"ledgerId": start[0], "entryId": start[1], "maxMessages": max_messages}
+            {"ledgerId": ledger, "entryId": entry, "maxMessages": max(max_messages, 1)}
         )
         path = urllib.parse.quote(rest, safe="/")
         url = f"{self._url}/admin/v2/{domain}/{path}/entryCounts?{query}"
