@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import types
+from collections.abc import Iterable
 from typing import Any
 
 import pulsar
@@ -95,3 +97,23 @@ def drain(
         module=module,
     )
     return [msg.data() for msg in messages]
+
+
+def receive_covering(
+    consumer: Any, wanted: Iterable[bytes], timeout_ms: int = 10_000, *, acknowledge: bool = False
+) -> list[bytes]:
+    """Receive until every payload of ``wanted`` arrived, or nothing arrived for ``timeout_ms``;
+    the payloads received. For checks that ``wanted`` is delivered (a subset): no wait for
+    quiet once it is."""
+    missing = collections.Counter(wanted)
+    out: list[bytes] = []
+    while +missing:
+        try:
+            msg = consumer.receive(timeout_millis=timeout_ms)
+        except pulsar.Timeout:
+            break
+        if acknowledge:
+            consumer.acknowledge(msg)
+        out.append(msg.data())
+        missing[msg.data()] -= 1
+    return out

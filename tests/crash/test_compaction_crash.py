@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pulsar
 from admin_http import admin_json
 from broker_process import BrokerProcess, process_client
-from compaction_helpers import admin_path, compact, keyed_data, pairs, read_quiet, send_all
+from compaction_helpers import admin_path, compact, keyed_data, pairs, read_count, send_all
 
 TOPIC = "persistent://public/default/compacted-crash"
 
@@ -36,11 +36,12 @@ def _produce(url: str, messages: list[tuple[str, bytes]]) -> None:
         client.close()
 
 
-def _compacted(url: str) -> list[tuple[str, bytes]]:
+def _compacted(url: str, expected: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """The compacted read of the topic, as long as ``expected`` (and nothing follows)."""
     client = process_client(url, operation_timeout_seconds=30)
     try:
         reader = client.create_reader(TOPIC, pulsar.MessageId.earliest, is_read_compacted=True)
-        return pairs(read_quiet(reader, 3000))
+        return pairs(read_count(reader, len(expected)))
     finally:
         client.close()
 
@@ -78,7 +79,7 @@ def test_kill9_during_a_compaction_keeps_a_whole_view(tmp_path: Path) -> None:
         _produce(proc.url, first)
         compact(_web(proc), TOPIC)
         old_ledger = _compacted_ledger(proc)
-        assert _compacted(proc.url) == first_view
+        assert _compacted(proc.url, first_view) == first_view
 
         history = list(first)
         covered = len(first)  # the messages the previous view covers
@@ -96,14 +97,14 @@ def test_kill9_during_a_compaction_keeps_a_whole_view(tmp_path: Path) -> None:
         proc.start()
         ledger = _compacted_ledger(proc)  # loads the topic: files that did not commit go
         assert [p.name for p in directory.glob("*.compacted")] == [f"{ledger}.compacted"]
-        got = _compacted(proc.url)
         if ledger == old_ledger:  # the previous view, whole, then the log after its horizon
-            assert got == _view_of(history[:covered]) + history[covered:]
+            expected = _view_of(history[:covered]) + history[covered:]
         else:
-            assert got == _view_of(history)
+            expected = _view_of(history)
+        assert _compacted(proc.url, expected) == expected
 
         compact(_web(proc), TOPIC)
-        assert _compacted(proc.url) == _view_of(history)
+        assert _compacted(proc.url, _view_of(history)) == _view_of(history)
         assert len(list(directory.glob("*.compacted"))) == 1
         proc.stop()
     finally:
@@ -131,7 +132,7 @@ def test_kill9_right_after_a_compaction_keeps_the_new_view(tmp_path: Path) -> No
         ledger = _compacted_ledger(proc)
         assert ledger != old_ledger
         assert [p.name for p in directory.glob("*.compacted")] == [f"{ledger}.compacted"]
-        assert _compacted(proc.url) == _view_of(first + more)
+        assert _compacted(proc.url, _view_of(first + more)) == _view_of(first + more)
         proc.stop()
     finally:
         with contextlib.suppress(Exception):

@@ -17,7 +17,7 @@ from admin_http import admin_json
 from broker_process import BrokerProcess, process_client
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from official_client import drain
+from official_client import receive_covering
 from stored_cursors import wait_acknowledgments_stored
 
 TOPIC = "persistent://public/default/md"
@@ -93,7 +93,7 @@ def _check_or_refused(broker: BrokerProcess, key: str) -> None:
             except pulsar.PulsarException:
                 assert f"'{key}'" in broker.log() and "damaged" in broker.log()
                 return
-            got = drain(consumer, acknowledge=False)
+            got = receive_covering(consumer, unacked)
             assert set(unacked) <= set(got), f"{sub} skipped unacknowledged messages"
             consumer.close()
         # deduplication: the next sequence id is a new message, never dropped as a duplicate

@@ -19,7 +19,7 @@ from conftest import SparkBroker
 from spark_helpers import produce, read_topic
 
 PIPELINE = Path(__file__).with_name("eo_pipeline.py")
-TOTAL = 3000
+TOTAL = 3000  # source messages of a campaign run: 6 micro-batches of 500
 
 
 @dataclass
@@ -89,15 +89,16 @@ def run_kill_point(
     keyed: bool,
     at: int = 1,
     delay: float = 0.0,
+    total: int = TOTAL,
 ) -> Outcome:
-    """One run: ``at`` is how many sink rows to wait for before the kill (1..TOTAL-1), and
-    ``delay`` how long to wait on after that (so that kills land at other moments of a
-    micro-batch than the first one seen)."""
+    """One run over ``total`` source messages (micro-batches of 500): ``at`` is how many sink
+    rows to wait for before the kill (1..total-1), and ``delay`` how long to wait on after that
+    (so that kills land at other moments of a micro-batch than the first one seen)."""
     source = f"persistent://public/default/{name}"
     sink = source + "-sink"
     broker.create_partitioned(source, 2)
     broker.create_partitioned(sink, 3)
-    produce(broker, source, TOTAL, batching_max_messages=200)
+    produce(broker, source, total, batching_max_messages=200)
     ckpt = workdir / f"{name}-checkpoint"
     log_path = workdir / f"{name}-pipeline.log"
     extra = () if keyed else ("--drop-key",)
@@ -126,7 +127,7 @@ def run_kill_point(
     assert finish.returncode == 0, finish.stdout.decode()[-3000:] + finish.stderr.decode()[-3000:]
     counts = collections.Counter(m.properties()["src"] for m in read_topic(broker, sink))
     sources = read_topic(broker, source)
-    assert len(sources) == TOTAL
+    assert len(sources) == total
     keys = {f"{m.topic_name()}/{m.message_id().serialize().hex().upper()}" for m in sources}
     lost = len(keys - set(counts))
     duplicated = sum(n - 1 for n in counts.values() if n > 1)

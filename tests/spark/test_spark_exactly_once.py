@@ -1,7 +1,11 @@
 """End to end exactly once: a streaming pipeline, or the broker under it, killed (kill -9)
 inside a micro-batch and restarted: the pipeline, restarted on its checkpoint, writes each
 source message to the sink once. The sink is partitioned; its rows are keyed or not.
-bench/spark_kill_campaign.py runs many random kill points of the same kind."""
+
+Each test runs one kill point over 1500 source messages: three micro-batches of 500, so that
+the kill lands inside one and at least one whole micro-batch follows it (a Spark micro-batch
+costs seconds, more data checks nothing more). bench/spark_kill_campaign.py runs many random
+kill points of the same kinds over 3000 messages."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from broker_process import BrokerProcess
 from conftest import SparkBroker
 from eo_crash import run_kill_point
 
+SUITE_TOTAL = 1500
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
@@ -19,7 +25,9 @@ def test_killed_pipeline_restarted_on_its_checkpoint_writes_each_message_once(
     spark_broker: SparkBroker, new_topic: str, workdir: Path
 ) -> None:
     name = new_topic.rsplit("/", 1)[1]
-    outcome = run_kill_point(spark_broker, workdir, name, kill_broker=False, keyed=True)
+    outcome = run_kill_point(
+        spark_broker, workdir, name, kill_broker=False, keyed=True, total=SUITE_TOTAL
+    )
     assert (outcome.lost, outcome.duplicated) == (0, 0), outcome
 
 
@@ -32,7 +40,13 @@ def test_broker_killed_under_a_pipeline_loses_and_duplicates_nothing(workdir: Pa
     try:
         broker = SparkBroker(proc)
         outcome = run_kill_point(
-            broker, workdir, "eo-broker-kill", kill_broker=True, keyed=True, at=700
+            broker,
+            workdir,
+            "eo-broker-kill",
+            kill_broker=True,
+            keyed=True,
+            at=700,
+            total=SUITE_TOTAL,
         )
         assert (outcome.lost, outcome.duplicated) == (0, 0), outcome
     finally:
