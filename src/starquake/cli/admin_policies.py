@@ -359,6 +359,7 @@ def _quota_commands(scope: _Scope) -> None:
 
 def _set_quota_command(scope: _Scope) -> None:
     """``set-backlog-quota``: a size and/or age limit with its policy, for one type."""
+
     def set_quota(
         ctx: AdminContext,
         target: str,

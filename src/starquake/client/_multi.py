@@ -22,8 +22,8 @@ from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import Message, MessageId
 from starquake.client._partition_updates import PartitionWatcher
 from starquake.client._pool import LookupService
-from starquake.client._producer import partition_topic
 from starquake.client._queue import MessageQueue
+from starquake.client._send_ops import partition_topic
 from starquake.client.exceptions import (
     ConsumerBusy,
     InvalidConfiguration,

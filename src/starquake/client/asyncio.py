@@ -59,8 +59,8 @@ from starquake.client._options import (
 )
 from starquake.client._outgoing import OutgoingMessage
 from starquake.client._partitioned import open_producer
-from starquake.client._producer import partition_topic
 from starquake.client._queue import MessageQueue
+from starquake.client._send_ops import partition_topic
 from starquake.client._table_view import TableView, open_table_view
 from starquake.client._timeouts import RedeliveryBackoff
 from starquake.client.exceptions import PulsarException
