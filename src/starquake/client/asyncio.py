@@ -24,7 +24,6 @@ from starquake.client._arg_checks import check_type, check_type_or_none
 from starquake.client._async_handles import AnyProducer as AnyProducer
 from starquake.client._async_handles import Consumer, Producer, Reader
 from starquake.client._config import ClientConfig, ConsumerConfig
-from starquake.client._consumer import is_latest
 from starquake.client._enums import (
     BatchingType,
     CompressionType,
@@ -61,6 +60,7 @@ from starquake.client._outgoing import OutgoingMessage
 from starquake.client._partitioned import open_producer
 from starquake.client._queue import MessageQueue
 from starquake.client._send_ops import partition_topic
+from starquake.client._subscribe import is_latest
 from starquake.client._table_view import TableView, open_table_view
 from starquake.client._timeouts import RedeliveryBackoff
 from starquake.client.exceptions import PulsarException
