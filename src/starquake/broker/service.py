@@ -16,12 +16,11 @@ from urllib.parse import urlsplit
 from starquake.broker import (
     applied_policies,
     backlog_quota,
-    inactive_topics,
+    maintenance,
     policy_events,
     system_topics,
     topic_admin,
     topic_listing,
-    topic_stats,
 )
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.compaction.service import CompactionService
@@ -36,7 +35,6 @@ from starquake.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
-from starquake.broker.message_expiry import expire_older_than
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.observations import ConnectionCounts, PublishLatency
 from starquake.broker.resources import PulsarResources
@@ -55,7 +53,6 @@ from starquake.storage import (
     ManagedLedgerConfig,
     ManagedLedgerFactory,
     Position,
-    RetentionLimits,
     SqliteMetadataStore,
     StorageError,
     StorageFaults,
@@ -153,12 +150,12 @@ class BrokerService:
         self.web_service_url = urls.any_web_service_url
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._persist_cursors_loop()))
-        self._tasks.append(loop.create_task(self._trim_loop()))
-        self._tasks.append(loop.create_task(self._stats_loop()))
-        self._tasks.append(loop.create_task(self._expiry_loop()))
+        self._tasks.append(loop.create_task(maintenance.trim_loop(self)))
+        self._tasks.append(loop.create_task(maintenance.stats_loop(self)))
+        self._tasks.append(loop.create_task(maintenance.expiry_loop(self)))
         self._tasks.append(loop.create_task(self.compaction.monitor()))
         self._tasks.append(loop.create_task(backlog_quota.monitor(self)))
-        self._tasks.append(loop.create_task(self._inactive_topics_loop()))
+        self._tasks.append(loop.create_task(maintenance.inactive_topics_loop(self)))
         if self.authentication is not None:
             self._tasks.append(
                 loop.create_task(self.authentication.refresh_loop(lambda: self.connections))
@@ -259,81 +256,13 @@ class BrokerService:
         """Every loaded topic, persistent and non-persistent."""
         return [*self.topics.values(), *self.nonpersistent_topics.values()]
 
-    async def _stats_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.statsUpdateFrequencyInSecs)
-            now = time.monotonic()
-            for topic in self.all_topics():
-                topic_stats.tick(topic, now)
-                if isinstance(topic, PersistentTopic):
-                    topic.write_latency.tick()
-                    topic.entry_sizes.tick()
-            self.publish_latency.tick()
-
-    async def _expiry_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.messageExpiryCheckIntervalInMinutes * 60)
-            try:
-                if self.expire_messages():
-                    await self.persist_cursors()
-            except Exception:
-                log.exception("expiring messages failed; retrying at the next check")
-
-    def expire_messages(self) -> int:
-        """Apply the message TTLs: move durable subscriptions past expired messages."""
-        moved = 0
-        for topic in list(self.topics.values()):
-            ttl = applied_policies.message_ttl(self, topic.name)
-            if not ttl:
-                continue
-            for subscription in list(topic.subscriptions.values()):
-                if subscription.durable and expire_older_than(subscription, ttl):
-                    moved += 1
-        return moved
-
-    async def _inactive_topics_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.brokerDeleteInactiveTopicsFrequencySeconds)
-            try:
-                await inactive_topics.delete_inactive_topics(self)
-            except Exception:
-                log.exception("deleting inactive topics failed; retrying at the next check")
-
-    async def _trim_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.managedLedgerTrimIntervalSeconds)
-            self.roll_over_ledgers()
-            self.trim_ledgers()
-
     def roll_over_ledgers(self) -> int:
         """Apply the age rule to idle ledgers (appends apply it themselves)."""
-        rolled = 0
-        for topic in list(self.topics.values()):
-            if topic.ledger.maybe_rollover():
-                rolled += 1
-        if rolled:
-            self.committer.kick()  # seals the old ledgers
-        return rolled
+        return maintenance.roll_over_ledgers(self)
 
     def trim_ledgers(self) -> int:
-        """Delete ledgers every durable subscription has consumed and the topic's retention
-        policy no longer keeps; returns how many."""
-        deleted = 0
-        for topic in list(self.topics.values()):
-            try:
-                policy = applied_policies.retention(self, topic.name)
-                limits = RetentionLimits(
-                    policy.time_minutes * 60 if policy.time_minutes >= 0 else -1,
-                    policy.size_mb * 1024 * 1024 if policy.size_mb >= 0 else -1,
-                )
-                deleted += topic.ledger.trim(limits, hold=topic.trim_hold())
-                topic.forget_consumed_entry_infos()
-            except Exception:
-                log.exception("trimming %s failed", topic.full_name)
-        if deleted:
-            log.info("trimmed %d ledger(s)", deleted)
-            self.committer.kick()  # the commit thread deletes the files
-        return deleted
+        """Delete the ledgers no durable subscription and no retention needs; how many."""
+        return maintenance.trim_ledgers(self)
 
     # --- names and lookups --------------------------------------------------------------------
 
