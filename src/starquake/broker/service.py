@@ -35,6 +35,7 @@ from starquake.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
+from starquake.broker.metadata_writer import MetadataWriter
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.observations import ConnectionCounts, PublishLatency
 from starquake.broker.resources import PulsarResources
@@ -111,10 +112,7 @@ class BrokerService:
         self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._by_ledger: dict[str, PersistentTopic] = {}
-        self._stopping = False
         self._cursor_lock = asyncio.Lock()
-        self._metadata_pending: dict[str, tuple[bytes | None, list[Callable[[], None]]]] = {}
-        self._metadata_writer: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
         self.connection_counts = ConnectionCounts()
@@ -122,6 +120,7 @@ class BrokerService:
         self.received_at = time.monotonic()
         """When a connection last handed bytes to its handlers (the publish latency's start)."""
         self.background: set[asyncio.Task[Any]] = set()
+        self.metadata_writer = MetadataWriter(self.metadata, self.background)
         self.urls = BrokerUrls()
         """Every URL of this broker ("" for a port that is off)."""
         self.service_url = ""
@@ -180,11 +179,7 @@ class BrokerService:
         await self.persist_cursors()
         # the periodic deduplication snapshots still being written go first, so the final
         # ones below are never overwritten by older ones
-        self._stopping = True
-        writer = self._metadata_writer
-        if writer is not None:
-            with contextlib.suppress(Exception):
-                await writer
+        await self.metadata_writer.stop()
         snapshots = [t.dedup.take_snapshot() for t in self.topics.values() if t.dedup.enabled]
         if snapshots:
             await asyncio.to_thread(self.metadata.put_many, snapshots)
@@ -498,41 +493,8 @@ class BrokerService:
         self, key: str, value: bytes | None, on_stored: Callable[[], None] | None = None
     ) -> None:
         """Write (None: delete) a metadata key from a worker thread (the store fsyncs), then
-        call ``on_stored``.
-
-        Writes happen one batch at a time and a newer value of a key replaces one not yet
-        written, so an older value never overwrites a newer one.
-        """
-        previous = self._metadata_pending.get(key)
-        callbacks = previous[1] if previous is not None else []
-        if on_stored is not None:
-            callbacks.append(on_stored)
-        self._metadata_pending[key] = (value, callbacks)
-        if self._metadata_writer is None or self._metadata_writer.done():
-            task = asyncio.get_running_loop().create_task(self._write_metadata())
-            self._metadata_writer = task
-            self.background.add(task)
-            task.add_done_callback(self.background.discard)
-
-    async def _write_metadata(self) -> None:
-        while self._metadata_pending:
-            batch, self._metadata_pending = self._metadata_pending, {}
-            try:
-                await asyncio.to_thread(
-                    self.metadata.put_many, [(k, v) for k, (v, _) in batch.items()]
-                )
-            except Exception:
-                if self._stopping:
-                    log.exception("storing %d metadata key(s) failed at shutdown", len(batch))
-                    return
-                log.exception("storing %d metadata key(s) failed; retrying", len(batch))
-                for key, pending in batch.items():
-                    self._metadata_pending.setdefault(key, pending)
-                await asyncio.sleep(1.0)
-                continue
-            for _, callbacks in batch.values():
-                for callback in callbacks:
-                    callback()
+        call ``on_stored``; see :class:`MetadataWriter`."""
+        self.metadata_writer.store_later(key, value, on_stored)
 
     def _get_non_persistent(
         self, topic: TopicName, create: bool, explicit: bool = False
