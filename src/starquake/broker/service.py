@@ -9,7 +9,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,7 +25,6 @@ from starquake.broker.committer import GroupCommitter
 from starquake.broker.compaction.service import CompactionService
 from starquake.broker.config import BrokerConfig
 from starquake.broker.contexts import UnloadableTopic
-from starquake.broker.data_dir import prepare_data_dir
 from starquake.broker.errors import (
     BrokerServiceError,
     InvalidTopicNameError,
@@ -38,41 +36,24 @@ from starquake.broker.errors import (
 from starquake.broker.metadata_writer import MetadataWriter
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.observations import ConnectionCounts, PublishLatency
-from starquake.broker.resources import PulsarResources
 from starquake.broker.schemas.registry import SchemaRegistry
 from starquake.broker.security.authentication import AuthenticationService
 from starquake.broker.security.authorization import AuthorizationService, default_namespace_allowed
+from starquake.broker.storage_setup import open_storage
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
-from starquake.broker.urls import BrokerUrls, LookupUrls, parse_advertised_listeners
+from starquake.broker.urls import BrokerUrls, LookupUrls, listener_urls
 from starquake.common.topic_name import InvalidTopicNameError as BadName
 from starquake.common.topic_name import TopicDomain, TopicName
 from starquake.storage import (
-    DataDirectoryLock,
     LedgerBusyError,
     ManagedLedger,
-    ManagedLedgerConfig,
-    ManagedLedgerFactory,
     Position,
-    SqliteMetadataStore,
     StorageError,
     StorageFaults,
-    make_dirs,
 )
 
 log = logging.getLogger(__name__)
-
-
-def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
-    """The managed-ledger settings that the broker configuration asks for."""
-    return ManagedLedgerConfig(
-        max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
-        max_size_per_ledger_bytes=config.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024,
-        min_rollover_seconds=config.managedLedgerMinLedgerRolloverTimeMinutes * 60,
-        max_rollover_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
-        cache_max_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
-        journal_sync=config.journalSyncData,
-    )
 
 
 class BrokerService:
@@ -84,26 +65,8 @@ class BrokerService:
         self.instance_id = uuid.uuid4().hex[:6]
         # None when authenticationEnabled is off; reads key files (ConfigError if wrong)
         self.authentication = AuthenticationService.from_config(config)
-        data = Path(config.dataDir)
-        prepare_data_dir(data, config.data_dir_mode)
-        self.data_lock = DataDirectoryLock(data)
-        try:
-            make_dirs(data / "ledgers")
-            self.metadata = SqliteMetadataStore(data / "metadata.db", faults)
-        except BaseException:
-            self.data_lock.release()
-            raise
-        try:
-            # a damaged stored value (tenant, namespace, partitioned topic, policies, ledger
-            # ids) stops the start naming its key rather than being acted on
-            self.resources = PulsarResources(self.metadata, config.clusterName)
-            self.factory = ManagedLedgerFactory(
-                data / "ledgers", self.metadata, storage_config(config), faults=faults
-            )
-        except BaseException:
-            self.metadata.close()
-            self.data_lock.release()
-            raise
+        storage = open_storage(config, faults)
+        self.data_lock, self.metadata, self.resources, self.factory = storage
         self.authorization = AuthorizationService(config, self.resources)
         self.schemas = SchemaRegistry(self.metadata)
         self.compaction = CompactionService(self)
@@ -355,26 +318,11 @@ class BrokerService:
 
         As Pulsar does, a lookup naming a listener the broker does not advertise fails.
         """
-        urls = LookupUrls(self.urls.service_url, self.urls.service_url_tls)
-        if listener_name:
-            listeners = self.advertised_listeners()
-            if listener_name not in listeners:
-                raise BrokerServiceError(
-                    f"The broker does not have a listener named {listener_name!r} "
-                    f"(advertisedListeners: {self.config.advertisedListeners or 'none'})"
-                )
-            listener = listeners[listener_name]
-            if listener.broker_url or listener.broker_url_tls:
-                urls = listener
+        urls = listener_urls(self.urls, self.config.advertisedListeners, listener_name)
         self.check_namespace(topic)
         if not self.auto_topic_creation(topic)[0] and not self.topic_exists(topic):
             raise TopicNotFoundError(f"Topic {topic} does not exist")
         return urls
-
-    def advertised_listeners(self) -> dict[str, LookupUrls]:
-        """``advertisedListeners`` as {name: its pulsar:// and pulsar+ssl:// URLs (both empty:
-        this broker's own)}."""
-        return parse_advertised_listeners(self.config.advertisedListeners)
 
     def loaded_topic(self, topic: TopicName) -> TopicApi | None:
         """The topic if it is loaded (or non-persistent and known); None otherwise."""
