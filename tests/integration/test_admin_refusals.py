@@ -18,7 +18,7 @@ import pytest
 from admin_http import admin_json
 from broker_process import BrokerProcess, process_client
 
-from starquake.broker.config import MAX_PARTITIONS
+from starquake.broker.config_ranges import MAX_PARTITIONS
 from starquake.storage.metadata import SqliteMetadataStore
 
 NS = "/admin/v2/persistent/public/default"

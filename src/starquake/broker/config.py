@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from starquake.broker import pulsar_settings
+from starquake.broker.config_ranges import CHOICES, MAX_PARTITIONS, OPTIONAL_PORTS, RANGES
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,6 @@ OTHER_VARIABLES = frozenset(
 )
 """``STARQUAKE_*`` environment variables that are not configuration keys (the command line
 tools' and the tests' own)."""
-MAX_PARTITIONS = 10_000
-"""The most partitions any partitioned topic can have, whatever the configuration says: each
-partition is a topic, and listing or deleting a partitioned topic touches every one."""
 
 
 class ConfigError(ValueError):
@@ -266,7 +264,7 @@ class BrokerConfig:
             self.extra[key] = str(value)
             return
         default = getattr(BrokerConfig, key)
-        if key in _OPTIONAL_PORTS and str(value).strip() == "":
+        if key in OPTIONAL_PORTS and str(value).strip() == "":
             value = -1  # Pulsar turns a port off by leaving its key empty
         setattr(self, key, _convert(key, value, type(default)))
 
@@ -277,7 +275,7 @@ class BrokerConfig:
 
     def validate(self) -> None:
         """Refuse values the broker cannot run with, naming the key (raises ConfigError)."""
-        for key, (low, high) in _RANGES.items():
+        for key, (low, high) in RANGES.items():
             value = getattr(self, key)
             # nan compares false with everything, so it is refused on its own (as is inf)
             if not math.isfinite(value) or not low <= value <= high:
@@ -285,7 +283,7 @@ class BrokerConfig:
                     f"{key}: {value} is out of range "
                     f"(it must be from {_number(low)} to {_number(high)})"
                 )
-        for key, choices in _CHOICES.items():
+        for key, choices in CHOICES.items():
             if getattr(self, key) not in choices:
                 raise ConfigError(
                     f"{key}: {getattr(self, key)!r} is not one of {', '.join(sorted(choices))}"
@@ -326,75 +324,6 @@ class BrokerConfig:
         if self.bindAddress in ("0.0.0.0", "::", ""):
             return "127.0.0.1"
         return self.bindAddress
-
-
-_PORT = (-1, 65535)  # 0: any free port; -1: no port
-_OPTIONAL_PORTS = frozenset(
-    {"brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls"}
-)
-_INT = 2**31 - 1  # the largest value of a Java int, the type of most of Pulsar's keys
-_LONG = 2**63 - 1
-_YEAR_SECONDS = 365 * 24 * 3600
-_YEAR_MINUTES = 365 * 24 * 60
-_INTERVAL_SECONDS = (0.01, _YEAR_SECONDS)
-"""A periodic task's interval: short enough to be useful, long enough not to spin."""
-_RANGES: dict[str, tuple[float, float]] = {
-    "brokerServicePort": _PORT,
-    "webServicePort": _PORT,
-    "brokerServicePortTls": _PORT,
-    "webServicePortTls": _PORT,
-    "authenticationRefreshCheckSeconds": (1, _YEAR_SECONDS),
-    "authenticationRefusalLingerSeconds": (0, 60),
-    "passwordCheckCpuPercent": (1, 100),
-    "maxMessageSize": (1, _INT),
-    "keepAliveIntervalSeconds": (1, _YEAR_SECONDS),
-    "maxPendingSendBytesPerConnection": (0, _LONG),
-    "defaultNumPartitions": (1, MAX_PARTITIONS),
-    "maxNumPartitionsPerPartitionedTopic": (0, MAX_PARTITIONS),
-    "dispatcherMaxReadBatchSize": (1, _INT),
-    "subscriptionKeySharedConsistentHashingReplicaPoints": (1, _INT),
-    "maxUnackedMessagesPerConsumer": (0, _INT),
-    "maxUnackedMessagesPerSubscription": (0, _INT),
-    "delayedDeliveryTickTimeMillis": (1, _YEAR_SECONDS * 1000),
-    "brokerDeduplicationEntriesInterval": (1, _INT),
-    "nonPersistentMaxPendingBytesPerConnection": (0, _LONG),
-    "statsUpdateFrequencyInSecs": (1, _YEAR_SECONDS),
-    "ttlDurationDefaultInSeconds": (0, _INT),
-    "messageExpiryCheckIntervalInMinutes": (0.001, _YEAR_MINUTES),
-    "brokerDeleteInactiveTopicsFrequencySeconds": _INTERVAL_SECONDS,
-    "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": (-1, _INT),
-    "defaultRetentionTimeInMinutes": (-1, _INT),
-    "defaultRetentionSizeInMB": (-1, _LONG),
-    "backlogQuotaCheckIntervalInSeconds": _INTERVAL_SECONDS,
-    "backlogQuotaDefaultLimitBytes": (-1, _LONG),
-    "backlogQuotaDefaultLimitSecond": (-1, _INT),
-    "brokerServiceCompactionThresholdInBytes": (0, _LONG),
-    "brokerServiceCompactionMonitorIntervalInSeconds": _INTERVAL_SECONDS,
-    "managedLedgerMaxEntriesPerLedger": (1, _INT),
-    "managedLedgerMaxSizePerLedgerMbytes": (1, _INT),
-    "managedLedgerMinLedgerRolloverTimeMinutes": (0, _YEAR_MINUTES),
-    "managedLedgerMaxLedgerRolloverTimeMinutes": (0, _YEAR_MINUTES),
-    "managedLedgerCacheSizeMB": (0, _INT),
-    "managedLedgerCursorPositionFlushSeconds": _INTERVAL_SECONDS,
-    "managedLedgerTrimIntervalSeconds": _INTERVAL_SECONDS,
-    "tokenAllowedClockSkewSeconds": (0, _YEAR_SECONDS),
-    "brokerMaxConnections": (0, _INT),
-    "maxHttpServerConnections": (0, _INT),
-    "httpServerAcceptQueueSize": (1, _INT),
-    "httpServerIdleTimeoutSeconds": (0.01, _YEAR_SECONDS),
-    "httpServerRequestBodyTimeoutSeconds": (0.01, _YEAR_SECONDS),
-}
-"""Allowed range (inclusive) of every numeric key; every int and float key must be listed."""
-_CHOICES: dict[str, frozenset[str]] = {
-    "allowAutoTopicCreationType": frozenset({"non-partitioned", "partitioned"}),
-    "brokerDeleteInactiveTopicsMode": frozenset(
-        {"delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"}
-    ),
-    "backlogQuotaDefaultRetentionPolicy": frozenset(
-        {"producer_request_hold", "producer_exception", "consumer_backlog_eviction"}
-    ),
-    "tokenPublicAlg": frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"}),
-}
 
 
 def _number(value: float) -> str:

@@ -37,10 +37,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from google.protobuf.message import Message
 
+from starquake.broker.cnx_work import load_topic, persist_cursors
 from starquake.broker.command_checks import invalid_command, request_id_of
 from starquake.broker.consumer_commands import ConsumerCommands
 from starquake.broker.error_replies import error_reply
-from starquake.broker.errors import BrokerServiceError, PersistenceError
+from starquake.broker.errors import BrokerServiceError
 from starquake.broker.log_throttle import LogThrottle
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
@@ -376,16 +377,8 @@ class ServerCnx(asyncio.Protocol):
     ) -> None:
         """Load the topic off the hot path, then run ``then`` (or answer the request's error)."""
 
-        async def load() -> TopicApi:
-            try:
-                return await self.service.get_topic(topic_name, create=create)
-            except BrokerServiceError:
-                raise
-            except Exception as exc:
-                log.exception("loading topic %s failed", topic_name)
-                raise BrokerServiceError(f"Cannot load topic {topic_name}: {exc!r}") from exc
-
-        self.await_then(request, load(), then, f"loading topic {topic_name}")
+        work = load_topic(self.service, topic_name, create)
+        self.await_then(request, work, then, f"loading topic {topic_name}")
 
     def persist_then(
         self,
@@ -403,18 +396,8 @@ class ServerCnx(asyncio.Protocol):
         failure the client hears of means nothing changed.
         """
 
-        async def persist() -> None:
-            try:
-                await self.service.persist_cursors()
-            except Exception as exc:
-                if undo is not None:
-                    undo()
-                raise PersistenceError(f"Cannot store the subscription: {exc}") from exc
-            finally:
-                if always is not None:
-                    always()
-
-        self.await_then(request, persist(), lambda _: then(), "storing the cursors")
+        work = persist_cursors(self.service, always, undo)
+        self.await_then(request, work, lambda _: then(), "storing the cursors")
 
     # --- producers and consumers (their commands are handled by the classes delegated to) ----
 

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from starquake.broker.config import MAX_PARTITIONS
+from starquake.broker.config_ranges import MAX_PARTITIONS
 from starquake.broker.errors import BrokerServiceError, MetadataError
 from starquake.broker.urls import BrokerUrls
 from starquake.common.topic_name import TopicName

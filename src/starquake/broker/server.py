@@ -111,19 +111,7 @@ class BrokerServer:
         """Open the storage and start listening on the configured ports."""
         started = time.monotonic()
         config = self.config
-        for notice in pulsar_settings.not_used_notice(config.extra):
-            log.info("%s", notice)
-        unused = sorted(k for k in config.extra if k not in SYSTEM_PROPERTIES and not pulsar_key(k))
-        if unused:
-            log.info(
-                "ignoring %d configuration keys Starquake does not use: %s",
-                len(unused),
-                ", ".join(unused),
-            )
-        if config.brokerServicePort < 0 and config.brokerServicePortTls < 0:
-            raise BrokerStartError(
-                "no binary protocol port: brokerServicePort and brokerServicePortTls are both off"
-            )
+        _check_config(config)
         raise_open_file_limit()
         try:
             ssl_context = await tls.load_server_ssl_context(config)
@@ -136,22 +124,7 @@ class BrokerServer:
         except OSError as exc:  # the data directory cannot be created, read or written
             raise BrokerStartError(f"dataDir {config.dataDir}: {exc}") from exc
         self.service = service
-        try:
-            if config.brokerServicePort >= 0:
-                self.broker_port = await self._listen(
-                    service, "brokerServicePort", config.brokerServicePort, None
-                )
-            if config.brokerServicePortTls >= 0:
-                self.broker_port_tls = await self._listen(
-                    service, "brokerServicePortTls", config.brokerServicePortTls, ssl_context
-                )
-        except BaseException:
-            for server in self._servers:
-                server.close()
-            self._servers.clear()
-            service.abort()
-            self.service = None
-            raise
+        await self._listen_binary(service, ssl_context)
         admin.install(self.web, service)
         if service.authorization.enabled:
             self.web.authorize = web_authorizer(service.authorization)
@@ -182,6 +155,29 @@ class BrokerServer:
             config.dataDir,
             (time.monotonic() - started) * 1000,
         )
+
+    async def _listen_binary(
+        self, service: BrokerService, ssl_context: ssl.SSLContext | None
+    ) -> None:
+        """Bind the binary protocol ports that are on; on failure, close what was bound and
+        abort ``service``."""
+        config = self.config
+        try:
+            if config.brokerServicePort >= 0:
+                self.broker_port = await self._listen(
+                    service, "brokerServicePort", config.brokerServicePort, None
+                )
+            if config.brokerServicePortTls >= 0:
+                self.broker_port_tls = await self._listen(
+                    service, "brokerServicePortTls", config.brokerServicePortTls, ssl_context
+                )
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            self._servers.clear()
+            service.abort()
+            self.service = None
+            raise
 
     async def _listen(
         self, service: BrokerService, key: str, port: int, ssl_context: ssl.SSLContext | None
@@ -228,3 +224,21 @@ class BrokerServer:
     async def wait_stopped(self) -> None:
         """Wait until the server has stopped."""
         await self._stopped.wait()
+
+
+def _check_config(config: BrokerConfig) -> None:
+    """Log the configuration keys that have no effect here; refuse a broker without any
+    binary protocol port."""
+    for notice in pulsar_settings.not_used_notice(config.extra):
+        log.info("%s", notice)
+    unused = sorted(k for k in config.extra if k not in SYSTEM_PROPERTIES and not pulsar_key(k))
+    if unused:
+        log.info(
+            "ignoring %d configuration keys Starquake does not use: %s",
+            len(unused),
+            ", ".join(unused),
+        )
+    if config.brokerServicePort < 0 and config.brokerServicePortTls < 0:
+        raise BrokerStartError(
+            "no binary protocol port: brokerServicePort and brokerServicePortTls are both off"
+        )

@@ -9,25 +9,22 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from starquake.broker import (
     applied_policies,
     backlog_quota,
-    inactive_topics,
+    maintenance,
     policy_events,
     system_topics,
     topic_admin,
     topic_listing,
-    topic_stats,
 )
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.compaction.service import CompactionService
 from starquake.broker.config import BrokerConfig
 from starquake.broker.contexts import UnloadableTopic
-from starquake.broker.data_dir import prepare_data_dir
 from starquake.broker.errors import (
     BrokerServiceError,
     InvalidTopicNameError,
@@ -36,45 +33,27 @@ from starquake.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
-from starquake.broker.message_expiry import expire_older_than
+from starquake.broker.metadata_writer import MetadataWriter
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.observations import ConnectionCounts, PublishLatency
-from starquake.broker.resources import PulsarResources
 from starquake.broker.schemas.registry import SchemaRegistry
 from starquake.broker.security.authentication import AuthenticationService
 from starquake.broker.security.authorization import AuthorizationService, default_namespace_allowed
+from starquake.broker.storage_setup import open_storage
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
-from starquake.broker.urls import BrokerUrls, LookupUrls, parse_advertised_listeners
+from starquake.broker.urls import BrokerUrls, LookupUrls, listener_urls
 from starquake.common.topic_name import InvalidTopicNameError as BadName
 from starquake.common.topic_name import TopicDomain, TopicName
 from starquake.storage import (
-    DataDirectoryLock,
     LedgerBusyError,
     ManagedLedger,
-    ManagedLedgerConfig,
-    ManagedLedgerFactory,
     Position,
-    RetentionLimits,
-    SqliteMetadataStore,
     StorageError,
     StorageFaults,
-    make_dirs,
 )
 
 log = logging.getLogger(__name__)
-
-
-def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
-    """The managed-ledger settings that the broker configuration asks for."""
-    return ManagedLedgerConfig(
-        max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
-        max_size_per_ledger_bytes=config.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024,
-        min_rollover_seconds=config.managedLedgerMinLedgerRolloverTimeMinutes * 60,
-        max_rollover_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
-        cache_max_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
-        journal_sync=config.journalSyncData,
-    )
 
 
 class BrokerService:
@@ -86,26 +65,8 @@ class BrokerService:
         self.instance_id = uuid.uuid4().hex[:6]
         # None when authenticationEnabled is off; reads key files (ConfigError if wrong)
         self.authentication = AuthenticationService.from_config(config)
-        data = Path(config.dataDir)
-        prepare_data_dir(data, config.data_dir_mode)
-        self.data_lock = DataDirectoryLock(data)
-        try:
-            make_dirs(data / "ledgers")
-            self.metadata = SqliteMetadataStore(data / "metadata.db", faults)
-        except BaseException:
-            self.data_lock.release()
-            raise
-        try:
-            # a damaged stored value (tenant, namespace, partitioned topic, policies, ledger
-            # ids) stops the start naming its key rather than being acted on
-            self.resources = PulsarResources(self.metadata, config.clusterName)
-            self.factory = ManagedLedgerFactory(
-                data / "ledgers", self.metadata, storage_config(config), faults=faults
-            )
-        except BaseException:
-            self.metadata.close()
-            self.data_lock.release()
-            raise
+        storage = open_storage(config, faults)
+        self.data_lock, self.metadata, self.resources, self.factory = storage
         self.authorization = AuthorizationService(config, self.resources)
         self.schemas = SchemaRegistry(self.metadata)
         self.compaction = CompactionService(self)
@@ -114,10 +75,7 @@ class BrokerService:
         self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._by_ledger: dict[str, PersistentTopic] = {}
-        self._stopping = False
         self._cursor_lock = asyncio.Lock()
-        self._metadata_pending: dict[str, tuple[bytes | None, list[Callable[[], None]]]] = {}
-        self._metadata_writer: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
         self.connection_counts = ConnectionCounts()
@@ -125,6 +83,7 @@ class BrokerService:
         self.received_at = time.monotonic()
         """When a connection last handed bytes to its handlers (the publish latency's start)."""
         self.background: set[asyncio.Task[Any]] = set()
+        self.metadata_writer = MetadataWriter(self.metadata, self.background)
         self.urls = BrokerUrls()
         """Every URL of this broker ("" for a port that is off)."""
         self.service_url = ""
@@ -153,12 +112,12 @@ class BrokerService:
         self.web_service_url = urls.any_web_service_url
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._persist_cursors_loop()))
-        self._tasks.append(loop.create_task(self._trim_loop()))
-        self._tasks.append(loop.create_task(self._stats_loop()))
-        self._tasks.append(loop.create_task(self._expiry_loop()))
+        self._tasks.append(loop.create_task(maintenance.trim_loop(self)))
+        self._tasks.append(loop.create_task(maintenance.stats_loop(self)))
+        self._tasks.append(loop.create_task(maintenance.expiry_loop(self)))
         self._tasks.append(loop.create_task(self.compaction.monitor()))
         self._tasks.append(loop.create_task(backlog_quota.monitor(self)))
-        self._tasks.append(loop.create_task(self._inactive_topics_loop()))
+        self._tasks.append(loop.create_task(maintenance.inactive_topics_loop(self)))
         if self.authentication is not None:
             self._tasks.append(
                 loop.create_task(self.authentication.refresh_loop(lambda: self.connections))
@@ -183,11 +142,7 @@ class BrokerService:
         await self.persist_cursors()
         # the periodic deduplication snapshots still being written go first, so the final
         # ones below are never overwritten by older ones
-        self._stopping = True
-        writer = self._metadata_writer
-        if writer is not None:
-            with contextlib.suppress(Exception):
-                await writer
+        await self.metadata_writer.stop()
         snapshots = [t.dedup.take_snapshot() for t in self.topics.values() if t.dedup.enabled]
         if snapshots:
             await asyncio.to_thread(self.metadata.put_many, snapshots)
@@ -259,81 +214,13 @@ class BrokerService:
         """Every loaded topic, persistent and non-persistent."""
         return [*self.topics.values(), *self.nonpersistent_topics.values()]
 
-    async def _stats_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.statsUpdateFrequencyInSecs)
-            now = time.monotonic()
-            for topic in self.all_topics():
-                topic_stats.tick(topic, now)
-                if isinstance(topic, PersistentTopic):
-                    topic.write_latency.tick()
-                    topic.entry_sizes.tick()
-            self.publish_latency.tick()
-
-    async def _expiry_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.messageExpiryCheckIntervalInMinutes * 60)
-            try:
-                if self.expire_messages():
-                    await self.persist_cursors()
-            except Exception:
-                log.exception("expiring messages failed; retrying at the next check")
-
-    def expire_messages(self) -> int:
-        """Apply the message TTLs: move durable subscriptions past expired messages."""
-        moved = 0
-        for topic in list(self.topics.values()):
-            ttl = applied_policies.message_ttl(self, topic.name)
-            if not ttl:
-                continue
-            for subscription in list(topic.subscriptions.values()):
-                if subscription.durable and expire_older_than(subscription, ttl):
-                    moved += 1
-        return moved
-
-    async def _inactive_topics_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.brokerDeleteInactiveTopicsFrequencySeconds)
-            try:
-                await inactive_topics.delete_inactive_topics(self)
-            except Exception:
-                log.exception("deleting inactive topics failed; retrying at the next check")
-
-    async def _trim_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.managedLedgerTrimIntervalSeconds)
-            self.roll_over_ledgers()
-            self.trim_ledgers()
-
     def roll_over_ledgers(self) -> int:
         """Apply the age rule to idle ledgers (appends apply it themselves)."""
-        rolled = 0
-        for topic in list(self.topics.values()):
-            if topic.ledger.maybe_rollover():
-                rolled += 1
-        if rolled:
-            self.committer.kick()  # seals the old ledgers
-        return rolled
+        return maintenance.roll_over_ledgers(self)
 
     def trim_ledgers(self) -> int:
-        """Delete ledgers every durable subscription has consumed and the topic's retention
-        policy no longer keeps; returns how many."""
-        deleted = 0
-        for topic in list(self.topics.values()):
-            try:
-                policy = applied_policies.retention(self, topic.name)
-                limits = RetentionLimits(
-                    policy.time_minutes * 60 if policy.time_minutes >= 0 else -1,
-                    policy.size_mb * 1024 * 1024 if policy.size_mb >= 0 else -1,
-                )
-                deleted += topic.ledger.trim(limits, hold=topic.trim_hold())
-                topic.forget_consumed_entry_infos()
-            except Exception:
-                log.exception("trimming %s failed", topic.full_name)
-        if deleted:
-            log.info("trimmed %d ledger(s)", deleted)
-            self.committer.kick()  # the commit thread deletes the files
-        return deleted
+        """Delete the ledgers no durable subscription and no retention needs; how many."""
+        return maintenance.trim_ledgers(self)
 
     # --- names and lookups --------------------------------------------------------------------
 
@@ -431,26 +318,11 @@ class BrokerService:
 
         As Pulsar does, a lookup naming a listener the broker does not advertise fails.
         """
-        urls = LookupUrls(self.urls.service_url, self.urls.service_url_tls)
-        if listener_name:
-            listeners = self.advertised_listeners()
-            if listener_name not in listeners:
-                raise BrokerServiceError(
-                    f"The broker does not have a listener named {listener_name!r} "
-                    f"(advertisedListeners: {self.config.advertisedListeners or 'none'})"
-                )
-            listener = listeners[listener_name]
-            if listener.broker_url or listener.broker_url_tls:
-                urls = listener
+        urls = listener_urls(self.urls, self.config.advertisedListeners, listener_name)
         self.check_namespace(topic)
         if not self.auto_topic_creation(topic)[0] and not self.topic_exists(topic):
             raise TopicNotFoundError(f"Topic {topic} does not exist")
         return urls
-
-    def advertised_listeners(self) -> dict[str, LookupUrls]:
-        """``advertisedListeners`` as {name: its pulsar:// and pulsar+ssl:// URLs (both empty:
-        this broker's own)}."""
-        return parse_advertised_listeners(self.config.advertisedListeners)
 
     def loaded_topic(self, topic: TopicName) -> TopicApi | None:
         """The topic if it is loaded (or non-persistent and known); None otherwise."""
@@ -569,41 +441,8 @@ class BrokerService:
         self, key: str, value: bytes | None, on_stored: Callable[[], None] | None = None
     ) -> None:
         """Write (None: delete) a metadata key from a worker thread (the store fsyncs), then
-        call ``on_stored``.
-
-        Writes happen one batch at a time and a newer value of a key replaces one not yet
-        written, so an older value never overwrites a newer one.
-        """
-        previous = self._metadata_pending.get(key)
-        callbacks = previous[1] if previous is not None else []
-        if on_stored is not None:
-            callbacks.append(on_stored)
-        self._metadata_pending[key] = (value, callbacks)
-        if self._metadata_writer is None or self._metadata_writer.done():
-            task = asyncio.get_running_loop().create_task(self._write_metadata())
-            self._metadata_writer = task
-            self.background.add(task)
-            task.add_done_callback(self.background.discard)
-
-    async def _write_metadata(self) -> None:
-        while self._metadata_pending:
-            batch, self._metadata_pending = self._metadata_pending, {}
-            try:
-                await asyncio.to_thread(
-                    self.metadata.put_many, [(k, v) for k, (v, _) in batch.items()]
-                )
-            except Exception:
-                if self._stopping:
-                    log.exception("storing %d metadata key(s) failed at shutdown", len(batch))
-                    return
-                log.exception("storing %d metadata key(s) failed; retrying", len(batch))
-                for key, pending in batch.items():
-                    self._metadata_pending.setdefault(key, pending)
-                await asyncio.sleep(1.0)
-                continue
-            for _, callbacks in batch.values():
-                for callback in callbacks:
-                    callback()
+        call ``on_stored``; see :class:`MetadataWriter`."""
+        self.metadata_writer.store_later(key, value, on_stored)
 
     def _get_non_persistent(
         self, topic: TopicName, create: bool, explicit: bool = False

@@ -12,7 +12,7 @@ import logging
 import time
 from bisect import bisect_left
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from starquake.broker import applied_policies, topic_stats
 from starquake.broker.compaction.state import TopicCompaction
@@ -139,12 +139,8 @@ class PersistentTopic:
         once; a message whose status is unknown (an earlier copy is still being persisted) is
         refused so that the producer retries.
         """
-        if self.closed:
-            raise BrokerServiceError("Topic is being closed", ServerError.ServiceNotReady)
-        if self.terminated is not None:
-            raise BrokerServiceError(
-                "Topic was already terminated", ServerError.TopicTerminatedError
-            )
+        if self.closed or self.terminated is not None:
+            self._refuse_publish()
         max_delay = self.max_delivery_delay_ms
         if max_delay and info.deliver_at - info.publish_time > max_delay:
             raise BrokerServiceError(
@@ -152,36 +148,10 @@ class PersistentTopic:
                 ServerError.NotAllowedError,
             )
         dedup = self.dedup
-        if dedup.enabled:
-            status = dedup.check(
-                producer.name, sequence_id, highest_sequence_id, is_last_chunk=last_chunk
-            )
-            if status is DedupStatus.DUPLICATE:
-                if self._pending:  # answer in order, after the receipts still pending
-                    last_position = self._pending[-1][0]
-                    self._pending.append(
-                        (
-                            last_position,
-                            producer,
-                            sequence_id,
-                            highest_sequence_id,
-                            last_chunk,
-                            True,
-                            0.0,
-                        )
-                    )
-                else:
-                    producer.on_receipt(
-                        commands.send_receipt(
-                            producer.producer_id, sequence_id, -1, -1, highest_sequence_id
-                        )
-                    )
-                return
-            if status is DedupStatus.UNKNOWN:
-                raise PersistenceError(
-                    "Deduplication status of the message is unknown (an earlier copy is still "
-                    "being persisted); retry"
-                )
+        if dedup.enabled and self._is_duplicate(
+            producer, sequence_id, highest_sequence_id, last_chunk
+        ):
+            return
         try:
             position = self.ledger.append(entry)
         except StorageError as exc:
@@ -209,6 +179,49 @@ class PersistentTopic:
         producer.msg_in_counter += info.num_messages
         producer.bytes_in_counter += len(entry)
         self.service.committer.kick()
+
+    def _refuse_publish(self) -> NoReturn:
+        """Refuse a message for a topic that is closing or terminated."""
+        if self.closed:
+            raise BrokerServiceError("Topic is being closed", ServerError.ServiceNotReady)
+        raise BrokerServiceError("Topic was already terminated", ServerError.TopicTerminatedError)
+
+    def _is_duplicate(
+        self, producer: Producer, sequence_id: int, highest_sequence_id: int, last_chunk: bool
+    ) -> bool:
+        """With deduplication on: whether the message is a duplicate (then its receipt, with id
+        -1:-1, is sent or queued after the pending ones); PersistenceError when its status is
+        unknown."""
+        status = self.dedup.check(
+            producer.name, sequence_id, highest_sequence_id, is_last_chunk=last_chunk
+        )
+        if status is DedupStatus.DUPLICATE:
+            if self._pending:  # answer in order, after the receipts still pending
+                last_position = self._pending[-1][0]
+                self._pending.append(
+                    (
+                        last_position,
+                        producer,
+                        sequence_id,
+                        highest_sequence_id,
+                        last_chunk,
+                        True,
+                        0.0,
+                    )
+                )
+            else:
+                producer.on_receipt(
+                    commands.send_receipt(
+                        producer.producer_id, sequence_id, -1, -1, highest_sequence_id
+                    )
+                )
+            return True
+        if status is DedupStatus.UNKNOWN:
+            raise PersistenceError(
+                "Deduplication status of the message is unknown (an earlier copy is still "
+                "being persisted); retry"
+            )
+        return False
 
     def on_committed(self, last: Position) -> None:
         """Entries up to ``last`` are durable: send their receipts and wake the dispatchers."""

@@ -320,7 +320,46 @@ for _scope in (TOPIC, NAMESPACE):
 # --- backlog quotas: one per type ------------------------------------------------------------
 
 
+_QUOTA_TYPE = click.option(
+    "-t",
+    "--type",
+    "type_",
+    type=click.Choice(BACKLOG_TYPES),
+    default="destination_storage",
+    show_default=True,
+    help="what the quota limits: backlog size or the age of its oldest message",
+)
+
+
 def _quota_commands(scope: _Scope) -> None:
+    """The backlog-quota commands of ``scope``: set, get and remove."""
+    _set_quota_command(scope)
+
+    def get_quotas(ctx: AdminContext, target: str, applied: bool = False) -> None:
+        name = scope.name(target)
+        if scope.is_topic:
+            ctx.show(ctx.admin.topic_policies.get_backlog_quotas(name, applied))
+        else:
+            ctx.show(ctx.admin.namespaces.get_backlog_quotas(name))
+
+    get_quotas.__doc__ = "Show the backlog quotas, by type."
+    getter: Any = _APPLIED(get_quotas) if scope.is_topic else get_quotas
+    admin_command(scope.group, "get-backlog-quotas")(scope.arg()(getter))
+
+    def remove_quota(ctx: AdminContext, target: str, type_: str) -> None:
+        name = scope.name(target)
+        if scope.is_topic:
+            ctx.admin.topic_policies.remove_backlog_quota(name, type_)
+        else:
+            ctx.admin.namespaces.remove_backlog_quota(name, type_)
+
+    remove_quota.__doc__ = "Remove a backlog quota (the level above applies)."
+    admin_command(scope.group, "remove-backlog-quota")(scope.arg()(_QUOTA_TYPE(remove_quota)))
+
+
+def _set_quota_command(scope: _Scope) -> None:
+    """``set-backlog-quota``: a size and/or age limit with its policy, for one type."""
+
     def set_quota(
         ctx: AdminContext,
         target: str,
@@ -342,15 +381,6 @@ def _quota_commands(scope: _Scope) -> None:
         else:
             ctx.admin.namespaces.set_backlog_quota(name, quota, type_)
 
-    _TYPE = click.option(
-        "-t",
-        "--type",
-        "type_",
-        type=click.Choice(BACKLOG_TYPES),
-        default="destination_storage",
-        show_default=True,
-        help="what the quota limits: backlog size or the age of its oldest message",
-    )
     command: Any = set_quota
     for option in reversed(
         [
@@ -365,33 +395,12 @@ def _quota_commands(scope: _Scope) -> None:
                 required=True,
                 help="what happens past the quota",
             ),
-            _TYPE,
+            _QUOTA_TYPE,
         ]
     ):
         command = option(command)
     set_quota.__doc__ = "Set a backlog quota and what happens past it."
     admin_command(scope.group, "set-backlog-quota")(scope.arg()(command))
-
-    def get_quotas(ctx: AdminContext, target: str, applied: bool = False) -> None:
-        name = scope.name(target)
-        if scope.is_topic:
-            ctx.show(ctx.admin.topic_policies.get_backlog_quotas(name, applied))
-        else:
-            ctx.show(ctx.admin.namespaces.get_backlog_quotas(name))
-
-    get_quotas.__doc__ = "Show the backlog quotas, by type."
-    getter: Any = _APPLIED(get_quotas) if scope.is_topic else get_quotas
-    admin_command(scope.group, "get-backlog-quotas")(scope.arg()(getter))
-
-    def remove_quota(ctx: AdminContext, target: str, type_: str) -> None:
-        name = scope.name(target)
-        if scope.is_topic:
-            ctx.admin.topic_policies.remove_backlog_quota(name, type_)
-        else:
-            ctx.admin.namespaces.remove_backlog_quota(name, type_)
-
-    remove_quota.__doc__ = "Remove a backlog quota (the level above applies)."
-    admin_command(scope.group, "remove-backlog-quota")(scope.arg()(_TYPE(remove_quota)))
 
 
 _quota_commands(TOPIC)

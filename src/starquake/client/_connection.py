@@ -309,16 +309,12 @@ class ClientConnection(asyncio.Protocol):
                 return  # WaitForExclusive: the real answer comes later, without a time limit
             self._complete(body.request_id, cmd, None)
             return
+        self._dispatch_other(cmd, kind)
+
+    def _dispatch_other(self, cmd: T, kind: pb.BaseCommand.Type.ValueType) -> None:
+        """The commands other than messages, receipts and responses to requests."""
         if kind == T.ERROR:
-            err = from_server_error(cmd.error.error, cmd.error.message)
-            if not self._connected.done():  # the broker refused the CONNECT
-                self._connected.set_exception(err)
-                self._connected.exception()  # mark retrieved
-                self.close()
-                return
-            if isinstance(err, AuthenticationError):
-                log.warning("%s refused our credentials: %s", self.logical_address, err)
-            self._complete(cmd.error.request_id, cmd, err)
+            self._on_error(cmd)
         elif kind == T.SEND_ERROR:
             producer = self.producers.get(cmd.send_error.producer_id)
             if producer is not None:
@@ -332,15 +328,7 @@ class ClientConnection(asyncio.Protocol):
             self._auth_tasks.add(task)
             task.add_done_callback(self._auth_tasks.discard)
         elif kind == T.CONNECTED:
-            self.server_version = cmd.connected.server_version
-            self.protocol_version = cmd.connected.protocol_version
-            if cmd.connected.HasField("max_message_size"):
-                self.max_message_size = cmd.connected.max_message_size
-                if self.max_message_size > DEFAULT_MAX_MESSAGE_SIZE and not self._decoder.buffered:
-                    # the broker sends chunks (and messages) up to its own limit
-                    self._decoder = FrameDecoder(self.max_message_size + FRAME_PADDING)
-            if not self._connected.done():
-                self._connected.set_result(None)
+            self._on_connected(cmd.connected)
         elif kind == T.CLOSE_PRODUCER:
             p = self.producers.pop(cmd.close_producer.producer_id, None)
             if p is not None:
@@ -369,6 +357,30 @@ class ClientConnection(asyncio.Protocol):
                     c.on_disconnected(self)
         else:
             log.debug("ignoring %s from %s", T.Type.Name(kind), self.logical_address)
+
+    def _on_error(self, cmd: T) -> None:
+        """An ERROR answer: fails its request, or the connection when CONNECT was refused."""
+        err = from_server_error(cmd.error.error, cmd.error.message)
+        if not self._connected.done():  # the broker refused the CONNECT
+            self._connected.set_exception(err)
+            self._connected.exception()  # mark retrieved
+            self.close()
+            return
+        if isinstance(err, AuthenticationError):
+            log.warning("%s refused our credentials: %s", self.logical_address, err)
+        self._complete(cmd.error.request_id, cmd, err)
+
+    def _on_connected(self, connected: pb.CommandConnected) -> None:
+        """CONNECTED: the broker's version and message size limit; the connection is up."""
+        self.server_version = connected.server_version
+        self.protocol_version = connected.protocol_version
+        if connected.HasField("max_message_size"):
+            self.max_message_size = connected.max_message_size
+            if self.max_message_size > DEFAULT_MAX_MESSAGE_SIZE and not self._decoder.buffered:
+                # the broker sends chunks (and messages) up to its own limit
+                self._decoder = FrameDecoder(self.max_message_size + FRAME_PADDING)
+        if not self._connected.done():
+            self._connected.set_result(None)
 
     async def _answer_auth_challenge(self) -> None:
         """Send fresh credentials (AUTH_RESPONSE) for the broker's AUTH_CHALLENGE."""

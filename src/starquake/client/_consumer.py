@@ -9,25 +9,24 @@ consumer are dropped and the permits start over.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 from typing import TYPE_CHECKING
 
 from starquake.client._chunks import ChunkAssembler, is_chunk
-from starquake.client._config import ConsumerConfig, declared_schema
+from starquake.client._config import ConsumerConfig
 from starquake.client._connection import ClientConnection
 from starquake.client._crypto import EncryptionContext, MessageDecryptor, encryption_context
 from starquake.client._deliveries import SHARED_TYPES, DeliveryTracker, signed_64
-from starquake.client._enums import ConsumerCryptoFailureAction, ConsumerType, KeySharedMode
+from starquake.client._enums import ConsumerCryptoFailureAction
 from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import Message, MessageId
 from starquake.client._queue import MessageQueue
+from starquake.client._subscribe import is_earliest, is_latest, subscribe_command
 from starquake.client.exceptions import (
     AlreadyClosed,
     CumulativeAcknowledgementNotAllowedError,
-    NotConnected,
     PulsarException,
     Timeout,
 )
@@ -43,15 +42,6 @@ if TYPE_CHECKING:
     from starquake.client._dlq import DeadLetterHandler
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
-_I64_MAX = (1 << 63) - 1
-
-
-def is_earliest(mid: MessageId) -> bool:
-    return mid.ledger_id() < 0 and mid.entry_id() < 0
-
-
-def is_latest(mid: MessageId) -> bool:
-    return mid.ledger_id() == _I64_MAX and mid.entry_id() == _I64_MAX
 
 
 class ConsumerImpl(HandlerBase):
@@ -129,28 +119,6 @@ class ConsumerImpl(HandlerBase):
 
     # --- connection -------------------------------------------------------------------------
 
-    def _write(self, cmd: pb.BaseCommand) -> bool:
-        cnx = self._cnx
-        if cnx is None or not cnx.is_open:
-            return False
-        cnx.write_command(cmd)
-        return True
-
-    def _key_shared_meta(self) -> pb.KeySharedMeta | None:
-        if self._config.consumer_type != ConsumerType.KeyShared:
-            return None
-        policy = self._config.key_shared_policy
-        meta = pb.KeySharedMeta(keySharedMode=pb.AUTO_SPLIT)
-        if policy is not None:
-            meta.allowOutOfOrderDelivery = policy.allow_out_of_order_delivery
-            if policy.key_shared_mode == KeySharedMode.Sticky:
-                meta.keySharedMode = pb.STICKY
-                for start, end in policy.sticky_ranges or ():
-                    meta.hashRanges.add(start=start, end=end)
-        else:
-            meta.allowOutOfOrderDelivery = False
-        return meta
-
     def _subscribe_start(self) -> pb.MessageIdData | None:
         if self._config.durable:
             return None
@@ -172,21 +140,14 @@ class ConsumerImpl(HandlerBase):
             self._queue.settle()
             self._queue.remove_where(lambda m: m.received_by is self)
         rid = self._core.next_request_id()
-        cmd = client_commands.subscribe(
+        cmd = subscribe_command(
+            self._config,
             self.topic,
             self.subscription,
-            int(self._config.consumer_type),
             self.consumer_id,
             rid,
-            consumer_name=self.consumer_name,
-            durable=self._config.durable,
-            initial_position=int(self._config.initial_position),
-            read_compacted=self._config.is_read_compacted,
-            metadata=self._config.properties,
-            start_message_id=self._subscribe_start(),
-            key_shared_meta=self._key_shared_meta(),
-            replicate_subscription_state=self._config.replicate_subscription_state_enabled,
-            schema=declared_schema(self._config.schema),
+            self.consumer_name,
+            self._subscribe_start(),
         )
         cnx.consumers[self.consumer_id] = self
         try:
@@ -424,23 +385,6 @@ class ConsumerImpl(HandlerBase):
             raise AlreadyClosed("consumer is closed")
 
     # --- requests ---------------------------------------------------------------------------
-
-    async def _live_connection(self) -> ClientConnection:
-        """The connection; while the consumer reconnects (after a seek the broker closes
-        it), wait for it up to the operation timeout, as the official client does."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._core.operation_timeout
-        delay = 0.005
-        while True:
-            self._check_open()
-            cnx = self._cnx
-            if cnx is not None and cnx.is_open:
-                return cnx
-            remaining = deadline - loop.time()
-            if remaining <= 0 or self._core.closed:
-                raise NotConnected(f"{self!r} is not connected")
-            await asyncio.sleep(min(delay, remaining))
-            delay = min(delay * 2, 0.1)
 
     async def seek(self, target: MessageId | int) -> None:
         """Move the subscription to a message id or a publish time (ms).

@@ -16,12 +16,14 @@ from starquake.client._queue import MessageQueue
 from starquake.client.exceptions import (
     RETRYABLE,
     AlreadyClosed,
+    NotConnected,
     ProducerFenced,
     PulsarException,
     Timeout,
     TopicNotFound,
     TopicTerminated,
 )
+from starquake.protocol.wire import pb
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
 
@@ -135,6 +137,34 @@ class HandlerBase:
 
     def _disconnected(self) -> None:
         """Hook: the connection went away (before a reconnect is scheduled)."""
+
+    def _check_open(self) -> None:
+        """Hook: raise AlreadyClosed once the handler is closed."""
+
+    def _write(self, cmd: pb.BaseCommand) -> bool:
+        """Write ``cmd`` on the connection if it is open; whether it was written."""
+        cnx = self._cnx
+        if cnx is None or not cnx.is_open:
+            return False
+        cnx.write_command(cmd)
+        return True
+
+    async def _live_connection(self) -> ClientConnection:
+        """The connection; while the handler reconnects (after a seek the broker closes
+        it), wait for it up to the operation timeout, as the official client does."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._core.operation_timeout
+        delay = 0.005
+        while True:
+            self._check_open()
+            cnx = self._cnx
+            if cnx is not None and cnx.is_open:
+                return cnx
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._core.closed:
+                raise NotConnected(f"{self!r} is not connected")
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.1)
 
     async def _connect_once(self) -> None:
         url = await self._core.lookup.lookup(self.topic)

@@ -14,7 +14,7 @@ import logging
 import re
 
 from starquake.client._config import ConsumerConfig
-from starquake.client._consumer import ConsumerImpl, is_latest
+from starquake.client._consumer import ConsumerImpl
 from starquake.client._dlq import DeadLetterHandler
 from starquake.client._enums import ConsumerType, InitialPosition, RegexSubscriptionMode
 from starquake.client._handler import ClientCore
@@ -22,8 +22,9 @@ from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client._message import Message, MessageId
 from starquake.client._partition_updates import PartitionWatcher
 from starquake.client._pool import LookupService
-from starquake.client._producer import partition_topic
 from starquake.client._queue import MessageQueue
+from starquake.client._send_ops import partition_topic
+from starquake.client._subscribe import is_latest
 from starquake.client.exceptions import (
     ConsumerBusy,
     InvalidConfiguration,

@@ -12,7 +12,8 @@ from starquake.client._enums import HashingScheme, PartitionsRoutingMode
 from starquake.client._handler import ClientCore
 from starquake.client._message import Message, MessageId
 from starquake.client._partition_updates import PartitionWatcher
-from starquake.client._producer import OutgoingMessage, ProducerImpl, partition_topic
+from starquake.client._producer import OutgoingMessage, ProducerImpl
+from starquake.client._send_ops import partition_topic
 from starquake.client.exceptions import InvalidConfiguration
 from starquake.common.hashes import boost_hash, java_string_hash, murmur3_32_masked
 

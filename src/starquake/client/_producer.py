@@ -13,7 +13,6 @@ import collections
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
 
 from starquake.client._chunks import chunk_count, chunk_metadata
 from starquake.client._config import ProducerConfig, declared_schema
@@ -32,6 +31,7 @@ from starquake.client._outgoing import (
     message_metadata,
     single_metadata,
 )
+from starquake.client._send_ops import SendOp, chunk_parts, chunk_size
 from starquake.client.exceptions import (
     AlreadyClosed,
     MessageTooBig,
@@ -43,7 +43,6 @@ from starquake.client.exceptions import (
     TopicTerminated,
     from_server_error,
 )
-from starquake.common.topic_name import TopicName
 from starquake.protocol import client_commands
 from starquake.protocol.batch import pack_batch
 from starquake.protocol.batch_rows import PackedBatch
@@ -53,20 +52,6 @@ from starquake.protocol.framing import encode_entry, encode_payload_command
 from starquake.protocol.wire import pb
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
-
-
-@dataclass(slots=True)
-class _Op:
-    sequence_id: int
-    highest_sequence_id: int
-    num_messages: int
-    frame: bytes
-    futures: list[asyncio.Future[MessageId]]
-    created: float
-    batched: bool
-    permits: int  # pending-queue slots released by the receipt (0 for all but a last chunk)
-    chunks: list[MessageId] | None = None  # shared by the chunks of one message
-    last_chunk: bool = False
 
 
 class ProducerImpl(HandlerBase):
@@ -84,7 +69,7 @@ class ProducerImpl(HandlerBase):
         initial = config.initial_sequence_id
         self.last_sequence_id = initial if initial is not None else -1
         self._next_sequence_id = self.last_sequence_id + 1
-        self._pending: collections.deque[_Op] = collections.deque()
+        self._pending: collections.deque[SendOp] = collections.deque()
         self._pending_messages = 0
         self._space_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._batches = BatchContainers(config, self._send_batched)
@@ -229,12 +214,8 @@ class ProducerImpl(HandlerBase):
         enc = self._encryptor  # each chunk is encrypted on its own, as the official clients do
         if enc is not None:
             enc.describe(chunked)
-        chunk_size = self._max_message_size - chunked.ByteSize() - 8  # room for larger varints
-        if enc is not None:
-            chunk_size -= enc.overhead()
-        if chunk_size <= 0:
-            raise MessageTooBig(f"message metadata alone exceeds {self._max_message_size} bytes")
-        total = chunk_count(len(payload), chunk_size)
+        size = chunk_size(chunked, self._max_message_size, enc)
+        total = chunk_count(len(payload), size)
         if total == 1:
             if enc is not None:
                 payload = enc.encrypt(meta, payload)
@@ -242,15 +223,10 @@ class ProducerImpl(HandlerBase):
             return
         chunked.num_chunks_from_msg = total
         holder: list[MessageId] = []
-        view = memoryview(payload)
-        for chunk_id in range(total):
-            chunked.chunk_id = chunk_id
+        for chunk_id, part in enumerate(chunk_parts(chunked, payload, size, total, enc)):
             last = chunk_id == total - 1
-            part = bytes(view[chunk_id * chunk_size : (chunk_id + 1) * chunk_size])
-            if enc is not None:
-                part = enc.encrypt(chunked, part)
             self._write_op(
-                _Op(
+                SendOp(
                     seq,
                     seq,
                     1,
@@ -362,7 +338,9 @@ class ProducerImpl(HandlerBase):
     ) -> None:
         frame = self._frame(meta, payload, seq, highest, num_messages)
         now = time.monotonic()
-        self._write_op(_Op(seq, highest, num_messages, frame, futures, now, batched, num_messages))
+        self._write_op(
+            SendOp(seq, highest, num_messages, frame, futures, now, batched, num_messages)
+        )
 
     def _compress(self, meta: pb.MessageMetadata, payload: bytes) -> bytes:
         codec = int(self._config.compression_type)
@@ -394,7 +372,7 @@ class ProducerImpl(HandlerBase):
         )
         return encode_payload_command(cmd, encode_entry(meta, payload))
 
-    def _write_op(self, op: _Op) -> None:
+    def _write_op(self, op: SendOp) -> None:
         self._pending.append(op)
         if self._cnx is not None:
             self._cnx.write(op.frame)
@@ -415,26 +393,8 @@ class ProducerImpl(HandlerBase):
             )
             return
         self._pending.popleft()
-        mid = receipt.message_id
-        ledger, entry = mid.ledgerId, mid.entryId
-        ledger = ledger - (1 << 64) if ledger >= 1 << 63 else ledger
-        entry = entry - (1 << 64) if entry >= 1 << 63 else entry
         self.last_sequence_id = op.highest_sequence_id
-        # As in the official client, the ids a send returns name no topic: a multi-topic
-        # consumer cannot tell which of its topics such an id belongs to.
-        if op.chunks is not None:
-            op.chunks.append(MessageId.from_parts(ledger, entry, self.partition))
-        for index, fut in enumerate(op.futures):
-            if not fut.done():
-                if op.chunks is not None:
-                    result = MessageId.from_chunks(op.chunks)
-                elif op.batched:
-                    result = MessageId.from_parts(
-                        ledger, entry, self.partition, index, op.num_messages
-                    )
-                else:
-                    result = MessageId.from_parts(ledger, entry, self.partition)
-                fut.set_result(result)
+        op.complete(receipt.message_id, self.partition)
         self._release(op.permits)
 
     def on_send_error(self, error: pb.CommandSendError) -> None:
@@ -532,9 +492,4 @@ class ProducerImpl(HandlerBase):
         return self._config.max_pending_messages
 
 
-def partition_topic(topic: str, index: int) -> str:
-    """Name of partition ``index`` of ``topic``."""
-    return str(TopicName.parse(topic).partition(index))
-
-
-__all__ = ["OutgoingMessage", "ProducerImpl", "from_server_error", "partition_topic"]
+__all__ = ["OutgoingMessage", "ProducerImpl", "from_server_error"]

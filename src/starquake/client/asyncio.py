@@ -23,8 +23,7 @@ from typing import Any
 from starquake.client._arg_checks import check_type, check_type_or_none
 from starquake.client._async_handles import AnyProducer as AnyProducer
 from starquake.client._async_handles import Consumer, Producer, Reader
-from starquake.client._config import ClientConfig
-from starquake.client._consumer import is_latest
+from starquake.client._config import ClientConfig, ConsumerConfig
 from starquake.client._enums import (
     BatchingType,
     CompressionType,
@@ -59,8 +58,9 @@ from starquake.client._options import (
 )
 from starquake.client._outgoing import OutgoingMessage
 from starquake.client._partitioned import open_producer
-from starquake.client._producer import partition_topic
 from starquake.client._queue import MessageQueue
+from starquake.client._send_ops import partition_topic
+from starquake.client._subscribe import is_latest
 from starquake.client._table_view import TableView, open_table_view
 from starquake.client._timeouts import RedeliveryBackoff
 from starquake.client.exceptions import PulsarException
@@ -254,25 +254,7 @@ class Client:
           allow :meth:`Consumer.reconsume_later`.
         """
         config = consumer_config(CONSUMER_OPTIONS.collect(locals()))
-        if isinstance(topic, str) and is_pattern_topic:
-            front = ConsumerFront(
-                self._core, [], subscription_name, config, pattern=re.compile(topic)
-            )
-        elif isinstance(topic, str):
-            front = ConsumerFront(self._core, [topic], subscription_name, config)
-        elif isinstance(topic, list) and is_pattern_topic:
-            raise ValueError(
-                "Argument 'topic' must be a string when 'is_pattern_topic' is True; lists of "
-                "topics do not support pattern subscriptions"
-            )
-        elif isinstance(topic, list):
-            front = ConsumerFront(self._core, list(topic), subscription_name, config)
-        elif isinstance(topic, re.Pattern):
-            front = ConsumerFront(self._core, [], subscription_name, config, pattern=topic)
-        else:
-            raise ValueError(
-                "Argument 'topic' is expected to be of a type between (str, list, re.pattern)"
-            )
+        front = _consumer_front(self._core, topic, subscription_name, config, is_pattern_topic)
         await front.start()
         return Consumer(front, schema)
 
@@ -379,3 +361,31 @@ class Client:
             self._provider.close()
         detach_logger(self._log_handler)
         self._log_handler = None
+
+
+def _consumer_front(
+    core: ClientCore,
+    topic: str | list[str] | re.Pattern[str],
+    subscription_name: str,
+    config: ConsumerConfig,
+    is_pattern_topic: bool,
+) -> ConsumerFront:
+    """The consumer of ``topic``: one topic, a list of topics or a regex pattern (a ``str``
+    with ``is_pattern_topic``, or an ``re.Pattern``); ValueError for any other argument."""
+    if isinstance(topic, str) and is_pattern_topic:
+        return ConsumerFront(core, [], subscription_name, config, pattern=re.compile(topic))
+    elif isinstance(topic, str):
+        return ConsumerFront(core, [topic], subscription_name, config)
+    elif isinstance(topic, list) and is_pattern_topic:
+        raise ValueError(
+            "Argument 'topic' must be a string when 'is_pattern_topic' is True; lists of "
+            "topics do not support pattern subscriptions"
+        )
+    elif isinstance(topic, list):
+        return ConsumerFront(core, list(topic), subscription_name, config)
+    elif isinstance(topic, re.Pattern):
+        return ConsumerFront(core, [], subscription_name, config, pattern=topic)
+    else:
+        raise ValueError(
+            "Argument 'topic' is expected to be of a type between (str, list, re.pattern)"
+        )

@@ -23,10 +23,7 @@ columns, which ``Producer.send_packed`` sends as one entry.
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import logging
-import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,23 +36,18 @@ from starquake.client._bulk_rows import (
     payload_size_of,
     split_batch,
 )
-from starquake.client._connection import ClientConnection
 from starquake.client._crypto import CryptoKeyReader
+from starquake.client._entry_stream import EntryStream
 from starquake.client._enums import ConsumerCryptoFailureAction
-from starquake.client._handler import ClientCore, HandlerBase
 from starquake.client._logging import CLIENT_LOGGER_NAME
 from starquake.client.exceptions import (
-    AlreadyClosed,
-    NotConnected,
     PulsarException,
     Timeout,
 )
 from starquake.common.topic_name import TopicName
-from starquake.protocol import client_commands
 from starquake.protocol.batch_rows import PackedBatch, pack_rows
 from starquake.protocol.commands import encode_message_id
 from starquake.protocol.compression import decompress
-from starquake.protocol.enums import InitialPosition, SubType
 from starquake.protocol.framing import entry_rows, parse_entry
 from starquake.protocol.varint import varint
 from starquake.protocol.wire import pb
@@ -107,138 +99,6 @@ class EntryCount:
     size: int = 0
 
 
-class _EntryStream(HandlerBase):
-    """A non-durable subscription handing out entries as stored, with message-count permits."""
-
-    def __init__(
-        self,
-        core: ClientCore,
-        topic: str,
-        start: Position,
-        queue_size: int,
-        subscription_prefix: str = "bulk-reader",
-        consumer_name: str | None = None,
-    ) -> None:
-        super().__init__(core, topic)
-        self.consumer_id = next(self._core.consumer_ids)
-        self.subscription = f"{subscription_prefix}-{secrets.token_hex(6)}"
-        self.consumer_name = consumer_name or self.subscription
-        self._resume = (start[0], start[1])
-        self._queue_size = max(queue_size, 0)
-        self._permits = 0
-        self._entries: collections.deque[tuple[int, int, bytes]] = collections.deque()
-        self._arrived = asyncio.Event()
-        self._error: PulsarException | None = None
-
-    def __repr__(self) -> str:
-        return f"BulkReader({self.topic})"
-
-    async def _register(self, cnx: ClientConnection) -> None:
-        # Entries still queued from the last connection are read again from the resume
-        # position: drop them now, before it is taken, or a read during the subscribe round
-        # trip would take them and then get them a second time.
-        self._entries.clear()
-        rid = self._core.next_request_id()
-        ledger, entry = self._resume
-        start = pb.MessageIdData(ledgerId=ledger % _U64, entryId=entry % _U64)
-        cmd = client_commands.subscribe(
-            self.topic,
-            self.subscription,
-            SubType.Exclusive,
-            self.consumer_id,
-            rid,
-            consumer_name=self.consumer_name,
-            durable=False,
-            initial_position=InitialPosition.Earliest,
-            read_compacted=False,
-            metadata={},
-            start_message_id=start,
-            key_shared_meta=None,
-            replicate_subscription_state=False,
-        )
-        cnx.consumers[self.consumer_id] = self
-        try:
-            await cnx.request(cmd, rid, self._core.operation_timeout)
-        except BaseException:
-            cnx.consumers.pop(self.consumer_id, None)
-            raise
-        if self._closing:
-            cnx.consumers.pop(self.consumer_id, None)
-            return
-        self._cnx = cnx
-        self._permits = 0
-        if self._queue_size:  # 0: a probe that reads nothing (last message id only)
-            cnx.write_command(client_commands.flow(self.consumer_id, self._queue_size))
-
-    def on_message(self, command: pb.CommandMessage, entry: bytes) -> None:
-        mid = command.message_id
-        self._entries.append((_signed(mid.ledgerId), _signed(mid.entryId), entry))
-        self._arrived.set()
-
-    def on_active_consumer_change(self, is_active: bool) -> None:
-        """Exclusive subscription of our own: always active."""
-
-    def on_reached_end_of_topic(self) -> None:
-        """A terminated topic simply has no more entries."""
-
-    def _fail(self, exc: PulsarException) -> None:
-        self._error = exc
-        self._arrived.set()
-
-    async def take(self, wait: float) -> tuple[int, int, bytes] | None:
-        """The next entry, or None if none arrives within ``wait`` seconds."""
-        while not self._entries:
-            if self._error is not None:
-                raise self._error
-            if self._closing:
-                raise AlreadyClosed("the bulk reader is closed")
-            self._arrived.clear()
-            try:
-                await asyncio.wait_for(self._arrived.wait(), wait)
-            except TimeoutError:
-                return None
-        item = self._entries.popleft()
-        self._resume = (item[0], item[1] + 1)
-        return item
-
-    def release(self, messages: int) -> None:
-        """The caller is done with entries holding ``messages`` messages: grant permits back."""
-        self._permits += messages
-        cnx = self._cnx
-        if self._permits >= max(1, self._queue_size // 2) and cnx is not None and cnx.is_open:
-            cnx.write_command(client_commands.flow(self.consumer_id, self._permits))
-            self._permits = 0
-
-    async def get_last_message_id(self) -> pb.MessageIdData:
-        cnx = self._cnx
-        if cnx is None or not cnx.is_open:
-            raise NotConnected(f"{self.topic}: not connected")
-        rid = self._core.next_request_id()
-        resp = await cnx.request(
-            client_commands.get_last_message_id(self.consumer_id, rid),
-            rid,
-            self._core.operation_timeout,
-        )
-        return resp.get_last_message_id_response.last_message_id
-
-    async def close(self) -> None:
-        self._stop_reconnecting()
-        self._core.handlers.discard(self)
-        cnx, self._cnx = self._cnx, None
-        if cnx is not None and cnx.is_open:
-            cnx.consumers.pop(self.consumer_id, None)
-            rid = self._core.next_request_id()
-            try:
-                await cnx.request(
-                    client_commands.close_consumer(self.consumer_id, rid),
-                    rid,
-                    self._core.operation_timeout,
-                )
-            except (PulsarException, OSError) as exc:
-                log.debug("%r: close: %s", self, exc)
-        self._arrived.set()
-
-
 class _Chunk:
     __slots__ = ("first", "num_chunks", "parts", "publish_time", "single")
 
@@ -258,7 +118,7 @@ class BulkReader:
 
     def __init__(
         self,
-        stream: _EntryStream,
+        stream: EntryStream,
         topic: str,
         start: Position,
         end: Position | None,
@@ -311,7 +171,7 @@ class BulkReader:
         raises :class:`CryptoError` unless discarded. ``subscription_prefix`` begins the name
         of the (non-durable) subscription, as a reader's ``subscription_role_prefix`` does;
         ``consumer_name`` names the consumer."""
-        stream = _EntryStream(
+        stream = EntryStream(
             client.core, topic, start, receiver_queue_size, subscription_prefix, consumer_name
         )
         await stream.start()

@@ -126,6 +126,23 @@ def _chain(
     succ[(succ >= len(cand)) | ~good] = len(cand)
     cand_ext = np.append(cand, -1)
     succ[cand_ext[succ] != after] = -1
+    out = _follow(cand_ext, succ, good, after, spans)
+    if out is None:
+        return None
+    return cand[out], size.astype(np.int64)[out]
+
+
+def _follow(
+    cand_ext: np.ndarray,
+    succ: np.ndarray,
+    good: np.ndarray,
+    after: np.ndarray,
+    spans: Sequence[tuple[int, int, int]],
+) -> np.ndarray | None:
+    """The candidate indexes of every batch's messages, in order, following each batch's
+    chain of successors from its base; None when a chain breaks or misses its batch's end.
+    ``cand_ext`` is the candidates followed by -1 (the dead end)."""
+    cand = cand_ext[:-1]
     bases = np.array([base for base, _, _ in spans], np.int64)
     stops = bases + np.array([length for _, length, _ in spans], np.int64)
     counts = np.array([count for _, _, count in spans], np.int64)
@@ -148,7 +165,7 @@ def _chain(
     last = out[np.cumsum(counts) - 1]
     if (after[last] != stops).any():
         return None
-    return cand[out], size.astype(np.int64)[out]
+    return out
 
 
 def _varint(b: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -237,13 +254,18 @@ def _scan(
             raise Unsplittable("a field runs past the end of its message")
         cursor[live] = nxt
         live = live[nxt < ends[live]]
-    if reps:
-        rep_row = np.concatenate([r[0] for r in reps])
-        order = np.argsort(rep_row, kind="stable")
-        rep = [np.concatenate([r[i] for r in reps])[order] for i in range(3)]
-    else:
-        rep = [np.zeros(0, np.int64)] * 3
+    rep = _by_row(reps)
     return _Fields(pos, val, rep[0], rep[1], rep[2])
+
+
+def _by_row(reps: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+    """The occurrences of the repeated field (rows, positions, lengths), gathered from the
+    scan's rounds and ordered by row (in field order within a row)."""
+    if not reps:
+        return [np.zeros(0, np.int64)] * 3
+    rep_row = np.concatenate([r[0] for r in reps])
+    order = np.argsort(rep_row, kind="stable")
+    return [np.concatenate([r[i] for r in reps])[order] for i in range(3)]
 
 
 def _gather(

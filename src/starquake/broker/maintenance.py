@@ -1,0 +1,125 @@
+"""The broker's periodic upkeep: rolling the stats windows, expiring messages by TTL, deleting
+inactive topics, rolling idle ledgers over and trimming the consumed ones."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Protocol
+
+from starquake.broker import applied_policies, inactive_topics, topic_stats
+from starquake.broker.committer import GroupCommitter
+from starquake.broker.inactive_topics import InactiveTopicsContext
+from starquake.broker.message_expiry import expire_older_than
+from starquake.broker.observations import PublishLatency
+from starquake.broker.topic import PersistentTopic
+from starquake.storage import RetentionLimits
+
+log = logging.getLogger("starquake.broker.service")
+
+
+class MaintenanceContext(InactiveTopicsContext, Protocol):
+    """What the upkeep reads and changes of the broker."""
+
+    @property
+    def topics(self) -> dict[str, PersistentTopic]:
+        """The loaded persistent topics, by full name."""
+
+    @property
+    def committer(self) -> GroupCommitter:
+        """The group committer (seals rolled-over ledgers, deletes trimmed ones)."""
+
+    @property
+    def publish_latency(self) -> PublishLatency:
+        """The broker-wide publish latency histogram."""
+
+    async def persist_cursors(self) -> None:
+        """Store every durable cursor change made so far."""
+
+
+async def stats_loop(service: MaintenanceContext) -> None:
+    """Every ``statsUpdateFrequencyInSecs``: roll the rate and latency windows."""
+    while True:
+        await asyncio.sleep(service.config.statsUpdateFrequencyInSecs)
+        now = time.monotonic()
+        for topic in service.all_topics():
+            topic_stats.tick(topic, now)
+            if isinstance(topic, PersistentTopic):
+                topic.write_latency.tick()
+                topic.entry_sizes.tick()
+        service.publish_latency.tick()
+
+
+async def expiry_loop(service: MaintenanceContext) -> None:
+    """Every ``messageExpiryCheckIntervalInMinutes``: apply the message TTLs."""
+    while True:
+        await asyncio.sleep(service.config.messageExpiryCheckIntervalInMinutes * 60)
+        try:
+            if expire_messages(service):
+                await service.persist_cursors()
+        except Exception:
+            log.exception("expiring messages failed; retrying at the next check")
+
+
+def expire_messages(service: MaintenanceContext) -> int:
+    """Apply the message TTLs: move durable subscriptions past expired messages."""
+    moved = 0
+    for topic in list(service.topics.values()):
+        ttl = applied_policies.message_ttl(service, topic.name)
+        if not ttl:
+            continue
+        for subscription in list(topic.subscriptions.values()):
+            if subscription.durable and expire_older_than(subscription, ttl):
+                moved += 1
+    return moved
+
+
+async def inactive_topics_loop(service: MaintenanceContext) -> None:
+    """Every ``brokerDeleteInactiveTopicsFrequencySeconds``: delete inactive topics."""
+    while True:
+        await asyncio.sleep(service.config.brokerDeleteInactiveTopicsFrequencySeconds)
+        try:
+            await inactive_topics.delete_inactive_topics(service)
+        except Exception:
+            log.exception("deleting inactive topics failed; retrying at the next check")
+
+
+async def trim_loop(service: MaintenanceContext) -> None:
+    """Every ``managedLedgerTrimIntervalSeconds``: roll idle ledgers over, trim consumed ones."""
+    while True:
+        await asyncio.sleep(service.config.managedLedgerTrimIntervalSeconds)
+        roll_over_ledgers(service)
+        trim_ledgers(service)
+
+
+def roll_over_ledgers(service: MaintenanceContext) -> int:
+    """Apply the age rule to idle ledgers (appends apply it themselves)."""
+    rolled = 0
+    for topic in list(service.topics.values()):
+        if topic.ledger.maybe_rollover():
+            rolled += 1
+    if rolled:
+        service.committer.kick()  # seals the old ledgers
+    return rolled
+
+
+def trim_ledgers(service: MaintenanceContext) -> int:
+    """Delete ledgers every durable subscription has consumed and the topic's retention
+    policy no longer keeps; returns how many."""
+    deleted = 0
+    for topic in list(service.topics.values()):
+        try:
+            policy = applied_policies.retention(service, topic.name)
+            limits = RetentionLimits(
+                policy.time_minutes * 60 if policy.time_minutes >= 0 else -1,
+                policy.size_mb * 1024 * 1024 if policy.size_mb >= 0 else -1,
+            )
+            deleted += topic.ledger.trim(limits, hold=topic.trim_hold())
+            topic.forget_consumed_entry_infos()
+        except Exception:
+            log.exception("trimming %s failed", topic.full_name)
+    if deleted:
+        log.info("trimmed %d ledger(s)", deleted)
+        service.committer.kick()  # the commit thread deletes the files
+    return deleted

@@ -1,0 +1,58 @@
+"""Opening the broker's storage in its data directory: the directory lock, the metadata store,
+the stored resources and the managed-ledger factory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starquake.broker.config import BrokerConfig
+from starquake.broker.data_dir import prepare_data_dir
+from starquake.broker.resources import PulsarResources
+from starquake.storage import (
+    DataDirectoryLock,
+    ManagedLedgerConfig,
+    ManagedLedgerFactory,
+    SqliteMetadataStore,
+    StorageFaults,
+    make_dirs,
+)
+
+
+def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
+    """The managed-ledger settings that the broker configuration asks for."""
+    return ManagedLedgerConfig(
+        max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
+        max_size_per_ledger_bytes=config.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024,
+        min_rollover_seconds=config.managedLedgerMinLedgerRolloverTimeMinutes * 60,
+        max_rollover_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
+        cache_max_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
+        journal_sync=config.journalSyncData,
+    )
+
+
+def open_storage(
+    config: BrokerConfig, faults: StorageFaults | None
+) -> tuple[DataDirectoryLock, SqliteMetadataStore, PulsarResources, ManagedLedgerFactory]:
+    """Lock ``dataDir`` and open what is stored there; on failure, what was opened is closed
+    (and the lock released) before the error propagates. ``faults``: tests only."""
+    data = Path(config.dataDir)
+    prepare_data_dir(data, config.data_dir_mode)
+    lock = DataDirectoryLock(data)
+    try:
+        make_dirs(data / "ledgers")
+        metadata = SqliteMetadataStore(data / "metadata.db", faults)
+    except BaseException:
+        lock.release()
+        raise
+    try:
+        # a damaged stored value (tenant, namespace, partitioned topic, policies, ledger
+        # ids) stops the start naming its key rather than being acted on
+        resources = PulsarResources(metadata, config.clusterName)
+        factory = ManagedLedgerFactory(
+            data / "ledgers", metadata, storage_config(config), faults=faults
+        )
+    except BaseException:
+        metadata.close()
+        lock.release()
+        raise
+    return lock, metadata, resources, factory
