@@ -4,7 +4,6 @@ anonymous role; the role each connection gets."""
 
 from __future__ import annotations
 
-import time
 import types
 import uuid
 from collections.abc import Iterator
@@ -84,10 +83,8 @@ def test_refusals_name_their_reason(hs_broker: EmbeddedBroker) -> None:
     }
     for data, reason in cases.items():
         with RawConnection(hs_broker.broker_port) as cnx:
-            started = time.monotonic()
             cnx.connect("token", data)
-            reply = cnx.next()
-            assert time.monotonic() - started >= 0.09  # refusals are answered after a delay
+            reply = cnx.next()  # at once; the connection closes after the refusal linger
             assert reply.type == T.ERROR
             assert reply.error.error == pb.AuthenticationError
             assert reply.error.request_id == 2**64 - 1
