@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pulsar
 
+# our own generator: a library must not draw from (or disturb) the global one
+_RANDOM = random.Random()
+
 
 def _ephemeral_range() -> tuple[int, int]:
     """The ports the kernel hands to outgoing connections (Linux's default elsewhere)."""
@@ -34,7 +37,7 @@ def free_port() -> int:
     candidates = [(10000, low - 1)] if low > 11000 else [(high + 1, 65535)]
     for _ in range(200):
         start, end = candidates[0]
-        port = random.randint(start, end)
+        port = _RANDOM.randint(start, end)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))

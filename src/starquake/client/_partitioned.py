@@ -17,6 +17,9 @@ from starquake.client._send_ops import partition_topic
 from starquake.client.exceptions import InvalidConfiguration
 from starquake.common.hashes import boost_hash, java_string_hash, murmur3_32_masked
 
+# our own generator: a library must not draw from (or disturb) the global one
+_RANDOM = random.Random()
+
 _HASHES: dict[HashingScheme, Callable[[str], int]] = {
     HashingScheme.BoostHash: boost_hash,
     HashingScheme.JavaStringHash: java_string_hash,
@@ -43,7 +46,7 @@ class MessageRouter:
         elif self._mode == PartitionsRoutingMode.CustomPartition:
             raise InvalidConfiguration("CustomPartition routing needs a message_router")
         self._single = -1
-        self._cursor = random.randrange(1 << 16)
+        self._cursor = _RANDOM.randrange(1 << 16)
         self._count = 0
         self._bytes = 0
         self._since = clock()
@@ -65,7 +68,7 @@ class MessageRouter:
             return self._hash(msg.partition_key) % num_partitions
         if self._mode == PartitionsRoutingMode.UseSinglePartition:
             if self._single < 0:
-                self._single = random.randrange(num_partitions)
+                self._single = _RANDOM.randrange(num_partitions)
             return self._single % num_partitions
         if not config.batching_enabled:
             self._cursor += 1

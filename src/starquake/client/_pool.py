@@ -32,6 +32,10 @@ from starquake.protocol.schema import schema_info_of
 from starquake.protocol.wire import pb
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
+
+# our own generator: a library must not draw from (or disturb) the global one
+_RANDOM = random.Random()
+
 _MAX_REDIRECTS = 20
 _CLOSE_WAIT_SECONDS = 1.0  # for a TLS connection's goodbye (close_notify) on close
 _R = TypeVar("_R")
@@ -110,7 +114,7 @@ class ConnectionPool:
         return cnx
 
     async def _open(self, logical_url: str) -> ClientConnection:
-        host, port = random.choice(parse_service_url(logical_url))
+        host, port = _RANDOM.choice(parse_service_url(logical_url))
         loop = asyncio.get_running_loop()
         timeout = self._config.connection_timeout_ms / 1000
         tls_context = await self.tls_context()
