@@ -134,3 +134,41 @@ def test_update_from_a_provider_thread_redirects_lookups_in_progress(
     finally:
         client.close()
     assert [data for data, _ in read_all(broker.service_url, topic)] == [b"redirected"]
+
+
+def test_acknowledgments_not_sent_before_a_switch_stay_with_the_old_cluster(
+    tmp_path: Path,
+) -> None:
+    """Ours only (the official client aborts on an update from another thread): message ids
+    of two clusters overlap (each one's first message is 0:0 here), so an acknowledgment
+    grouped on the first cluster and sent after the switch would remove the second
+    cluster's own first message from the subscription. It is dropped at the switch."""
+    sq = starquake.client
+    topic = f"persistent://public/default/switch-acks-{uuid.uuid4().hex[:12]}"
+    with EmbeddedBroker(tmp_path / "first") as first, EmbeddedBroker(tmp_path / "second") as second:
+        for broker, payload in ((first, b"on-first"), (second, b"on-second")):
+            seed = sq.Client(broker.service_url)
+            seed.subscribe(topic, "sub", initial_position=sq.InitialPosition.Earliest).close()
+            seed.create_producer(topic).send(payload)
+            seed.close()
+        assert read_all(second.service_url, topic)[0] == (b"on-second", (0, 0))
+        assert read_all(first.service_url, topic)[0][1] == (0, 0)
+
+        class Provider(sq.ServiceInfoProvider):
+            def initial_service_info(self) -> sq.ServiceInfo:
+                return sq.ServiceInfo(first.service_url)
+
+            def initialize(self, on_update: Any) -> None:
+                self.update = on_update
+
+        provider = Provider()
+        client = sq.Client(provider, operation_timeout_seconds=30)
+        try:
+            consumer = client.subscribe(topic, "sub")
+            msg = consumer.receive(10_000)
+            assert msg.data() == b"on-first"
+            consumer.acknowledge(msg)  # grouped: not on the wire yet
+            provider.update(sq.ServiceInfo(second.service_url))
+            assert consumer.receive(10_000).data() == b"on-second"
+        finally:
+            client.close()

@@ -194,7 +194,9 @@ class ConsumerImpl(HandlerBase):
             parsed = parse_entry(entry)
             meta = parsed.metadata
             payload: bytes | memoryview = parsed.payload
-            msg_id = MessageId.from_parts(ledger, entry_id, self.partition, topic=self.topic)
+            msg_id = MessageId.from_parts(
+                ledger, entry_id, self.partition, topic=self.topic, service=self._core.service
+            )
             context, sealed = None, False
             if meta.encryption_keys:  # each chunk is encrypted on its own
                 payload, context = self._decrypt(meta, payload, msg_id)
@@ -270,6 +272,7 @@ class ConsumerImpl(HandlerBase):
             self._increase_permits(count)
             return
         partition, topic, publish_time = self.partition, self.topic, meta.publish_time
+        service = self._core.service
         filtering = self._filter is not None or self._min_publish_time
         make_id = MessageId.from_parts
         entries: list[tuple[pb.SingleMessageMetadata, bytes, MessageId]] = []
@@ -278,7 +281,7 @@ class ConsumerImpl(HandlerBase):
             if ack_set and not (ack_set[index >> 6] >> (index & 63)) & 1:
                 skipped += 1
                 continue
-            msg_id = make_id(ledger, entry_id, partition, index, count, topic)
+            msg_id = make_id(ledger, entry_id, partition, index, count, topic, service)
             if filtering and self._skip(msg_id, publish_time):
                 skipped += 1
                 continue
@@ -349,6 +352,8 @@ class ConsumerImpl(HandlerBase):
         """Acknowledge one message (a batch entry is acked once all its messages are)."""
         if self._closed:  # _check_open, inlined: this runs once per message
             raise AlreadyClosed("consumer is closed")
+        if msg_id.service != self._core.service and not self._of_unknown_service(msg_id):
+            return
         self._deliveries.acknowledge(msg_id)
 
     def acknowledge_cumulative(self, msg_id: MessageId) -> None:
@@ -358,12 +363,25 @@ class ConsumerImpl(HandlerBase):
             raise CumulativeAcknowledgementNotAllowedError(
                 "cumulative acknowledgement is not allowed on Shared/KeyShared subscriptions"
             )
+        if msg_id.service != self._core.service and not self._of_unknown_service(msg_id):
+            return
         self._deliveries.acknowledge_cumulative(msg_id)
 
     def negative_acknowledge(self, msg_id: MessageId, redelivery_count: int = 0) -> None:
         """Ask for redelivery of ``msg_id`` after the negative-ack delay (or backoff)."""
         self._check_open()
+        if msg_id.service != self._core.service and not self._of_unknown_service(msg_id):
+            return
         self._deliveries.negative_acknowledge(msg_id, redelivery_count)
+
+    def _of_unknown_service(self, msg_id: MessageId) -> bool:
+        """Whether ``msg_id`` may be sent (made by the application, not received); an id
+        delivered by the cluster used before a switch is not: the same ledger and entry name
+        another message on this one (the old cluster redelivers it after a switch back)."""
+        if msg_id.service < 0:
+            return True
+        log.debug("%r: not sending an acknowledgment of %s to another cluster", self, msg_id)
+        return False
 
     def _forget_deliveries(self) -> None:
         """Everything unacknowledged will come again: drop per-delivery state."""
@@ -383,6 +401,11 @@ class ConsumerImpl(HandlerBase):
     def _check_open(self) -> None:
         if self._closed:
             raise AlreadyClosed("consumer is closed")
+
+    def service_switched(self) -> None:
+        # acknowledgments grouped for the old cluster would remove whatever message has the
+        # same id on the new one
+        self._deliveries.reset_acks()
 
     # --- requests ---------------------------------------------------------------------------
 

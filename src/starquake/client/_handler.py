@@ -50,6 +50,8 @@ class ClientCore:
         self.closed = False
         # Receiver queues of new consumers (the blocking API asks for thread-safe ones).
         self.queue_factory = queue_factory
+        # Which cluster the client uses: counts the switches (see MessageId.service).
+        self.service = 0
         # The event loop the client runs on, once known (for switches reported by threads).
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -61,7 +63,11 @@ class ClientCore:
         self.config = config
         self.pool = ConnectionPool(config)
         self.lookup.use(config, self.pool)
+        self.service += 1
         log.info("service URL is now %s", config.service_url)
+        for handler in self.handlers:
+            if isinstance(handler, HandlerBase):
+                handler.service_switched()
         if self.loop is not None and not self.closed:
             self.spawn(old.close())
 
@@ -140,6 +146,10 @@ class HandlerBase:
 
     def _check_open(self) -> None:
         """Hook: raise AlreadyClosed once the handler is closed."""
+
+    def service_switched(self) -> None:
+        """Hook: the client moved to another cluster, whose message ids name other messages
+        (a consumer drops the acknowledgments it has not sent yet)."""
 
     def _write(self, cmd: pb.BaseCommand) -> bool:
         """Write ``cmd`` on the connection if it is open; whether it was written."""

@@ -32,6 +32,7 @@ class MessageId:
         "_first_chunk",
         "_ledger_id",
         "_partition",
+        "_service",
         "_topic",
     )
 
@@ -56,6 +57,8 @@ class MessageId:
         self._topic: str | None = None
         self._first_chunk: MessageId | None = None
         self._chunk_ids: tuple[MessageId, ...] = ()
+        # which of the client's clusters delivered the message (-1: not known)
+        self._service = -1
 
     def ledger_id(self) -> int:
         """The ledger id."""
@@ -82,6 +85,12 @@ class MessageId:
     # --- internal helpers ---------------------------------------------------------------------
 
     @property
+    def service(self) -> int:
+        """Which of the client's clusters delivered the message (-1: not known): after a
+        cluster switch the same ledger and entry ids name other messages."""
+        return self._service
+
+    @property
     def batch_size(self) -> int:
         """Number of messages in the batch this id points into (0 when unknown)."""
         return self._batch_size
@@ -95,8 +104,10 @@ class MessageId:
         batch_index: int = -1,
         batch_size: int = 0,
         topic: str | None = None,
+        service: int = -1,
     ) -> MessageId:
-        """An id from its parts, as the broker reports them (a hot path: no checks)."""
+        """An id from its parts, as the broker reports them (a hot path: no checks);
+        ``service`` numbers the cluster it came from (see ``ClientCore.service``)."""
         mid = object.__new__(cls)  # the fields of __init__, set once
         mid._partition = partition
         mid._ledger_id = ledger_id
@@ -106,6 +117,7 @@ class MessageId:
         mid._topic = topic
         mid._first_chunk = None
         mid._chunk_ids = ()
+        mid._service = service
         return mid
 
     @classmethod
@@ -115,7 +127,9 @@ class MessageId:
         As the official ``ChunkMessageIdImpl``: acknowledging it acknowledges every chunk.
         """
         last = chunks[-1]
-        mid = cls.from_parts(last._ledger_id, last._entry_id, last._partition, topic=topic)
+        mid = cls.from_parts(
+            last._ledger_id, last._entry_id, last._partition, topic=topic, service=last._service
+        )
         mid._first_chunk = chunks[0]
         mid._chunk_ids = tuple(chunks)
         return mid
@@ -159,7 +173,11 @@ class MessageId:
         if self._first_chunk is None:
             return self
         return MessageId.from_parts(
-            self._ledger_id, self._entry_id, self._partition, topic=self._topic
+            self._ledger_id,
+            self._entry_id,
+            self._partition,
+            topic=self._topic,
+            service=self._service,
         )
 
     def to_proto(self, *, with_batch: bool = True) -> pb.MessageIdData:
