@@ -178,8 +178,7 @@ class ConsumerImpl(HandlerBase):
     # --- incoming ---------------------------------------------------------------------------
 
     def request_one(self) -> None:
-        """(Zero receiver queue) A receive waits: ask the broker for one message, as the
-        official client does on each receive when ``receiver_queue_size`` is 0."""
+        """(Zero receiver queue) A receive waits: ask the broker for one message."""
         if self._queue_size > 0 or self._closed:
             return
         self._zero_waiting = True
@@ -271,8 +270,7 @@ class ConsumerImpl(HandlerBase):
             log.error("%r: dropping corrupt batch %d:%d: %s", self, ledger, entry_id, exc)
             self._increase_permits(count)
             return
-        partition, topic, publish_time = self.partition, self.topic, meta.publish_time
-        service = self._core.service
+        partition, topic, service = self.partition, self.topic, self._core.service
         filtering = self._filter is not None or self._min_publish_time
         make_id = MessageId.from_parts
         entries: list[tuple[pb.SingleMessageMetadata, bytes, MessageId]] = []
@@ -282,7 +280,7 @@ class ConsumerImpl(HandlerBase):
                 skipped += 1
                 continue
             msg_id = make_id(ledger, entry_id, partition, index, count, topic, service)
-            if filtering and self._skip(msg_id, publish_time):
+            if filtering and self._skip(msg_id, meta.publish_time):
                 skipped += 1
                 continue
             entries.append((single, bytes(data), msg_id))
@@ -352,8 +350,6 @@ class ConsumerImpl(HandlerBase):
         """Acknowledge one message (a batch entry is acked once all its messages are)."""
         if self._closed:  # _check_open, inlined: this runs once per message
             raise AlreadyClosed("consumer is closed")
-        if msg_id.service != self._core.service and not self._of_unknown_service(msg_id):
-            return
         self._deliveries.acknowledge(msg_id)
 
     def acknowledge_cumulative(self, msg_id: MessageId) -> None:
@@ -363,25 +359,12 @@ class ConsumerImpl(HandlerBase):
             raise CumulativeAcknowledgementNotAllowedError(
                 "cumulative acknowledgement is not allowed on Shared/KeyShared subscriptions"
             )
-        if msg_id.service != self._core.service and not self._of_unknown_service(msg_id):
-            return
         self._deliveries.acknowledge_cumulative(msg_id)
 
     def negative_acknowledge(self, msg_id: MessageId, redelivery_count: int = 0) -> None:
         """Ask for redelivery of ``msg_id`` after the negative-ack delay (or backoff)."""
         self._check_open()
-        if msg_id.service != self._core.service and not self._of_unknown_service(msg_id):
-            return
         self._deliveries.negative_acknowledge(msg_id, redelivery_count)
-
-    def _of_unknown_service(self, msg_id: MessageId) -> bool:
-        """Whether ``msg_id`` may be sent (made by the application, not received); an id
-        delivered by the cluster used before a switch is not: the same ledger and entry name
-        another message on this one (the old cluster redelivers it after a switch back)."""
-        if msg_id.service < 0:
-            return True
-        log.debug("%r: not sending an acknowledgment of %s to another cluster", self, msg_id)
-        return False
 
     def _forget_deliveries(self) -> None:
         """Everything unacknowledged will come again: drop per-delivery state."""
@@ -403,9 +386,7 @@ class ConsumerImpl(HandlerBase):
             raise AlreadyClosed("consumer is closed")
 
     def service_switched(self) -> None:
-        # acknowledgments grouped for the old cluster would remove whatever message has the
-        # same id on the new one
-        self._deliveries.reset_acks()
+        self._deliveries.switch_service(self._core.service)
 
     # --- requests ---------------------------------------------------------------------------
 

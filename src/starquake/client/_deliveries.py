@@ -59,6 +59,7 @@ class DeliveryTracker:
         self._shared = config.consumer_type in SHARED_TYPES
         self._batch_index_acks = config.batch_index_ack_enabled
         self._batch_pending: dict[EntryKey, set[int]] = {}
+        self._service = 0  # the client's cluster (see MessageId.service)
         self._acks = AckGroupingTracker(
             consumer_id, write, config.ack_grouping_time_ms, config.ack_grouping_max_size
         )
@@ -127,6 +128,8 @@ class DeliveryTracker:
     def acknowledge(self, msg_id: MessageId) -> None:
         """Acknowledge one message (a batch entry is acked once all its messages are)."""
         # once per message: each attribute and call read once
+        if 0 <= msg_id.service != self._service:
+            return  # delivered by another cluster (see switch_service)
         index = msg_id.batch_index()
         if index >= 0 and msg_id.batch_size > 0:
             key = msg_id.entry_key
@@ -148,6 +151,8 @@ class DeliveryTracker:
 
     def acknowledge_cumulative(self, msg_id: MessageId) -> None:
         """Acknowledge everything up to and including ``msg_id``."""
+        if 0 <= msg_id.service != self._service:
+            return
         target = msg_id
         if (
             msg_id.batch_index() >= 0
@@ -167,6 +172,8 @@ class DeliveryTracker:
 
     def negative_acknowledge(self, msg_id: MessageId, redelivery_count: int = 0) -> None:
         """Ask for redelivery of ``msg_id`` after the negative-ack delay (or backoff)."""
+        if 0 <= msg_id.service != self._service:
+            return
         self._batch_pending.pop(msg_id.entry_key, None)
         if self._unacked is not None:
             self._unacked.remove(msg_id.entry_key)
@@ -221,6 +228,14 @@ class DeliveryTracker:
     def flush_acks(self) -> None:
         """Send the grouped acknowledgments now (on a new connection)."""
         self._acks.flush()
+
+    def switch_service(self, service: int) -> None:
+        """The client moved to another cluster (``service``): the same ledger and entry ids
+        name other messages there, so the grouped acknowledgments not sent yet are dropped,
+        and later (negative) acknowledgments of ids the old cluster delivered are not sent
+        (that cluster redelivers those messages after a switch back)."""
+        self._service = service
+        self._acks.reset()
 
     def reset_acks(self) -> None:
         """Drop the grouped acknowledgments not sent yet (after a seek)."""
