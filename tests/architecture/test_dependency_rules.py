@@ -30,8 +30,8 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "common": (set(), {"mmh3"}),
     "protocol": ({"common"}, {"google", "crc32c", "lz4", "zstandard", "cramjam"}),
     "storage": ({"common"}, set()),
-    # cluster mode: bundles, and (coming) the JetStream metadata store and ledgers
-    "cluster": ({"common", "storage"}, set()),
+    # cluster mode: bundles, local JetStream nodes, the metadata store on JetStream (nats-py)
+    "cluster": ({"common", "storage"}, {"nats"}),
     # aiohttp serves the web port (broker/web.py) and its endpoints (broker/admin/);
     # prometheus_client renders /metrics (broker/admin/metrics.py); avro parses schema
     # definitions and checks their compatibility, google.protobuf builds protobuf-native

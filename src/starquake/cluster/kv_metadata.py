@@ -1,0 +1,217 @@
+"""The metadata store on a JetStream key-value bucket: versioned values, compare-and-set, watches.
+
+Keys are Pulsar's metadata paths (``/admin/policies/public/default``). A path becomes a KV key
+token by token: each ``/``-separated segment is one ``.``-separated token; characters a KV key
+does not allow (and ``_``) are written ``_`` plus two hex digits of each UTF-8 byte, and an
+empty segment (``persistent://`` has one) is the token ``_``. A value's *version* is the KV
+revision of its last write: ``put`` and ``delete`` with an expected version succeed only if
+the value is still at that version (0: only if absent), else :class:`BadVersionError`, as
+ZooKeeper's versioned writes do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import nats
+from nats.js.api import KeyValueConfig
+from nats.js.errors import (
+    APIError,
+    BucketNotFoundError,
+    KeyDeletedError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+)
+
+from starquake.storage import StorageError
+
+log = logging.getLogger(__name__)
+
+_PLAIN = re.compile(r"[-=A-Za-z0-9]")
+_DELETE_OPS = ("DEL", "PURGE")
+
+
+class BadVersionError(StorageError):
+    """A compare-and-set write found another version than the one expected."""
+
+
+class Versioned(NamedTuple):
+    value: bytes
+    version: int
+
+
+WatchCallback = Callable[[str, bytes | None, int], None]
+
+
+async def _log_error(exc: Exception) -> None:
+    log.debug("metadata store connection: %s", exc)
+
+
+def _escape(segment: str) -> str:
+    if not segment:
+        return "_"
+    out = []
+    for char in segment:
+        if _PLAIN.fullmatch(char):
+            out.append(char)
+        else:
+            out.extend(f"_{byte:02x}" for byte in char.encode())
+    return "".join(out)
+
+
+def _unescape(token: str) -> str:
+    if token == "_":
+        return ""
+    raw = bytearray()
+    i = 0
+    while i < len(token):
+        if token[i] == "_":
+            raw.append(int(token[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            raw.extend(token[i].encode())
+            i += 1
+    return raw.decode()
+
+
+def path_to_key(path: str) -> str:
+    """The KV key of metadata path ``path`` (which starts with ``/``)."""
+    if not path.startswith("/") or path == "/":
+        raise ValueError(f"not a metadata path: {path!r}")
+    return ".".join(_escape(segment) for segment in path[1:].split("/"))
+
+
+def key_to_path(key: str) -> str:
+    """The metadata path of KV key ``key``."""
+    return "/" + "/".join(_unescape(token) for token in key.split("."))
+
+
+class JetStreamMetadataStore:
+    """Metadata in one JetStream key-value bucket (``replicas`` copies)."""
+
+    def __init__(self, nc: Any, kv: Any) -> None:
+        self._nc = nc
+        self._kv = kv
+        self._watches: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def connect(
+        cls,
+        servers: list[str],
+        *,
+        bucket: str = "sq_metadata",
+        replicas: int = 1,
+        give_up_after: float = 30,
+    ) -> JetStreamMetadataStore:
+        """Connect and open (or create) the bucket; StorageError once ``give_up_after``
+        seconds passed without success."""
+        deadline = time.monotonic() + give_up_after
+        nc = None
+        while True:
+            try:
+                if nc is None:
+                    nc = await asyncio.wait_for(
+                        nats.connect(
+                            servers=servers,
+                            connect_timeout=2,
+                            max_reconnect_attempts=-1,
+                            error_cb=_log_error,
+                        ),
+                        max(0.1, deadline - time.monotonic()),
+                    )
+                js = nc.jetstream(timeout=5)
+                try:
+                    kv = await js.key_value(bucket)
+                except BucketNotFoundError:
+                    kv = await js.create_key_value(
+                        KeyValueConfig(bucket=bucket, replicas=replicas, history=1)
+                    )
+                return cls(nc, kv)
+            except (OSError, TimeoutError, APIError, nats.errors.Error) as exc:
+                if time.monotonic() > deadline:
+                    if nc is not None:
+                        await nc.close()
+                    raise StorageError(f"metadata store {servers} unavailable: {exc}") from None
+                await asyncio.sleep(0.2)
+
+    async def get(self, path: str) -> Versioned | None:
+        try:
+            entry = await self._kv.get(path_to_key(path))
+        except (KeyNotFoundError, KeyDeletedError):
+            return None
+        return Versioned(entry.value or b"", entry.revision)
+
+    async def put(self, path: str, value: bytes, expected_version: int | None = None) -> int:
+        """Write ``value``; with ``expected_version`` only if the stored version is that one
+        (0: only if absent). The new version."""
+        key = path_to_key(path)
+        try:
+            if expected_version is None:
+                return int(await self._kv.put(key, value))
+            if expected_version == 0:
+                return int(await self._kv.create(key, value))
+            return int(await self._kv.update(key, value, last=expected_version))
+        except KeyWrongLastSequenceError:
+            raise BadVersionError(f"{path}: not at version {expected_version}") from None
+
+    async def delete(self, path: str, expected_version: int | None = None) -> None:
+        key = path_to_key(path)
+        if expected_version is not None:
+            current = await self.get(path)
+            if current is None or current.version != expected_version:
+                raise BadVersionError(f"{path}: not at version {expected_version}")
+        try:
+            await self._kv.delete(key, last=expected_version)
+        except APIError as exc:
+            if exc.err_code in (10071, 10164):
+                raise BadVersionError(f"{path}: not at version {expected_version}") from None
+            raise
+
+    async def list_children(self, path: str) -> list[str]:
+        """The names one level below ``path`` (of keys stored there or deeper)."""
+        prefix = "" if path == "/" else path_to_key(path) + "."
+        watcher = await self._kv.watch(f"{prefix}>", meta_only=True, ignore_deletes=True)
+        names = set()
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    break
+                names.add(_unescape(entry.key[len(prefix) :].split(".", 1)[0]))
+        finally:
+            await watcher.stop()
+        return sorted(names)
+
+    async def watch(self, path: str, callback: WatchCallback) -> None:
+        """Call ``callback(path, value, version)`` for every value at or below ``path``: the
+        current ones first, then each change (``value`` None: deleted), until closed."""
+        prefix = "" if path == "/" else path_to_key(path) + "."
+        watcher = await self._kv.watch(f"{prefix}>")
+
+        async def run() -> None:
+            try:
+                async for entry in watcher:
+                    if entry is None:
+                        continue
+                    deleted = entry.operation in _DELETE_OPS
+                    value = None if deleted else (entry.value or b"")
+                    callback(key_to_path(entry.key), value, entry.revision)
+            finally:
+                with contextlib.suppress(Exception):
+                    await watcher.stop()
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._watches.add(task)
+        task.add_done_callback(self._watches.discard)
+
+    async def close(self) -> None:
+        for task in list(self._watches):
+            task.cancel()
+        if self._watches:
+            await asyncio.wait(list(self._watches), timeout=5)
+        await self._nc.close()

@@ -1,0 +1,147 @@
+"""The metadata store on a JetStream key-value bucket, against real nats-server nodes:
+versioned compare-and-set as ZooKeeper's, children listing, watches, any path as a key, and
+a value written before a node's kill -9 still there from the other nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from starquake.cluster.kv_metadata import (
+    BadVersionError,
+    JetStreamMetadataStore,
+    key_to_path,
+    path_to_key,
+)
+from starquake.cluster.nodes import JetStreamNode
+from starquake.storage import StorageError
+
+_VALID_KEY = set("-/_=.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+_segments = st.lists(st.text(max_size=12), min_size=1, max_size=6)
+
+
+@given(_segments)
+def test_any_path_round_trips_through_a_valid_key(segments: list[str]) -> None:
+    path = "/" + "/".join(segments)
+    if path == "/":
+        return
+    key = path_to_key(path)
+    assert set(key) <= _VALID_KEY and not key.startswith(".") and not key.endswith(".")
+    assert ".." not in key
+    assert key_to_path(key) == path
+
+
+@given(_segments, _segments)
+def test_distinct_paths_get_distinct_keys(a: list[str], b: list[str]) -> None:
+    pa, pb = "/" + "/".join(a), "/" + "/".join(b)
+    if "/" in (pa, pb) or pa == pb:
+        return
+    assert path_to_key(pa) != path_to_key(pb)
+
+
+def test_a_topic_path_is_readable_as_a_key() -> None:
+    path = "/managed-ledgers/public/default/persistent/orders-partition-1"
+    assert path_to_key(path) == "managed-ledgers.public.default.persistent.orders-partition-1"
+    assert path_to_key("/topics/persistent://public/default/a_b") == (
+        "topics.persistent_3a._.public.default.a_5fb"
+    )
+
+
+def _run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_versions_and_compare_and_set(jetstream_node: JetStreamNode) -> None:
+    base = f"/t{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> None:
+        store = await JetStreamMetadataStore.connect([jetstream_node.url], bucket="meta_cas")
+        try:
+            assert await store.get(f"{base}/a") is None
+            v1 = await store.put(f"{base}/a", b"one", expected_version=0)
+            with pytest.raises(BadVersionError):
+                await store.put(f"{base}/a", b"again", expected_version=0)
+            v2 = await store.put(f"{base}/a", b"two", expected_version=v1)
+            assert v2 > v1
+            with pytest.raises(BadVersionError):
+                await store.put(f"{base}/a", b"stale", expected_version=v1)
+            assert await store.get(f"{base}/a") == (b"two", v2)
+            with pytest.raises(BadVersionError):
+                await store.delete(f"{base}/a", expected_version=v1)
+            await store.delete(f"{base}/a", expected_version=v2)
+            assert await store.get(f"{base}/a") is None
+            # re-created after a delete, only where absence is expected
+            v3 = await store.put(f"{base}/a", b"three", expected_version=0)
+            assert await store.get(f"{base}/a") == (b"three", v3)
+            await store.put(f"{base}/a", b"four")  # unconditional
+            assert (await store.get(f"{base}/a") or (b"", 0)).value == b"four"
+        finally:
+            await store.close()
+
+    _run(scenario())
+
+
+def test_children_and_watches(jetstream_node: JetStreamNode) -> None:
+    base = f"/w{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> None:
+        store = await JetStreamMetadataStore.connect([jetstream_node.url], bucket="meta_watch")
+        other = await JetStreamMetadataStore.connect([jetstream_node.url], bucket="meta_watch")
+        seen: list[tuple[str, bytes | None]] = []
+        try:
+            await store.put(f"{base}/tenants/a", b"1")
+            await store.put(f"{base}/tenants/b/ns1", b"2")
+            await store.put(f"{base}/other", b"3")
+            assert await store.list_children(f"{base}/tenants") == ["a", "b"]
+            assert await store.list_children(f"{base}/none") == []
+            await store.watch(f"{base}/tenants", lambda p, v, _: seen.append((p, v)))
+            await other.put(f"{base}/tenants/c", b"4")
+            await other.delete(f"{base}/tenants/a")
+            deadline = asyncio.get_running_loop().time() + 10
+            want = {(f"{base}/tenants/c", b"4"), (f"{base}/tenants/a", None)}
+            while not want <= set(seen):
+                assert asyncio.get_running_loop().time() < deadline, seen
+                await asyncio.sleep(0.02)
+            assert (f"{base}/tenants/b/ns1", b"2") in seen  # the current values first
+            assert all(not p.startswith(f"{base}/other") for p, _ in seen)
+        finally:
+            await store.close()
+            await other.close()
+
+    _run(scenario())
+
+
+def test_an_unreachable_store_is_one_clear_error() -> None:
+    async def scenario() -> None:
+        with pytest.raises(StorageError, match="unavailable"):
+            await JetStreamMetadataStore.connect(["nats://127.0.0.1:9"], give_up_after=1)
+
+    _run(scenario())
+
+
+def test_a_replicated_value_survives_a_node_kill(jetstream_trio: list[JetStreamNode]) -> None:
+    urls = [node.url for node in jetstream_trio]
+
+    async def write() -> int:
+        store = await JetStreamMetadataStore.connect(urls, bucket="meta_r3", replicas=3)
+        try:
+            return await store.put("/admin/policies/public/default", b"{}", expected_version=0)
+        finally:
+            await store.close()
+
+    version = _run(write())
+    jetstream_trio[0].kill()
+
+    async def read() -> object:
+        store = await JetStreamMetadataStore.connect(urls[1:], bucket="meta_r3", replicas=3)
+        try:
+            return await store.get("/admin/policies/public/default")
+        finally:
+            await store.close()
+
+    assert _run(read()) == (b"{}", version)
