@@ -1,5 +1,9 @@
 """Cluster mode: several brokers over replicated storage and a shared metadata store.
 
-Being built (see ``docs/cluster-design.md``). Here so far: ``bundles.py``, how a namespace's
-topics are divided into bundles, the unit of ownership.
+Being built (see ``docs/cluster-design.md``); the broker does not use it yet. Here so far:
+
+- ``bundles.py``: how a namespace's topics are divided into bundles, the unit of ownership;
+- ``nodes.py``: local NATS JetStream nodes (``nats-server``) for a development cluster and tests;
+- ``kv_metadata.py``: the metadata store on a JetStream key-value bucket (versioned
+  compare-and-set, children, watches).
 """
