@@ -159,3 +159,23 @@ def test_producer_reading_resumes_at_half_the_pending_limit(tmp_path: Path, topi
         producer.flush()
         wait_for(lambda: cnx.pending_send_bytes == 0, "nothing pending")
         client.close()
+
+
+def test_failing_commits_are_logged_once_per_interval_not_per_retry(
+    tmp_path: Path, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A full disk fails every commit while the official client reconnects and re-sends about
+    every 100 ms: the operator gets one line per 10 s, not a flood."""
+    faults = InjectedFaults()
+    with EmbeddedBroker(tmp_path / "data", faults=faults) as broker:
+        client = official_client(broker)
+        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=0)
+        producer.send(b"before")
+        faults.fail_syncs = errno.ENOSPC
+        syncs = faults.syncs
+        producer.send_async(b"during", lambda *_: None)
+        wait_for(lambda: faults.syncs >= syncs + 5, "five failed commits")
+        faults.clear()
+        client.close()
+    lines = [r for r in caplog.records if r.getMessage().startswith("group commit failed")]
+    assert len(lines) == 1, [r.getMessage() for r in lines]

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from starquake.broker.log_throttle import LogThrottle
 from starquake.storage import ManagedLedger, ManagedLedgerFactory, PendingCommit, Position
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ class GroupCommitter:
         self._kicked = False
         self.commits = 0
         self.failures = 0
+        # a full disk fails every commit while clients keep reconnecting: one line per 10 s
+        self._failure_log = LogThrottle(log)
         self.observers: list[CommitObserver] = []
         """Called on the loop with each commit that succeeded, after its receipts (metrics)."""
 
@@ -65,7 +68,7 @@ class GroupCommitter:
                 try:
                     await future
                 except Exception as exc:
-                    log.error("group commit failed: %s", exc)
+                    self._failure_log.log(logging.ERROR, "group commit failed: %s", exc)
                     self.failures += 1
                     failed = pending.fail(exc)
                     self._on_failed(failed, exc)
