@@ -165,7 +165,8 @@ def test_failing_commits_are_logged_once_per_interval_not_per_retry(
     tmp_path: Path, topic: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A full disk fails every commit while the official client reconnects and re-sends about
-    every 100 ms: the operator gets one line per 10 s, not a flood."""
+    every 100 ms: the operator gets one line per 10 s, not a flood, and the bytes each failed
+    commit wrote (never acknowledged) are cut, not piled up in quarantine."""
     faults = InjectedFaults()
     with EmbeddedBroker(tmp_path / "data", faults=faults) as broker:
         client = official_client(broker)
@@ -179,3 +180,4 @@ def test_failing_commits_are_logged_once_per_interval_not_per_retry(
         client.close()
     lines = [r for r in caplog.records if r.getMessage().startswith("group commit failed")]
     assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert not list((tmp_path / "data").rglob("quarantine/*"))

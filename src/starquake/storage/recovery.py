@@ -32,12 +32,11 @@ __all__ = ["recover_ledger_states"]
 log = logging.getLogger(__name__)
 
 
-def _cut(path: Path, size: int, name: str, why: str, *, unacknowledged: bool) -> None:
+def _cut(path: Path, size: int, name: str, why: str) -> None:
     """Cut ``path`` to ``size`` bytes, keeping what was cut in quarantine under ``name``, and
     log it with the reason ``why``.
 
-    When the copy cannot be made (typically a full disk), bytes that were never acknowledged
-    are cut all the same (nothing is lost, and space is freed); a torn tail is left in the file
+    When the copy cannot be made (typically a full disk), the torn tail is left in the file
     instead (recovery ignores it, and tries again at the next load), so that the ledger still
     loads and its entries can be read.
     """
@@ -51,22 +50,34 @@ def _cut(path: Path, size: int, name: str, why: str, *, unacknowledged: bool) ->
         f.seek(size)
         extra = f.read()
     try:
-        moved: Path | str = quarantine(path.parent, name, data=extra)
+        moved = quarantine(path.parent, name, data=extra)
     except OSError as exc:
-        if not unacknowledged:
-            log.error(
-                "ledger %s: %d bytes after offset %d (%s) cannot be kept in quarantine (%s); "
-                "they stay in the file, ignored, until a later load",
-                path,
-                actual - size,
-                size,
-                why,
-                exc,
-            )
-            return
-        moved = f"nowhere: {exc}"
+        log.error(
+            "ledger %s: %d bytes after offset %d (%s) cannot be kept in quarantine (%s); "
+            "they stay in the file, ignored, until a later load",
+            path,
+            actual - size,
+            size,
+            why,
+            exc,
+        )
+        return
     truncate_file(path, size)
     log.warning("ledger %s: cut %d bytes, %s (kept in %s)", path, actual - size, why, moved)
+
+
+def _drop_unacknowledged(path: Path, size: int) -> None:
+    """Cut the bytes a failed commit wrote after ``size``: their entries never became
+    visible and no client holds a receipt for them, so they are not kept (a full disk fails
+    every commit while clients retry; copies would pile up). The failed commit itself was
+    logged when it failed."""
+    try:
+        actual = os.stat(path).st_size
+    except FileNotFoundError:
+        return
+    if actual > size:
+        truncate_file(path, size)
+        log.debug("ledger %s: cut %d bytes a failed commit wrote", path, actual - size)
 
 
 def _report(directory: Path, ledger_id: int, scan: ScanResult) -> None:
@@ -104,11 +115,10 @@ def recover_ledger_states(
     """Load every ledger of ``directory`` as a sealed :class:`LedgerState`, in id order.
 
     ``cuts`` maps files to the size they had before a failed commit wrote to them: the bytes
-    after it were never acknowledged, so they are cut off (and kept in quarantine) first.
+    after it were never acknowledged, so they are cut off first.
     """
     for path, size in (cuts or {}).items():
-        why = "written by a failed commit, never acknowledged"
-        _cut(path, size, f"{path.name}.unacknowledged-{size}", why, unacknowledged=True)
+        _drop_unacknowledged(path, size)
     names = set(os.listdir(directory))
     states: list[LedgerState] = []
     for ledger_id in _ledger_ids(directory, names):
@@ -161,7 +171,7 @@ def _load_ledger(
             return None
         if valid_end < size:
             why = f"a torn tail after entry {len(offsets) - 1}"
-            _cut(path, valid_end, f"{ledger_id}.log.tail-{valid_end}", why, unacknowledged=False)
+            _cut(path, valid_end, f"{ledger_id}.log.tail-{valid_end}", why)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / f"{ledger_id}.idx")
         state.damaged.update(scan.damaged)
