@@ -4,6 +4,8 @@ Being built (see ``docs/cluster-design.md``); the broker does not use it yet. He
 
 - ``bundles.py``: how a namespace's topics are divided into bundles, the unit of ownership;
 - ``nodes.py``: local NATS JetStream nodes (``nats-server``) for a development cluster and tests;
+- ``jetstream.py``: connecting to JetStream and opening key-value buckets;
 - ``kv_metadata.py``: the metadata store on a JetStream key-value bucket (versioned
-  compare-and-set, children, watches).
+  compare-and-set, children, watches);
+- ``leases.py``: leases that end when not renewed (bundle ownership, broker registry, leader).
 """

@@ -15,26 +15,21 @@ import asyncio
 import contextlib
 import logging
 import re
-import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import nats
 from nats.js.api import KeyValueConfig
-from nats.js.errors import (
-    APIError,
-    BucketNotFoundError,
-    KeyDeletedError,
-    KeyNotFoundError,
-    KeyWrongLastSequenceError,
-)
+from nats.js.errors import APIError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 
+from starquake.cluster.jetstream import open_bucket
 from starquake.storage import StorageError
 
 log = logging.getLogger(__name__)
 
 _PLAIN = re.compile(r"[-=A-Za-z0-9]")
 _DELETE_OPS = ("DEL", "PURGE")
+# JetStream's error codes for a write whose expected last sequence was not the last one
+WRONG_LAST_SEQUENCE = (10071, 10164)
 
 
 class BadVersionError(StorageError):
@@ -47,10 +42,6 @@ class Versioned(NamedTuple):
 
 
 WatchCallback = Callable[[str, bytes | None, int], None]
-
-
-async def _log_error(exc: Exception) -> None:
-    log.debug("metadata store connection: %s", exc)
 
 
 def _escape(segment: str) -> str:
@@ -111,34 +102,9 @@ class JetStreamMetadataStore:
     ) -> JetStreamMetadataStore:
         """Connect and open (or create) the bucket; StorageError once ``give_up_after``
         seconds passed without success."""
-        deadline = time.monotonic() + give_up_after
-        nc = None
-        while True:
-            try:
-                if nc is None:
-                    nc = await asyncio.wait_for(
-                        nats.connect(
-                            servers=servers,
-                            connect_timeout=2,
-                            max_reconnect_attempts=-1,
-                            error_cb=_log_error,
-                        ),
-                        max(0.1, deadline - time.monotonic()),
-                    )
-                js = nc.jetstream(timeout=5)
-                try:
-                    kv = await js.key_value(bucket)
-                except BucketNotFoundError:
-                    kv = await js.create_key_value(
-                        KeyValueConfig(bucket=bucket, replicas=replicas, history=1)
-                    )
-                return cls(nc, kv)
-            except (OSError, TimeoutError, APIError, nats.errors.Error) as exc:
-                if time.monotonic() > deadline:
-                    if nc is not None:
-                        await nc.close()
-                    raise StorageError(f"metadata store {servers} unavailable: {exc}") from None
-                await asyncio.sleep(0.2)
+        config = KeyValueConfig(bucket=bucket, replicas=replicas, history=1)
+        nc, kv = await open_bucket(servers, config, give_up_after)
+        return cls(nc, kv)
 
     async def get(self, path: str) -> Versioned | None:
         try:
@@ -169,7 +135,7 @@ class JetStreamMetadataStore:
         try:
             await self._kv.delete(key, last=expected_version)
         except APIError as exc:
-            if exc.err_code in (10071, 10164):
+            if exc.err_code in WRONG_LAST_SEQUENCE:
                 raise BadVersionError(f"{path}: not at version {expected_version}") from None
             raise
 

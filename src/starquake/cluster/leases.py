@@ -1,0 +1,116 @@
+"""Leases in a JetStream key-value bucket: who owns a bundle, which brokers are alive, who leads.
+
+A lease is a key whose value names its holder. It is taken with create-if-absent, so one
+holder at a time; renewed by a compare-and-set at the revision the holder last wrote; and it
+ends when the holder stops renewing: the bucket's values expire ``ttl`` seconds after their
+last write (the stream's maximum age, checked by the JetStream servers' clocks), and the
+server then writes a marker that watchers see as a deletion. A holder whose renewal is refused
+has lost the lease (it expired and perhaps another holder took it) and must stop acting on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nats.js.api import KeyValueConfig
+from nats.js.errors import (
+    APIError,
+    KeyDeletedError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+)
+
+from starquake.cluster.jetstream import open_bucket
+from starquake.cluster.kv_metadata import WRONG_LAST_SEQUENCE, key_to_path, path_to_key
+from starquake.storage import StorageError
+
+
+class LeaseLostError(StorageError):
+    """The lease was not renewed in time, or someone else holds it now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A lease held: its name, the holder's value and the revision of the last write."""
+
+    name: str
+    value: bytes
+    revision: int
+
+
+def _key(name: str) -> str:
+    return path_to_key("/" + name)
+
+
+class LeaseTable:
+    """The leases of one bucket, all with the same time to live."""
+
+    def __init__(self, nc: Any, kv: Any, ttl: float) -> None:
+        self._nc = nc
+        self._kv = kv
+        self.ttl = ttl
+
+    @classmethod
+    async def connect(
+        cls,
+        servers: list[str],
+        *,
+        bucket: str,
+        ttl: float,
+        replicas: int = 1,
+        give_up_after: float = 30,
+    ) -> LeaseTable:
+        config = KeyValueConfig(
+            bucket=bucket, replicas=replicas, history=1, ttl=ttl, limit_marker_ttl=ttl
+        )
+        nc, kv = await open_bucket(servers, config, give_up_after)
+        return cls(nc, kv, ttl)
+
+    async def acquire(self, name: str, value: bytes) -> Lease | None:
+        """Take lease ``name`` for ``value``'s holder; None if another holder has it."""
+        try:
+            revision = await self._kv.create(_key(name), value)
+        except KeyWrongLastSequenceError:
+            return None
+        return Lease(name, value, int(revision))
+
+    async def renew(self, lease: Lease) -> Lease:
+        """Write the lease again before it expires; LeaseLostError if it is no longer ours."""
+        try:
+            revision = await self._kv.update(_key(lease.name), lease.value, last=lease.revision)
+        except KeyWrongLastSequenceError:
+            raise LeaseLostError(f"lease {lease.name} was lost") from None
+        return Lease(lease.name, lease.value, int(revision))
+
+    async def release(self, lease: Lease) -> None:
+        """Give the lease up now (nothing happens if it was lost already)."""
+        try:
+            await self._kv.delete(_key(lease.name), last=lease.revision)
+        except APIError as exc:
+            if exc.err_code not in WRONG_LAST_SEQUENCE:
+                raise
+
+    async def holder(self, name: str) -> bytes | None:
+        """The value of lease ``name``'s holder, or None when nobody holds it."""
+        try:
+            entry = await self._kv.get(_key(name))
+        except (KeyNotFoundError, KeyDeletedError):
+            return None
+        return bytes(entry.value or b"")
+
+    async def holders(self) -> dict[str, bytes]:
+        """Every lease held now, by name."""
+        watcher = await self._kv.watchall(ignore_deletes=True)
+        found: dict[str, bytes] = {}
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    break
+                found[key_to_path(entry.key)[1:]] = bytes(entry.value or b"")
+        finally:
+            await watcher.stop()
+        return found
+
+    async def close(self) -> None:
+        await self._nc.close()
