@@ -7,5 +7,7 @@ Being built (see ``docs/cluster-design.md``); the broker does not use it yet. He
 - ``jetstream.py``: connecting to JetStream and opening key-value buckets;
 - ``kv_metadata.py``: the metadata store on a JetStream key-value bucket (versioned
   compare-and-set, children, watches);
-- ``leases.py``: leases that end when not renewed (bundle ownership, broker registry, leader).
+- ``leases.py``: leases that end when not renewed (bundle ownership, broker registry, leader);
+- ``js_ledgers.py``: ledgers as chains of records in shared JetStream streams, one writer per
+  ledger, fencing without clocks, reads by record index, trimming.
 """

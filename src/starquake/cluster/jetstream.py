@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import nats
 from nats.js.api import KeyValueConfig
@@ -15,40 +16,66 @@ from starquake.storage import StorageError
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+# What a JetStream call raises when the servers refuse or do not answer
+NATS_ERRORS = (OSError, TimeoutError, APIError, nats.errors.Error)
+
 
 async def _log_error(exc: Exception) -> None:
     log.debug("JetStream connection: %s", exc)
+
+
+async def until_ready(deadline: float, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    """``attempt()`` again and again while JetStream is not ready (a new cluster elects its
+    leaders first); StorageError naming ``what`` once ``deadline`` (monotonic) passed."""
+    while True:
+        try:
+            return await attempt()
+        except NATS_ERRORS as exc:
+            if time.monotonic() > deadline:
+                raise StorageError(f"{what}: {exc!r}") from None
+            await asyncio.sleep(0.2)
+
+
+async def connect(servers: list[str], give_up_after: float = 30) -> Any:
+    """A connection to ``servers``, which reconnects by itself later for as long as it lives;
+    StorageError once ``give_up_after`` seconds passed without one."""
+    deadline = time.monotonic() + give_up_after
+
+    async def attempt() -> Any:
+        return await asyncio.wait_for(
+            nats.connect(
+                servers=servers,
+                connect_timeout=2,
+                max_reconnect_attempts=-1,
+                error_cb=_log_error,
+            ),
+            max(0.1, deadline - time.monotonic()),
+        )
+
+    return await until_ready(deadline, f"JetStream at {servers} unavailable", attempt)
 
 
 async def open_bucket(
     servers: list[str], config: KeyValueConfig, give_up_after: float = 30
 ) -> tuple[Any, Any]:
     """Connect to ``servers`` and open the key-value bucket of ``config``, creating it if it
-    does not exist: ``(connection, bucket)``. Retries while the servers start (a new cluster
-    elects its leaders first); StorageError once ``give_up_after`` seconds passed. The
-    connection reconnects by itself later, for as long as it lives."""
+    does not exist: ``(connection, bucket)``."""
     deadline = time.monotonic() + give_up_after
-    nc = None
-    while True:
+    nc = await connect(servers, give_up_after)
+    js = nc.jetstream(timeout=5)
+
+    async def attempt() -> Any:
         try:
-            if nc is None:
-                nc = await asyncio.wait_for(
-                    nats.connect(
-                        servers=servers,
-                        connect_timeout=2,
-                        max_reconnect_attempts=-1,
-                        error_cb=_log_error,
-                    ),
-                    max(0.1, deadline - time.monotonic()),
-                )
-            js = nc.jetstream(timeout=5)
-            try:
-                return nc, await js.key_value(config.bucket)
-            except BucketNotFoundError:
-                return nc, await js.create_key_value(config)
-        except (OSError, TimeoutError, APIError, nats.errors.Error) as exc:
-            if time.monotonic() > deadline:
-                if nc is not None:
-                    await nc.close()
-                raise StorageError(f"JetStream at {servers} unavailable: {exc}") from None
-            await asyncio.sleep(0.2)
+            return await js.key_value(config.bucket)
+        except BucketNotFoundError:
+            return await js.create_key_value(config)
+
+    try:
+        return nc, await until_ready(
+            deadline, f"JetStream at {servers} unavailable (bucket {config.bucket})", attempt
+        )
+    except StorageError:
+        await nc.close()
+        raise

@@ -1,0 +1,257 @@
+"""Ledgers in NATS JetStream: records of entries, one writer per ledger, fencing, reads, trim.
+
+The layout (see ``docs/cluster-design.md``): ``streams`` shared streams ``SQ_LEDGERS_{i}``;
+ledger ``L`` is the subject ``sq.ledger.{L mod streams}.{L}`` of stream ``L mod streams``. A
+*record* is one message holding consecutive entries of one ledger (a group commit), stored as
+received: a 4-byte big-endian length before each entry; its header ``Sq-Entries`` says
+``first:count``. Entry ids are dense from 0.
+
+One writer per ledger, without clocks: every record is published with
+``Nats-Expected-Last-Subject-Sequence`` set to the stream sequence of the ledger's previous
+record, so records are a chain. A new owner *fences* the ledger by appending a fence record
+(header ``Sq-Fence``, expecting nothing, so it always lands); the replaced writer's next append
+expects a sequence that is no longer the last, JetStream refuses it, and the writer learns it
+is fenced. Everything before the first fence is the ledger's content; nothing after it ever
+is. Ledger ids come from the sequence of the stream ``SQ_IDS``: unique and increasing across
+the cluster. Every failure to reach JetStream is a StorageError (fencing: LedgerFencedError).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import functools
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats
+from nats.js.api import StreamConfig
+from nats.js.errors import APIError, NotFoundError
+
+from starquake.cluster.jetstream import connect, until_ready
+from starquake.storage import LedgerFencedError, StorageError
+
+ENTRIES_HEADER = "Sq-Entries"
+FENCE_HEADER = "Sq-Fence"
+EXPECT_LAST = "Nats-Expected-Last-Subject-Sequence"
+_WRONG_LAST_SEQUENCE = (10071, 10164)
+_LENGTH = struct.Struct(">I")
+
+
+def encode_record(entries: list[bytes]) -> bytes:
+    """The body of a record: each entry after its 4-byte big-endian length."""
+    return b"".join(_LENGTH.pack(len(e)) + e for e in entries)
+
+
+def decode_record(body: bytes, count: int) -> list[bytes]:
+    """The ``count`` entries of a record body; StorageError if it does not hold them."""
+    entries = []
+    offset = 0
+    view = memoryview(body)
+    for _ in range(count):
+        if offset + 4 > len(body):
+            raise StorageError("record shorter than its entry count")
+        (size,) = _LENGTH.unpack_from(body, offset)
+        offset += 4
+        if offset + size > len(body):
+            raise StorageError("record entry runs past the record")
+        entries.append(bytes(view[offset : offset + size]))
+        offset += size
+    if offset != len(body):
+        raise StorageError("record has bytes after its last entry")
+    return entries
+
+
+@dataclass
+class LedgerIndex:
+    """Where a ledger's records are: their first entry ids and stream sequences, in order."""
+
+    firsts: list[int] = field(default_factory=list)
+    sequences: list[int] = field(default_factory=list)
+    entries: int = 0  # entries in the ledger (the next entry id)
+    last_sequence: int = 0  # of the chain's last message (record or fence); 0: none
+
+    def add(self, first: int, count: int, sequence: int) -> None:
+        self.firsts.append(first)
+        self.sequences.append(sequence)
+        self.entries = first + count
+        self.last_sequence = sequence
+
+    def record_of(self, entry_id: int) -> int:
+        """The stream sequence of the record holding ``entry_id``."""
+        return self.sequences[bisect.bisect_right(self.firsts, entry_id) - 1]
+
+
+class JetStreamLedgers:
+    """The ledgers of a cluster in JetStream (one instance per broker process)."""
+
+    def __init__(self, nc: Any, streams: int) -> None:
+        self._nc = nc
+        self._js = nc.jetstream(timeout=10)
+        self.streams = streams
+
+    @classmethod
+    async def connect(
+        cls, servers: list[str], *, streams: int = 4, replicas: int = 1, give_up_after: float = 30
+    ) -> JetStreamLedgers:
+        """Connect, creating the ledger streams and the id stream if they do not exist."""
+        deadline = time.monotonic() + give_up_after
+        nc = await connect(servers, give_up_after)
+        store = cls(nc, streams)
+        configs = [StreamConfig(name="SQ_IDS", subjects=["sq.ids"], max_msgs=1)]
+        configs += [
+            StreamConfig(name=f"SQ_LEDGERS_{i}", subjects=[f"sq.ledger.{i}.>"])
+            for i in range(streams)
+        ]
+        try:
+            for config in configs:
+                config.num_replicas = replicas
+                await until_ready(
+                    deadline,
+                    f"cannot create stream {config.name}",
+                    functools.partial(store._js.add_stream, config),
+                )
+        except StorageError:
+            await nc.close()
+            raise
+        return store
+
+    def _stream(self, ledger_id: int) -> str:
+        return f"SQ_LEDGERS_{ledger_id % self.streams}"
+
+    def _subject(self, ledger_id: int) -> str:
+        return f"sq.ledger.{ledger_id % self.streams}.{ledger_id}"
+
+    async def allocate_ledger_id(self) -> int:
+        try:
+            ack = await self._js.publish("sq.ids", b"")
+        except (APIError, nats.errors.Error, TimeoutError) as exc:
+            raise StorageError(f"cannot allocate a ledger id: {exc}") from None
+        return int(ack.seq)
+
+    def writer(self, ledger_id: int, index: LedgerIndex | None = None) -> LedgerWriter:
+        """The writer of a new ledger (or of a recovered one that was not fenced)."""
+        return LedgerWriter(self, ledger_id, index or LedgerIndex())
+
+    async def publish_record(self, ledger_id: int, body: bytes, headers: dict[str, str]) -> int:
+        """Append one message to the ledger's chain: its stream sequence. LedgerFencedError
+        when the chain's last message is not the one ``headers`` expects."""
+        try:
+            ack = await self._js.publish(self._subject(ledger_id), body, headers=headers)
+        except APIError as exc:
+            if exc.err_code in _WRONG_LAST_SEQUENCE:
+                raise LedgerFencedError(f"ledger {ledger_id} was fenced") from None
+            raise StorageError(f"ledger {ledger_id}: {exc}") from None
+        except (nats.errors.Error, TimeoutError) as exc:  # no answer: stored or not
+            raise StorageError(f"ledger {ledger_id}: {exc!r}") from None
+        return int(ack.seq)
+
+    async def _next_message(self, ledger_id: int, after: int) -> Any | None:
+        try:
+            return await self._js.get_msg(
+                self._stream(ledger_id), seq=after + 1, subject=self._subject(ledger_id), next=True
+            )
+        except NotFoundError:
+            return None
+        except (APIError, nats.errors.Error, TimeoutError) as exc:
+            raise StorageError(f"ledger {ledger_id}: {exc!r}") from None
+
+    async def scan(self, ledger_id: int) -> tuple[LedgerIndex, bool]:
+        """The ledger's index up to its fence (if any) and whether it is fenced."""
+        index = LedgerIndex()
+        after = 0
+        while (msg := await self._next_message(ledger_id, after)) is not None:
+            after = int(msg.seq)
+            headers = msg.headers or {}
+            if FENCE_HEADER in headers:
+                index.last_sequence = after
+                return index, True
+            first, _, count = headers.get(ENTRIES_HEADER, "").partition(":")
+            index.add(int(first), int(count), after)
+        return index, False
+
+    async def fence(self, ledger_id: int) -> LedgerIndex:
+        """Make ``ledger_id`` read-only for its writer, wherever that runs, and return what it
+        holds: the writer's later appends fail; everything it stored before is kept.
+
+        The fence record expects nothing, so it always lands, in one round trip, even while
+        the writer keeps appending; whatever the writer stored before it is in the ledger,
+        and its next append, which expects its own last record, is refused."""
+        await self.publish_record(ledger_id, b"", {FENCE_HEADER: "1"})
+        index, fenced = await self.scan(ledger_id)
+        assert fenced, "a scan stops at the first fence"
+        return index
+
+    async def read(
+        self, ledger_id: int, index: LedgerIndex, first: int, max_entries: int
+    ) -> list[tuple[int, bytes]]:
+        """Up to ``max_entries`` entries from ``first`` (only records of ``index``)."""
+        out: list[tuple[int, bytes]] = []
+        if first >= index.entries or max_entries <= 0:
+            return out
+        position = bisect.bisect_right(index.firsts, first) - 1
+        stream = self._stream(ledger_id)
+        while position < len(index.firsts) and len(out) < max_entries:
+            try:
+                msg = await self._js.get_msg(stream, seq=index.sequences[position])
+            except NotFoundError:
+                raise StorageError(f"ledger {ledger_id}: a record is gone (trimmed)") from None
+            except (APIError, nats.errors.Error, TimeoutError) as exc:
+                raise StorageError(f"ledger {ledger_id}: {exc!r}") from None
+            start = index.firsts[position]
+            end = index.firsts[position + 1] if position + 1 < len(index.firsts) else index.entries
+            entries = decode_record(msg.data or b"", end - start)
+            for offset, data in enumerate(entries):
+                entry_id = start + offset
+                if entry_id >= first and len(out) < max_entries:
+                    out.append((entry_id, data))
+            position += 1
+        return out
+
+    async def delete(self, ledger_id: int) -> None:
+        """Remove every record of ``ledger_id`` (trimming)."""
+        try:
+            await self._js.purge_stream(self._stream(ledger_id), subject=self._subject(ledger_id))
+        except (APIError, nats.errors.Error, TimeoutError) as exc:
+            raise StorageError(f"ledger {ledger_id}: {exc!r}") from None
+
+    async def close(self) -> None:
+        await self._nc.close()
+
+
+class LedgerWriter:
+    """Appends records to one ledger, one at a time (each expects the previous one)."""
+
+    def __init__(self, ledgers: JetStreamLedgers, ledger_id: int, index: LedgerIndex) -> None:
+        self._ledgers = ledgers
+        self.ledger_id = ledger_id
+        self.index = index
+        self.fenced = False
+        self._lock = asyncio.Lock()
+
+    async def append(self, entries: list[bytes]) -> tuple[int, int]:
+        """Store ``entries`` as one record once the stream's replicas have it: their first and
+        last entry ids. LedgerFencedError once another owner fenced the ledger."""
+        if not entries:
+            raise ValueError("a record holds at least one entry")
+        async with self._lock:
+            if self.fenced:
+                raise LedgerFencedError(f"ledger {self.ledger_id} was fenced")
+            first = self.index.entries
+            headers = {
+                ENTRIES_HEADER: f"{first}:{len(entries)}",
+                EXPECT_LAST: str(self.index.last_sequence),
+            }
+            try:
+                sequence = await self._ledgers.publish_record(
+                    self.ledger_id, encode_record(entries), headers
+                )
+            except BaseException:
+                # fenced, or no answer: the record may be stored or not, so this writer
+                # stops; whoever reopens the ledger fences it and finds out
+                self.fenced = True
+                raise
+            self.index.add(first, len(entries), sequence)
+            return first, first + len(entries) - 1

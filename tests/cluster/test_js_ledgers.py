@@ -1,0 +1,149 @@
+"""Ledgers in JetStream against real nats-server nodes: records round-trip, entry ids stay
+dense, a fence stops the replaced writer at any moment of its appends without losing what
+it stored, ids are unique across writers, trimming removes a ledger, R3 survives a node."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from starquake.cluster.js_ledgers import JetStreamLedgers, decode_record, encode_record
+from starquake.cluster.nodes import JetStreamNode
+from starquake.storage import LedgerFencedError, StorageError
+
+
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=20))
+def test_records_round_trip_and_damage_is_an_error(entries: list[bytes]) -> None:
+    body = encode_record(entries)
+    assert decode_record(body, len(entries)) == entries
+    with pytest.raises(StorageError):
+        decode_record(body[:-1], len(entries))
+    with pytest.raises(StorageError):
+        decode_record(body + b"\0", len(entries))
+    with pytest.raises(StorageError):
+        decode_record(body, len(entries) + 1)
+
+
+def test_appends_reads_and_dense_ids(jetstream_node: JetStreamNode) -> None:
+    async def scenario() -> None:
+        ledgers = await JetStreamLedgers.connect([jetstream_node.url], streams=2)
+        try:
+            ledger_id = await ledgers.allocate_ledger_id()
+            writer = ledgers.writer(ledger_id)
+            written: list[bytes] = []
+            for size in (1, 3, 2, 5):
+                batch = [f"{ledger_id}-{len(written) + i}".encode() for i in range(size)]
+                first, last = await writer.append(batch)
+                assert (first, last) == (len(written), len(written) + size - 1)
+                written += batch
+            index = writer.index
+            for start in range(len(written)):
+                got = await ledgers.read(ledger_id, index, start, 4)
+                assert got == list(enumerate(written))[start : start + 4]
+            assert await ledgers.read(ledger_id, index, len(written), 10) == []
+            await ledgers.delete(ledger_id)
+            with pytest.raises(StorageError, match="gone"):
+                await ledgers.read(ledger_id, index, 0, 1)
+        finally:
+            await ledgers.close()
+
+    asyncio.run(scenario())
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(min_value=0, max_value=30), st.integers(min_value=0, max_value=2**32))
+def test_a_fence_at_any_moment_keeps_every_stored_append_and_stops_the_writer(
+    jetstream_node: JetStreamNode, fence_after: int, seed: int
+) -> None:
+    rng = random.Random(seed)
+
+    async def scenario() -> None:
+        old = await JetStreamLedgers.connect([jetstream_node.url], streams=2)
+        new = await JetStreamLedgers.connect([jetstream_node.url], streams=2)
+        try:
+            ledger_id = await old.allocate_ledger_id()
+            writer = old.writer(ledger_id)
+            stored: list[tuple[int, bytes]] = []
+            started = asyncio.Event()
+
+            async def keep_appending() -> None:
+                n = 0
+                while True:
+                    batch = [f"{n}-{i}".encode() for i in range(rng.randint(1, 3))]
+                    n += 1
+                    try:
+                        first, _ = await writer.append(batch)
+                    except LedgerFencedError:
+                        return
+                    stored.extend((first + i, data) for i, data in enumerate(batch))
+                    if n >= fence_after:
+                        started.set()
+
+            task = asyncio.create_task(keep_appending())
+            if fence_after:
+                await asyncio.wait_for(started.wait(), 10)
+            index = await new.fence(ledger_id)
+            await asyncio.wait_for(task, 10)  # the writer stops on its next append
+            assert writer.fenced
+            contents = await new.read(ledger_id, index, 0, 10_000)
+            assert [entry_id for entry_id, _ in contents] == list(range(index.entries))
+            assert stored == contents[: len(stored)]
+            assert len(contents) - len(stored) <= 3  # at most the one append in flight
+            with pytest.raises(LedgerFencedError):
+                await writer.append([b"late"])
+            assert await new.fence(ledger_id) == index  # fencing again changes nothing
+        finally:
+            await old.close()
+            await new.close()
+
+    asyncio.run(scenario())
+
+
+def test_ledger_ids_are_unique_across_brokers(jetstream_node: JetStreamNode) -> None:
+    async def scenario() -> list[int]:
+        stores = [await JetStreamLedgers.connect([jetstream_node.url]) for _ in range(3)]
+        try:
+            ids = await asyncio.gather(*(s.allocate_ledger_id() for s in stores for _ in range(20)))
+            return list(ids)
+        finally:
+            for s in stores:
+                await s.close()
+
+    ids = asyncio.run(scenario())
+    assert len(set(ids)) == len(ids) == 60
+
+
+def test_replicated_ledgers_survive_a_node_kill(jetstream_trio: list[JetStreamNode]) -> None:
+    urls = [node.url for node in jetstream_trio]
+
+    async def scenario() -> None:
+        ledgers = await JetStreamLedgers.connect(urls, streams=1, replicas=3)
+        try:
+            ledger_id = await ledgers.allocate_ledger_id()
+            writer = ledgers.writer(ledger_id)
+            await writer.append([b"before"])
+            jetstream_trio[2].kill()
+            for _ in range(100):  # until the stream has a leader again
+                try:
+                    if writer.fenced:  # the append without an answer: reopen, as an owner does
+                        await ledgers.fence(ledger_id)
+                        ledger_id = await ledgers.allocate_ledger_id()
+                        writer = ledgers.writer(ledger_id)
+                    await writer.append([b"after"])
+                    break
+                except StorageError:
+                    await asyncio.sleep(0.2)
+            else:
+                raise AssertionError("no append after a node's kill")
+            assert (await ledgers.read(ledger_id, writer.index, 0, 10))[-1] == (
+                writer.index.entries - 1,
+                b"after",
+            )
+        finally:
+            await ledgers.close()
+
+    asyncio.run(scenario())
