@@ -269,7 +269,7 @@ class BrokerService:
     def auto_topic_creation(self, topic: TopicName) -> tuple[bool, str, int]:
         """(allowed, "partitioned" or "non-partitioned", partitions) for creating ``topic`` on
         first use: the namespace's override, else the broker's settings."""
-        override = self.resources.policy(topic.namespace_name, "autoTopicCreationOverride")
+        override = self.resources.namespace_view(topic.namespace_name).auto_topic_creation_override
         config = self.config
         if override is None:
             return (
@@ -278,18 +278,18 @@ class BrokerService:
                 config.defaultNumPartitions,
             )
         return (
-            bool(override.get("allowAutoTopicCreation")),
-            override.get("topicType", config.allowAutoTopicCreationType),
-            override.get("defaultNumPartitions", config.defaultNumPartitions),
+            override.allow_auto_topic_creation,
+            override.topic_type or config.allowAutoTopicCreationType,
+            override.default_num_partitions or config.defaultNumPartitions,
         )
 
     def auto_subscription_creation(self, namespace: str) -> bool:
         """Whether a consumer may create a subscription by subscribing (namespace override
         first, then ``allowAutoSubscriptionCreation``)."""
-        override = self.resources.policy(namespace, "autoSubscriptionCreationOverride")
+        override = self.resources.namespace_view(namespace).auto_subscription_creation_override
         if override is None:
             return self.config.allowAutoSubscriptionCreation
-        return bool(override.get("allowAutoSubscriptionCreation"))
+        return override.allow_auto_subscription_creation
 
     def policies_changed(self, scope: str | TopicName) -> None:
         """The policies of a namespace (``tenant/ns``) or of a topic changed: the loaded topics

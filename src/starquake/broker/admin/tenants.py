@@ -31,6 +31,7 @@ from starquake.broker.admin.replies import (
 )
 from starquake.broker.admin.routing import Route
 from starquake.broker.errors import BrokerServiceError
+from starquake.broker.policy_types import Policies
 from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.security.authorization import revalidate
 from starquake.broker.web import Call, Need, json_reply
@@ -189,6 +190,7 @@ async def create_namespace(service: BrokerService, call: Call) -> Reply:
     if not isinstance(policies, dict):
         raise BadRequest("the body must be a Policies object")
     policies.pop("bundles", None)  # one bundle: nothing to keep
+    Policies.from_stored(policies, namespace, strict=True)  # PolicyError (400) names the field
     await asyncio.to_thread(service.resources.create_namespace, namespace, policies)
     service.policies_changed(namespace)  # it may replace the one created at first start
     revalidate(service, namespace)

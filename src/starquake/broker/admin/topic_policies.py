@@ -47,7 +47,7 @@ from starquake.broker.admin.policies import (
     CHECKS,
     PolicyConflict,
     backlog_quota_type,
-    check_backlog_quota,
+    put_backlog_quota,
     quota_fits_retention,
     remove_backlog_quota,
     set_policy,
@@ -63,6 +63,7 @@ from starquake.broker.admin.replies import (
 from starquake.broker.admin.routing import Route, lock_of
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import TopicNotFoundError
+from starquake.broker.policy_types import BacklogQuota, RetentionPolicies, from_json, stored_form
 from starquake.broker.web import Call, Need, json_reply
 from starquake.common.topic_name import TopicName
 
@@ -144,7 +145,8 @@ def _message_ttl(params: dict[str, str], body: bytes) -> int:
             raise BadRequest("give the TTL in seconds as the query parameter messageTTL")
     else:
         value = whole_number(raw, "messageTTL")
-    ttl: int = CHECKS["message_ttl_in_seconds"](value)
+    ttl = CHECKS["message_ttl_in_seconds"](value)
+    assert isinstance(ttl, int)
     return ttl
 
 
@@ -193,27 +195,26 @@ def applied(service: BrokerService, topic: TopicName, policy: TopicPolicy) -> An
     return value
 
 
-def retention_of(service: BrokerService, topic: TopicName) -> Any:
+def retention_of(service: BrokerService, topic: TopicName) -> RetentionPolicies | None:
     """The retention in force on a topic: its own, else its namespace's."""
-    value = service.resources.topic_policy(topic, "retention_policies")
-    return value or service.resources.policy(topic.namespace_name, "retention_policies")
+    value = service.resources.topic_view(topic).retention_policies
+    return value or service.resources.namespace_view(topic.namespace_name).retention_policies
 
 
-def destination_quota_of(service: BrokerService, topic: TopicName) -> Any:
+def destination_quota_of(service: BrokerService, topic: TopicName) -> BacklogQuota | None:
     """The storage backlog quota in force on a topic, if any."""
-    for quotas in (
-        service.resources.topic_policy(topic, "backlog_quota_map"),
-        service.resources.policy(topic.namespace_name, "backlog_quota_map"),
-    ):
-        if quotas and "destination_storage" in quotas:
-            return quotas["destination_storage"]
+    resources = service.resources
+    for view in (resources.topic_view(topic), resources.namespace_view(topic.namespace_name)):
+        quota = view.backlog_quota_map.get("destination_storage")
+        if quota is not None:
+            return quota
     return None
 
 
-def check_value(service: BrokerService, topic: TopicName, field: str, value: Any) -> None:
+def check_value(service: BrokerService, topic: TopicName, value: object) -> None:
     """Refuse (412) a retention that does not exceed the topic's backlog quota."""
     quota = destination_quota_of(service, topic)
-    if field == "retention_policies" and not quota_fits_retention(
+    if isinstance(value, RetentionPolicies) and not quota_fits_retention(
         quota, value, service.config.backlogQuotaDefaultLimitBytes
     ):
         raise PolicyConflict(
@@ -236,12 +237,13 @@ async def set_policy_value(service: BrokerService, call: Call, *, path: str) -> 
     """Set the policy on the topic from the body (checked first)."""
     field = POLICIES[path].field
     topic = topic_for(service, call.params)
+    value: object
     if path == "messageTTL":
         value = _message_ttl(call.params, call.body)
     else:
         value = CHECKS[field](json_body(call.body))
-    check_value(service, topic, field, value)
-    await store(service, topic, field, value)
+    check_value(service, topic, value)
+    await store(service, topic, field, stored_form(value))
     return NO_CONTENT
 
 
@@ -275,7 +277,7 @@ async def set_quota(service: BrokerService, call: Call) -> Reply:
     """Set the topic's backlog quota of the ``backlogQuotaType`` given."""
     topic = topic_for(service, call.params)
     kind = backlog_quota_type(call.params)
-    quota = check_backlog_quota(json_body(call.body))
+    quota = from_json(BacklogQuota, json_body(call.body))
     retention = retention_of(service, topic)
     limit = service.config.backlogQuotaDefaultLimitBytes
     if not quota_fits_retention(quota, retention, limit):
@@ -284,10 +286,7 @@ async def set_quota(service: BrokerService, call: Call) -> Reply:
             "Please increase retention quota and retry"
         )
 
-    def edit(policies: dict[str, Any]) -> None:
-        policies["backlog_quota_map"] = {**policies.get("backlog_quota_map", {}), kind: quota}
-
-    await change(service, topic, edit)
+    await change(service, topic, partial(put_backlog_quota, kind=kind, quota=quota))
     log.info("topic %s: backlog quota %s set to %s", topic.partitioned_topic_name, kind, quota)
     return NO_CONTENT
 
