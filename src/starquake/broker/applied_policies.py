@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from starquake.broker.policy_types import Policies
 from starquake.common.topic_name import TopicName
@@ -34,10 +34,13 @@ if TYPE_CHECKING:
     from starquake.broker.contexts import PolicyContext
 
 __all__ = [
+    "AutoTopicCreation",
     "BacklogQuota",
+    "DelayedDelivery",
     "InactiveTopicPolicy",
     "RetentionPolicy",
     "applied",
+    "auto_topic_creation",
     "backlog_quota",
     "compaction_threshold",
     "deduplication",
@@ -172,20 +175,27 @@ def max_unacked_per_subscription(service: PolicyContext, topic: TopicName) -> in
     )
 
 
-def delayed_delivery(service: PolicyContext, topic: TopicName) -> tuple[bool, int]:
-    """(enabled, tick time in milliseconds)."""
+class DelayedDelivery(NamedTuple):
+    """Whether delayed delivery is on, and the tick of its tracker."""
+
+    enabled: bool
+    tick_ms: int
+
+
+def delayed_delivery(service: PolicyContext, topic: TopicName) -> DelayedDelivery:
+    """Whether delayed delivery is on for a topic, and its tick in milliseconds."""
     value = applied(service, topic, lambda p: p.delayed_delivery_policies)
     config = service.config
     if value is None:
-        return config.delayedDeliveryEnabled, config.delayedDeliveryTickTimeMillis
+        return DelayedDelivery(config.delayedDeliveryEnabled, config.delayedDeliveryTickTimeMillis)
     tick = config.delayedDeliveryTickTimeMillis if value.tick_time is None else value.tick_time
-    return value.active, tick
+    return DelayedDelivery(value.active, tick)
 
 
 def max_delivery_delay_ms(service: PolicyContext, topic: TopicName) -> int:
     """The longest delivery delay a producer may ask for on ``topic`` (0: any): the delayed
     delivery policy's ``maxDeliveryDelayInMillis``, when delayed delivery is on."""
-    enabled, _ = delayed_delivery(service, topic)
+    enabled = delayed_delivery(service, topic).enabled
     value = applied(service, topic, lambda p: p.delayed_delivery_policies)
     if not enabled or value is None or value.max_delivery_delay_in_millis is None:
         return 0
@@ -199,6 +209,33 @@ def compaction_threshold(service: PolicyContext, topic: TopicName) -> int:
         topic,
         lambda p: p.compaction_threshold,
         service.config.brokerServiceCompactionThresholdInBytes,
+    )
+
+
+class AutoTopicCreation(NamedTuple):
+    """Whether a topic is created on first use, of which type and how many partitions."""
+
+    allowed: bool
+    topic_type: str
+    """``partitioned`` or ``non-partitioned``."""
+    partitions: int
+
+
+def auto_topic_creation(service: PolicyContext, namespace: str) -> AutoTopicCreation:
+    """How topics of ``namespace`` are created on first use: the namespace's override, else
+    the broker's settings."""
+    override = service.resources.namespace_view(namespace).auto_topic_creation_override
+    config = service.config
+    if override is None:
+        return AutoTopicCreation(
+            config.allowAutoTopicCreation,
+            config.allowAutoTopicCreationType,
+            config.defaultNumPartitions,
+        )
+    return AutoTopicCreation(
+        override.allow_auto_topic_creation,
+        override.topic_type or config.allowAutoTopicCreationType,
+        override.default_num_partitions or config.defaultNumPartitions,
     )
 
 
