@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,7 @@ from starquake.broker.admin.replies import (
     json_body,
     partition_count_refusal,
 )
-from starquake.broker.admin.routing import Route, lock_of
+from starquake.broker.admin.routing import Handler, Route, lock_of
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.policy_types import (
     BACKLOG_TYPES,
@@ -121,7 +122,7 @@ def set_policy(policies: dict[str, Any], field: str, value: Any) -> None:
         policies[field] = value
 
 
-def remove_backlog_quota(policies: dict[str, Any], kind: str) -> None:
+def remove_backlog_quota(policies: dict[str, Any], *, kind: str) -> None:
     """Remove the quota of ``kind`` from ``policies`` (and the map once it is empty)."""
     quotas = dict(policies.get("backlog_quota_map", {}))
     quotas.pop(kind, None)
@@ -305,46 +306,83 @@ async def get_quotas(service: BrokerService, call: Call) -> Reply:
     return json_reply(200, value or {})
 
 
-async def set_quota(service: BrokerService, call: Call) -> Reply:
-    """Set the backlog quota of the ``backlogQuotaType`` given."""
-    namespace = namespace_of(service, call.params)
+Apply = Callable[[Callable[[dict[str, Any]], None]], Awaitable[None]]
+"""Applies an edit to the stored policies of one namespace or topic (and tells live topics)."""
+
+
+@dataclass(frozen=True)
+class QuotaScope:
+    """Where a backlog quota request applies: a namespace or a topic."""
+
+    level: str
+    """``namespace`` or ``topic``."""
+    name: str
+    retention: RetentionPolicies | None
+    """The retention in force there."""
+    apply: Apply
+
+
+async def put_quota(service: BrokerService, call: Call, scope: QuotaScope) -> None:
+    """Set the scope's backlog quota of the ``backlogQuotaType`` given, from the body (412
+    when it is not below the retention in force)."""
     kind = backlog_quota_type(call.params)
     quota = from_json(BacklogQuota, json_body(call.body))
-    retention = service.resources.namespace_view(namespace).retention_policies
-    if not quota_fits_retention(quota, retention, service.config.backlogQuotaDefaultLimitBytes):
+    limit = service.config.backlogQuotaDefaultLimitBytes
+    if not quota_fits_retention(quota, scope.retention, limit):
         raise PolicyConflict(
-            "Backlog Quota exceeds configured retention quota for namespace. "
+            f"Backlog Quota exceeds configured retention quota for {scope.level}. "
             "Please increase retention quota and retry"
         )
+    await scope.apply(partial(put_backlog_quota, kind=kind, quota=quota))
+    log.info("%s %s: backlog quota %s set to %s", scope.level, scope.name, kind, quota)
 
-    await change(service, namespace, partial(put_backlog_quota, kind=kind, quota=quota))
-    log.info("namespace %s: backlog quota %s set to %s", namespace, kind, quota)
+
+async def drop_quota(call: Call, scope: QuotaScope) -> None:
+    """Remove the scope's backlog quota of the ``backlogQuotaType`` given."""
+    kind = backlog_quota_type(call.params)
+    await scope.apply(partial(remove_backlog_quota, kind=kind))
+    log.info("%s %s: backlog quota %s removed", scope.level, scope.name, kind)
+
+
+def _scope(service: BrokerService, call: Call) -> QuotaScope:
+    namespace = namespace_of(service, call.params)
+    retention = service.resources.namespace_view(namespace).retention_policies
+    return QuotaScope("namespace", namespace, retention, partial(change, service, namespace))
+
+
+async def set_quota(service: BrokerService, call: Call) -> Reply:
+    """Set the backlog quota of the ``backlogQuotaType`` given."""
+    await put_quota(service, call, _scope(service, call))
     return NO_CONTENT
 
 
 async def delete_quota(service: BrokerService, call: Call) -> Reply:
     """Remove the backlog quota of the ``backlogQuotaType`` given."""
-    namespace = namespace_of(service, call.params)
-    kind = backlog_quota_type(call.params)
-    await change(service, namespace, lambda policies: remove_backlog_quota(policies, kind))
-    log.info("namespace %s: backlog quota %s removed", namespace, kind)
+    await drop_quota(call, _scope(service, call))
     return NO_CONTENT
+
+
+def policy_routes(
+    path: str, name: str, need: Need, handlers: tuple[Handler, Handler, Handler], method: str
+) -> list[Route]:
+    """The GET, set (``method``) and DELETE routes of the policy ``name`` under ``path``."""
+    get, set_, delete = handlers
+    return [
+        Route("GET", f"{path}/{name}", get, need),
+        Route(method, f"{path}/{name}", set_, need, f"the {name} value"),
+        Route("DELETE", f"{path}/{name}", delete, need),
+    ]
 
 
 def _policy_routes() -> list[Route]:
     routes = []
     for path, (field, check, method) in POLICIES.items():
-        routes += [
-            Route("GET", f"{_NAMESPACE}/{path}", partial(get_policy, field=field), _ADMIN),
-            Route(
-                method,
-                f"{_NAMESPACE}/{path}",
-                partial(set_policy_value, field=field, check=check),
-                _ADMIN,
-                f"the {path} value",
-            ),
-            Route("DELETE", f"{_NAMESPACE}/{path}", partial(delete_policy, field=field), _ADMIN),
-        ]
+        handlers = (
+            partial(get_policy, field=field),
+            partial(set_policy_value, field=field, check=check),
+            partial(delete_policy, field=field),
+        )
+        routes += policy_routes(_NAMESPACE, path, _ADMIN, handlers, method)
     return routes
 
 

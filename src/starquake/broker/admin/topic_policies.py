@@ -46,10 +46,11 @@ from typing import TYPE_CHECKING, Any
 from starquake.broker.admin.policies import (
     CHECKS,
     PolicyConflict,
-    backlog_quota_type,
-    put_backlog_quota,
+    QuotaScope,
+    drop_quota,
+    policy_routes,
+    put_quota,
     quota_fits_retention,
-    remove_backlog_quota,
     set_policy,
 )
 from starquake.broker.admin.replies import (
@@ -63,7 +64,7 @@ from starquake.broker.admin.replies import (
 from starquake.broker.admin.routing import Route, lock_of
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import TopicNotFoundError
-from starquake.broker.policy_types import BacklogQuota, RetentionPolicies, from_json, stored_form
+from starquake.broker.policy_types import BacklogQuota, RetentionPolicies, stored_form
 from starquake.broker.web import Call, Need, json_reply
 from starquake.common.topic_name import TopicName
 
@@ -273,47 +274,33 @@ async def get_quotas(service: BrokerService, call: Call) -> Reply:
     return json_reply(200, quotas)
 
 
+def _scope(service: BrokerService, call: Call) -> QuotaScope:
+    topic = topic_for(service, call.params)
+    name = str(topic.partitioned_topic_name)
+    return QuotaScope("topic", name, retention_of(service, topic), partial(change, service, topic))
+
+
 async def set_quota(service: BrokerService, call: Call) -> Reply:
     """Set the topic's backlog quota of the ``backlogQuotaType`` given."""
-    topic = topic_for(service, call.params)
-    kind = backlog_quota_type(call.params)
-    quota = from_json(BacklogQuota, json_body(call.body))
-    retention = retention_of(service, topic)
-    limit = service.config.backlogQuotaDefaultLimitBytes
-    if not quota_fits_retention(quota, retention, limit):
-        raise PolicyConflict(
-            "Backlog Quota exceeds configured retention quota for topic. "
-            "Please increase retention quota and retry"
-        )
-
-    await change(service, topic, partial(put_backlog_quota, kind=kind, quota=quota))
-    log.info("topic %s: backlog quota %s set to %s", topic.partitioned_topic_name, kind, quota)
+    await put_quota(service, call, _scope(service, call))
     return NO_CONTENT
 
 
 async def delete_quota(service: BrokerService, call: Call) -> Reply:
     """Remove the topic's backlog quota of the ``backlogQuotaType`` given."""
-    topic = topic_for(service, call.params)
-    kind = backlog_quota_type(call.params)
-    await change(service, topic, lambda policies: remove_backlog_quota(policies, kind))
-    log.info("topic %s: backlog quota %s removed", topic.partitioned_topic_name, kind)
+    await drop_quota(call, _scope(service, call))
     return NO_CONTENT
 
 
 def _policy_routes() -> list[Route]:
     routes = []
     for path in POLICIES:
-        routes += [
-            Route("GET", f"{TOPIC}/{path}", partial(get_policy, path=path), _ADMIN),
-            Route(
-                "POST",
-                f"{TOPIC}/{path}",
-                partial(set_policy_value, path=path),
-                _ADMIN,
-                f"the {path} value",
-            ),
-            Route("DELETE", f"{TOPIC}/{path}", partial(delete_policy, path=path), _ADMIN),
-        ]
+        handlers = (
+            partial(get_policy, path=path),
+            partial(set_policy_value, path=path),
+            partial(delete_policy, path=path),
+        )
+        routes += policy_routes(TOPIC, path, _ADMIN, handlers, "POST")
     return routes
 
 
