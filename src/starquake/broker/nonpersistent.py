@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from starquake.broker import topic_stats
 from starquake.broker.consumer import Consumer
 from starquake.broker.dedup import MessageDeduplication
-from starquake.broker.entry_info import EntryInfo, EntryInfoCache
+from starquake.broker.entry_info import EntryInfo, EntryInfoCache, LastMessage
 from starquake.broker.errors import (
     ConsumerAssignError,
     ConsumerBusyError,
@@ -320,9 +320,9 @@ class NonPersistentTopic:
             raise ConsumerBusyError(f"Subscription {name} has connected consumers")
         self.remove_subscription(name)
 
-    def last_message_position(self) -> tuple[Position, int]:
+    def last_message_position(self) -> LastMessage:
         """No position and batch index -1: nothing is stored."""
-        return NO_POSITION, -1
+        return LastMessage(NO_POSITION, -1)
 
     def stats(self) -> dict[str, Any]:
         """The topic's stats in Pulsar's JSON shape."""

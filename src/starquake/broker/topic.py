@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 from starquake.broker import applied_policies, topic_stats
 from starquake.broker.compaction.state import TopicCompaction
 from starquake.broker.dedup import DedupStatus, MessageDeduplication
-from starquake.broker.entry_info import EntryInfo, EntryInfoCache
+from starquake.broker.entry_info import EntryInfo, EntryInfoCache, LastMessage, last_message_at
 from starquake.broker.errors import (
     ConsumerBusyError,
     NotAllowedError,
@@ -421,18 +421,13 @@ class PersistentTopic:
         """Topic stats with Pulsar's field names (the admin API serves them as JSON)."""
         return topic_stats.persistent_stats(self)
 
-    def last_message_position(self) -> tuple[Position, int]:
+    def last_message_position(self) -> LastMessage:
         """Last durable entry and its last batch index (-1 when not batched or no entry)."""
         last = self.ledger.last_confirmed
         if last.entry_id < 0:
-            return last, -1
+            return LastMessage(last, -1)
         entry = self.ledger.read_entry(last)
-        if entry is None:
-            return last, -1
-        metadata = entry_metadata(entry.data)
-        if metadata.HasField("num_messages_in_batch"):
-            return last, metadata.num_messages_in_batch - 1
-        return last, -1
+        return last_message_at(last, None if entry is None else entry.data)
 
     def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
         """First entry published at or after ``timestamp_ms`` (after the last one if none)."""
