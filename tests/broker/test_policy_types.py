@@ -24,6 +24,7 @@ from starquake.broker.policy_types import (
     PolicyError,
     RetentionPolicies,
     from_json,
+    overlay,
     to_json,
 )
 from starquake.broker.resources import PulsarResources
@@ -187,3 +188,11 @@ def test_policies_stored_before_typing_load_apply_and_are_kept_byte_for_byte(
         assert store.get("/admin/topic-policies/old/ns/persistent/t") == raw_topic
     finally:
         store.close()
+
+
+def test_an_applied_policy_object_takes_the_fields_it_leaves_out_from_the_default() -> None:
+    default = DelayedDeliveryPolicies(active=True, tick_time=1000, max_delivery_delay_in_millis=0)
+    given = from_json(DelayedDeliveryPolicies, {"active": False, "maxDeliveryDelayInMillis": 5})
+    merged = overlay(default, given)
+    assert to_json(merged) == {"active": False, "tickTime": 1000, "maxDeliveryDelayInMillis": 5}
+    assert overlay(7, 9) == 9  # not a policy object: the value itself

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
 __all__ = [
@@ -144,6 +144,15 @@ def to_json(policy: object) -> dict[str, Any]:
 def stored_form(value: object) -> Any:
     """What is stored for a checked policy value: a policy object's JSON, else the value."""
     return to_json(value) if is_dataclass(value) else value
+
+
+def overlay(base: object, given: object) -> object:
+    """``given``'s fields that are set over ``base`` (a policy object of the same class); a
+    value that is not a policy object is ``given`` itself."""
+    if not is_dataclass(given) or isinstance(given, type):
+        return given
+    changes = {f.name: getattr(given, f.name) for f in fields(given)}
+    return replace(base, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[type-var]
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,15 @@ from starquake.broker.admin.replies import (
 from starquake.broker.admin.routing import Route, lock_of
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import TopicNotFoundError
-from starquake.broker.policy_types import BacklogQuota, RetentionPolicies, stored_form
+from starquake.broker.policy_types import (
+    STORED,
+    BacklogQuota,
+    DelayedDeliveryPolicies,
+    InactiveTopicPolicies,
+    RetentionPolicies,
+    overlay,
+    stored_form,
+)
 from starquake.broker.web import Call, Need, json_reply
 from starquake.common.topic_name import TopicName
 
@@ -91,16 +99,19 @@ class TopicPolicy:
     """One policy: its stored field and the broker's default (what ``applied`` falls back to)."""
 
     field: str
-    default: Callable[[BrokerConfig], Any]
+    default: Callable[[BrokerConfig], object]
+    """The broker's value: a policy object, a number or a flag."""
+
+    @property
+    def attr(self) -> str:
+        """The policy's attribute in the typed view of stored policies."""
+        return STORED[self.field][0]
 
 
 POLICIES: dict[str, TopicPolicy] = {
     "retention": TopicPolicy(
         "retention_policies",
-        lambda c: {
-            "retentionTimeInMinutes": c.defaultRetentionTimeInMinutes,
-            "retentionSizeInMB": c.defaultRetentionSizeInMB,
-        },
+        lambda c: RetentionPolicies(c.defaultRetentionTimeInMinutes, c.defaultRetentionSizeInMB),
     ),
     "messageTTL": TopicPolicy("message_ttl_in_seconds", lambda c: c.ttlDurationDefaultInSeconds),
     "deduplicationEnabled": TopicPolicy(
@@ -114,11 +125,9 @@ POLICIES: dict[str, TopicPolicy] = {
     ),
     "delayedDelivery": TopicPolicy(
         "delayed_delivery_policies",
-        lambda c: {
-            "active": c.delayedDeliveryEnabled,
-            "tickTime": c.delayedDeliveryTickTimeMillis,
-            "maxDeliveryDelayInMillis": 0,
-        },
+        lambda c: DelayedDeliveryPolicies(
+            c.delayedDeliveryEnabled, c.delayedDeliveryTickTimeMillis, 0
+        ),
     ),
     "compactionThreshold": TopicPolicy(
         "compaction_threshold", lambda c: c.brokerServiceCompactionThresholdInBytes
@@ -127,11 +136,11 @@ POLICIES: dict[str, TopicPolicy] = {
     "maxConsumers": TopicPolicy("max_consumers_per_topic", lambda c: 0),
     "inactiveTopicPolicies": TopicPolicy(
         "inactive_topic_policies",
-        lambda c: {
-            "inactiveTopicDeleteMode": c.brokerDeleteInactiveTopicsMode,
-            "maxInactiveDurationSeconds": _inactive_duration(c),
-            "deleteWhileInactive": c.brokerDeleteInactiveTopicsEnabled,
-        },
+        lambda c: InactiveTopicPolicies(
+            c.brokerDeleteInactiveTopicsEnabled,
+            c.brokerDeleteInactiveTopicsMode,
+            _inactive_duration(c),
+        ),
     ),
 }
 
@@ -182,18 +191,15 @@ async def store(service: BrokerService, topic: TopicName, field: str, value: Any
         await service.deduplication_changed(topic)
 
 
-def applied(service: BrokerService, topic: TopicName, policy: TopicPolicy) -> Any:
-    """The value in force: the topic's, else the namespace's, else the broker's default."""
+def applied(service: BrokerService, topic: TopicName, policy: TopicPolicy) -> object:
+    """The value in force: the topic's, else the namespace's, else the broker's default (which
+    also fills the fields a policy object leaves out)."""
     resources = service.resources
-    value = resources.topic_policy(topic, policy.field)
+    value = getattr(resources.topic_view(topic), policy.attr)
     if value is None:
-        value = resources.policy(topic.namespace_name, policy.field)
+        value = getattr(resources.namespace_view(topic.namespace_name), policy.attr)
     default = policy.default(service.config)
-    if value is None:
-        return default
-    if isinstance(default, dict):
-        return {**default, **value}  # fields a stored value leaves out: the broker's
-    return value
+    return default if value is None else overlay(default, value)
 
 
 def retention_of(service: BrokerService, topic: TopicName) -> RetentionPolicies | None:
@@ -229,7 +235,7 @@ async def get_policy(service: BrokerService, call: Call, *, path: str) -> Reply:
     policy = POLICIES[path]
     topic = topic_for(service, call.params)
     if flag(call.params, "applied"):
-        return json_reply(200, applied(service, topic, policy))
+        return json_reply(200, stored_form(applied(service, topic, policy)))
     value = service.resources.topic_policy(topic, policy.field)
     return NO_CONTENT if value is None else json_reply(200, value)
 
