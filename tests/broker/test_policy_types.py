@@ -117,6 +117,13 @@ def test_a_stored_policy_that_does_not_check_is_refused_strictly_and_skipped_on_
         Policies.from_stored(stored, "t/ns", strict=True)
     view = Policies.from_stored(stored, "t/ns")
     assert view.message_ttl_in_seconds is None and view.compaction_threshold == 5
+    # a null field is one not set (Pulsar's admin clients send those they leave unset)
+    unset = {"allowAutoTopicCreation": False, "topicType": None, "defaultNumPartitions": None}
+    view = Policies.from_stored(
+        {"autoTopicCreationOverride": unset, "retention_policies": None}, "t/ns", strict=True
+    )
+    assert view.auto_topic_creation_override == AutoTopicCreationOverride(False)
+    assert view.retention_policies is None
 
 
 # Namespace and topic policies exactly as the broker stored them before they were typed: the

@@ -433,3 +433,12 @@ def test_a_namespace_created_with_a_malformed_policy_is_refused_naming_it(
     assert status == 400, reply
     assert reply["reason"].startswith("retentionTimeInMinutes must be ")
     assert admin_json(broker, "GET", "/admin/v2/namespaces/public/badpol/messageTTL")[0] == 404
+    # a null field is a policy not set, as Pulsar's admin clients send those they leave unset
+    unset = {"autoTopicCreationOverride": {"allowAutoTopicCreation": False, "topicType": None}}
+    body = {"retention_policies": None, **unset}
+    assert admin_json(broker, "PUT", "/admin/v2/namespaces/public/nullpol", body)[0] == 204
+    status, value = admin_json(
+        broker, "GET", "/admin/v2/namespaces/public/nullpol/autoTopicCreation"
+    )
+    assert (status, value) == (200, {"allowAutoTopicCreation": False, "topicType": None})
+    assert admin_json(broker, "DELETE", "/admin/v2/namespaces/public/nullpol")[0] == 204

@@ -146,6 +146,13 @@ def stored_form(value: object) -> Any:
     return to_json(value) if is_dataclass(value) else value
 
 
+def without_nulls(value: Any) -> Any:
+    """``value`` with the null fields of its objects left out, at every depth."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def overlay(base: object, given: object) -> object:
     """``given``'s fields that are set over ``base`` (a policy object of the same class); a
     value that is not a policy object is ``given`` itself."""
@@ -295,15 +302,16 @@ class Policies:
     def from_stored(
         cls, stored: Mapping[str, Any], where: str, *, strict: bool = False
     ) -> Policies:
-        """The typed view of ``stored`` (the policies of ``where``). A stored value that does
-        not check is logged and left out; with ``strict``, it is refused (PolicyError)."""
+        """The typed view of ``stored`` (the policies of ``where``; a null field is one not
+        set). A stored value that does not check is logged and left out; with ``strict``, it is
+        refused (PolicyError)."""
         values: dict[str, Any] = {}
         for key, (attr, check) in STORED.items():
             raw = stored.get(key)
             if raw is None:
                 continue
             try:
-                values[attr] = check(raw, key)
+                values[attr] = check(without_nulls(raw), key)
             except PolicyError as exc:
                 if strict:
                     raise

@@ -190,7 +190,9 @@ async def create_namespace(service: BrokerService, call: Call) -> Reply:
     if not isinstance(policies, dict):
         raise BadRequest("the body must be a Policies object")
     policies.pop("bundles", None)  # one bundle: nothing to keep
-    Policies.from_stored(policies, namespace, strict=True)  # PolicyError (400) names the field
+    # checked as stored (PolicyError, 400, names the field); a null is a policy not set, as
+    # Pulsar's admin clients send the fields they leave unset
+    Policies.from_stored(policies, namespace, strict=True)
     await asyncio.to_thread(service.resources.create_namespace, namespace, policies)
     service.policies_changed(namespace)  # it may replace the one created at first start
     revalidate(service, namespace)
