@@ -240,6 +240,8 @@ class PulsarResources:
 
     def _view(self, name: str, stored: dict[str, Any] | None) -> Policies:
         if stored is None:
+            if name in self._views:  # deleted since: forget its view
+                self._views.pop(name, None)
             return NO_POLICIES
         cached = self._views.get(name)
         if cached is not None and cached[0] is stored:
