@@ -442,3 +442,14 @@ def test_a_namespace_created_with_a_malformed_policy_is_refused_naming_it(
     )
     assert (status, value) == (200, {"allowAutoTopicCreation": False, "topicType": None})
     assert admin_json(broker, "DELETE", "/admin/v2/namespaces/public/nullpol")[0] == 204
+
+
+@pytest.mark.parametrize("field", ["serviceUrl", "brokerServiceUrl", "proxyServiceUrl"])
+def test_a_cluster_address_that_is_not_a_string_is_400_naming_it(
+    broker: BrokerProcess, field: str
+) -> None:
+    for method in ("PUT", "POST"):
+        status, reply = admin_json(broker, method, "/admin/v2/clusters/standalone", {field: 5})
+        assert (status, reply["reason"]) == (400, f"{field} must be a string (a URL)")
+    status, data = admin_json(broker, "GET", "/admin/v2/clusters/standalone")
+    assert status == 200 and isinstance(data["serviceUrl"], str)

@@ -68,11 +68,25 @@ def tenant_info(service: BrokerService, body: bytes) -> dict[str, Any]:
     return {"adminRoles": list(roles), "allowedClusters": list(clusters)}
 
 
+CLUSTER_URLS = (
+    "serviceUrl",
+    "serviceUrlTls",
+    "brokerServiceUrl",
+    "brokerServiceUrlTls",
+    "proxyServiceUrl",
+)
+"""The address fields of Pulsar's ClusterData (each a string)."""
+
+
 def cluster_data(body: bytes) -> dict[str, Any]:
-    """The ClusterData of a body (400 when it is not an object)."""
+    """The ClusterData of a body (400 when it is not an object, or an address is not a
+    string)."""
     value = json_body(body, {})
     if not isinstance(value, dict):
         raise BadRequest("the body must be a ClusterData object")
+    for field in CLUSTER_URLS:
+        if not isinstance(value.get(field, ""), (str, type(None))):
+            raise BadRequest(f"{field} must be a string (a URL)")
     return {key: item for key, item in value.items() if item is not None}
 
 
