@@ -9,10 +9,12 @@ of fixed inputs, deletions last.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
@@ -22,6 +24,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from starquake.broker.admin import ROUTES, Route
+from starquake.broker.policy_types import (
+    AutoSubscriptionCreationOverride,
+    AutoTopicCreationOverride,
+    BacklogQuota,
+    DelayedDeliveryPolicies,
+    InactiveTopicPolicies,
+    RetentionPolicies,
+)
 
 NS = "/admin/v2/persistent/public/default"
 GROUP = re.compile(r"\(\?P<(\w+)>((?:[^()]|\([^()]*\))*)\)")
@@ -362,3 +372,84 @@ def test_no_route_answers_500_to_malformed_input(broker: BrokerProcess) -> None:
         producer.send(b"still here")
     finally:
         client.close()
+
+
+# --- typed policies: a wrong field is named ----------------------------------------------------
+
+POLICY_BODIES: dict[str, type[Any]] = {
+    "retention": RetentionPolicies,
+    "backlogQuota": BacklogQuota,
+    "delayedDelivery": DelayedDeliveryPolicies,
+    "inactiveTopicPolicies": InactiveTopicPolicies,
+    "autoTopicCreation": AutoTopicCreationOverride,
+    "autoSubscriptionCreation": AutoSubscriptionCreationOverride,
+}
+"""The last path segment of the routes that take a policy object -> its class."""
+GOOD_FIELDS: dict[str, Any] = {
+    "retentionTimeInMinutes": -1,
+    "retentionSizeInMB": -1,
+    "policy": "producer_request_hold",
+    "active": True,
+    "deleteWhileInactive": False,
+    "allowAutoTopicCreation": False,
+    "allowAutoSubscriptionCreation": True,
+}
+"""Right values of the required fields of policy bodies."""
+WRONG_VALUES: list[object] = ["x", -5, 1.5, [], {}, None, 10**20]
+
+
+def test_each_field_of_a_policy_body_given_a_wrong_value_is_400_naming_it(
+    broker: BrokerProcess,
+) -> None:
+    """Every route that takes a policy object, namespace or topic level: each field given each
+    wrong value (the other fields right, the required ones present) answers 400 naming it."""
+    routes = [r for r in ROUTES if r.body and r.path.rpartition("/")[2] in POLICY_BODIES]
+    assert len(routes) >= 2 * len(POLICY_BODIES) - 2  # the auto-creation ones: namespaces only
+    assert admin_json(broker, "PUT", f"{NS}/fzpol")[0] in (204, 409)  # the sweep deletes fz
+    failures = []
+    with _Http(broker.web_port) as http:
+        for route in routes:
+            cls = POLICY_BODIES[route.path.rpartition("/")[2]]
+            path = _fill(route.path, {"topic": "fzpol"})
+            assert path is not None, route.name
+            specs = {f.metadata["json"]: f for f in dataclasses.fields(cls)}
+            base = {k: GOOD_FIELDS[k] for k, f in specs.items() if f.default is not None}
+            for name in specs:
+                for wrong in WRONG_VALUES:
+                    body = json.dumps({**base, name: wrong}).encode()
+                    status, raw = http.call(route.method, quote(path, safe="/%:"), body)
+                    reason = json.loads(raw).get("reason", "") if raw else ""
+                    if status != 400 or not re.match(rf"{name} must be ", reason):
+                        failures.append((route.method, route.template, name, wrong, status, reason))
+    assert not failures, f"{len(failures)} failures: {failures[:10]}"
+
+
+def test_a_namespace_created_with_a_malformed_policy_is_refused_naming_it(
+    broker: BrokerProcess,
+) -> None:
+    retention = {"retentionTimeInMinutes": "x", "retentionSizeInMB": 1}
+    body = {"message_ttl_in_seconds": 5, "retention_policies": retention}
+    status, reply = admin_json(broker, "PUT", "/admin/v2/namespaces/public/badpol", body)
+    assert status == 400, reply
+    assert reply["reason"].startswith("retentionTimeInMinutes must be ")
+    assert admin_json(broker, "GET", "/admin/v2/namespaces/public/badpol/messageTTL")[0] == 404
+    # a null field is a policy not set, as Pulsar's admin clients send those they leave unset
+    unset = {"autoTopicCreationOverride": {"allowAutoTopicCreation": False, "topicType": None}}
+    body = {"retention_policies": None, **unset}
+    assert admin_json(broker, "PUT", "/admin/v2/namespaces/public/nullpol", body)[0] == 204
+    status, value = admin_json(
+        broker, "GET", "/admin/v2/namespaces/public/nullpol/autoTopicCreation"
+    )
+    assert (status, value) == (200, {"allowAutoTopicCreation": False, "topicType": None})
+    assert admin_json(broker, "DELETE", "/admin/v2/namespaces/public/nullpol")[0] == 204
+
+
+@pytest.mark.parametrize("field", ["serviceUrl", "brokerServiceUrl", "proxyServiceUrl"])
+def test_a_cluster_address_that_is_not_a_string_is_400_naming_it(
+    broker: BrokerProcess, field: str
+) -> None:
+    for method in ("PUT", "POST"):
+        status, reply = admin_json(broker, method, "/admin/v2/clusters/standalone", {field: 5})
+        assert (status, reply["reason"]) == (400, f"{field} must be a string (a URL)")
+    status, data = admin_json(broker, "GET", "/admin/v2/clusters/standalone")
+    assert status == 200 and isinstance(data["serviceUrl"], str)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from starquake.broker.entry_info import LastMessage
 from starquake.broker.rates import RateWindow
 from starquake.protocol.commands import message_frame_header
 from starquake.protocol.enums import SubType
@@ -57,7 +58,7 @@ class SubscribedTopic(Protocol):
     def is_persistent(self) -> bool:
         """Whether messages are stored (``persistent://``)."""
 
-    def last_message_position(self) -> tuple[Position, int]:
+    def last_message_position(self) -> LastMessage:
         """The position of the last message and its batch index."""
 
     def batch_size_of(self, position: Position) -> int:

@@ -114,3 +114,24 @@ class EntryInfoCache:
     def clear(self) -> None:
         """Forget every entry's info."""
         self._items.clear()
+
+
+class LastMessage(NamedTuple):
+    """The last message of a topic (or of its compacted view): its entry's position and its
+    batch index (-1: the entry is not a batch, or there is none)."""
+
+    position: Position
+    batch_index: int
+
+
+def last_message_at(position: Position, data: bytes | memoryview | None) -> LastMessage:
+    """The last message of the entry at ``position`` holding ``data`` (None: not readable)."""
+    if data is None:
+        return LastMessage(position, -1)
+    try:
+        metadata = entry_metadata(data)
+    except ProtocolError:
+        return LastMessage(position, -1)
+    if metadata.HasField("num_messages_in_batch"):
+        return LastMessage(position, metadata.num_messages_in_batch - 1)
+    return LastMessage(position, -1)

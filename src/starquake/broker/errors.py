@@ -85,3 +85,15 @@ class ChecksumError(BrokerServiceError):
     """A sent entry whose checksum does not match its content."""
 
     code = ServerError.ChecksumError
+
+
+class TopicTerminatedError(BrokerServiceError):
+    """The topic was terminated: it takes no more messages."""
+
+    code = ServerError.TopicTerminatedError
+
+
+class ConsumerAssignError(BrokerServiceError):
+    """The subscription cannot assign the consumer (e.g. Key_Shared hash ranges that clash)."""
+
+    code = ServerError.ConsumerAssignError

@@ -41,14 +41,9 @@ class LimitedTopic(Protocol):
         """The subscriptions by name."""
 
 
-def _limit(topic: LimitedTopic, field: str) -> int:
-    value = applied_policies.applied(topic.service, topic.name, field)
-    return int(value) if value else 0
-
-
 def check_producer_limit(topic: LimitedTopic) -> None:
     """Refuse one more producer once the applied producer limit is reached."""
-    limit = _limit(topic, "max_producers_per_topic")
+    limit = applied_policies.max_producers(topic.service, topic.name)
     if limit and len(topic.producers) >= limit:
         raise ProducerBusyError(f"Topic reached max producers limit ({limit})")
 
@@ -56,6 +51,6 @@ def check_producer_limit(topic: LimitedTopic) -> None:
 def check_consumer_limit(topic: LimitedTopic) -> None:
     """Refuse one more consumer once the applied consumer limit is reached, counted over all
     subscriptions."""
-    limit = _limit(topic, "max_consumers_per_topic")
+    limit = applied_policies.max_consumers(topic.service, topic.name)
     if limit and sum(len(s.consumers) for s in topic.subscriptions.values()) >= limit:
         raise ConsumerBusyError(f"Topic reached max consumers limit ({limit})")

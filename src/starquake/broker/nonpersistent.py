@@ -18,20 +18,24 @@ from typing import TYPE_CHECKING, Any
 from starquake.broker import topic_stats
 from starquake.broker.consumer import Consumer
 from starquake.broker.dedup import MessageDeduplication
-from starquake.broker.entry_info import EntryInfo, EntryInfoCache
-from starquake.broker.errors import BrokerServiceError, ConsumerBusyError, SubscriptionNotFoundError
+from starquake.broker.entry_info import EntryInfo, EntryInfoCache, LastMessage
+from starquake.broker.errors import (
+    ConsumerAssignError,
+    ConsumerBusyError,
+    ServiceNotReadyError,
+    SubscriptionNotFoundError,
+)
 from starquake.broker.limits import check_consumer_limit, check_producer_limit
 from starquake.broker.producer_access import ProducerRegistry
 from starquake.broker.rates import RateWindow
 from starquake.broker.selectors import (
     ConsistentHashingSelector,
-    ConsumerAssignError,
     sticky_key_hash,
 )
+from starquake.broker.selectors import ConsumerAssignError as SelectorRefusal
 from starquake.common.topic_name import TopicName
 from starquake.protocol import commands
 from starquake.protocol.enums import SubType
-from starquake.protocol.errors import ServerError
 from starquake.storage import Position
 
 if TYPE_CHECKING:
@@ -63,8 +67,8 @@ class NonPersistentDispatcher:
         if self.selector is not None:
             try:
                 self.selector.add_consumer(consumer, consumer.name)
-            except ConsumerAssignError as exc:
-                raise BrokerServiceError(str(exc), ServerError.ConsumerAssignError) from None
+            except SelectorRefusal as exc:
+                raise ConsumerAssignError(str(exc)) from None
         self.consumers.append(consumer)
         if self.sub_type == SubType.Failover:
             self._notify_active()
@@ -267,7 +271,7 @@ class NonPersistentTopic:
     ) -> None:
         """Hand the message to every subscription now, then confirm it with id -1:-1."""
         if self.closed:
-            raise BrokerServiceError("Topic is being closed", ServerError.ServiceNotReady)
+            raise ServiceNotReadyError("Topic is being closed")
         self.msg_in_counter += info.num_messages
         self.bytes_in_counter += len(entry)
         producer.msg_in_counter += info.num_messages
@@ -316,9 +320,9 @@ class NonPersistentTopic:
             raise ConsumerBusyError(f"Subscription {name} has connected consumers")
         self.remove_subscription(name)
 
-    def last_message_position(self) -> tuple[Position, int]:
+    def last_message_position(self) -> LastMessage:
         """No position and batch index -1: nothing is stored."""
-        return NO_POSITION, -1
+        return LastMessage(NO_POSITION, -1)
 
     def stats(self) -> dict[str, Any]:
         """The topic's stats in Pulsar's JSON shape."""

@@ -30,6 +30,7 @@ from typing import Any
 
 from starquake.broker.config_ranges import MAX_PARTITIONS
 from starquake.broker.errors import BrokerServiceError, MetadataError
+from starquake.broker.policy_types import NO_POLICIES, Policies
 from starquake.broker.urls import BrokerUrls
 from starquake.common.topic_name import TopicName
 from starquake.protocol.errors import ServerError
@@ -102,6 +103,8 @@ class PulsarResources:
         self._topic_policies: dict[str, dict[str, Any]] = {}
         self._clusters: dict[str, dict[str, Any]] = {}
         self._first_start: set[str] = set()
+        # typed views of the stored policies, each with the stored dict it was made from
+        self._views: dict[str, tuple[dict[str, Any], Policies]] = {}
         self._load()
 
     # --- loading ------------------------------------------------------------------------------
@@ -234,6 +237,28 @@ class PulsarResources:
         """One policy of a namespace, as stored (None when unset or the namespace is unknown)."""
         policies = self._namespaces.get(namespace)
         return None if policies is None else policies.get(key)
+
+    def _view(self, name: str, stored: dict[str, Any] | None) -> Policies:
+        if stored is None:
+            if name in self._views:  # deleted since: forget its view
+                self._views.pop(name, None)
+            return NO_POLICIES
+        cached = self._views.get(name)
+        if cached is not None and cached[0] is stored:
+            return cached[1]
+        view = Policies.from_stored(stored, name)  # once per stored version
+        self._views[name] = (stored, view)
+        return view
+
+    def namespace_view(self, namespace: str) -> Policies:
+        """The namespace's policies, typed (none set when the namespace is unknown)."""
+        return self._view(namespace, self._namespaces.get(namespace))
+
+    def topic_view(self, topic: TopicName) -> Policies:
+        """The topic-level policies of ``topic`` (those of its partitioned topic for a
+        partition), typed."""
+        name = str(topic.partitioned_topic_name)
+        return self._view(name, self._topic_policies.get(name))
 
     def partitions(self, topic: TopicName) -> int:
         """Number of partitions of ``topic``, or 0 when it is not a partitioned topic."""

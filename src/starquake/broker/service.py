@@ -246,10 +246,10 @@ class BrokerService:
 
     def wants_auto_partitioned(self, topic: TopicName) -> bool:
         """Whether a lookup of the unknown ``topic`` should create it as a partitioned topic."""
-        allowed, kind, _ = self.auto_topic_creation(topic)
+        creation = self.auto_topic_creation(topic)
         return (
-            allowed
-            and kind == "partitioned"
+            creation.allowed
+            and creation.topic_type == "partitioned"
             and not topic.is_partition
             and not system_topics.is_system_topic(topic)
             and not self.topic_exists(topic)
@@ -258,7 +258,9 @@ class BrokerService:
     async def create_auto_partitioned(self, topic: TopicName) -> int:
         """Create ``topic`` as a partitioned topic (auto-creation); returns its partition count."""
         # at most the partition limit, as Pulsar clamps defaultNumPartitions to its maximum
-        partitions = min(max(1, self.auto_topic_creation(topic)[2]), self.config.partition_limit)
+        partitions = min(
+            max(1, self.auto_topic_creation(topic).partitions), self.config.partition_limit
+        )
         try:
             await asyncio.to_thread(self.resources.create_partitioned_topic, topic, partitions)
         except BrokerServiceError:
@@ -266,30 +268,18 @@ class BrokerService:
                 raise
         return self.resources.partitions(topic)
 
-    def auto_topic_creation(self, topic: TopicName) -> tuple[bool, str, int]:
-        """(allowed, "partitioned" or "non-partitioned", partitions) for creating ``topic`` on
-        first use: the namespace's override, else the broker's settings."""
-        override = self.resources.policy(topic.namespace_name, "autoTopicCreationOverride")
-        config = self.config
-        if override is None:
-            return (
-                config.allowAutoTopicCreation,
-                config.allowAutoTopicCreationType,
-                config.defaultNumPartitions,
-            )
-        return (
-            bool(override.get("allowAutoTopicCreation")),
-            override.get("topicType", config.allowAutoTopicCreationType),
-            override.get("defaultNumPartitions", config.defaultNumPartitions),
-        )
+    def auto_topic_creation(self, topic: TopicName) -> applied_policies.AutoTopicCreation:
+        """Whether and how ``topic`` is created on first use: the namespace's override, else
+        the broker's settings."""
+        return applied_policies.auto_topic_creation(self, topic.namespace_name)
 
     def auto_subscription_creation(self, namespace: str) -> bool:
         """Whether a consumer may create a subscription by subscribing (namespace override
         first, then ``allowAutoSubscriptionCreation``)."""
-        override = self.resources.policy(namespace, "autoSubscriptionCreationOverride")
+        override = self.resources.namespace_view(namespace).auto_subscription_creation_override
         if override is None:
             return self.config.allowAutoSubscriptionCreation
-        return bool(override.get("allowAutoSubscriptionCreation"))
+        return override.allow_auto_subscription_creation
 
     def policies_changed(self, scope: str | TopicName) -> None:
         """The policies of a namespace (``tenant/ns``) or of a topic changed: the loaded topics
@@ -320,7 +310,7 @@ class BrokerService:
         """
         urls = listener_urls(self.urls, self.config.advertisedListeners, listener_name)
         self.check_namespace(topic)
-        if not self.auto_topic_creation(topic)[0] and not self.topic_exists(topic):
+        if not self.auto_topic_creation(topic).allowed and not self.topic_exists(topic):
             raise TopicNotFoundError(f"Topic {topic} does not exist")
         return urls
 
@@ -346,7 +336,7 @@ class BrokerService:
         if topic.domain is not TopicDomain.PERSISTENT:
             return self._get_non_persistent(topic, create, explicit)
         if not self.topic_exists(topic):
-            if not create or not (explicit or self.auto_topic_creation(topic)[0]):
+            if not create or not (explicit or self.auto_topic_creation(topic).allowed):
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             if self.resources.partitions(topic) > 0:
                 raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")
@@ -450,7 +440,7 @@ class BrokerService:
         name = str(topic)
         existing = self.nonpersistent_topics.get(name)
         if existing is None:
-            if not create or not (explicit or self.auto_topic_creation(topic)[0]):
+            if not create or not (explicit or self.auto_topic_creation(topic).allowed):
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             if self.resources.partitions(topic) > 0:
                 raise NotAllowedError(f"{name} is a partitioned topic; use its partitions")

@@ -15,13 +15,16 @@ from starquake.broker.dispatch.base import DispatchedTopic, Dispatcher
 from starquake.broker.dispatch.key_shared import KeySharedDispatcher
 from starquake.broker.dispatch.shared import SharedDispatcher
 from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
-from starquake.broker.errors import BrokerServiceError, ConsumerBusyError
+from starquake.broker.errors import (
+    ConsumerBusyError,
+    NotAllowedError,
+    ServiceNotReadyError,
+)
 from starquake.broker.limits import check_consumer_limit
 from starquake.broker.rates import RateWindow
 from starquake.broker.topic_api import TopicApi
 from starquake.protocol import commands
 from starquake.protocol.enums import SubType
-from starquake.protocol.errors import ServerError
 from starquake.storage import Entry, InvalidPositionError, ManagedCursor, Position
 
 log = logging.getLogger(__name__)
@@ -35,13 +38,10 @@ def to_signed(value: int) -> int:
     return value - _U64 if value >= _SIGNED else value
 
 
-def _invalid_ack(positions: Sequence[Position]) -> BrokerServiceError:
+def _invalid_ack(positions: Sequence[Position]) -> NotAllowedError:
     shown = ", ".join(str(p) for p in positions[:5])
     more = f" and {len(positions) - 5} more" if len(positions) > 5 else ""
-    return BrokerServiceError(
-        f"Cannot acknowledge {shown}{more}: no such message in the topic",
-        ServerError.NotAllowedError,
-    )
+    return NotAllowedError(f"Cannot acknowledge {shown}{more}: no such message in the topic")
 
 
 def _understands_end_of_topic(consumer: Consumer) -> bool:
@@ -105,9 +105,7 @@ class Subscription:
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer; the first one fixes the subscription type (and Key_Shared mode)."""
         if self.fenced:
-            raise BrokerServiceError(
-                f"Subscription {self.name} is being reset; retry", ServerError.ServiceNotReady
-            )
+            raise ServiceNotReadyError(f"Subscription {self.name} is being reset; retry")
         check_consumer_limit(self.topic)
         dispatcher = self.dispatcher
         sticky = consumer.key_hash_ranges is not None
@@ -219,9 +217,8 @@ class Subscription:
     def acknowledge_cumulative(self, consumer: Consumer, position: Position) -> None:
         """Acknowledge everything up to ``position`` (not on Shared types)."""
         if self.sub_type in (SubType.Shared, SubType.Key_Shared):
-            raise BrokerServiceError(
-                "Cumulative acknowledgment is not allowed on Shared or Key_Shared subscriptions",
-                ServerError.NotAllowedError,
+            raise NotAllowedError(
+                "Cumulative acknowledgment is not allowed on Shared or Key_Shared subscriptions"
             )
         if position.entry_id < -1 or position <= self.cursor.mark_delete_position:
             return

@@ -12,13 +12,20 @@ import logging
 import time
 from bisect import bisect_left
 from collections import deque
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from starquake.broker import applied_policies, topic_stats
 from starquake.broker.compaction.state import TopicCompaction
 from starquake.broker.dedup import DedupStatus, MessageDeduplication
-from starquake.broker.entry_info import EntryInfo, EntryInfoCache
-from starquake.broker.errors import BrokerServiceError, PersistenceError, SubscriptionNotFoundError
+from starquake.broker.entry_info import EntryInfo, EntryInfoCache, LastMessage, last_message_at
+from starquake.broker.errors import (
+    ConsumerBusyError,
+    NotAllowedError,
+    PersistenceError,
+    ServiceNotReadyError,
+    SubscriptionNotFoundError,
+    TopicTerminatedError,
+)
 from starquake.broker.limits import check_producer_limit
 from starquake.broker.observations import ENTRY_SIZE_BOUNDS, WRITE_LATENCY_BOUNDS_MS, Buckets
 from starquake.broker.producer_access import ProducerRegistry
@@ -39,11 +46,25 @@ log = logging.getLogger(__name__)
 LATEST_ID = (1 << 63) - 1
 
 
-# A receipt to send once ``position`` is durable: (position, producer, sequence id, highest
-# sequence id, last chunk of its message, duplicate: answer -1:-1, nothing was stored, when the
-# SEND was read). A plain tuple: one is made per entry on the publish path, where a NamedTuple
-# costs measurably more.
-PendingReceipt = tuple[Position, "Producer", int, int, bool, bool, float]
+class PendingReceipt(NamedTuple):
+    """A receipt to send once ``position`` is durable. One is made per entry on the publish
+    path: a tuple (no more than one allocation), unpacked in the hot loop."""
+
+    position: Position
+    producer: Producer
+    sequence_id: int
+    highest_sequence_id: int
+    last_chunk: bool
+    """Whether the entry is the last chunk of its message."""
+    duplicate: bool
+    """A duplicate: nothing was stored; the receipt is -1:-1, sent in order."""
+    received: float
+    """When its SEND was read (monotonic seconds)."""
+
+
+_new_receipt = tuple.__new__
+"""Makes a PendingReceipt from a tuple of its fields at the cost of a tuple (the NamedTuple's
+own constructor is a Python function: several times slower, on the publish path)."""
 
 
 class PersistentTopic:
@@ -98,9 +119,7 @@ class PersistentTopic:
     def add_producer(self, producer: Producer) -> bool:
         """Admit ``producer`` by its access mode; False: it waits for exclusive access."""
         if self.terminated is not None:
-            raise BrokerServiceError(
-                "Topic was already terminated", ServerError.TopicTerminatedError
-            )
+            raise TopicTerminatedError("Topic was already terminated")
         check_producer_limit(self)
         admitted = self.producer_registry.admit(producer)
         self.dedup.producer_connected(producer.name)
@@ -143,10 +162,7 @@ class PersistentTopic:
             self._refuse_publish()
         max_delay = self.max_delivery_delay_ms
         if max_delay and info.deliver_at - info.publish_time > max_delay:
-            raise BrokerServiceError(
-                f"Exceeds max allowed delivery delay of {max_delay} milliseconds",
-                ServerError.NotAllowedError,
-            )
+            raise NotAllowedError(f"Exceeds max allowed delivery delay of {max_delay} milliseconds")
         dedup = self.dedup
         if dedup.enabled and self._is_duplicate(
             producer, sequence_id, highest_sequence_id, last_chunk
@@ -160,14 +176,17 @@ class PersistentTopic:
             raise PersistenceError(f"Cannot store the message: {exc}") from exc
         self.entry_infos.put(position, info)
         self._pending.append(
-            (
-                position,
-                producer,
-                sequence_id,
-                highest_sequence_id,
-                last_chunk,
-                False,
-                self.service.received_at,
+            _new_receipt(  # PendingReceipt(...) without its Python-level __new__
+                PendingReceipt,
+                (
+                    position,
+                    producer,
+                    sequence_id,
+                    highest_sequence_id,
+                    last_chunk,
+                    False,
+                    self.service.received_at,
+                ),
             )
         )
         sizes = self.entry_sizes
@@ -183,8 +202,8 @@ class PersistentTopic:
     def _refuse_publish(self) -> NoReturn:
         """Refuse a message for a topic that is closing or terminated."""
         if self.closed:
-            raise BrokerServiceError("Topic is being closed", ServerError.ServiceNotReady)
-        raise BrokerServiceError("Topic was already terminated", ServerError.TopicTerminatedError)
+            raise ServiceNotReadyError("Topic is being closed")
+        raise TopicTerminatedError("Topic was already terminated")
 
     def _is_duplicate(
         self, producer: Producer, sequence_id: int, highest_sequence_id: int, last_chunk: bool
@@ -197,9 +216,9 @@ class PersistentTopic:
         )
         if status is DedupStatus.DUPLICATE:
             if self._pending:  # answer in order, after the receipts still pending
-                last_position = self._pending[-1][0]
+                last_position = self._pending[-1].position
                 self._pending.append(
-                    (
+                    PendingReceipt(
                         last_position,
                         producer,
                         sequence_id,
@@ -232,7 +251,7 @@ class PersistentTopic:
         # of equal read times, so an entry costs an identity test here.
         run_read = -1.0
         run = 0
-        while pending and pending[0][0] <= last:
+        while pending and pending[0].position <= last:
             position, producer, sequence_id, highest, last_chunk, duplicate, received = (
                 pending.popleft()
             )
@@ -392,9 +411,7 @@ class PersistentTopic:
         if subscription is None:
             raise SubscriptionNotFoundError(f"Subscription {name} not found")
         if subscription.consumers:
-            raise BrokerServiceError(
-                f"Subscription {name} has connected consumers", ServerError.ConsumerBusy
-            )
+            raise ConsumerBusyError(f"Subscription {name} has connected consumers")
         self.remove_subscription(name)
         if subscription.durable:
             self.ledger.delete_cursor(name)
@@ -412,18 +429,13 @@ class PersistentTopic:
         """Topic stats with Pulsar's field names (the admin API serves them as JSON)."""
         return topic_stats.persistent_stats(self)
 
-    def last_message_position(self) -> tuple[Position, int]:
+    def last_message_position(self) -> LastMessage:
         """Last durable entry and its last batch index (-1 when not batched or no entry)."""
         last = self.ledger.last_confirmed
         if last.entry_id < 0:
-            return last, -1
+            return LastMessage(last, -1)
         entry = self.ledger.read_entry(last)
-        if entry is None:
-            return last, -1
-        metadata = entry_metadata(entry.data)
-        if metadata.HasField("num_messages_in_batch"):
-            return last, metadata.num_messages_in_batch - 1
-        return last, -1
+        return last_message_at(last, None if entry is None else entry.data)
 
     def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
         """First entry published at or after ``timestamp_ms`` (after the last one if none)."""

@@ -35,6 +35,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from starquake.broker.admin.policies import namespace_of
 from starquake.broker.admin.replies import (
     NO_CONTENT,
     SEGMENT,
@@ -114,14 +115,6 @@ def sorted_grants(grants: dict[str, Any]) -> dict[str, list[str]]:
     return {name: sorted(values) for name, values in sorted(grants.items())}
 
 
-def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
-    """``tenant/namespace`` of the path (404 when it does not exist)."""
-    name = f"{params['tenant']}/{params['namespace']}"
-    if not service.resources.namespace_exists(name):
-        raise NotFoundError(f"Namespace {name} does not exist")
-    return name
-
-
 def topic_of(service: BrokerService, params: dict[str, str]) -> TopicName:
     """The topic the path names, in a namespace that exists."""
     name = TopicName.parse(
@@ -145,21 +138,34 @@ async def change(
 # --- namespaces -----------------------------------------------------------------------------
 
 
+def _grants(service: BrokerService, call: Call, kind: str) -> Reply:
+    """The namespace's grants of ``kind`` (``namespace_auth``: role -> actions,
+    ``subscription_auth_roles``: subscription -> roles)."""
+    auth = service.authorization.auth_policies(namespace_of(service, call.params))
+    return json_reply(200, sorted_grants(auth[kind]))
+
+
+async def _grant(
+    service: BrokerService, namespace: str, kind: str, name: str, values: list[str]
+) -> None:
+    """Set the grant ``name`` of ``kind`` of the namespace to ``values``."""
+
+    def edit(auth: dict[str, Any]) -> None:
+        auth[kind][name] = values
+
+    await change(service, namespace, edit)
+
+
 async def get_namespace(service: BrokerService, call: Call) -> Reply:
     """The namespace's grants: role -> actions."""
-    auth = service.authorization.auth_policies(namespace_of(service, call.params))
-    return json_reply(200, sorted_grants(auth["namespace_auth"]))
+    return _grants(service, call, "namespace_auth")
 
 
 async def grant_namespace(service: BrokerService, call: Call) -> Reply:
     """Grant the body's actions to the role on the namespace."""
     namespace = namespace_of(service, call.params)
     role, actions = call.params["role"], parse_actions(call.body)
-
-    def edit(auth: dict[str, Any]) -> None:
-        auth["namespace_auth"][role] = actions
-
-    await change(service, namespace, edit)
+    await _grant(service, namespace, "namespace_auth", role, actions)
     log.info("namespace %s: role %s granted %s", namespace, role, actions)
     return NO_CONTENT
 
@@ -175,19 +181,14 @@ async def revoke_namespace(service: BrokerService, call: Call) -> Reply:
 
 async def get_subscriptions(service: BrokerService, call: Call) -> Reply:
     """The namespace's subscription grants: subscription -> roles."""
-    auth = service.authorization.auth_policies(namespace_of(service, call.params))
-    return json_reply(200, sorted_grants(auth["subscription_auth_roles"]))
+    return _grants(service, call, "subscription_auth_roles")
 
 
 async def grant_subscription(service: BrokerService, call: Call) -> Reply:
     """Only the body's roles may consume with the subscription."""
     namespace = namespace_of(service, call.params)
     subscription, roles = call.params["subscription"], parse_roles(call.body)
-
-    def edit(auth: dict[str, Any]) -> None:
-        auth["subscription_auth_roles"][subscription] = roles
-
-    await change(service, namespace, edit)
+    await _grant(service, namespace, "subscription_auth_roles", subscription, roles)
     log.info("namespace %s: subscription %s limited to roles %s", namespace, subscription, roles)
     return NO_CONTENT
 

@@ -37,20 +37,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starquake.broker.admin.replies import (
-    MAX_LONG,
     NO_CONTENT,
     BadRequest,
     Reply,
     json_body,
     partition_count_refusal,
 )
-from starquake.broker.admin.routing import Route, lock_of
+from starquake.broker.admin.routing import Handler, Route, lock_of
 from starquake.broker.errors import BrokerServiceError
+from starquake.broker.policy_types import (
+    BACKLOG_TYPES,
+    AutoSubscriptionCreationOverride,
+    AutoTopicCreationOverride,
+    BacklogQuota,
+    DelayedDeliveryPolicies,
+    InactiveTopicPolicies,
+    RetentionPolicies,
+    boolean,
+    from_json,
+    stored_form,
+    strategy,
+    whole,
+)
 from starquake.broker.resources import NotFoundError
 from starquake.broker.web import Call, Need, json_reply
 
@@ -61,74 +75,19 @@ log = logging.getLogger(__name__)
 
 _NAMESPACE = r"/admin/v2/namespaces/(?P<tenant>[^/]+)/(?P<namespace>[^/]+)"
 
-SCHEMA_STRATEGIES = frozenset(
-    {
-        "UNDEFINED",
-        "ALWAYS_INCOMPATIBLE",
-        "ALWAYS_COMPATIBLE",
-        "BACKWARD",
-        "FORWARD",
-        "FULL",
-        "BACKWARD_TRANSITIVE",
-        "FORWARD_TRANSITIVE",
-        "FULL_TRANSITIVE",
-    }
-)
-BACKLOG_POLICIES = frozenset(
-    {"producer_request_hold", "producer_exception", "consumer_backlog_eviction"}
-)
-BACKLOG_TYPES = frozenset({"destination_storage", "message_age"})
+Parse = Callable[[Any], object]
+"""The check of a request body: its JSON value -> the typed policy (PolicyError, naming the
+field, when it is not one)."""
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def typed(cls: type[object]) -> Parse:
+    """The check of a body that is the JSON object of the policy class ``cls``."""
+    return lambda value: from_json(cls, value)
 
 
-def _whole(value: Any, what: str, minimum: int = 0) -> int:
-    if not _is_int(value) or not minimum <= value <= MAX_LONG:
-        raise BadRequest(f"{what} must be a whole number from {minimum} to {MAX_LONG}")
-    return int(value)
-
-
-def _boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise BadRequest("the body must be a JSON boolean: true or false")
-    return value
-
-
-def _object(value: Any, fields: dict[str, Callable[[Any], Any]], required: set[str]) -> Any:
-    if not isinstance(value, dict):
-        raise BadRequest(f"the body must be a JSON object with {', '.join(sorted(fields))}")
-    missing = required - set(value)
-    if missing:
-        raise BadRequest(f"missing {', '.join(sorted(missing))}")
-    unknown = set(value) - set(fields)
-    if unknown:
-        raise BadRequest(f"unknown field(s) {', '.join(sorted(unknown))}")
-    return {key: fields[key](item) for key, item in value.items()}
-
-
-def whole(what: str, minimum: int = 0) -> Callable[[Any], int]:
-    """A check that a value is a whole number of at least ``minimum``."""
-    return lambda v: _whole(v, what, minimum)
-
-
-def _retention(value: Any) -> Any:
-    checked = _object(
-        value,
-        {
-            "retentionTimeInMinutes": whole("retentionTimeInMinutes", -1),  # -1: unlimited
-            "retentionSizeInMB": whole("retentionSizeInMB", -1),
-        },
-        {"retentionTimeInMinutes", "retentionSizeInMB"},
-    )
-    if (checked["retentionTimeInMinutes"] == 0) != (checked["retentionSizeInMB"] == 0):
-        raise BadRequest(
-            "Invalid retention policy: Setting a single time or size limit to 0 is invalid when "
-            "one of the limits has a non-zero value. Use the value of -1 instead of 0 to ignore "
-            "a specific limit. To disable retention both limits must be set to 0."
-        )
-    return checked
+def scalar(check: Callable[[Any, str], Any], what: str) -> Parse:
+    """The check of a body that is one value, named ``what`` in a refusal."""
+    return lambda value: check(value, what)
 
 
 class PolicyConflict(BrokerServiceError):
@@ -136,66 +95,23 @@ class PolicyConflict(BrokerServiceError):
 
 
 def quota_fits_retention(
-    quota: dict[str, Any] | None, retention: dict[str, Any] | None, default_limit_bytes: int
+    quota: BacklogQuota | None, retention: RetentionPolicies | None, default_limit_bytes: int
 ) -> bool:
     """Pulsar's rule: a retention limit, when set, must exceed the backlog quota's (size in
     bytes, time in seconds); ``quota`` None is the broker's default size quota."""
     if retention is None:
         return True
-    size_mb = int(retention["retentionSizeInMB"])
-    minutes = int(retention["retentionTimeInMinutes"])
+    size_mb = retention.retention_size_in_mb
+    minutes = retention.retention_time_in_minutes
     if size_mb <= 0 and minutes <= 0:
         return True
     if quota is None:
         limit_size, limit_time = default_limit_bytes, -1
     else:
-        limit_size = int(quota.get("limitSize", quota.get("limit", -1)))
-        limit_time = int(quota.get("limitTime", -1))
+        limit_size, limit_time = quota.size_bytes, quota.time_seconds
     if size_mb > 0 and limit_size >= size_mb * 1024 * 1024:
         return False
     return not (minutes > 0 and limit_time >= minutes * 60)
-
-
-def _topic_type(value: Any) -> str:
-    if value not in ("partitioned", "non-partitioned"):
-        raise BadRequest('topicType must be "partitioned" or "non-partitioned"')
-    return str(value)
-
-
-def _auto_topic_creation(value: Any) -> Any:
-    checked = _object(
-        value,
-        {
-            "allowAutoTopicCreation": _boolean,
-            "topicType": _topic_type,
-            "defaultNumPartitions": lambda v: _whole(v, "defaultNumPartitions", 1),
-        },
-        {"allowAutoTopicCreation"},
-    )
-    if checked["allowAutoTopicCreation"] and "topicType" not in checked:
-        raise BadRequest("topicType is needed when allowAutoTopicCreation is true")
-    return checked
-
-
-def _auto_subscription_creation(value: Any) -> Any:
-    return _object(
-        value, {"allowAutoSubscriptionCreation": _boolean}, {"allowAutoSubscriptionCreation"}
-    )
-
-
-def _strategy(value: Any) -> str:
-    if not isinstance(value, str) or value not in SCHEMA_STRATEGIES:
-        raise BadRequest(
-            f"the body must be a strategy name, not {str(value)[:40]!r}; one of "
-            f"{', '.join(sorted(SCHEMA_STRATEGIES))}"
-        )
-    return str(value)
-
-
-def _backlog_policy(value: Any) -> str:
-    if not isinstance(value, str) or value not in BACKLOG_POLICIES:
-        raise BadRequest(f"policy must be one of {', '.join(sorted(BACKLOG_POLICIES))}")
-    return str(value)
 
 
 def set_policy(policies: dict[str, Any], field: str, value: Any) -> None:
@@ -206,7 +122,7 @@ def set_policy(policies: dict[str, Any], field: str, value: Any) -> None:
         policies[field] = value
 
 
-def remove_backlog_quota(policies: dict[str, Any], kind: str) -> None:
+def remove_backlog_quota(policies: dict[str, Any], *, kind: str) -> None:
     """Remove the quota of ``kind`` from ``policies`` (and the map once it is empty)."""
     quotas = dict(policies.get("backlog_quota_map", {}))
     quotas.pop(kind, None)
@@ -214,6 +130,14 @@ def remove_backlog_quota(policies: dict[str, Any], kind: str) -> None:
         policies["backlog_quota_map"] = quotas
     else:
         policies.pop("backlog_quota_map", None)
+
+
+def put_backlog_quota(policies: dict[str, Any], *, kind: str, quota: BacklogQuota) -> None:
+    """Set the quota of ``kind`` in ``policies``."""
+    policies["backlog_quota_map"] = {
+        **policies.get("backlog_quota_map", {}),
+        kind: stored_form(quota),
+    }
 
 
 def backlog_quota_type(params: dict[str, str]) -> str:
@@ -224,89 +148,45 @@ def backlog_quota_type(params: dict[str, str]) -> str:
     return kind
 
 
-def check_backlog_quota(value: Any) -> Any:
-    """A backlog quota body, checked field by field (BadRequest on a wrong one)."""
-    return _object(
-        value,
-        {
-            "limit": lambda v: _whole(v, "limit", -1),
-            "limitSize": lambda v: _whole(v, "limitSize", -1),
-            "limitTime": lambda v: _whole(v, "limitTime", -1),
-            "policy": _backlog_policy,
-        },
-        {"policy"},
-    )
-
-
-DELETE_MODES = frozenset({"delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"})
-
-
-def _delete_mode(value: Any) -> str:
-    if not isinstance(value, str) or value not in DELETE_MODES:
-        modes = ", ".join(sorted(DELETE_MODES))
-        raise BadRequest(f"inactiveTopicDeleteMode must be one of {modes}")
-    return str(value)
-
-
-def _delayed_delivery(value: Any) -> Any:
-    return _object(
-        value,
-        {
-            "active": _boolean,
-            "tickTime": whole("tickTime", 1),
-            "maxDeliveryDelayInMillis": whole("maxDeliveryDelayInMillis"),
-        },
-        {"active"},
-    )
-
-
-def _inactive_topic_policies(value: Any) -> Any:
-    return _object(
-        value,
-        {
-            "inactiveTopicDeleteMode": _delete_mode,
-            "maxInactiveDurationSeconds": whole("maxInactiveDurationSeconds"),
-            "deleteWhileInactive": _boolean,
-        },
-        {"deleteWhileInactive"},
-    )
-
-
 # Checks of the policies both levels share: stored field -> check of a new value.
-CHECKS: dict[str, Callable[[Any], Any]] = {
-    "retention_policies": _retention,
-    "message_ttl_in_seconds": whole("messageTTL"),
-    "deduplicationEnabled": _boolean,
-    "max_producers_per_topic": whole("maxProducers"),
-    "max_consumers_per_topic": whole("maxConsumers"),
-    "max_unacked_messages_per_consumer": whole("maxUnackedMessagesPerConsumer"),
-    "max_unacked_messages_per_subscription": whole("maxUnackedMessagesPerSubscription"),
-    "delayed_delivery_policies": _delayed_delivery,
-    "compaction_threshold": whole("compactionThreshold"),
-    "inactive_topic_policies": _inactive_topic_policies,
+CHECKS: dict[str, Parse] = {
+    "retention_policies": typed(RetentionPolicies),
+    "message_ttl_in_seconds": scalar(whole(), "messageTTL"),
+    "deduplicationEnabled": scalar(boolean, "the body"),
+    "max_producers_per_topic": scalar(whole(), "maxProducers"),
+    "max_consumers_per_topic": scalar(whole(), "maxConsumers"),
+    "max_unacked_messages_per_consumer": scalar(whole(), "maxUnackedMessagesPerConsumer"),
+    "max_unacked_messages_per_subscription": scalar(whole(), "maxUnackedMessagesPerSubscription"),
+    "delayed_delivery_policies": typed(DelayedDeliveryPolicies),
+    "compaction_threshold": scalar(whole(), "compactionThreshold"),
+    "inactive_topic_policies": typed(InactiveTopicPolicies),
 }
 
 # path -> (stored field, check of a new value, HTTP method that sets it)
-POLICIES: dict[str, tuple[str, Callable[[Any], Any], str]] = {
-    "retention": ("retention_policies", _retention, "POST"),
+POLICIES: dict[str, tuple[str, Parse, str]] = {
+    "retention": ("retention_policies", CHECKS["retention_policies"], "POST"),
     "messageTTL": ("message_ttl_in_seconds", CHECKS["message_ttl_in_seconds"], "POST"),
-    "autoTopicCreation": ("autoTopicCreationOverride", _auto_topic_creation, "POST"),
+    "autoTopicCreation": ("autoTopicCreationOverride", typed(AutoTopicCreationOverride), "POST"),
     "autoSubscriptionCreation": (
         "autoSubscriptionCreationOverride",
-        _auto_subscription_creation,
+        typed(AutoSubscriptionCreationOverride),
         "POST",
     ),
-    "schemaCompatibilityStrategy": ("schema_compatibility_strategy", _strategy, "PUT"),
-    "isAllowAutoUpdateSchema": ("is_allow_auto_update_schema", _boolean, "POST"),
-    "schemaValidationEnforced": ("schema_validation_enforced", _boolean, "POST"),
+    "schemaCompatibilityStrategy": (
+        "schema_compatibility_strategy",
+        scalar(strategy, "the body"),
+        "PUT",
+    ),
+    "isAllowAutoUpdateSchema": ("is_allow_auto_update_schema", scalar(boolean, "the body"), "POST"),
+    "schemaValidationEnforced": ("schema_validation_enforced", scalar(boolean, "the body"), "POST"),
     "maxProducersPerTopic": (
         "max_producers_per_topic",
-        whole("maxProducersPerTopic"),
+        scalar(whole(), "maxProducersPerTopic"),
         "POST",
     ),
     "maxConsumersPerTopic": (
         "max_consumers_per_topic",
-        whole("maxConsumersPerTopic"),
+        scalar(whole(), "maxConsumersPerTopic"),
         "POST",
     ),
     "maxUnackedMessagesPerConsumer": (
@@ -319,9 +199,13 @@ POLICIES: dict[str, tuple[str, Callable[[Any], Any], str]] = {
         CHECKS["max_unacked_messages_per_subscription"],
         "POST",
     ),
-    "delayedDelivery": ("delayed_delivery_policies", _delayed_delivery, "POST"),
+    "delayedDelivery": ("delayed_delivery_policies", CHECKS["delayed_delivery_policies"], "POST"),
     "compactionThreshold": ("compaction_threshold", CHECKS["compaction_threshold"], "PUT"),
-    "inactiveTopicPolicies": ("inactive_topic_policies", _inactive_topic_policies, "POST"),
+    "inactiveTopicPolicies": (
+        "inactive_topic_policies",
+        CHECKS["inactive_topic_policies"],
+        "POST",
+    ),
 }
 
 
@@ -349,10 +233,9 @@ async def store(service: BrokerService, namespace: str, field: str, value: Any) 
     log.info("namespace %s: %s set to %s", namespace, field, value)
 
 
-def check_retention(service: BrokerService, namespace: str, retention: dict[str, Any]) -> None:
+def check_retention(service: BrokerService, namespace: str, retention: RetentionPolicies) -> None:
     """Refuse (412) a retention that does not exceed the namespace's backlog quota."""
-    quotas = service.resources.policy(namespace, "backlog_quota_map") or {}
-    quota = quotas.get("destination_storage")
+    quota = service.resources.namespace_view(namespace).backlog_quota_map.get("destination_storage")
     if not quota_fits_retention(quota, retention, service.config.backlogQuotaDefaultLimitBytes):
         raise PolicyConflict("Retention Quota must exceed configured backlog quota for namespace.")
 
@@ -369,14 +252,14 @@ async def set_policy_value(
     """Set the policy on the namespace from the body (checked first)."""
     namespace = namespace_of(service, call.params)
     value = check(json_body(call.body))
-    if field == "retention_policies":
+    if isinstance(value, RetentionPolicies):
         check_retention(service, namespace, value)
-    if field == "autoTopicCreationOverride" and "defaultNumPartitions" in value:
+    if isinstance(value, AutoTopicCreationOverride) and value.default_num_partitions is not None:
         limit = service.config.partition_limit
-        refusal = partition_count_refusal(value["defaultNumPartitions"], limit)
+        refusal = partition_count_refusal(value.default_num_partitions, limit)
         if refusal is not None:
             raise refusal
-    await store(service, namespace, field, value)
+    await store(service, namespace, field, stored_form(value))
     return NO_CONTENT
 
 
@@ -404,7 +287,7 @@ async def change_dedup(service: BrokerService, namespace: str, value: bool | Non
 async def set_dedup(service: BrokerService, call: Call) -> Reply:
     """Switch deduplication on or off for the namespace."""
     namespace = namespace_of(service, call.params)
-    await change_dedup(service, namespace, _boolean(json_body(call.body)))
+    await change_dedup(service, namespace, boolean(json_body(call.body), "the body"))
     return NO_CONTENT
 
 
@@ -423,49 +306,83 @@ async def get_quotas(service: BrokerService, call: Call) -> Reply:
     return json_reply(200, value or {})
 
 
-async def set_quota(service: BrokerService, call: Call) -> Reply:
-    """Set the backlog quota of the ``backlogQuotaType`` given."""
-    namespace = namespace_of(service, call.params)
+Apply = Callable[[Callable[[dict[str, Any]], None]], Awaitable[None]]
+"""Applies an edit to the stored policies of one namespace or topic (and tells live topics)."""
+
+
+@dataclass(frozen=True)
+class QuotaScope:
+    """Where a backlog quota request applies: a namespace or a topic."""
+
+    level: str
+    """``namespace`` or ``topic``."""
+    name: str
+    retention: RetentionPolicies | None
+    """The retention in force there."""
+    apply: Apply
+
+
+async def put_quota(service: BrokerService, call: Call, scope: QuotaScope) -> None:
+    """Set the scope's backlog quota of the ``backlogQuotaType`` given, from the body (412
+    when it is not below the retention in force)."""
     kind = backlog_quota_type(call.params)
-    quota = check_backlog_quota(json_body(call.body))
-    retention = service.resources.policy(namespace, "retention_policies")
-    if not quota_fits_retention(quota, retention, service.config.backlogQuotaDefaultLimitBytes):
+    quota = from_json(BacklogQuota, json_body(call.body))
+    limit = service.config.backlogQuotaDefaultLimitBytes
+    if not quota_fits_retention(quota, scope.retention, limit):
         raise PolicyConflict(
-            "Backlog Quota exceeds configured retention quota for namespace. "
+            f"Backlog Quota exceeds configured retention quota for {scope.level}. "
             "Please increase retention quota and retry"
         )
+    await scope.apply(partial(put_backlog_quota, kind=kind, quota=quota))
+    log.info("%s %s: backlog quota %s set to %s", scope.level, scope.name, kind, quota)
 
-    def edit(policies: dict[str, Any]) -> None:
-        policies["backlog_quota_map"] = {**policies.get("backlog_quota_map", {}), kind: quota}
 
-    await change(service, namespace, edit)
-    log.info("namespace %s: backlog quota %s set to %s", namespace, kind, quota)
+async def drop_quota(call: Call, scope: QuotaScope) -> None:
+    """Remove the scope's backlog quota of the ``backlogQuotaType`` given."""
+    kind = backlog_quota_type(call.params)
+    await scope.apply(partial(remove_backlog_quota, kind=kind))
+    log.info("%s %s: backlog quota %s removed", scope.level, scope.name, kind)
+
+
+def _scope(service: BrokerService, call: Call) -> QuotaScope:
+    namespace = namespace_of(service, call.params)
+    retention = service.resources.namespace_view(namespace).retention_policies
+    return QuotaScope("namespace", namespace, retention, partial(change, service, namespace))
+
+
+async def set_quota(service: BrokerService, call: Call) -> Reply:
+    """Set the backlog quota of the ``backlogQuotaType`` given."""
+    await put_quota(service, call, _scope(service, call))
     return NO_CONTENT
 
 
 async def delete_quota(service: BrokerService, call: Call) -> Reply:
     """Remove the backlog quota of the ``backlogQuotaType`` given."""
-    namespace = namespace_of(service, call.params)
-    kind = backlog_quota_type(call.params)
-    await change(service, namespace, lambda policies: remove_backlog_quota(policies, kind))
-    log.info("namespace %s: backlog quota %s removed", namespace, kind)
+    await drop_quota(call, _scope(service, call))
     return NO_CONTENT
+
+
+def policy_routes(
+    path: str, name: str, need: Need, handlers: tuple[Handler, Handler, Handler], method: str
+) -> list[Route]:
+    """The GET, set (``method``) and DELETE routes of the policy ``name`` under ``path``."""
+    get, set_, delete = handlers
+    return [
+        Route("GET", f"{path}/{name}", get, need),
+        Route(method, f"{path}/{name}", set_, need, f"the {name} value"),
+        Route("DELETE", f"{path}/{name}", delete, need),
+    ]
 
 
 def _policy_routes() -> list[Route]:
     routes = []
     for path, (field, check, method) in POLICIES.items():
-        routes += [
-            Route("GET", f"{_NAMESPACE}/{path}", partial(get_policy, field=field), _ADMIN),
-            Route(
-                method,
-                f"{_NAMESPACE}/{path}",
-                partial(set_policy_value, field=field, check=check),
-                _ADMIN,
-                f"the {path} value",
-            ),
-            Route("DELETE", f"{_NAMESPACE}/{path}", partial(delete_policy, field=field), _ADMIN),
-        ]
+        handlers = (
+            partial(get_policy, field=field),
+            partial(set_policy_value, field=field, check=check),
+            partial(delete_policy, field=field),
+        )
+        routes += policy_routes(_NAMESPACE, path, _ADMIN, handlers, method)
     return routes
 
 

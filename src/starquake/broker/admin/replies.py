@@ -10,6 +10,7 @@ from starquake.broker.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
+from starquake.broker.policy_types import PolicyError
 from starquake.broker.resources import ConflictError, NotFoundError, UnprocessableError
 from starquake.broker.web import Call, Endpoint, Reply, json_reply
 from starquake.common.topic_name import InvalidTopicNameError
@@ -61,7 +62,7 @@ def status_of(exc: Exception) -> int:
         return 404
     if isinstance(exc, ConflictError):
         return 409
-    if isinstance(exc, BadRequest):
+    if isinstance(exc, (BadRequest, PolicyError)):
         return 400
     if isinstance(exc, UnprocessableError):
         return 422
@@ -117,7 +118,7 @@ def guarded(endpoint: Endpoint) -> Endpoint:
     async def run(call: Call) -> Reply:
         try:
             return await endpoint(call)
-        except (BrokerServiceError, BadRequest, InvalidTopicNameError) as exc:
+        except (BrokerServiceError, BadRequest, PolicyError, InvalidTopicNameError) as exc:
             status = 412 if isinstance(exc, InvalidTopicNameError) else status_of(exc)
             return json_reply(status, {"reason": str(exc)})
 

@@ -31,6 +31,7 @@ from starquake.broker.admin.replies import (
 )
 from starquake.broker.admin.routing import Route
 from starquake.broker.errors import BrokerServiceError
+from starquake.broker.policy_types import Policies
 from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.security.authorization import revalidate
 from starquake.broker.web import Call, Need, json_reply
@@ -67,11 +68,25 @@ def tenant_info(service: BrokerService, body: bytes) -> dict[str, Any]:
     return {"adminRoles": list(roles), "allowedClusters": list(clusters)}
 
 
+CLUSTER_URLS = (
+    "serviceUrl",
+    "serviceUrlTls",
+    "brokerServiceUrl",
+    "brokerServiceUrlTls",
+    "proxyServiceUrl",
+)
+"""The address fields of Pulsar's ClusterData (each a string)."""
+
+
 def cluster_data(body: bytes) -> dict[str, Any]:
-    """The ClusterData of a body (400 when it is not an object)."""
+    """The ClusterData of a body (400 when it is not an object, or an address is not a
+    string)."""
     value = json_body(body, {})
     if not isinstance(value, dict):
         raise BadRequest("the body must be a ClusterData object")
+    for field in CLUSTER_URLS:
+        if not isinstance(value.get(field, ""), (str, type(None))):
+            raise BadRequest(f"{field} must be a string (a URL)")
     return {key: item for key, item in value.items() if item is not None}
 
 
@@ -189,6 +204,9 @@ async def create_namespace(service: BrokerService, call: Call) -> Reply:
     if not isinstance(policies, dict):
         raise BadRequest("the body must be a Policies object")
     policies.pop("bundles", None)  # one bundle: nothing to keep
+    # checked as stored (PolicyError, 400, names the field); a null is a policy not set, as
+    # Pulsar's admin clients send the fields they leave unset
+    Policies.from_stored(policies, namespace, strict=True)
     await asyncio.to_thread(service.resources.create_namespace, namespace, policies)
     service.policies_changed(namespace)  # it may replace the one created at first start
     revalidate(service, namespace)

@@ -46,10 +46,11 @@ from typing import TYPE_CHECKING, Any
 from starquake.broker.admin.policies import (
     CHECKS,
     PolicyConflict,
-    backlog_quota_type,
-    check_backlog_quota,
+    QuotaScope,
+    drop_quota,
+    policy_routes,
+    put_quota,
     quota_fits_retention,
-    remove_backlog_quota,
     set_policy,
 )
 from starquake.broker.admin.replies import (
@@ -63,6 +64,15 @@ from starquake.broker.admin.replies import (
 from starquake.broker.admin.routing import Route, lock_of
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import TopicNotFoundError
+from starquake.broker.policy_types import (
+    STORED,
+    BacklogQuota,
+    DelayedDeliveryPolicies,
+    InactiveTopicPolicies,
+    RetentionPolicies,
+    overlay,
+    stored_form,
+)
 from starquake.broker.web import Call, Need, json_reply
 from starquake.common.topic_name import TopicName
 
@@ -89,16 +99,19 @@ class TopicPolicy:
     """One policy: its stored field and the broker's default (what ``applied`` falls back to)."""
 
     field: str
-    default: Callable[[BrokerConfig], Any]
+    default: Callable[[BrokerConfig], object]
+    """The broker's value: a policy object, a number or a flag."""
+
+    @property
+    def attr(self) -> str:
+        """The policy's attribute in the typed view of stored policies."""
+        return STORED[self.field][0]
 
 
 POLICIES: dict[str, TopicPolicy] = {
     "retention": TopicPolicy(
         "retention_policies",
-        lambda c: {
-            "retentionTimeInMinutes": c.defaultRetentionTimeInMinutes,
-            "retentionSizeInMB": c.defaultRetentionSizeInMB,
-        },
+        lambda c: RetentionPolicies(c.defaultRetentionTimeInMinutes, c.defaultRetentionSizeInMB),
     ),
     "messageTTL": TopicPolicy("message_ttl_in_seconds", lambda c: c.ttlDurationDefaultInSeconds),
     "deduplicationEnabled": TopicPolicy(
@@ -112,11 +125,9 @@ POLICIES: dict[str, TopicPolicy] = {
     ),
     "delayedDelivery": TopicPolicy(
         "delayed_delivery_policies",
-        lambda c: {
-            "active": c.delayedDeliveryEnabled,
-            "tickTime": c.delayedDeliveryTickTimeMillis,
-            "maxDeliveryDelayInMillis": 0,
-        },
+        lambda c: DelayedDeliveryPolicies(
+            c.delayedDeliveryEnabled, c.delayedDeliveryTickTimeMillis, 0
+        ),
     ),
     "compactionThreshold": TopicPolicy(
         "compaction_threshold", lambda c: c.brokerServiceCompactionThresholdInBytes
@@ -125,11 +136,11 @@ POLICIES: dict[str, TopicPolicy] = {
     "maxConsumers": TopicPolicy("max_consumers_per_topic", lambda c: 0),
     "inactiveTopicPolicies": TopicPolicy(
         "inactive_topic_policies",
-        lambda c: {
-            "inactiveTopicDeleteMode": c.brokerDeleteInactiveTopicsMode,
-            "maxInactiveDurationSeconds": _inactive_duration(c),
-            "deleteWhileInactive": c.brokerDeleteInactiveTopicsEnabled,
-        },
+        lambda c: InactiveTopicPolicies(
+            c.brokerDeleteInactiveTopicsEnabled,
+            c.brokerDeleteInactiveTopicsMode,
+            _inactive_duration(c),
+        ),
     ),
 }
 
@@ -144,7 +155,8 @@ def _message_ttl(params: dict[str, str], body: bytes) -> int:
             raise BadRequest("give the TTL in seconds as the query parameter messageTTL")
     else:
         value = whole_number(raw, "messageTTL")
-    ttl: int = CHECKS["message_ttl_in_seconds"](value)
+    ttl = CHECKS["message_ttl_in_seconds"](value)
+    assert isinstance(ttl, int)
     return ttl
 
 
@@ -179,41 +191,37 @@ async def store(service: BrokerService, topic: TopicName, field: str, value: Any
         await service.deduplication_changed(topic)
 
 
-def applied(service: BrokerService, topic: TopicName, policy: TopicPolicy) -> Any:
-    """The value in force: the topic's, else the namespace's, else the broker's default."""
+def applied(service: BrokerService, topic: TopicName, policy: TopicPolicy) -> object:
+    """The value in force: the topic's, else the namespace's, else the broker's default (which
+    also fills the fields a policy object leaves out)."""
     resources = service.resources
-    value = resources.topic_policy(topic, policy.field)
+    value = getattr(resources.topic_view(topic), policy.attr)
     if value is None:
-        value = resources.policy(topic.namespace_name, policy.field)
+        value = getattr(resources.namespace_view(topic.namespace_name), policy.attr)
     default = policy.default(service.config)
-    if value is None:
-        return default
-    if isinstance(default, dict):
-        return {**default, **value}  # fields a stored value leaves out: the broker's
-    return value
+    return default if value is None else overlay(default, value)
 
 
-def retention_of(service: BrokerService, topic: TopicName) -> Any:
+def retention_of(service: BrokerService, topic: TopicName) -> RetentionPolicies | None:
     """The retention in force on a topic: its own, else its namespace's."""
-    value = service.resources.topic_policy(topic, "retention_policies")
-    return value or service.resources.policy(topic.namespace_name, "retention_policies")
+    value = service.resources.topic_view(topic).retention_policies
+    return value or service.resources.namespace_view(topic.namespace_name).retention_policies
 
 
-def destination_quota_of(service: BrokerService, topic: TopicName) -> Any:
+def destination_quota_of(service: BrokerService, topic: TopicName) -> BacklogQuota | None:
     """The storage backlog quota in force on a topic, if any."""
-    for quotas in (
-        service.resources.topic_policy(topic, "backlog_quota_map"),
-        service.resources.policy(topic.namespace_name, "backlog_quota_map"),
-    ):
-        if quotas and "destination_storage" in quotas:
-            return quotas["destination_storage"]
+    resources = service.resources
+    for view in (resources.topic_view(topic), resources.namespace_view(topic.namespace_name)):
+        quota = view.backlog_quota_map.get("destination_storage")
+        if quota is not None:
+            return quota
     return None
 
 
-def check_value(service: BrokerService, topic: TopicName, field: str, value: Any) -> None:
+def check_value(service: BrokerService, topic: TopicName, value: object) -> None:
     """Refuse (412) a retention that does not exceed the topic's backlog quota."""
     quota = destination_quota_of(service, topic)
-    if field == "retention_policies" and not quota_fits_retention(
+    if isinstance(value, RetentionPolicies) and not quota_fits_retention(
         quota, value, service.config.backlogQuotaDefaultLimitBytes
     ):
         raise PolicyConflict(
@@ -227,7 +235,7 @@ async def get_policy(service: BrokerService, call: Call, *, path: str) -> Reply:
     policy = POLICIES[path]
     topic = topic_for(service, call.params)
     if flag(call.params, "applied"):
-        return json_reply(200, applied(service, topic, policy))
+        return json_reply(200, stored_form(applied(service, topic, policy)))
     value = service.resources.topic_policy(topic, policy.field)
     return NO_CONTENT if value is None else json_reply(200, value)
 
@@ -236,12 +244,13 @@ async def set_policy_value(service: BrokerService, call: Call, *, path: str) -> 
     """Set the policy on the topic from the body (checked first)."""
     field = POLICIES[path].field
     topic = topic_for(service, call.params)
+    value: object
     if path == "messageTTL":
         value = _message_ttl(call.params, call.body)
     else:
         value = CHECKS[field](json_body(call.body))
-    check_value(service, topic, field, value)
-    await store(service, topic, field, value)
+    check_value(service, topic, value)
+    await store(service, topic, field, stored_form(value))
     return NO_CONTENT
 
 
@@ -271,50 +280,33 @@ async def get_quotas(service: BrokerService, call: Call) -> Reply:
     return json_reply(200, quotas)
 
 
+def _scope(service: BrokerService, call: Call) -> QuotaScope:
+    topic = topic_for(service, call.params)
+    name = str(topic.partitioned_topic_name)
+    return QuotaScope("topic", name, retention_of(service, topic), partial(change, service, topic))
+
+
 async def set_quota(service: BrokerService, call: Call) -> Reply:
     """Set the topic's backlog quota of the ``backlogQuotaType`` given."""
-    topic = topic_for(service, call.params)
-    kind = backlog_quota_type(call.params)
-    quota = check_backlog_quota(json_body(call.body))
-    retention = retention_of(service, topic)
-    limit = service.config.backlogQuotaDefaultLimitBytes
-    if not quota_fits_retention(quota, retention, limit):
-        raise PolicyConflict(
-            "Backlog Quota exceeds configured retention quota for topic. "
-            "Please increase retention quota and retry"
-        )
-
-    def edit(policies: dict[str, Any]) -> None:
-        policies["backlog_quota_map"] = {**policies.get("backlog_quota_map", {}), kind: quota}
-
-    await change(service, topic, edit)
-    log.info("topic %s: backlog quota %s set to %s", topic.partitioned_topic_name, kind, quota)
+    await put_quota(service, call, _scope(service, call))
     return NO_CONTENT
 
 
 async def delete_quota(service: BrokerService, call: Call) -> Reply:
     """Remove the topic's backlog quota of the ``backlogQuotaType`` given."""
-    topic = topic_for(service, call.params)
-    kind = backlog_quota_type(call.params)
-    await change(service, topic, lambda policies: remove_backlog_quota(policies, kind))
-    log.info("topic %s: backlog quota %s removed", topic.partitioned_topic_name, kind)
+    await drop_quota(call, _scope(service, call))
     return NO_CONTENT
 
 
 def _policy_routes() -> list[Route]:
     routes = []
     for path in POLICIES:
-        routes += [
-            Route("GET", f"{TOPIC}/{path}", partial(get_policy, path=path), _ADMIN),
-            Route(
-                "POST",
-                f"{TOPIC}/{path}",
-                partial(set_policy_value, path=path),
-                _ADMIN,
-                f"the {path} value",
-            ),
-            Route("DELETE", f"{TOPIC}/{path}", partial(delete_policy, path=path), _ADMIN),
-        ]
+        handlers = (
+            partial(get_policy, path=path),
+            partial(set_policy_value, path=path),
+            partial(delete_policy, path=path),
+        )
+        routes += policy_routes(TOPIC, path, _ADMIN, handlers, "POST")
     return routes
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from starquake.broker.entry_info import NONE_KEY, EntryInfo, info_of
+from starquake.broker.entry_info import NONE_KEY, EntryInfo, LastMessage, info_of, last_message_at
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import entry_metadata
 from starquake.storage import Entry, Position
@@ -102,21 +102,13 @@ class CompactedView:
                 position,
             )
 
-    def last_message(self) -> tuple[Position, int] | None:
+    def last_message(self) -> LastMessage | None:
         """The last entry of the view and its last batch index (-1: not batched), or None."""
         total = len(self.ledger)
         if not total:
             return None
         record = self.ledger.read(total - 1, 1)[0]
-        if record.data is None:
-            return record.position, -1
-        try:
-            metadata = entry_metadata(record.data)
-        except ProtocolError:
-            return record.position, -1
-        if metadata.HasField("num_messages_in_batch"):
-            return record.position, metadata.num_messages_in_batch - 1
-        return record.position, -1
+        return last_message_at(record.position, record.data)
 
     def close(self) -> None:
         """Close the compacted ledger's file."""

@@ -27,16 +27,15 @@ from typing import TYPE_CHECKING
 from starquake.broker.consumer import Consumer, Dispatch
 from starquake.broker.dispatch.shared import SharedDispatcher
 from starquake.broker.entry_info import EntryInfo
-from starquake.broker.errors import BrokerServiceError
+from starquake.broker.errors import ConsumerAssignError
 from starquake.broker.selectors import (
     ConsistentHashingSelector,
-    ConsumerAssignError,
     HashRangeAutoSplitSelector,
     HashRangeExclusiveSelector,
     StickyKeyConsumerSelector,
     sticky_key_hash,
 )
-from starquake.protocol.errors import ServerError
+from starquake.broker.selectors import ConsumerAssignError as SelectorRefusal
 from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
@@ -77,8 +76,8 @@ class KeySharedDispatcher(SharedDispatcher):
         """Give a consumer its hash ranges; it waits for keys already in flight."""
         try:
             self.selector.add_consumer(consumer, consumer.name, consumer.key_hash_ranges)
-        except ConsumerAssignError as exc:
-            raise BrokerServiceError(str(exc), ServerError.ConsumerAssignError) from None
+        except SelectorRefusal as exc:
+            raise ConsumerAssignError(str(exc)) from None
         cursor = self.subscription.cursor
         ledger = self.subscription.topic.ledger
         first_unacked = ledger.next_position(cursor.mark_delete_position)

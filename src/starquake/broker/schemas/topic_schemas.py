@@ -54,32 +54,22 @@ class SchemaContext(PolicyContext, Protocol):
 
 def compatibility_strategy(service: SchemaContext, namespace: str) -> str:
     """The namespace's strategy, or the broker's ``schemaCompatibilityStrategy``."""
-    value = service.resources.policy(namespace, "schema_compatibility_strategy")
+    value = service.resources.namespace_view(namespace).schema_compatibility_strategy
     if not value or value == "UNDEFINED":
         return service.config.schemaCompatibilityStrategy
-    return str(value)
-
-
-def _flag(service: SchemaContext, namespace: str, key: str, default: bool) -> bool:
-    value = service.resources.policy(namespace, key)
-    return default if value is None else bool(value)
+    return value
 
 
 def allow_auto_update(service: SchemaContext, namespace: str) -> bool:
     """Whether producers may register new schema versions in the namespace."""
-    return _flag(
-        service,
-        namespace,
-        "is_allow_auto_update_schema",
-        service.config.isAllowAutoUpdateSchemaEnabled,
-    )
+    value = service.resources.namespace_view(namespace).is_allow_auto_update_schema
+    return service.config.isAllowAutoUpdateSchemaEnabled if value is None else value
 
 
 def validation_enforced(service: SchemaContext, namespace: str) -> bool:
     """Whether producers without a schema are refused on topics that have one."""
-    return _flag(
-        service, namespace, "schema_validation_enforced", service.config.isSchemaValidationEnforced
-    )
+    value = service.resources.namespace_view(namespace).schema_validation_enforced
+    return service.config.isSchemaValidationEnforced if value is None else value
 
 
 def check_schema_size(service: SchemaContext, info: SchemaInfo) -> None:
