@@ -18,7 +18,13 @@ from starquake.client.base._enums import ConsumerCryptoFailureAction
 from starquake.client.base._logging import CLIENT_LOGGER_NAME
 from starquake.client.base._message import Message, MessageId
 from starquake.client.consumer._deliveries import SHARED_TYPES, DeliveryTracker, signed_64
-from starquake.client.consumer._subscribe import is_earliest, is_latest, subscribe_command
+from starquake.client.consumer._subscribe import (
+    is_earliest,
+    is_latest,
+    seek_command,
+    skip_after_seek,
+    subscribe_command,
+)
 from starquake.client.core._chunks import ChunkAssembler, is_chunk
 from starquake.client.core._handler import ClientCore, HandlerBase
 from starquake.client.core._queue import MessageQueue
@@ -27,7 +33,6 @@ from starquake.client.exceptions import (
     AlreadyClosed,
     CumulativeAcknowledgementNotAllowedError,
     PulsarException,
-    Timeout,
 )
 from starquake.client.wire._connection import ClientConnection
 from starquake.protocol import client_commands
@@ -149,17 +154,8 @@ class ConsumerImpl(HandlerBase):
             self.consumer_name,
             self._subscribe_start(),
         )
-        cnx.consumers[self.consumer_id] = self
-        try:
-            await cnx.request(cmd, rid, self._core.operation_timeout)
-        except Timeout:
-            cnx.consumers.pop(self.consumer_id, None)
-            close = client_commands.close_consumer(self.consumer_id, self._core.next_request_id())
-            cnx.write_command(close)
-            raise
-        except BaseException:
-            cnx.consumers.pop(self.consumer_id, None)
-            raise
+        close = client_commands.close_consumer
+        await self._register_on(cnx, cnx.consumers, self.consumer_id, (cmd, rid), close)
         if self._closing:
             cnx.consumers.pop(self.consumer_id, None)
             return
@@ -419,19 +415,10 @@ class ConsumerImpl(HandlerBase):
         cnx = await self._live_connection()
         rid = self._core.next_request_id()
         durable = self._config.durable
-        if isinstance(target, int):
-            if not durable:  # readers re-subscribe from the start and filter by publish time
-                self._start_id = MessageId.earliest
-            cmd = client_commands.seek(self.consumer_id, rid, publish_time=target)
-        else:
-            if not durable:
-                self._start_id = target
-            first_chunk = target.first_chunk_message_id
-            if first_chunk is not None and self._config.start_message_id_inclusive:
-                target = first_chunk  # include the whole chunked message
-            cmd = client_commands.seek(
-                self.consumer_id, rid, message_id=target.to_proto(with_batch=False)
-            )
+        if not durable:  # readers re-subscribe from there (after a time: from the start)
+            self._start_id = MessageId.earliest if isinstance(target, int) else target
+        inclusive = self._config.start_message_id_inclusive
+        cmd, position = seek_command(self.consumer_id, rid, target, inclusive)
         self.last_dequeued = None
         self.latest_at_start = None
         await cnx.request(cmd, rid, self._core.operation_timeout)
@@ -439,14 +426,8 @@ class ConsumerImpl(HandlerBase):
         self._forget_deliveries()
         self._deliveries.reset_acks()
         self.last_dequeued = None
-        self._inclusive = self._config.start_message_id_inclusive
-        if isinstance(target, int):
-            self._filter = None
-            self._min_publish_time = 0 if durable else target
-        else:
-            self._min_publish_time = 0
-            concrete = not (is_earliest(target) or is_latest(target))
-            self._filter = target.plain() if concrete else None
+        self._inclusive = inclusive
+        self._filter, self._min_publish_time = skip_after_seek(position, durable)
 
     async def get_last_message_id(self) -> MessageId:
         """Id of the last message stored in the topic (partition)."""

@@ -1,5 +1,5 @@
-"""The SUBSCRIBE command of a consumer, from its settings, and the two special start ids
-(earliest, latest)."""
+"""The SUBSCRIBE command of a consumer, from its settings, the two special start ids
+(earliest, latest), and SEEK with what a consumer skips after it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,31 @@ def is_earliest(mid: MessageId) -> bool:
 def is_latest(mid: MessageId) -> bool:
     """Whether ``mid`` is :attr:`MessageId.latest` (after the newest message)."""
     return mid.ledger_id() == _I64_MAX and mid.entry_id() == _I64_MAX
+
+
+def seek_command(
+    consumer_id: int, request_id: int, target: MessageId | int, inclusive: bool
+) -> tuple[pb.BaseCommand, MessageId | int]:
+    """SEEK to a publish time (ms) or a message id, and the position sought: for the id of a
+    chunked message that is included (``inclusive``), its first chunk (it is read whole)."""
+    if isinstance(target, int):
+        return client_commands.seek(consumer_id, request_id, publish_time=target), target
+    first_chunk = target.first_chunk_message_id
+    if first_chunk is not None and inclusive:
+        target = first_chunk
+    message_id = target.to_proto(with_batch=False)
+    return client_commands.seek(consumer_id, request_id, message_id=message_id), target
+
+
+def skip_after_seek(position: MessageId | int, durable: bool) -> tuple[MessageId | None, int]:
+    """What a consumer skips after a seek to ``position``, as (start id, minimum publish time):
+    the messages before an id (nothing to skip from earliest or latest), or, for a reader
+    (not durable: it re-subscribes from the earliest message), those published before a time
+    in ms."""
+    if isinstance(position, int):
+        return None, 0 if durable else position
+    concrete = not (is_earliest(position) or is_latest(position))
+    return (position.plain() if concrete else None), 0
 
 
 def subscribe_command(

@@ -151,6 +151,30 @@ class HandlerBase:
         """Hook: the client moved to another cluster, whose message ids name other messages
         (a consumer drops the acknowledgments it has not sent yet)."""
 
+    async def _register_on(
+        self,
+        cnx: ClientConnection,
+        registry: dict[int, Any],
+        handler_id: int,
+        request: tuple[pb.BaseCommand, int],
+        close: Callable[[int, int], pb.BaseCommand],
+    ) -> pb.BaseCommand:
+        """Send ``request`` (PRODUCER or SUBSCRIBE, and its request id) with this handler in
+        ``registry`` (the connection's producers or consumers) under ``handler_id``, and return
+        the answer. A failure takes it out again; after a timeout the broker may have
+        registered it all the same, so it is closed there too (``close(id, request_id)``)."""
+        registry[handler_id] = self
+        command, rid = request
+        try:
+            return await cnx.request(command, rid, self._core.operation_timeout)
+        except Timeout:
+            registry.pop(handler_id, None)
+            cnx.write_command(close(handler_id, self._core.next_request_id()))
+            raise
+        except BaseException:
+            registry.pop(handler_id, None)
+            raise
+
     def _write(self, cmd: pb.BaseCommand) -> bool:
         """Write ``cmd`` on the connection if it is open; whether it was written."""
         cnx = self._cnx

@@ -99,18 +99,8 @@ class ProducerImpl(HandlerBase):
             initial_subscription_name=self._config.initial_subscription_name,
             schema=declared_schema(self._config.schema),
         )
-        cnx.producers[self.producer_id] = self
-        try:
-            resp = await cnx.request(cmd, rid, self._core.operation_timeout)
-        except Timeout:
-            cnx.producers.pop(self.producer_id, None)
-            cnx.write_command(
-                client_commands.close_producer(self.producer_id, self._core.next_request_id())
-            )
-            raise
-        except BaseException:
-            cnx.producers.pop(self.producer_id, None)
-            raise
+        close = client_commands.close_producer
+        resp = await self._register_on(cnx, cnx.producers, self.producer_id, (cmd, rid), close)
         success = resp.producer_success
         self.producer_name = success.producer_name
         self.schema_version = success.schema_version
