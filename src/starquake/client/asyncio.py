@@ -33,7 +33,7 @@ from starquake.client.api._options import (
     reader_config,
 )
 from starquake.client.base._arg_checks import check_type, check_type_or_none
-from starquake.client.base._config import ClientConfig, ConsumerConfig
+from starquake.client.base._config import ClientConfig, ConsumerConfig, tls_identity
 from starquake.client.base._enums import (
     BatchingType,
     CompressionType,
@@ -121,10 +121,7 @@ class Client:
             authentication = info.authentication
             tls_trust_certs_file_path = info.tls_trust_certs_file_path
         options = CLIENT_OPTIONS.collect(locals(), runtime_options)
-        fields = config_fields(ClientConfig, options)
-        identity = authentication.tls_certificate_paths if authentication else None
-        if identity is not None:  # AuthenticationTLS: its certificate, in the handshake
-            fields["tls_certificate_file_path"], fields["tls_private_key_file_path"] = identity
+        fields = config_fields(ClientConfig, options) | tls_identity(authentication)
         self._core = ClientCore(ClientConfig(**fields), queue_factory)
         assert isinstance(service_url, str)  # for the type checker: collect() raised otherwise
         self._log_handler = attach_logger(logger)
@@ -140,17 +137,13 @@ class Client:
         if not isinstance(info, ServiceInfo):
             raise ValueError("Expected a pulsar.ServiceInfo or _pulsar.ServiceInfo instance")
         self._service_info = info
-        identity = info.authentication.tls_certificate_paths if info.authentication else None
         config = dataclasses.replace(
             self._core.config,
             service_url=info.service_url,
             authentication=info.authentication,
             tls_trust_certs_file_path=info.tls_trust_certs_file_path,
+            **tls_identity(info.authentication),
         )
-        if identity is not None:
-            config = dataclasses.replace(
-                config, tls_certificate_file_path=identity[0], tls_private_key_file_path=identity[1]
-            )
         loop = self._core.loop
         if loop is None or loop.is_closed():
             self._core.switch_service(config)  # no loop yet: nothing is connected

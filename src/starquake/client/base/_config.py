@@ -57,6 +57,15 @@ class ClientConfig:
         return self.use_tls or self.service_url.startswith(("pulsar+ssl://", "https://"))
 
 
+def tls_identity(authentication: Authentication | None) -> dict[str, Any]:
+    """The :class:`ClientConfig` fields of the certificate and key that ``authentication``
+    presents in the TLS handshake (``AuthenticationTLS``'s), none for the other kinds."""
+    identity = authentication.tls_certificate_paths if authentication else None
+    if identity is None:
+        return {}
+    return {"tls_certificate_file_path": identity[0], "tls_private_key_file_path": identity[1]}
+
+
 @dataclass(slots=True)
 class ProducerConfig:
     producer_name: str | None = None

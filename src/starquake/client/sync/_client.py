@@ -48,6 +48,7 @@ from starquake.common.schema_info import SchemaInfo
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
 R = TypeVar("R")
+H = TypeVar("H", bound=Producer | Consumer | Reader)
 SendCallback = Callable[[Result, MessageId | None], None]
 
 
@@ -80,6 +81,11 @@ class Client:
         self._inner.core.loop = self._runner.loop
         self._shut_down = False
         self._handles: weakref.WeakSet[Producer | Consumer | Reader] = weakref.WeakSet()
+
+    def _track(self, handle: H) -> H:
+        """Remember ``handle`` so that :meth:`close` closes it first."""
+        self._handles.add(handle)
+        return handle
 
     def get_service_info(self) -> ServiceInfo:
         """The service info (cluster) this client currently uses."""
@@ -116,9 +122,7 @@ class Client:
         """
         options = PRODUCER_OPTIONS.pick(locals())
         inner = self._runner.run(self._inner.create_producer(**options))
-        producer = Producer(self._runner, inner, block_if_queue_full)
-        self._handles.add(producer)
-        return producer
+        return self._track(Producer(self._runner, inner, block_if_queue_full))
 
     def subscribe(
         self,
@@ -167,9 +171,7 @@ class Client:
         options = CONSUMER_OPTIONS.pick(locals())
         listener = options.pop("message_listener")
         inner = self._runner.run(self._inner.subscribe(**options))
-        consumer = Consumer(self._runner, inner, listener)
-        self._handles.add(consumer)
-        return consumer
+        return self._track(Consumer(self._runner, inner, listener))
 
     def create_reader(
         self,
@@ -190,9 +192,7 @@ class Client:
         options = READER_OPTIONS.pick(locals())
         listener = options.pop("reader_listener")
         inner = self._runner.run(self._inner.create_reader(**options))
-        reader = Reader(self._runner, inner, listener)
-        self._handles.add(reader)
-        return reader
+        return self._track(Reader(self._runner, inner, listener))
 
     def create_table_view(
         self,
