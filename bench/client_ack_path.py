@@ -31,11 +31,18 @@ from client_tree_ab import resolve_trees, run_in_tree
 
 
 async def _time_acks(batches: int, batch_size: int, repeats: int) -> list[float]:
-    from starquake.client._config import ClientConfig, ConsumerConfig
-    from starquake.client._consumer import ConsumerImpl
-    from starquake.client._handler import ClientCore
-    from starquake.client._message import MessageId
-    from starquake.client._queue import MessageQueue
+    try:
+        from starquake.client.base._config import ClientConfig, ConsumerConfig
+        from starquake.client.base._message import MessageId
+        from starquake.client.consumer._consumer import ConsumerImpl
+        from starquake.client.core._handler import ClientCore
+        from starquake.client.core._queue import MessageQueue
+    except ImportError:  # a tree from before the client's subpackages
+        from starquake.client._config import ClientConfig, ConsumerConfig  # type: ignore
+        from starquake.client._consumer import ConsumerImpl  # type: ignore
+        from starquake.client._handler import ClientCore  # type: ignore
+        from starquake.client._message import MessageId  # type: ignore
+        from starquake.client._queue import MessageQueue  # type: ignore
 
     topic = "persistent://public/default/ack-path"
     make = getattr(MessageId, "from_parts", None) or getattr(MessageId, "_make")  # noqa: B009 - older trees

@@ -4,8 +4,8 @@ Every ``x._name`` in ``src/starquake/client/`` (``x`` not ``self``/``cls``) must
 attribute, method or class member defined in the same module: the blocking client, the schema
 helpers and the message types talk to each other through public names only. Private names of
 *other modules* are private too: ``module._name`` and ``from module import _name`` are refused
-for every module (a private *module* such as ``starquake.client._multi`` is fine; its public
-names are the internal interface of the package).
+for every module (a private *module* such as ``starquake.client.consumer._multi`` is fine; its
+public names are the internal interface of the package).
 """
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ def test_private_names_stay_in_their_module(path: Path) -> None:
 def test_the_check_sees_a_cross_object_access(tmp_path: Path) -> None:
     module = tmp_path / "sample.py"
     module.write_text(
-        "from starquake.client import _multi\n"
-        "from starquake.client._sync_base import _Hidden\n"
+        "from starquake.client.consumer import _multi\n"
+        "from starquake.client.sync._loop import _Hidden\n"
         "class A:\n"
         "    def __init__(self) -> None:\n"
         "        self._mine = 1\n"
@@ -119,7 +119,7 @@ def test_the_check_sees_a_cross_object_access(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert violations(module) == [
-        "2: from starquake.client._sync_base import _Hidden",
+        "2: from starquake.client.sync._loop import _Hidden",
         "7: peer._theirs",
         "7: _multi._private",
     ]

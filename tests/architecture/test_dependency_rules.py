@@ -75,7 +75,7 @@ TRANSPORT_MODULES = {
     "broker/listener.py",
     # the TLS layer of the server's connections: SSL contexts, the peer's certificate
     "broker/security/tls.py",
-    "client/_connection.py",
+    "client/wire/_connection.py",
 }
 # Parts of ServerCnx that still reach for the transport themselves; each should ask the
 # connection instead. Remove an entry once its module is clean.

@@ -18,9 +18,9 @@ import pytest
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.client import asyncio as sqa
-from starquake.client._chunks import ChunkAssembler, chunk_count
-from starquake.client._message import MessageId
-from starquake.client._producer import OutgoingMessage, ProducerImpl
+from starquake.client.base._message import MessageId
+from starquake.client.core._chunks import ChunkAssembler, chunk_count
+from starquake.client.producer._producer import OutgoingMessage, ProducerImpl
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 
 MAX = 10_000  # the small_broker fixture's maxMessageSize

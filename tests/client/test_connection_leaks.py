@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from starquake import client as sq
-from starquake.client._config import ClientConfig
-from starquake.client._connection import ClientConnection
-from starquake.client._pool import ConnectionPool
+from starquake.client.base._config import ClientConfig
 from starquake.client.exceptions import AuthenticationError, ConnectError
+from starquake.client.wire._connection import ClientConnection
+from starquake.client.wire._pool import ConnectionPool
 from starquake.protocol.framing import encode_command
 from starquake.protocol.wire import pb
 

@@ -21,7 +21,7 @@ from official_client import make_client
 
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
-from starquake.client._key_wrap import load_private, load_public, unwrap, wrap
+from starquake.client.crypto._key_wrap import load_private, load_public, unwrap, wrap
 
 # A P-256 key as `openssl ecparam -name prime256v1 -genkey -noout` writes it.
 P256_PEM = b"""-----BEGIN EC PRIVATE KEY-----

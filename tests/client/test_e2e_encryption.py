@@ -19,8 +19,8 @@ from official_client import make_client, receive_count
 
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
-from starquake.client import _crypto
 from starquake.client import asyncio as sqa
+from starquake.client.crypto import _crypto
 
 PLAIN = b"top-secret-plaintext-"
 

@@ -1,4 +1,4 @@
-"""The one declaration of the client's arguments (``starquake.client._options``) against the
+"""The one declaration of the client's arguments (``starquake.client.api._options``) against the
 front-ends that use it and against the official client: every parameter of every public
 front-end method is an option of its table with the table's default, and every parameter of
 the official method is there with the official default."""
@@ -21,8 +21,9 @@ from official_client import make_client
 import starquake.client
 import starquake.client.asyncio as sq_aio
 from starquake.broker.embedded import EmbeddedBroker
-from starquake.client import _config, _options
-from starquake.client._option_spec import REQUIRED, OptionTable
+from starquake.client.api import _options
+from starquake.client.api._option_spec import REQUIRED, OptionTable
+from starquake.client.base import _config
 
 sq = starquake.client
 

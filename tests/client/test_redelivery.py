@@ -19,7 +19,7 @@ from polling import wait_for
 
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
-from starquake.client import _timeouts
+from starquake.client.consumer import _timeouts
 
 
 @pytest.fixture

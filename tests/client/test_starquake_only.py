@@ -14,9 +14,9 @@ import pytest
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.client import asyncio as sqa
-from starquake.client._config import ProducerConfig
-from starquake.client._partitioned import MessageRouter
-from starquake.client._producer import OutgoingMessage
+from starquake.client.base._config import ProducerConfig
+from starquake.client.producer._partitioned import MessageRouter
+from starquake.client.producer._producer import OutgoingMessage
 
 
 def test_asyncio_api(broker: EmbeddedBroker, topic: str) -> None:

@@ -54,7 +54,7 @@ from starquake.common.tls import client_ssl_context
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from starquake.client._auth import Authentication
+    from starquake.client.base._auth import Authentication
 
 __all__ = [
     "AdminConnectError",

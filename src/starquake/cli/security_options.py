@@ -110,7 +110,7 @@ def security_args(ctx: click.Context) -> dict[str, Any]:
         raise click.UsageError("--auth-params needs --auth-plugin")
     if params is None:
         raise click.UsageError("--auth-plugin needs --auth-params")
-    from starquake.client._auth import create_authentication
+    from starquake.client.base._auth import create_authentication
 
     try:
         args["authentication"] = create_authentication(plugin, params)

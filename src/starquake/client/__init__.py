@@ -17,33 +17,53 @@ official client): ``client.create_producer(topic, schema=schema.AvroSchema(MyRec
 
 The blocking API runs an asyncio core (:mod:`starquake.client.asyncio`) on a background
 event-loop thread. Both APIs take their arguments from one declaration of every option
-(name, default, checks as the official client's): the tables of ``_options``.
+(name, default, checks as the official client's): the tables of ``api/_options``.
 
-Planned layout (the modules are flat for now; they move in a later change): ``api/`` for the
-front-ends and their arguments (``_sync*``, ``asyncio``, ``_async_handles``, ``_options``,
-``_option_spec``, ``_arg_checks``), ``core/`` for the protocol machinery shared by both
-(connections, pool, lookups, producers, consumers, partitions, acks, chunks, dead letters),
-``security/`` for authentication and end-to-end encryption, and ``bulk/`` for the bulk
-readers and row batches.
+Layout, lowest layer first; a part imports only the layers below it (checked by
+``tests/architecture/test_client_layering.py``). The subpackages are private: their public
+names are re-exported here and by the public modules.
+
+- ``base/``: the enums, ``Message`` and ``MessageId``, the settings (``_config``), argument
+  checks and the consumer policies (``_arg_checks``), authentication (``_auth``), the
+  client's logger (``_logging``); ``schema/`` and ``topics`` stand alone.
+- ``exceptions``: the official client's exception classes and the wire-error mapping.
+- ``crypto/``: end-to-end encryption (``_crypto``) and data-key wrapping (``_key_wrap``).
+- ``wire/``: one connection (``_connection``), the pool and the lookup service
+  (``_pool``, ``_http_lookup``), failover between clusters (``_failover``).
+- ``core/``: ``ClientCore`` and the reconnecting base of producers and consumers
+  (``_handler``), the receiver queue (``_queue``, ``_interrupts``), chunked messages
+  (``_chunks``), partition discovery (``_partition_updates``).
+- ``producer/``: one partition's producer (``_producer``), outgoing messages and batches
+  (``_outgoing``, ``_send_ops``), partitioned producers and routing (``_partitioned``).
+- ``consumer/``: one partition's consumer (``_consumer``), what it tracks until acked
+  (``_deliveries``, ``_acks``, ``_timeouts``), dead letters (``_dlq``, which produces),
+  SUBSCRIBE and SEEK (``_subscribe``), the consumer of many topics or a pattern (``_multi``),
+  value decoding (``_decoding``), table views (``_table_view``).
+- ``api/``: every option declared once (``_option_spec``, ``_options``) and the asyncio
+  handles (``_async_handles``).
+- ``asyncio``: the asyncio ``Client``.
+- ``sync/``: the blocking ``Client`` (``_client``) on its loop thread (``_loop``), and the
+  blocking producer, consumer, reader and table view; ``bulk/``: bulk readers
+  (:mod:`starquake.client.bulk`) with their entry stream, decryption and row splitting.
+- this module: the blocking API, as ``pulsar`` exports it.
 """
 
 from __future__ import annotations
 
 from starquake.client import schema
-from starquake.client._arg_checks import (
+from starquake.client.base._arg_checks import (
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
     ConsumerKeySharedPolicy,
 )
-from starquake.client._auth import (
+from starquake.client.base._auth import (
     Authentication,
     AuthenticationBasic,
     AuthenticationTLS,
     AuthenticationToken,
 )
-from starquake.client._config import KeySharedPolicy
-from starquake.client._crypto import CryptoKeyReader, EncryptionContext, EncryptionKey
-from starquake.client._enums import (
+from starquake.client.base._config import KeySharedPolicy
+from starquake.client.base._enums import (
     BatchingType,
     CompressionType,
     ConsumerCryptoFailureAction,
@@ -57,18 +77,9 @@ from starquake.client._enums import (
     RegexSubscriptionMode,
     Result,
 )
-from starquake.client._failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
-from starquake.client._message import Message, MessageId
-from starquake.client._sync import (
-    Client,
-    ConsoleLogger,
-    Consumer,
-    FileLogger,
-    Producer,
-    Reader,
-    TableView,
-)
-from starquake.client._timeouts import MultiplierRedeliveryBackoff, RedeliveryBackoff
+from starquake.client.base._message import Message, MessageId
+from starquake.client.consumer._timeouts import MultiplierRedeliveryBackoff, RedeliveryBackoff
+from starquake.client.crypto._crypto import CryptoKeyReader, EncryptionContext, EncryptionKey
 from starquake.client.exceptions import (
     AlreadyClosed,
     AuthenticationError,
@@ -118,6 +129,16 @@ from starquake.client.exceptions import (
     UnsupportedVersionError,
 )
 from starquake.client.schema import BytesSchema
+from starquake.client.sync._client import (
+    Client,
+    ConsoleLogger,
+    Consumer,
+    FileLogger,
+    Producer,
+    Reader,
+    TableView,
+)
+from starquake.client.wire._failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
 
 __all__ = [
     "AlreadyClosed",

@@ -20,11 +20,21 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from starquake.client._arg_checks import check_type, check_type_or_none
-from starquake.client._async_handles import AnyProducer as AnyProducer
-from starquake.client._async_handles import Consumer, Producer, Reader
-from starquake.client._config import ClientConfig, ConsumerConfig
-from starquake.client._enums import (
+from starquake.client.api._async_handles import AnyProducer as AnyProducer
+from starquake.client.api._async_handles import Consumer, Producer, Reader
+from starquake.client.api._options import (
+    ASYNC_PRODUCER_OPTIONS,
+    CLIENT_OPTIONS,
+    CONSUMER_OPTIONS,
+    READER_OPTIONS,
+    config_fields,
+    consumer_config,
+    producer_config,
+    reader_config,
+)
+from starquake.client.base._arg_checks import check_type, check_type_or_none
+from starquake.client.base._config import ClientConfig, ConsumerConfig, tls_identity
+from starquake.client.base._enums import (
     BatchingType,
     CompressionType,
     ConsumerCryptoFailureAction,
@@ -35,35 +45,25 @@ from starquake.client._enums import (
     ProducerAccessMode,
     RegexSubscriptionMode,
 )
-from starquake.client._failover import (
+from starquake.client.base._logging import attach_logger, detach_logger
+from starquake.client.base._message import Message, MessageId
+from starquake.client.consumer._multi import ConsumerFront, normalize_topic
+from starquake.client.consumer._subscribe import is_latest
+from starquake.client.consumer._table_view import TableView, open_table_view
+from starquake.client.consumer._timeouts import RedeliveryBackoff
+from starquake.client.core._handler import ClientCore
+from starquake.client.core._queue import MessageQueue
+from starquake.client.exceptions import PulsarException
+from starquake.client.producer._outgoing import OutgoingMessage
+from starquake.client.producer._partitioned import open_producer
+from starquake.client.producer._send_ops import partition_topic
+from starquake.client.wire._failover import (
     AutoClusterFailover,
     ServiceInfo,
     ServiceInfoProvider,
     initial_service_info,
     service_provider,
 )
-from starquake.client._handler import ClientCore
-from starquake.client._logging import attach_logger, detach_logger
-from starquake.client._message import Message, MessageId
-from starquake.client._multi import ConsumerFront, normalize_topic
-from starquake.client._options import (
-    ASYNC_PRODUCER_OPTIONS,
-    CLIENT_OPTIONS,
-    CONSUMER_OPTIONS,
-    READER_OPTIONS,
-    config_fields,
-    consumer_config,
-    producer_config,
-    reader_config,
-)
-from starquake.client._outgoing import OutgoingMessage
-from starquake.client._partitioned import open_producer
-from starquake.client._queue import MessageQueue
-from starquake.client._send_ops import partition_topic
-from starquake.client._subscribe import is_latest
-from starquake.client._table_view import TableView, open_table_view
-from starquake.client._timeouts import RedeliveryBackoff
-from starquake.client.exceptions import PulsarException
 from starquake.common.schema_info import SchemaInfo, encode_schema_version
 
 __all__ = [
@@ -121,10 +121,7 @@ class Client:
             authentication = info.authentication
             tls_trust_certs_file_path = info.tls_trust_certs_file_path
         options = CLIENT_OPTIONS.collect(locals(), runtime_options)
-        fields = config_fields(ClientConfig, options)
-        identity = authentication.tls_certificate_paths if authentication else None
-        if identity is not None:  # AuthenticationTLS: its certificate, in the handshake
-            fields["tls_certificate_file_path"], fields["tls_private_key_file_path"] = identity
+        fields = config_fields(ClientConfig, options) | tls_identity(authentication)
         self._core = ClientCore(ClientConfig(**fields), queue_factory)
         assert isinstance(service_url, str)  # for the type checker: collect() raised otherwise
         self._log_handler = attach_logger(logger)
@@ -140,17 +137,13 @@ class Client:
         if not isinstance(info, ServiceInfo):
             raise ValueError("Expected a pulsar.ServiceInfo or _pulsar.ServiceInfo instance")
         self._service_info = info
-        identity = info.authentication.tls_certificate_paths if info.authentication else None
         config = dataclasses.replace(
             self._core.config,
             service_url=info.service_url,
             authentication=info.authentication,
             tls_trust_certs_file_path=info.tls_trust_certs_file_path,
+            **tls_identity(info.authentication),
         )
-        if identity is not None:
-            config = dataclasses.replace(
-                config, tls_certificate_file_path=identity[0], tls_private_key_file_path=identity[1]
-            )
         loop = self._core.loop
         if loop is None or loop.is_closed():
             self._core.switch_service(config)  # no loop yet: nothing is connected

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from starquake.client._enums import Result
+from starquake.client.base._enums import Result
 from starquake.protocol.errors import ServerError
 
 

@@ -25,7 +25,7 @@ from starquake.client import (
     ConsumerCryptoFailureAction,
     ProducerAccessMode,
 )
-from starquake.client._auth import create_authentication
+from starquake.client.base._auth import create_authentication
 from starquake.spark._option_types import PulsarOptionError
 
 __all__ = ["admin_settings", "client_settings", "producer_settings", "reader_settings"]

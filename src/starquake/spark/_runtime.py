@@ -17,8 +17,8 @@ import ssl
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
-from starquake.client._auth import Authentication, create_authentication
 from starquake.client.asyncio import Client
+from starquake.client.base._auth import Authentication, create_authentication
 from starquake.common.tls import client_ssl_context
 
 T = TypeVar("T")
