@@ -73,6 +73,17 @@ def test_starting_timestamp_and_starting_offsets_by_timestamp(
         "b1-0",
         "b1-1",
     ]
+    # a partition with nothing published since the time: Kafka's startingOffsetsByTimestampStrategy
+    future = json.dumps({new_topic: {"0": boundary, "1": boundary + 3_600_000}})
+    with pytest.raises(
+        Exception,
+        match=r"option 'startingOffsetsByTimestamp': no message of \S+-partition-1 was "
+        r"published at or after \d+; with the option startingOffsetsByTimestampStrategy=latest",
+    ):
+        values(startingOffsetsByTimestamp=future)
+    assert values(
+        startingOffsetsByTimestamp=future, startingOffsetsByTimestampStrategy="latest"
+    ) == ["b0-0", "b0-1"]
     with pytest.raises(
         Exception, match="options 'startingOffsets' and 'startingTimestamp' exclude each other"
     ):
