@@ -57,6 +57,8 @@ _NAMES = [
     "tlsKeyFilePath",
     "receiverQueueSize",
     "privateKeyPath",
+    "publicKeyPath",
+    "encryptionKeys",
     "defaultCryptoKeyReader",
     "cryptoFailureAction",
     "sendTimeoutMs",
