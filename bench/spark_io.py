@@ -32,6 +32,7 @@ Starts its own broker (temp data dir, free ports on 127.0.0.1, topics auto-creat
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -95,6 +96,44 @@ class Phase:
         self.seconds.append(seconds)
         self.broker_cpu.append(cpu)
         return rate
+
+
+@dataclass
+class StreamTimes:
+    """Where a streaming read's time went, from Spark's progress reports: the micro-batches
+    with rows, seconds from ``start()`` to the first trigger (the query's start: Spark's
+    Python runner process, the data source's imports, ``initialOffset``), and the summed
+    trigger durations (``latestOffset`` and the reads are the data source's; the checkpoint
+    writes ``walCommit``/``commitOffsets`` and the scheduling in ``addBatch`` are Spark's)."""
+
+    batches: int
+    to_first_trigger: float
+    durations_ms: dict[str, int]
+
+    @classmethod
+    def of(cls, progress: list[dict[str, Any]], started: float) -> StreamTimes:
+        sums: dict[str, int] = {}
+        for report in progress:
+            for name, ms in report["durationMs"].items():
+                sums[name] = sums.get(name, 0) + int(ms)
+        first = (
+            datetime.datetime.fromisoformat(progress[0]["timestamp"].replace("Z", "+00:00"))
+            if progress
+            else None
+        )
+        return cls(
+            sum(1 for p in progress if p["numInputRows"]),
+            first.timestamp() - started if first is not None else 0.0,
+            sums,
+        )
+
+    def describe(self) -> str:
+        names = ("triggerExecution", "latestOffset", "addBatch", "walCommit", "commitOffsets")
+        parts = ", ".join(f"{n} {self.durations_ms.get(n, 0) / 1000:.2f}" for n in names)
+        return (
+            f"{self.batches} batches; first trigger after {self.to_first_trigger:.2f} s; "
+            f"seconds in triggers: {parts}"
+        )
 
 
 class Bench:
@@ -217,8 +256,8 @@ class Bench:
         df = self.spark.read.format("pulsar").options(**self.options(topic)).load()
         df.write.format("noop").mode("overwrite").save()
 
-    def spark_stream(self, topic: str, checkpoint: str, limit: int = 0) -> int:
-        """Read ``topic`` as a stream (availableNow) into a no-op sink; the micro-batches."""
+    def spark_stream(self, topic: str, checkpoint: str, limit: int = 0) -> StreamTimes:
+        """Read ``topic`` as a stream (availableNow) into a no-op sink; where the time went."""
         reader = self.spark.readStream.format("pulsar").options(**self.options(topic))
         reader = reader.option("startingOffsets", "earliest")
         if limit:
@@ -230,10 +269,11 @@ class Bench:
             .trigger(availableNow=True)
             .start()
         )
+        started = time.time()
         query.awaitTermination()
         if query.exception() is not None:
             raise RuntimeError(f"streaming read failed: {query.exception()}")
-        return sum(1 for p in query.recentProgress if p["numInputRows"])
+        return StreamTimes.of(query.recentProgress, started)
 
     def create_topic(self, topic: str, partitions: int) -> None:
         """Create ``topic`` with ``partitions`` partitions through the admin API."""
@@ -336,13 +376,15 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
         for run_no in range(1, args.runs + 1):
             checkpoint = tempfile.mkdtemp(prefix="spark-io-ckpt-")
             try:
-                seconds, cpu, batches = bench.timed(
+                seconds, cpu, times = bench.timed(
                     lambda cp=checkpoint, cap=cap: bench.spark_stream(backlog, cp, cap)
                 )
             finally:
                 shutil.rmtree(checkpoint, ignore_errors=True)
             rate = phases[key].add(n, seconds, cpu)
-            log(f"spark {key} run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s, {batches} batches")
+            log(
+                f"spark {key} run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s, {times.describe()}"
+            )
 
     for run_no in range(1, args.runs + 1):
         topic = new_topic("write")

@@ -14,7 +14,7 @@ from typing import Any
 import pulsar
 import pytest
 from conftest import SparkBroker
-from spark_helpers import load, load_stream, produce
+from spark_helpers import load, load_stream, produce, read_topic
 
 
 def _send(broker: SparkBroker, topic: str, values: list[bytes], **producer_args: Any) -> None:
@@ -45,6 +45,36 @@ def test_include_headers_gives_the_properties_as_kafka_headers(
     assert rows[b"bare"] is None  # as Kafka: null, not empty, without headers
 
 
+def _save(df: Any, broker: SparkBroker, **options: str) -> None:
+    writer = df.write.format("pulsar").mode("append")
+    for key, value in broker.options(**options).items():
+        writer = writer.option(key, value)
+    writer.save()
+
+
+def test_a_headers_column_is_written_as_message_properties(
+    spark: Any, spark_broker: SparkBroker, new_topic: str
+) -> None:
+    source, target = new_topic, new_topic + "-copy"
+    produce(spark_broker, source, 4)  # properties {"i": "<i>"}
+    df = load(spark, spark_broker, topic=source, includeHeaders="true")
+    # as a Kafka job writes them: value and headers, one header added
+    copy = df.selectExpr(
+        "value", "array_union(headers, array(named_struct('key', 'from', 'value', X'6131'))) AS h"
+    ).withColumnRenamed("h", "headers")
+    _save(copy, spark_broker, topic=target, writeId="headers")
+    got = {m.data(): m.properties() for m in read_topic(spark_broker, target)}
+    assert got == {f"m{i}".encode(): {"i": str(i), "from": "a1"} for i in range(4)}
+    nulls = spark.createDataFrame(
+        [(b"v", [("k", None)])], "value binary, headers array<struct<key:string,value:binary>>"
+    )
+    with pytest.raises(Exception, match="column 'headers' holds a null value for key 'k'"):
+        _save(nulls, spark_broker, topic=target, writeId="nulls")
+    wrong = spark.createDataFrame([(b"v", [1])], "value binary, headers array<int>")
+    with pytest.raises(Exception, match="column 'headers' has type array<int>; expected"):
+        _save(wrong, spark_broker, topic=target)
+
+
 def test_starting_timestamp_and_starting_offsets_by_timestamp(
     spark: Any, spark_broker: SparkBroker, new_topic: str
 ) -> None:
@@ -73,6 +103,17 @@ def test_starting_timestamp_and_starting_offsets_by_timestamp(
         "b1-0",
         "b1-1",
     ]
+    # a partition with nothing published since the time: Kafka's startingOffsetsByTimestampStrategy
+    future = json.dumps({new_topic: {"0": boundary, "1": boundary + 3_600_000}})
+    with pytest.raises(
+        Exception,
+        match=r"option 'startingOffsetsByTimestamp': no message of \S+-partition-1 was "
+        r"published at or after \d+; with the option startingOffsetsByTimestampStrategy=latest",
+    ):
+        values(startingOffsetsByTimestamp=future)
+    assert values(
+        startingOffsetsByTimestamp=future, startingOffsetsByTimestampStrategy="latest"
+    ) == ["b0-0", "b0-1"]
     with pytest.raises(
         Exception, match="options 'startingOffsets' and 'startingTimestamp' exclude each other"
     ):

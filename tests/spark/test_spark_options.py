@@ -164,6 +164,20 @@ def test_kafka_position_and_limit_options() -> None:
     assert read_options({"topic": "t", "includeheaders": "TRUE"}, streaming=False).include_headers
 
 
+def test_starting_offsets_by_timestamp_strategy_defaults_to_each_connectors_behaviour() -> None:
+    def strategy(**options: str) -> str:
+        return read_options({"topic": "t", **options}, streaming=True).starting.strategy
+
+    assert strategy(startingtimestamp="5") == "error"  # Kafka's names: Kafka's default
+    assert strategy(startingoffsetsbytimestamp='{"t": 5}') == "error"
+    assert strategy(startingtime="5") == "latest"  # pulsar-spark's name: it starts at the end
+    assert strategy(startingtime="5", startingoffsetsbytimestampstrategy="Error") == "error"
+    assert strategy(startingtimestamp="5", startingoffsetsbytimestampstrategy="latest") == "latest"
+    # the ending times are not concerned
+    ending = read_options({"topic": "t", "endingtimestamp": "12"}, streaming=False).ending
+    assert ending.strategy == "latest"
+
+
 @pytest.mark.parametrize(
     ("options", "streaming", "message"),
     [
@@ -194,6 +208,16 @@ def test_kafka_position_and_limit_options() -> None:
         ({"maxbytespertrigger": "100"}, False, "'maxBytesPerTrigger' is for streaming reads only"),
         ({"minoffsetspertrigger": "1"}, False, "'minOffsetsPerTrigger' is for streaming reads"),
         ({"includeheaders": "yes"}, False, "'includeHeaders': 'yes' is not true or false"),
+        (
+            {"startingtimestamp": "5", "startingoffsetsbytimestampstrategy": "earliest"},
+            True,
+            "'startingOffsetsByTimestampStrategy': 'earliest' is not 'error' or 'latest'",
+        ),
+        (
+            {"startingoffsetsbytimestampstrategy": "latest"},
+            False,
+            "'startingOffsetsByTimestampStrategy' applies only with 'startingTimestamp'",
+        ),
     ],
 )
 def test_bad_kafka_options(options: dict[str, str], streaming: bool, message: str) -> None:

@@ -1,16 +1,16 @@
 """Writes with ``schema.type``: values encoded with a schema derived from the DataFrame's.
 
-The value columns are the columns whose names do not start with ``__`` (those keep their
-meaning: key, event time, properties, topic). With ``schema.type`` ``avro`` or ``json`` they
-become one record: the fields of a single struct column ``value``, or else the value columns
-themselves, in their order. The record's Avro schema (named by ``schema.name``, default
-``Row``) is what the producers declare, so the topic registers it and every message carries
-its version. Spark types map to Avro types as follows: boolean; byte, short and int as
-``int``; long; float; double; string; binary as ``bytes``; date as ``int``/``date``;
-timestamp as ``long``/``timestamp-micros``; timestamp_ntz as
-``long``/``local-timestamp-micros``; decimal as ``bytes``/``decimal``; array; map with
-string keys; struct as a nested record named ``<parent>_<field>``. A nullable column or
-element becomes ``["null", type]``, a nullable record field with the default null.
+The value columns are the columns whose names do not start with ``__`` and are not ``headers``
+(those keep their meaning: key, event time, properties, topic, Kafka's headers). With
+``schema.type`` ``avro`` or ``json`` they become one record: the fields of a single struct
+column ``value``, or else the value columns themselves, in their order. The record's Avro schema
+(named by ``schema.name``, default ``Row``) is what the producers declare, so the topic
+registers it and every message carries its version. Spark types map to Avro types as follows:
+boolean; byte, short and int as ``int``; long; float; double; string; binary as ``bytes``; date
+as ``int``/``date``; timestamp as ``long``/``timestamp-micros``; timestamp_ntz as
+``long``/``local-timestamp-micros``; decimal as ``bytes``/``decimal``; array; map with string
+keys; struct as a nested record named ``<parent>_<field>``. A nullable column or element becomes
+``["null", type]``, a nullable record field with the default null.
 
 JSON payloads hold the record as a JSON object: binary as UTF-8 text, dates as day counts,
 timestamps as microseconds since the epoch, decimals as text.
@@ -178,7 +178,7 @@ def write_schema(options: Mapping[str, str], schema: StructType) -> WriteSchema 
     kind = kind.strip().lower()
     if kind not in ("avro", "json", "string"):
         raise PulsarOptionError(f"option 'schema.type': {kind!r} is not avro, json or string")
-    values = [f for f in schema.fields if not f.name.startswith("__")]
+    values = [f for f in schema.fields if not f.name.startswith("__") and f.name != "headers"]
     if not values:
         raise PulsarOptionError("option 'schema.type': the DataFrame has no value column")
     columns = tuple(f.name for f in values)

@@ -1,18 +1,24 @@
-"""Option ``includeHeaders``: a ``headers`` column as Spark's Kafka source has.
+"""Kafka's ``headers`` column: read with the option ``includeHeaders``, and written.
 
 Kafka's ``headers`` is ``array<struct<key: string, value: binary>>``, null for a record
 without headers. Here a message's properties are its headers, in the order stored, each value
 the UTF-8 bytes of the property's string (``CAST(value AS STRING)`` gives it back). The
 column comes after all the others; ``__messageProperties`` stays.
+
+A write takes the column too (its values binary or string): a row's message properties are
+its ``__messageProperties``, then its headers, a key given twice keeping its last value. A
+header's value must be UTF-8 text and not null, since properties are strings.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
-__all__ = ["HEADERS_FIELD", "add_headers", "with_headers"]
+__all__ = ["HEADERS_FIELD", "add_headers", "properties_to_write", "with_headers"]
 
 HEADERS_FIELD = StructField(
     "headers",
@@ -59,3 +65,42 @@ def add_headers(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [*batch.columns, _headers(props)], schema=batch.schema.append(field)
     )
+
+
+Pairs = list[tuple[str, str]]
+
+
+def _text(row: int, key: Any, value: Any) -> tuple[str, str]:
+    if key is None or value is None:
+        what = "key" if key is None else f"value for key {key!r}"
+        raise ValueError(f"row {row}: column 'headers' holds a null {what} (properties are text)")
+    if isinstance(value, bytes):
+        try:
+            value = value.decode()
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"row {row}: header {key!r} is not UTF-8 text (message properties are text)"
+            ) from None
+    return key, value
+
+
+def properties_to_write(
+    props: list[Pairs | None] | None, headers: list[list[dict[str, Any]] | None] | None, first: int
+) -> list[Pairs | None] | None:
+    """Each row's message properties: its ``__messageProperties`` (``props``) then its
+    ``headers`` entries (``{"key": ..., "value": ...}``); None when neither column is there.
+    ``first`` numbers the rows for errors (ValueError)."""
+    if headers is None:
+        return props
+    out: list[Pairs | None] = []
+    for i, entries in enumerate(headers):
+        own = props[i] if props is not None else None
+        if not entries:
+            out.append(own)
+            continue
+        merged = dict(own or ())
+        for entry in entries:
+            key, value = _text(first + i, entry["key"], entry["value"])
+            merged[key] = value
+        out.append(list(merged.items()))
+    return out

@@ -25,6 +25,7 @@ _NAMES = [
     "endingTimestamp",
     "startingOffsetsByTimestamp",
     "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
     "includeHeaders",
     "minOffsetsPerTrigger",
     "maxTriggerDelay",
@@ -56,6 +57,8 @@ _NAMES = [
     "tlsKeyFilePath",
     "receiverQueueSize",
     "privateKeyPath",
+    "publicKeyPath",
+    "encryptionKeys",
     "defaultCryptoKeyReader",
     "cryptoFailureAction",
     "sendTimeoutMs",
@@ -105,6 +108,9 @@ class StartSpec:
     # "times": publish time per partition (or per topic, for all its partitions)
     times: Mapping[str, int] = field(default_factory=dict)
     option: str = ""  # the option it comes from, for errors
+    # a start time on a partition with no message published at or after it: "latest" starts
+    # the partition at its end, "error" fails the query (startingOffsetsByTimestampStrategy)
+    strategy: str = "latest"
 
 
 def checked_topic(key: str, text: str) -> str:

@@ -44,6 +44,7 @@ _READ_KEYS = {
     "endingtimestamp",
     "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
     "includeheaders",
     "minoffsetspertrigger",
     "maxtriggerdelay",

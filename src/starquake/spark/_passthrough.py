@@ -116,9 +116,9 @@ def _enum(kind: type[IntEnum]) -> Converter:
     return convert
 
 
-def _private_key_path(key: str, text: str) -> str:
-    """A PEM private key file: a path or a ``file://`` URL (what the Java reader's
-    ``defaultCryptoKeyReader`` takes); the driver checks that it can read it."""
+def _key_path(key: str, text: str) -> str:
+    """A PEM key file: a path or a ``file://`` URL (what the Java reader's and producer's
+    ``defaultCryptoKeyReader`` take); the driver checks that it can read it."""
     path = text.strip()
     if path.startswith("file://"):
         path = urlsplit(path).path
@@ -130,6 +130,18 @@ def _private_key_path(key: str, text: str) -> str:
     except OSError as exc:
         raise PulsarOptionError(f"option {key!r}: cannot read {path}: {exc.strerror}") from None
     return path
+
+
+def _encryption_key(key: str, text: str) -> str:
+    """The name of the key that encrypts (the Java producer's ``encryptionKeys`` is a set:
+    this client's producers take one name)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if len(names) != 1:
+        raise PulsarOptionError(
+            f"option {key!r}: give one key name (this client's producers encrypt with one), "
+            f"got {text!r}"
+        )
+    return names[0]
 
 
 def _string_map(key: str, text: str) -> dict[str, str]:
@@ -187,7 +199,7 @@ _READER_ROWS: tuple[_Row, ...] = (
     ("subscription_role_prefix", _text, ("subscriptionRolePrefix",)),
     # end-to-end encryption: the private key that opens the data keys, and what to do with a
     # message it does not open (as the official reader's crypto_failure_action)
-    ("private_key_path", _private_key_path, ("privateKeyPath", "defaultCryptoKeyReader")),
+    ("private_key_path", _key_path, ("privateKeyPath", "defaultCryptoKeyReader")),
     ("crypto_failure_action", _enum(ConsumerCryptoFailureAction), ("cryptoFailureAction",)),
 )
 _PRODUCER_ROWS: tuple[_Row, ...] = (
@@ -203,6 +215,10 @@ _PRODUCER_ROWS: tuple[_Row, ...] = (
     ("properties", _string_map, ("properties",)),
     ("batching_type", _enum(BatchingType), ()),
     ("access_mode", _enum(ProducerAccessMode), ("accessMode",)),
+    # end-to-end encryption: the key name and the PEM public key that wraps the data keys
+    # (given together; the official producer's encryption_key and crypto_key_reader)
+    ("encryption_key", _encryption_key, ("encryptionKeys",)),
+    ("public_key_path", _key_path, ("publicKeyPath", "defaultCryptoKeyReader")),
 )
 # Java names whose unit differs from the keyword's: (Java name, keyword, conversion)
 _CLIENT_UNITS = (("operationTimeoutMs", "operation_timeout_seconds", _ms_as_seconds),)
@@ -279,10 +295,8 @@ _PRODUCER_REFUSED = {
     "message_router": f"{_OWN}: the sink routes rows to partitions itself",
     "lazy_start_partitioned_producers": f"{_OWN}: the sink opens one producer per partition",
     "lazyStartPartitionedProducers": f"{_OWN}: the sink opens one producer per partition",
-    "encryption_key": "not supported: end-to-end encryption needs a key reader object",
-    "encryptionKeys": "not supported: end-to-end encryption needs a key reader object",
-    "crypto_key_reader": _OBJECT,
-    "cryptoKeyReader": _OBJECT,
+    "crypto_key_reader": f"{_OBJECT} (give publicKeyPath)",
+    "cryptoKeyReader": f"{_OBJECT} (give publicKeyPath)",
     **dict.fromkeys(
         [
             "cryptoFailureAction",
@@ -410,5 +424,13 @@ def reader_settings(options: Mapping[str, str]) -> dict[str, Any]:
 
 
 def producer_settings(options: Mapping[str, str]) -> dict[str, Any]:
-    """The ``pulsar.producer.*`` options as keyword arguments of ``create_producer``."""
-    return PRODUCER.parse(options)
+    """The ``pulsar.producer.*`` options as keyword arguments of ``create_producer`` (with
+    ``public_key_path`` for the key reader that goes with ``encryption_key``)."""
+    args = PRODUCER.parse(options)
+    if ("encryption_key" in args) != ("public_key_path" in args):
+        raise PulsarOptionError(
+            "options 'pulsar.producer.encryptionKeys' (the key name) and "
+            "'pulsar.producer.publicKeyPath' (the PEM public key file; also "
+            "'defaultCryptoKeyReader') encrypt together; give both"
+        )
+    return args

@@ -183,10 +183,16 @@ async def resolve_position(
         return EARLIEST
     if kind == "latest":
         return latest
-    if last is None:
-        return EARLIEST
-    found = await position_at_time(client, partition, time_ms, option)
-    return found if found is not None else latest
+    found = None if last is None else await position_at_time(client, partition, time_ms, option)
+    if found is not None:
+        return found
+    if spec.strategy == "error":
+        raise PulsarSourceError(
+            f"option {option!r}: no message of {partition} was published at or after {time_ms}; "
+            "with the option startingOffsetsByTimestampStrategy=latest such a partition starts "
+            "at its end"
+        )
+    return latest
 
 
 def split_range(topic: str, start: Position, end: Position, pieces: int) -> list[RangePartition]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from starquake.client import CompressionType
+from starquake.client import CompressionType, CryptoKeyReader
 from starquake.client.asyncio import Client, Producer
 from starquake.client.exceptions import ProducerBusy
 from starquake.client.schema import Schema
@@ -94,6 +94,9 @@ class Targets:
         }
         if "compression_type" in args:
             args["compression_type"] = _CODECS[args["compression_type"]]
+        public_key = args.pop("public_key_path", None)
+        if public_key is not None:  # producers need no private key
+            args["crypto_key_reader"] = CryptoKeyReader(public_key, "")
         args["block_if_queue_full"] = True
         if self._schema is not None:  # declared, so the broker registers it and versions rows
             args["schema"] = self._schema

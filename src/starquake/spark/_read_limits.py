@@ -4,6 +4,7 @@ takes (``maxRecordsPerTrigger``/``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -19,6 +20,8 @@ __all__ = ["TriggerLimits", "ending_spec", "starting_spec", "trigger_limits"]
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 
 _STARTS = ("startingOffsets", "startingTime", "startingTimestamp", "startingOffsetsByTimestamp")
+# Kafka's names of the start-time options: their strategy defaults to Kafka's ("error")
+_KAFKA_TIME_STARTS = ("startingTimestamp", "startingOffsetsByTimestamp")
 _ENDS = ("endingOffsets", "endingTime", "endingTimestamp", "endingOffsetsByTimestamp")
 _UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 _UNITS_MS["d"] = 24 * _UNITS_MS["h"]
@@ -86,16 +89,37 @@ def _spec(options: Mapping[str, str], names: tuple[str, ...], default: str) -> S
     return parse_offsets(key, text, default)
 
 
+def _strategy(options: Mapping[str, str], spec: StartSpec) -> str:
+    """``startingOffsetsByTimestampStrategy``: what a start time does on a partition with no
+    message published at or after it. ``error`` (Kafka's default, and the default with Kafka's
+    option names) fails the query, ``latest`` starts the partition at its end (the default
+    with ``startingTime``, pulsar-spark's name)."""
+    key = "startingOffsetsByTimestampStrategy"
+    text = options.get(key.lower())
+    if text is None:
+        return "error" if spec.option in _KAFKA_TIME_STARTS else "latest"
+    if spec.kind not in ("time", "times"):
+        raise PulsarOptionError(
+            f"option {key!r} applies only with 'startingTimestamp', 'startingTime' or "
+            "'startingOffsetsByTimestamp'"
+        )
+    strategy = str(text).strip().lower()
+    if strategy not in ("error", "latest"):
+        raise PulsarOptionError(f"option {key!r}: {text!r} is not 'error' or 'latest'")
+    return strategy
+
+
 def starting_spec(options: Mapping[str, str], streaming: bool) -> StartSpec:
     """Where the read starts: one of ``startingOffsets``, ``startingTime`` (alias
-    ``startingTimestamp``) and ``startingOffsetsByTimestamp``."""
+    ``startingTimestamp``) and ``startingOffsetsByTimestamp``, with
+    ``startingOffsetsByTimestampStrategy`` for the times."""
     default = "latest" if streaming else "earliest"
     spec = _spec(options, _STARTS, default) or StartSpec(default, default=default)
     if not streaming and spec.kind == "latest":
         raise PulsarOptionError(
             "option 'startingOffsets': 'latest' is not allowed in a batch read (it reads nothing)"
         )
-    return spec
+    return dataclasses.replace(spec, strategy=_strategy(options, spec))
 
 
 def ending_spec(options: Mapping[str, str], streaming: bool) -> StartSpec:

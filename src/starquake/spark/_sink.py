@@ -10,6 +10,7 @@ from collections.abc import Mapping, Set
 from typing import Any
 
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     DataType,
     LongType,
@@ -43,6 +44,7 @@ _ACCEPTED: dict[str, tuple[type[DataType], ...]] = {
     "__eventTime": (TimestampType, TimestampNTZType, LongType),
     "__messageProperties": (MapType,),
     "__topic": (StringType,),
+    "headers": (ArrayType,),  # Kafka's: array<struct<key: string, value: binary or string>>
 }
 # Columns of the source that a write ignores, so that a read can be written back as it is.
 _IGNORED = {"__messageId", "__publishTime"}
@@ -68,13 +70,18 @@ def check_schema(schema: StructType, opts: WriteOptions, encoded: Set[str] = fro
         if accepted is None:
             raise PulsarOptionError(
                 f"column {f.name!r} cannot be written: the sink takes value, __key, __eventTime, "
-                "__messageProperties and __topic (encode other fields into value, or write "
-                "them as a record with the option schema.type)"
+                "__messageProperties, headers and __topic (encode other fields into value, or "
+                "write them as a record with the option schema.type)"
             )
         if not isinstance(f.dataType, accepted):
             raise PulsarOptionError(
                 f"column {f.name!r} has type {f.dataType.simpleString()}; expected "
                 + " or ".join(t.typeName() for t in accepted)
+            )
+        if isinstance(f.dataType, ArrayType) and not _is_headers(f.dataType):
+            raise PulsarOptionError(
+                f"column 'headers' has type {f.dataType.simpleString()}; expected "
+                "array<struct<key:string,value:binary>> as Kafka's (or value string)"
             )
         if isinstance(f.dataType, MapType) and not (
             isinstance(f.dataType.keyType, StringType)
@@ -83,6 +90,15 @@ def check_schema(schema: StructType, opts: WriteOptions, encoded: Set[str] = fro
             raise PulsarOptionError("column '__messageProperties' must be map<string,string>")
     if opts.topic is None and "__topic" not in names:
         raise PulsarOptionError("give the option 'topic' or a '__topic' column")
+
+
+def _is_headers(kind: ArrayType) -> bool:
+    entry = kind.elementType
+    if not isinstance(entry, StructType) or [f.name for f in entry.fields] != ["key", "value"]:
+        return False
+    return isinstance(entry["key"].dataType, StringType) and isinstance(
+        entry["value"].dataType, (BinaryType, StringType)
+    )
 
 
 def _turn_on_hint(namespace: str) -> str:

@@ -42,6 +42,7 @@ from starquake.client.bulk import PackedBatch, pack_rows
 from starquake.client.exceptions import ProducerQueueIsFull, PulsarException
 from starquake.client.topics import partition_for_key
 from starquake.spark._encode import RowEncoder, WriteSchema, write_schema
+from starquake.spark._headers import properties_to_write
 from starquake.spark._options import PulsarOptionError, WriteOptions, write_options
 from starquake.spark._producers import Targets
 from starquake.spark._runtime import Session
@@ -137,9 +138,19 @@ class _Rows:
             encoder.encode(batch, first) if encoder else _column(batch, "value", pa.binary()) or [],
             _column(batch, "__key", pa.string()),
             _column(batch, "__eventTime"),
-            _column(batch, "__messageProperties"),
+            _properties(batch, first),
             _column(batch, "__topic") if with_topics else None,
         )
+
+
+def _properties(batch: pa.RecordBatch, first: int) -> list[list[tuple[str, str]] | None] | None:
+    """The rows' message properties: ``__messageProperties`` and Kafka's ``headers``."""
+    try:
+        return properties_to_write(
+            _column(batch, "__messageProperties"), _column(batch, "headers"), first
+        )
+    except ValueError as exc:
+        raise PulsarSinkError(str(exc)) from None
 
 
 class _Writer:
