@@ -14,6 +14,8 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path
 
+from test_import_cycles import cycles
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 BROKER = SRC / "starquake" / "broker"
 
@@ -74,41 +76,6 @@ def broker_graph() -> dict[str, set[str]]:
     }
 
 
-def circles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """The strongly connected components of more than one module (Tarjan's algorithm)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[set[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in sorted(graph.get(node, ())):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component: set[str] = set()
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.add(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(component)
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
-
-
 def _describe(graph: dict[str, set[str]], circle: Iterable[str]) -> str:
     members = set(circle)
     lines = [f"  {name} -> {', '.join(sorted(graph[name] & members))}" for name in sorted(members)]
@@ -117,7 +84,7 @@ def _describe(graph: dict[str, set[str]], circle: Iterable[str]) -> str:
 
 def test_no_import_circle_in_the_broker() -> None:
     graph = broker_graph()
-    found = circles(graph)
+    found = cycles(graph)
     assert not found, "import circles in broker/ (type-only imports count):\n" + "\n".join(
         _describe(graph, circle) for circle in found
     )
@@ -147,7 +114,7 @@ def test_type_only_imports_count() -> None:
         "p.c": imported_modules("p.c", False, source_c, known),
     }
     assert graph == {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}}
-    assert circles(graph) == [{"p.a", "p.b", "p.c"}]
+    assert cycles(graph) == [{"p.a", "p.b", "p.c"}]
 
 
 def test_a_circle_through_a_package_init_is_seen() -> None:
@@ -156,5 +123,5 @@ def test_a_circle_through_a_package_init_is_seen() -> None:
         "p": imported_modules("p", True, "from .a import x\n", known),
         "p.a": imported_modules("p.a", False, "from p import helper\n", known),
     }
-    assert circles(graph) == [{"p", "p.a"}]
-    assert circles({"p": {"p.a"}, "p.a": set()}) == []
+    assert cycles(graph) == [{"p", "p.a"}]
+    assert cycles({"p": {"p.a"}, "p.a": set()}) == []
