@@ -37,7 +37,7 @@ def test_a_connection_before_its_handshake_keeps_few_objects(broker: EmbeddedBro
         gc.collect()
         per_connection = (len(gc.get_objects()) - objects_before) / CONNECTIONS
     # the socket of this side counts too; the command handlers come with the handshake
-    assert per_connection < 30, per_connection
+    assert per_connection < 35, per_connection  # 25 here; 50 while each built its handler table
 
 
 def test_commands_are_served_once_connected_and_refused_before(broker: EmbeddedBroker) -> None:
