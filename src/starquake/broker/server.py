@@ -36,10 +36,10 @@ GC_THRESHOLDS = (20_000, 10, 10)
 A full collection walks every tracked object, with a topic's cached entries and thousands of
 open connections several hundred thousand, and the event loop stands still meanwhile (0.1 to
 0.2 s each). With the defaults a busy broker ran several a minute. With a young generation of
-20,000 most of a message's short-lived objects are freed by their reference counts before any
-collection, young collections walk at most 20,000 objects (a few ms) and full ones become rare
-(minutes apart under the same load). Reference counting still frees at once whatever is not
-in a cycle."""
+20,000 the objects of messages in flight are mostly freed by their reference counts before a
+collection sees them, so few are promoted; young collections walk at most 20,000 objects (a
+few ms) and full ones become rare (minutes apart under the same load). Reference counting
+still frees at once whatever is not in a cycle."""
 
 
 def tune_garbage_collector() -> None:
