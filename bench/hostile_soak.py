@@ -14,10 +14,18 @@ a consumer acknowledging, right credentials) runs for the whole ``--seconds``:
 
 It prints the pair's throughput in each phase, the ratio hostile / baseline (the mean of both
 baselines; target >= 0.90), the pair's errors (failed sends or receives; target 0), what the
-hostiles saw, the broker's descriptors and memory, and how many lines it logged.
+hostiles saw, the broker's descriptors and memory, how many lines it logged, and per phase the
+CPU of the pair's process, of the broker and of the whole machine (other work included: on a
+shared machine the ratio measures the machine too).
+
+``--hostile-target other`` is the control: the hostiles attack a second broker, so the machine
+carries the same attack (the hostile process and a broker serving it) while the pair's broker
+sees none of it. The ratio then measures what the attack costs the pair through the machine's
+CPU alone; the difference to a ``same`` run is what it costs through the pair's broker.
 
     .venv/bin/python bench/hostile_soak.py [--seconds 600] [--connections 2000] [--rate 0]
         [--kinds idle-binary,...] [--reopen 0.5] [--bcrypt-rounds 10] [--broker-log FILE]
+        [--hostile-target same|other] [-D key=value]
 
 ``--rate`` caps the producer's messages per second (0: as fast as it goes). Every loop is
 bounded by the deadline; everything is on loopback.
@@ -346,6 +354,38 @@ def hostile_main(args: argparse.Namespace) -> None:
 # --- the run -------------------------------------------------------------------------------------
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy (all cores, every process), from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuSplit:
+    """Who used the CPU in each phase: this process (the pair), the broker(s), the machine."""
+
+    def __init__(self, brokers: dict[str, Broker]) -> None:
+        self._brokers = brokers
+        self._marks: list[dict[str, float]] = []
+
+    def mark(self) -> None:
+        """Sample now (at each phase boundary)."""
+        times = os.times()
+        sample = {"t": time.monotonic(), "pair_process": times.user + times.system}
+        for name, broker in self._brokers.items():
+            sample[name] = broker.resources()["cpu_s"]
+        sample["machine_busy"] = _machine_busy_s()
+        self._marks.append(sample)
+
+    def phases(self, names: list[str]) -> dict[str, dict[str, float]]:
+        """Percent of one core per party between consecutive marks (machine: of all cores
+        together, other processes on the machine included)."""
+        out = {}
+        for name, a, b in zip(names, self._marks, self._marks[1:], strict=False):
+            seconds = max(b["t"] - a["t"], 1e-9)
+            out[name] = {k: round(100 * (b[k] - a[k]) / seconds) for k in a if k != "t"}
+        return out
+
+
 def _start_hostiles(
     broker: Broker, connections: int, seconds: float, kinds: str, reopen: float
 ) -> subprocess.Popen[str]:
@@ -362,31 +402,47 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """The soak: baseline, hostile, baseline; the figures."""
     with tempfile.TemporaryDirectory(prefix="hostile-soak-") as tmp:
         broker = Broker(Path(tmp), args.bcrypt_rounds, args.define)
+        target = broker
         try:
+            if args.hostile_target == "other":
+                (Path(tmp) / "other").mkdir()
+                target = Broker(Path(tmp) / "other", args.bcrypt_rounds, args.define)
             pair = Pair(broker.url, args.rate, Path(tmp) / "client.log")
             quarter = args.seconds / 4
             t0 = time.monotonic()
             marks = [t0 + quarter, t0 + 3 * quarter, t0 + args.seconds]
             pair_thread = threading.Thread(target=pair.run, args=(marks[2],))
+            brokers = {"broker": broker}
+            if target is not broker:
+                brokers["attacked_broker"] = target
+            cpu = CpuSplit(brokers)
+            cpu.mark()
             pair_thread.start()
             time.sleep(max(0.0, marks[0] - time.monotonic()))
+            cpu.mark()
             before = broker.resources()
             hostiles = _start_hostiles(
-                broker, args.connections, 2 * quarter, args.kinds, args.reopen
+                target, args.connections, 2 * quarter, args.kinds, args.reopen
             )
             time.sleep(max(0.0, marks[1] - 5 - time.monotonic()))
             during = broker.resources()
+            time.sleep(max(0.0, marks[1] - time.monotonic()))
+            cpu.mark()
             try:
                 out, _ = hostiles.communicate(timeout=2 * quarter + 60)
             except subprocess.TimeoutExpired:
                 hostiles.kill()
                 out, _ = hostiles.communicate()
+            time.sleep(max(0.0, marks[2] - time.monotonic()))
+            cpu.mark()
             pair_thread.join(timeout=args.seconds + 120)
             after = broker.resources()
             lines = broker.log_lines()
             client_log = pair.log_path.read_text(errors="replace").splitlines()
         finally:
             broker.stop()
+            if target is not broker:
+                target.stop()
             if args.broker_log:
                 Path(args.broker_log).write_bytes(broker.log_path.read_bytes())
     base = (pair.rate_between(t0, marks[0]) + pair.rate_between(marks[1], marks[2])) / 2
@@ -397,6 +453,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rate": args.rate,
         "reopen": args.reopen,
         "connections": args.connections,
+        "hostile_target": args.hostile_target,
         "baseline_before_msg_s": round(pair.rate_between(t0, marks[0]), 1),
         "hostile_msg_s": round(hostile_rate, 1),
         "baseline_after_msg_s": round(pair.rate_between(marks[1], marks[2]), 1),
@@ -410,6 +467,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "broker_during": during,
         "broker_after": after,
         "broker_log_lines": lines,
+        "cpu_percent_of_a_core": cpu.phases(["baseline_before", "hostile", "baseline_after"]),
     }
 
 
@@ -430,6 +488,13 @@ def main() -> None:
         "-D", dest="define", action="append", default=[], help="broker setting key=value"
     )
     parser.add_argument("--broker-log", help="copy the broker's log to this file")
+    parser.add_argument(
+        "--hostile-target",
+        choices=("same", "other"),
+        default="same",
+        help="other: a control run, the hostiles attack a second broker (same machine load, "
+        "none on the pair's broker)",
+    )
     parser.add_argument("--hostile-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--web-port", type=int, help=argparse.SUPPRESS)

@@ -104,13 +104,17 @@ class ServerCnx(asyncio.Protocol):
         self._held_permits: dict[int, tuple[Consumer, int]] = {}
         self._producer_commands = ProducerCommands(self)
         self._consumer_commands = ConsumerCommands(self)
-        self._handlers = self._handler_table(TopicCommands(self))
+        # Built once the handshake is done (before it only CONNECT is served): a connection
+        # that never gets in (idle, trickling, refused) keeps fewer objects for the garbage
+        # collector to walk, and thousands of them may be open.
+        self._handlers: dict[int, Callable[[T, bytes | None], None]] | None = None
 
-    def _handler_table(self, topics: TopicCommands) -> dict[int, Callable[[T, bytes | None], None]]:
+    def _handler_table(self) -> dict[int, Callable[[T, bytes | None], None]]:
         """The handler of each command type this connection serves."""
         handshake = self.authenticator
         producing = self._producer_commands
         consuming = self._consumer_commands
+        topics = TopicCommands(self)
         return {
             T.CONNECT: handshake.on_connect,
             T.AUTH_RESPONSE: handshake.on_auth_response,
@@ -180,12 +184,12 @@ class ServerCnx(asyncio.Protocol):
         for command, entry in frames:
             if self.transport is None or self._closing:
                 return
-            if not self.authenticator.connected and command.type != T.CONNECT:
-                self._log_close("command before CONNECT")
-                self.close()
-                return
-            handler = self._handlers.get(command.type)
+            handler = self._handler_of(command.type)
             if handler is None:
+                if not self.authenticator.connected:
+                    self._log_close("command before CONNECT")
+                    self.close()
+                    return
                 self._unsupported(command)
                 continue
             problem = invalid_command(command)
@@ -201,6 +205,15 @@ class ServerCnx(asyncio.Protocol):
                 )
                 self.close()
                 return
+
+    def _handler_of(self, kind: int) -> Callable[[T, bytes | None], None] | None:
+        """The handler of a command type; before the handshake, of CONNECT only."""
+        handlers = self._handlers
+        if handlers is None:
+            if not self.authenticator.connected:
+                return self.authenticator.on_connect if kind == T.CONNECT else None
+            handlers = self._handlers = self._handler_table()
+        return handlers.get(kind)
 
     def write(self, frame: bytes) -> None:
         """Queue a frame; everything queued in one loop iteration goes out in one write."""

@@ -14,7 +14,12 @@ from typing import Any
 
 from starquake.broker.config import ConfigError, load_config, parse_overrides
 from starquake.broker.data_dir import restrict_umask
-from starquake.broker.server import BrokerServer, BrokerStartError, storage_faults
+from starquake.broker.server import (
+    BrokerServer,
+    BrokerStartError,
+    storage_faults,
+    tune_garbage_collector,
+)
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -78,6 +83,7 @@ async def _serve(server: BrokerServer) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     await server.start()
+    tune_garbage_collector()
     await stopping.wait()
     logging.getLogger("starquake").info("shutting down")
     await server.stop()
