@@ -36,19 +36,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     schedule_order.order(items)
 
 
-# ``STARQUAKE_RECORD_DURATIONS=1`` rewrites tests/durations.json from this run: each test's
-# time (set-up, call and tear-down) in seconds, for the tests taking longer than the default.
-_RECORD = os.environ.get("STARQUAKE_RECORD_DURATIONS") == "1"
+# ``pytest --record-durations`` rewrites tests/durations.json from this run: each test's time
+# (set-up, call and tear-down) in seconds, for the tests taking longer than the default.
 _MEASURED: dict[str, float] = {}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help="rewrite tests/durations.json (the order tests start in) from this run",
+    )
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if _RECORD:
-        _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
+    _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if _RECORD and not hasattr(session.config, "workerinput"):  # the controller, or no xdist
+    config = session.config
+    if config.getoption("record_durations") and not hasattr(config, "workerinput"):
         kept = {
             nodeid: round(seconds, 1)
             for nodeid, seconds in sorted(_MEASURED.items())

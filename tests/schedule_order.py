@@ -5,7 +5,7 @@ together instead of one working alone through a long test at the end.
 (sizes ``len // N``, then the rest split the same way); a worker that runs out later takes the
 second half of the longest remaining queue, from its end. So the collected list is built as N
 slices of exactly those sizes, each holding about the same measured time (tests/durations.json,
-written by ``STARQUAKE_RECORD_DURATIONS``, see conftest.py), each running its longest tests
+written by ``pytest --record-durations``, see conftest.py), each running its longest tests
 first so that what is taken from a queue's end is short.
 
 Tests that share an expensive fixture stay on one worker: those of one module with a fixture of
