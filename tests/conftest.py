@@ -3,11 +3,15 @@ hypothesis profile of every property test; the order tests start in."""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import schedule_order
 from hypothesis import HealthCheck, settings
 
 from starquake.broker.embedded import EmbeddedBroker
@@ -17,58 +21,47 @@ from starquake.broker.embedded import EmbeddedBroker
 settings.register_profile("starquake", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("starquake")
 
-
-# The files whose tests take longest (most first), measured on 2 cores. They start first, so
-# that parallel workers (pytest-xdist) end together instead of one working alone through a
-# long test at the end. A file missing here only starts later; nothing else depends on it.
-LONGEST_FIRST = (
-    "spark/test_spark_exactly_once.py",
-    "integration/test_partition_growth.py",
-    "crash/test_crash_model.py",
-    "spark/test_spark_broker_kill.py",
-    "storage/test_storage_model.py",
-    "crash/test_restart_safety.py",
-    "crash/test_restart_defects.py",
-    "crash/test_metadata_integrity_process.py",
-    "crash/test_kill9.py",
-    "spark/test_spark_stream.py",
-    "security/test_pulsar_provisioning.py",
-    "spark/test_spark_kafka_options.py",
-    "crash/test_crash_regressions.py",
-    "security/test_hostile_connections.py",
-    "spark/test_spark_schemas.py",
-    "security/test_file_permissions.py",
-    "spark/test_spark_errors.py",
-    "security/test_password_storm.py",
-    "crash/test_compaction_crash.py",
-    "crash/test_ledger_damage_ids_process.py",
-    "compat/test_compaction_official.py",
-    "security/test_auth_basic_conf_sources.py",
-    "integration/test_dashboard_browser.py",
-    "security/test_pulsar_security_keys.py",
-    "integration/test_admin_refusals.py",
-    "security/test_auth_refresh.py",
-    "crash/test_broker_process_ports.py",
-    "spark/test_spark_read.py",
-    "crash/test_bulk_reader_restart.py",
-    "spark/test_spark_write.py",
-    "storage/test_storage_recovery.py",
-)
-_RANK = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
-_TESTS = Path(__file__).resolve().parent
+# The tests start hundreds of Python processes (brokers, the command line, Spark's workers).
+# Where PYTHONDONTWRITEBYTECODE is set, each would compile every Starquake module again (a fifth
+# of a broker's start-up); they keep their compiled modules under the temp directory instead,
+# never in the source tree (pytest-xdist's workers inherit this, being started later).
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "starquake-test-pycache")
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m deselected tests
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest files first (in :data:`LONGEST_FIRST`'s order), the rest as collected."""
+    """Slices of equal measured time for the parallel workers (see schedule_order.py)."""
+    schedule_order.order(items)
 
-    def rank(item: pytest.Item) -> int:
-        try:
-            name = item.path.resolve().relative_to(_TESTS).as_posix()
-        except ValueError:
-            return len(_RANK)
-        return _RANK.get(name, len(_RANK))
 
-    items.sort(key=rank)  # stable: collection order within a file and among the rest
+# ``pytest --record-durations`` rewrites tests/durations.json from this run: each test's time
+# (set-up, call and tear-down) in seconds, for the tests taking longer than the default.
+_MEASURED: dict[str, float] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help="rewrite tests/durations.json (the order tests start in) from this run",
+    )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if config.getoption("record_durations") and not hasattr(config, "workerinput"):
+        kept = {
+            nodeid: round(seconds, 1)
+            for nodeid, seconds in sorted(_MEASURED.items())
+            if seconds >= 2 * schedule_order.UNKNOWN_SECONDS
+        }
+        schedule_order.DURATIONS.write_text(json.dumps(kept, indent=0) + "\n")
 
 
 @pytest.fixture

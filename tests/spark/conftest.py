@@ -32,6 +32,21 @@ def _need_java() -> None:
     pytest.skip(message)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test of the shared SparkSession that times out ends its worker process (and the JVM)
+    instead of failing alone: interrupted inside a call to the JVM, it would leave the session's
+    connection out of step, failing every later Spark test of that worker with a wrong answer.
+    pytest-xdist starts a new worker for the tests left."""
+    for item in items:
+        if "spark" not in getattr(item, "fixturenames", ()):
+            continue
+        marker = item.get_closest_marker("timeout")
+        seconds = None
+        if marker is not None:
+            seconds = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+        item.add_marker(pytest.mark.timeout(seconds, method="thread"), append=False)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     _need_java()

@@ -50,7 +50,9 @@ def test_encrypted_topic(
         for i in range(5):
             producer.send_async(f"secret-{i}".encode(), None)
         producer.flush()  # one batch of five
-        producer.send(b"secret-5")  # and a single message
+        # and a single message, flushed at once (a send() waits for the batch's 60 s delay)
+        producer.send_async(b"secret-5", None)
+        producer.flush()
     finally:
         client.close()
     rows = load(spark, spark_broker, topic=new_topic, **{"pulsar.reader.privateKeyPath": private})

@@ -30,19 +30,19 @@ def test_available_now_with_a_limit_stops_and_resumes_without_loss_or_repeat(
     spark: Any, spark_broker: SparkBroker, new_topic: str, workdir: Path
 ) -> None:
     spark_broker.create_partitioned(new_topic, 2)
-    produce(spark_broker, new_topic, 45, batching_max_messages=100)  # a few large batches
+    produce(spark_broker, new_topic, 25, batching_max_messages=100)  # a few large batches
     options = {"topic": new_topic, "startingOffsets": "earliest", "maxRecordsPerTrigger": "10"}
     first = _run_to_parquet(spark, spark_broker, workdir, **options)
-    assert first == [10, 10, 10, 10, 5]  # exactly the limit, cuts inside batched entries
+    assert first == [10, 10, 5]  # exactly the limit, cuts inside batched entries
     produce(spark_broker, new_topic, 13, prefix="n", batching_max_messages=100)
     second = _run_to_parquet(spark, spark_broker, workdir, **options)
     assert second == [10, 3]
     rows = spark.read.parquet(str(workdir / "out")).collect()
     values = sorted(r.value for r in rows)
     assert values == sorted(
-        [f"m{i}".encode() for i in range(45)] + [f"n{i}".encode() for i in range(13)]
+        [f"m{i}".encode() for i in range(25)] + [f"n{i}".encode() for i in range(13)]
     )
-    assert len({bytes(r["__messageId"]) + r["__topic"].encode() for r in rows}) == 58
+    assert len({bytes(r["__messageId"]) + r["__topic"].encode() for r in rows}) == 38
 
 
 def test_streaming_from_latest_sees_only_new_messages(
@@ -91,14 +91,14 @@ def test_predefined_subscription_follows_the_committed_offsets(
 ) -> None:
     import pulsar
 
-    produce(spark_broker, new_topic, 45, batching_enabled=False)
+    produce(spark_broker, new_topic, 25, batching_enabled=False)
     options = {
         "topic": new_topic,
         "startingOffsets": "earliest",
         "maxRecordsPerTrigger": "10",
         "predefinedSubscription": "spark-progress",
     }
-    assert _run_to_parquet(spark, spark_broker, workdir, **options) == [10, 10, 10, 10, 5]
+    assert _run_to_parquet(spark, spark_broker, workdir, **options) == [10, 10, 5]
     # Spark commits a micro-batch when the next one starts: the subscription sits at the
     # start of the last one, whose 5 messages are its backlog
     client = pulsar.Client(spark_broker.url)
@@ -107,7 +107,7 @@ def test_predefined_subscription_follows_the_committed_offsets(
             new_topic, "spark-progress", consumer_type=pulsar.ConsumerType.Shared
         )
         got = [consumer.receive(5000).data() for _ in range(5)]
-        assert got == [f"m{i}".encode() for i in range(40, 45)]
+        assert got == [f"m{i}".encode() for i in range(20, 25)]
         with pytest.raises(pulsar.Timeout):
             consumer.receive(300)
     finally:
