@@ -387,7 +387,7 @@ class CpuSplit:
 
 
 def _start_hostiles(
-    broker: Broker, connections: int, seconds: float, kinds: str, reopen: float
+    broker: Broker, connections: int, seconds: float, kinds: str, reopen: float, nice: int = 0
 ) -> subprocess.Popen[str]:
     args = [
         sys.executable, __file__, "--hostile-worker",
@@ -395,7 +395,13 @@ def _start_hostiles(
         "--connections", str(connections), "--seconds", str(seconds),
         "--kinds", kinds, "--reopen", str(reopen),
     ]  # fmt: skip
-    return subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    # nice: the attack generator yields the CPU (attackers run on their own machines)
+    return subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=(lambda: os.nice(nice)) if nice else None,
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -422,7 +428,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cpu.mark()
             before = broker.resources()
             hostiles = _start_hostiles(
-                target, args.connections, 2 * quarter, args.kinds, args.reopen
+                target, args.connections, 2 * quarter, args.kinds, args.reopen, args.hostile_nice
             )
             time.sleep(max(0.0, marks[1] - 5 - time.monotonic()))
             during = broker.resources()
@@ -454,6 +460,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "reopen": args.reopen,
         "connections": args.connections,
         "hostile_target": args.hostile_target,
+        "hostile_nice": args.hostile_nice,
         "baseline_before_msg_s": round(pair.rate_between(t0, marks[0]), 1),
         "hostile_msg_s": round(hostile_rate, 1),
         "baseline_after_msg_s": round(pair.rate_between(marks[1], marks[2]), 1),
@@ -494,6 +501,12 @@ def main() -> None:
         default="same",
         help="other: a control run, the hostiles attack a second broker (same machine load, "
         "none on the pair's broker)",
+    )
+    parser.add_argument(
+        "--hostile-nice",
+        type=int,
+        default=0,
+        help="nice value of the attack generator (attackers run elsewhere in reality)",
     )
     parser.add_argument("--hostile-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
