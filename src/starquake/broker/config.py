@@ -35,6 +35,10 @@ OTHER_VARIABLES = frozenset(
         "STARQUAKE_AUTH_PARAMS",
         "STARQUAKE_TLS_TRUST_CERT_PATH",
         "STARQUAKE_MODEL_EXAMPLES",
+        "STARQUAKE_METADATA_EXAMPLES",
+        "STARQUAKE_DAMAGE_EXAMPLES",
+        "STARQUAKE_CAMPAIGN_SCALE",
+        "STARQUAKE_TEST_WORKERS",
     }
 )
 """``STARQUAKE_*`` environment variables that are not configuration keys (the command line
