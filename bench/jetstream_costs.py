@@ -33,10 +33,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nats
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import APIError
 
+from starquake.cluster.jetstream import connect, until_ready
+from starquake.cluster.js_ledgers import encode_record
 from starquake.cluster.nodes import jetstream_nodes
 
 EXPECT_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
@@ -56,43 +57,21 @@ def jetstream_cluster(count: int, root: Path) -> Iterator[tuple[list[str], list[
 
 
 async def _connect(urls: list[str]) -> Any:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            nc = await nats.connect(servers=urls, connect_timeout=2, max_reconnect_attempts=2)
-            js = nc.jetstream()
-            await js.account_info()
-            return nc
-        except Exception:  # the cluster elects its meta leader meanwhile
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    nc = await connect(urls)
+    await until_ready(time.monotonic() + 30, "JetStream", nc.jetstream().account_info)
+    return nc
 
 
 async def _stream(js: Any, name: str, replicas: int) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            await js.add_stream(
-                StreamConfig(name=name, subjects=[f"{name}.>"], num_replicas=replicas)
-            )
-            return
-        except APIError:  # not enough peers yet
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.3)
-
-
-def _record(entries: int, size: int) -> bytes:
-    body = b"x" * size
-    return b"".join(len(body).to_bytes(4, "big") + body for _ in range(entries))
+    config = StreamConfig(name=name, subjects=[f"{name}.>"], num_replicas=replicas)
+    await until_ready(time.monotonic() + 30, f"stream {name}", lambda: js.add_stream(config))
 
 
 async def chained(
     js: Any, stream: str, topics: int, per_record: int, size: int, secs: float
 ) -> float:
     """Entries per second: ``topics`` chains of records appended one at a time each."""
-    record = _record(per_record, size)
+    record = encode_record([b"x" * size] * per_record)
     stop = time.monotonic() + secs
     counts = [0] * topics
 

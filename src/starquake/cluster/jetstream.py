@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import nats
@@ -20,6 +21,18 @@ T = TypeVar("T")
 
 # What a JetStream call raises when the servers refuse or do not answer
 NATS_ERRORS = (OSError, TimeoutError, APIError, nats.errors.Error)
+# JetStream's error codes for a write whose expected last sequence was not the last one
+WRONG_LAST_SEQUENCE = (10071, 10164)
+
+
+@contextlib.contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """Report a JetStream call's failure (refused, or no answer) as a StorageError naming
+    ``what``; errors the caller handles are caught inside, before this."""
+    try:
+        yield
+    except NATS_ERRORS as exc:
+        raise StorageError(f"{what}: {exc!r}") from None
 
 
 async def _log_error(exc: Exception) -> None:

@@ -26,17 +26,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import nats
 from nats.js.api import StreamConfig
 from nats.js.errors import APIError, NotFoundError
 
-from starquake.cluster.jetstream import connect, until_ready
+from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, connect, storage_errors, until_ready
 from starquake.storage import LedgerFencedError, StorageError
 
 ENTRIES_HEADER = "Sq-Entries"
 FENCE_HEADER = "Sq-Fence"
 EXPECT_LAST = "Nats-Expected-Last-Subject-Sequence"
-_WRONG_LAST_SEQUENCE = (10071, 10164)
 _LENGTH = struct.Struct(">I")
 
 
@@ -78,10 +76,6 @@ class LedgerIndex:
         self.sequences.append(sequence)
         self.entries = first + count
         self.last_sequence = sequence
-
-    def record_of(self, entry_id: int) -> int:
-        """The stream sequence of the record holding ``entry_id``."""
-        return self.sequences[bisect.bisect_right(self.firsts, entry_id) - 1]
 
 
 class JetStreamLedgers:
@@ -125,10 +119,8 @@ class JetStreamLedgers:
         return f"sq.ledger.{ledger_id % self.streams}.{ledger_id}"
 
     async def allocate_ledger_id(self) -> int:
-        try:
+        with storage_errors("cannot allocate a ledger id"):
             ack = await self._js.publish("sq.ids", b"")
-        except (APIError, nats.errors.Error, TimeoutError) as exc:
-            raise StorageError(f"cannot allocate a ledger id: {exc}") from None
         return int(ack.seq)
 
     def writer(self, ledger_id: int, index: LedgerIndex | None = None) -> LedgerWriter:
@@ -138,25 +130,26 @@ class JetStreamLedgers:
     async def publish_record(self, ledger_id: int, body: bytes, headers: dict[str, str]) -> int:
         """Append one message to the ledger's chain: its stream sequence. LedgerFencedError
         when the chain's last message is not the one ``headers`` expects."""
-        try:
-            ack = await self._js.publish(self._subject(ledger_id), body, headers=headers)
-        except APIError as exc:
-            if exc.err_code in _WRONG_LAST_SEQUENCE:
-                raise LedgerFencedError(f"ledger {ledger_id} was fenced") from None
-            raise StorageError(f"ledger {ledger_id}: {exc}") from None
-        except (nats.errors.Error, TimeoutError) as exc:  # no answer: stored or not
-            raise StorageError(f"ledger {ledger_id}: {exc!r}") from None
+        with storage_errors(f"ledger {ledger_id}"):  # no answer: stored or not
+            try:
+                ack = await self._js.publish(self._subject(ledger_id), body, headers=headers)
+            except APIError as exc:
+                if exc.err_code in WRONG_LAST_SEQUENCE:
+                    raise LedgerFencedError(f"ledger {ledger_id} was fenced") from None
+                raise
         return int(ack.seq)
 
     async def _next_message(self, ledger_id: int, after: int) -> Any | None:
-        try:
-            return await self._js.get_msg(
-                self._stream(ledger_id), seq=after + 1, subject=self._subject(ledger_id), next=True
-            )
-        except NotFoundError:
-            return None
-        except (APIError, nats.errors.Error, TimeoutError) as exc:
-            raise StorageError(f"ledger {ledger_id}: {exc!r}") from None
+        with storage_errors(f"ledger {ledger_id}"):
+            try:
+                return await self._js.get_msg(
+                    self._stream(ledger_id),
+                    seq=after + 1,
+                    subject=self._subject(ledger_id),
+                    next=True,
+                )
+            except NotFoundError:
+                return None
 
     async def scan(self, ledger_id: int) -> tuple[LedgerIndex, bool]:
         """The ledger's index up to its fence (if any) and whether it is fenced."""
@@ -194,12 +187,11 @@ class JetStreamLedgers:
         position = bisect.bisect_right(index.firsts, first) - 1
         stream = self._stream(ledger_id)
         while position < len(index.firsts) and len(out) < max_entries:
-            try:
-                msg = await self._js.get_msg(stream, seq=index.sequences[position])
-            except NotFoundError:
-                raise StorageError(f"ledger {ledger_id}: a record is gone (trimmed)") from None
-            except (APIError, nats.errors.Error, TimeoutError) as exc:
-                raise StorageError(f"ledger {ledger_id}: {exc!r}") from None
+            with storage_errors(f"ledger {ledger_id}"):
+                try:
+                    msg = await self._js.get_msg(stream, seq=index.sequences[position])
+                except NotFoundError:
+                    raise StorageError(f"ledger {ledger_id}: a record is gone (trimmed)") from None
             start = index.firsts[position]
             end = index.firsts[position + 1] if position + 1 < len(index.firsts) else index.entries
             entries = decode_record(msg.data or b"", end - start)
@@ -212,10 +204,8 @@ class JetStreamLedgers:
 
     async def delete(self, ledger_id: int) -> None:
         """Remove every record of ``ledger_id`` (trimming)."""
-        try:
+        with storage_errors(f"ledger {ledger_id}"):
             await self._js.purge_stream(self._stream(ledger_id), subject=self._subject(ledger_id))
-        except (APIError, nats.errors.Error, TimeoutError) as exc:
-            raise StorageError(f"ledger {ledger_id}: {exc!r}") from None
 
     async def close(self) -> None:
         await self._nc.close()

@@ -21,15 +21,13 @@ from typing import Any, NamedTuple
 from nats.js.api import KeyValueConfig
 from nats.js.errors import APIError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 
-from starquake.cluster.jetstream import open_bucket
+from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, open_bucket
 from starquake.storage import StorageError
 
 log = logging.getLogger(__name__)
 
 _PLAIN = re.compile(r"[-=A-Za-z0-9]")
 _DELETE_OPS = ("DEL", "PURGE")
-# JetStream's error codes for a write whose expected last sequence was not the last one
-WRONG_LAST_SEQUENCE = (10071, 10164)
 
 
 class BadVersionError(StorageError):

@@ -21,8 +21,8 @@ from nats.js.errors import (
     KeyWrongLastSequenceError,
 )
 
-from starquake.cluster.jetstream import open_bucket
-from starquake.cluster.kv_metadata import WRONG_LAST_SEQUENCE, key_to_path, path_to_key
+from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, open_bucket
+from starquake.cluster.kv_metadata import key_to_path, path_to_key
 from starquake.storage import StorageError
 
 
