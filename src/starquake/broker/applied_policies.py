@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from starquake.broker.policy_types import Policies
+from starquake.broker.policy_types import DESTINATION_STORAGE, Policies
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
@@ -54,8 +54,6 @@ __all__ = [
     "retention",
 ]
 
-DESTINATION_STORAGE = "destination_storage"
-MESSAGE_AGE = "message_age"
 
 T = TypeVar("T")
 

@@ -47,10 +47,17 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker import applied_policies
-from starquake.broker.applied_policies import DESTINATION_STORAGE, MESSAGE_AGE, BacklogQuota
+from starquake.broker.applied_policies import BacklogQuota
 from starquake.broker.contexts import PolicyContext
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.message_expiry import expire_older_than
+from starquake.broker.policy_types import (
+    DESTINATION_STORAGE,
+    EVICTION,
+    EXCEPTION,
+    HOLD,
+    MESSAGE_AGE,
+)
 from starquake.broker.system_topics import is_system_topic
 from starquake.protocol.errors import ProtocolError, ServerError
 from starquake.protocol.framing import entry_metadata
@@ -78,9 +85,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-HOLD = "producer_request_hold"
-EXCEPTION = "producer_exception"
-EVICTION = "consumer_backlog_eviction"
 REDUCTION_FACTOR = 0.9
 """Eviction aims at this fraction of the quota, as Pulsar's does."""
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
+from starquake.broker.schemas.compatibility import STRATEGIES
+
 __all__ = [
     "AutoSubscriptionCreationOverride",
     "AutoTopicCreationOverride",
@@ -36,23 +38,17 @@ log = logging.getLogger(__name__)
 MAX_LONG = 2**63 - 1
 """The largest whole number a policy takes (Pulsar's are Java longs at most)."""
 
-SCHEMA_STRATEGIES = frozenset(
-    {
-        "UNDEFINED",
-        "ALWAYS_INCOMPATIBLE",
-        "ALWAYS_COMPATIBLE",
-        "BACKWARD",
-        "FORWARD",
-        "FULL",
-        "BACKWARD_TRANSITIVE",
-        "FORWARD_TRANSITIVE",
-        "FULL_TRANSITIVE",
-    }
-)
-BACKLOG_POLICIES = frozenset(
-    {"producer_request_hold", "producer_exception", "consumer_backlog_eviction"}
-)
-BACKLOG_TYPES = frozenset({"destination_storage", "message_age"})
+SCHEMA_STRATEGIES = frozenset({"UNDEFINED", *STRATEGIES})
+"""What a namespace's schema compatibility strategy may be (``UNDEFINED``: the broker's)."""
+
+HOLD = "producer_request_hold"
+EXCEPTION = "producer_exception"
+EVICTION = "consumer_backlog_eviction"
+BACKLOG_POLICIES = frozenset({HOLD, EXCEPTION, EVICTION})
+
+DESTINATION_STORAGE = "destination_storage"
+MESSAGE_AGE = "message_age"
+BACKLOG_TYPES = frozenset({DESTINATION_STORAGE, MESSAGE_AGE})
 DELETE_MODES = frozenset({"delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"})
 TOPIC_TYPES = frozenset({"partitioned", "non-partitioned"})
 

@@ -65,6 +65,8 @@ from starquake.broker.admin.routing import Route, lock_of
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import TopicNotFoundError
 from starquake.broker.policy_types import (
+    DESTINATION_STORAGE,
+    MESSAGE_AGE,
     STORED,
     BacklogQuota,
     DelayedDeliveryPolicies,
@@ -144,7 +146,7 @@ POLICIES: dict[str, TopicPolicy] = {
     ),
 }
 
-BACKLOG_TYPES = ("destination_storage", "message_age")
+BACKLOG_TYPES = (DESTINATION_STORAGE, MESSAGE_AGE)
 
 
 def _message_ttl(params: dict[str, str], body: bytes) -> int:
