@@ -104,9 +104,8 @@ class ServerCnx(asyncio.Protocol):
         self._held_permits: dict[int, tuple[Consumer, int]] = {}
         self._producer_commands = ProducerCommands(self)
         self._consumer_commands = ConsumerCommands(self)
-        # Built once the handshake is done (before it only CONNECT is served): a connection
-        # that never gets in (idle, trickling, refused) keeps fewer objects for the garbage
-        # collector to walk, and thousands of them may be open.
+        # Built once the handshake is done (only CONNECT is served before): thousands of
+        # connections that never get in keep fewer objects for the collector to walk.
         self._handlers: dict[int, Callable[[T, bytes | None], None]] | None = None
 
     def _handler_table(self) -> dict[int, Callable[[T, bytes | None], None]]:
@@ -184,7 +183,11 @@ class ServerCnx(asyncio.Protocol):
         for command, entry in frames:
             if self.transport is None or self._closing:
                 return
-            handler = self._handler_of(command.type)
+            handlers = self._handlers  # per frame: a CONNECT in this batch may build it
+            if handlers is None:
+                handler = self._handler_before_table(command.type)
+            else:  # the hot path: a plain lookup, no call
+                handler = handlers.get(command.type)
             if handler is None:
                 if not self.authenticator.connected:
                     self._log_close("command before CONNECT")
@@ -206,14 +209,12 @@ class ServerCnx(asyncio.Protocol):
                 self.close()
                 return
 
-    def _handler_of(self, kind: int) -> Callable[[T, bytes | None], None] | None:
-        """The handler of a command type; before the handshake, of CONNECT only."""
-        handlers = self._handlers
-        if handlers is None:
-            if not self.authenticator.connected:
-                return self.authenticator.on_connect if kind == T.CONNECT else None
-            handlers = self._handlers = self._handler_table()
-        return handlers.get(kind)
+    def _handler_before_table(self, kind: int) -> Callable[[T, bytes | None], None] | None:
+        """Without a table: CONNECT's before the handshake; after it, the table's (built now)."""
+        if not self.authenticator.connected:
+            return self.authenticator.on_connect if kind == T.CONNECT else None
+        self._handlers = self._handler_table()
+        return self._handlers.get(kind)
 
     def write(self, frame: bytes) -> None:
         """Queue a frame; everything queued in one loop iteration goes out in one write."""
