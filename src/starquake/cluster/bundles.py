@@ -88,21 +88,19 @@ class NamespaceBundles:
             "numBundles": len(self._boundaries) - 1,
         }
 
+    def _bundle(self, index: int) -> Bundle:
+        last = index == len(self._boundaries) - 2
+        return Bundle(self._boundaries[index], self._boundaries[index + 1], last)
+
     @property
     def bundles(self) -> list[Bundle]:
-        count = len(self._boundaries) - 1
-        return [
-            Bundle(self._boundaries[i], self._boundaries[i + 1], i == count - 1)
-            for i in range(count)
-        ]
+        return [self._bundle(i) for i in range(len(self._boundaries) - 1)]
 
     def find(self, topic: str) -> Bundle:
         """The bundle that holds ``topic``."""
-        value = topic_hash(topic)
-        index = bisect.bisect_right(self._boundaries, value) - 1
-        count = len(self._boundaries) - 1
-        index = min(index, count - 1)  # 0xffffffff belongs to the last range
-        return Bundle(self._boundaries[index], self._boundaries[index + 1], index == count - 1)
+        index = bisect.bisect_right(self._boundaries, topic_hash(topic)) - 1
+        # 0xffffffff, the last boundary, belongs to the last range
+        return self._bundle(min(index, len(self._boundaries) - 2))
 
     def bundle_named(self, name: str) -> Bundle:
         """The bundle called ``name`` (``0xLOWER_0xUPPER``); ValueError if there is none."""
