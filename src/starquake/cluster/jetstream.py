@@ -92,3 +92,18 @@ async def open_bucket(
     except StorageError:
         await nc.close()
         raise
+
+
+async def live_entries(kv: Any, pattern: str, *, values: bool = True) -> list[Any]:
+    """The entries of bucket ``kv`` whose keys match ``pattern`` now (deleted keys left out;
+    ``values=False``: keys and revisions only)."""
+    watcher = await kv.watch(pattern, meta_only=not values, ignore_deletes=True)
+    entries = []
+    try:
+        async for entry in watcher:
+            if entry is None:  # the end of the current values
+                break
+            entries.append(entry)
+    finally:
+        await watcher.stop()
+    return entries

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from nats.js.api import KeyValueConfig
 from nats.js.errors import APIError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 
-from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, open_bucket
+from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, live_entries, open_bucket
 from starquake.storage import StorageError
 
 log = logging.getLogger(__name__)
@@ -140,16 +140,8 @@ class JetStreamMetadataStore:
     async def list_children(self, path: str) -> list[str]:
         """The names one level below ``path`` (of keys stored there or deeper)."""
         prefix = "" if path == "/" else path_to_key(path) + "."
-        watcher = await self._kv.watch(f"{prefix}>", meta_only=True, ignore_deletes=True)
-        names = set()
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                names.add(_unescape(entry.key[len(prefix) :].split(".", 1)[0]))
-        finally:
-            await watcher.stop()
-        return sorted(names)
+        entries = await live_entries(self._kv, f"{prefix}>", values=False)
+        return sorted({_unescape(e.key[len(prefix) :].split(".", 1)[0]) for e in entries})
 
     async def watch(self, path: str, callback: WatchCallback) -> None:
         """Call ``callback(path, value, version)`` for every value at or below ``path``: the

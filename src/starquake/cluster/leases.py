@@ -21,7 +21,7 @@ from nats.js.errors import (
     KeyWrongLastSequenceError,
 )
 
-from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, open_bucket
+from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, live_entries, open_bucket
 from starquake.cluster.kv_metadata import key_to_path, path_to_key
 from starquake.storage import StorageError
 
@@ -101,16 +101,8 @@ class LeaseTable:
 
     async def holders(self) -> dict[str, bytes]:
         """Every lease held now, by name."""
-        watcher = await self._kv.watchall(ignore_deletes=True)
-        found: dict[str, bytes] = {}
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                found[key_to_path(entry.key)[1:]] = bytes(entry.value or b"")
-        finally:
-            await watcher.stop()
-        return found
+        entries = await live_entries(self._kv, ">")
+        return {key_to_path(e.key)[1:]: bytes(e.value or b"") for e in entries}
 
     async def close(self) -> None:
         await self._nc.close()
