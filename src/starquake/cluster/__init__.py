@@ -8,6 +8,9 @@ Being built (see ``docs/cluster-design.md``); the broker does not use it yet. He
 - ``kv_metadata.py``: the metadata store on a JetStream key-value bucket (versioned
   compare-and-set, children, watches);
 - ``leases.py``: leases that end when not renewed (bundle ownership, broker registry, leader);
+- ``registry.py``: the live brokers, their URLs and load reports; the least-loaded choice;
+- ``ownership.py``: one owner per namespace bundle through its lease;
+- ``leader.py``: the leader broker, which chooses owners for unowned bundles;
 - ``js_ledgers.py``: ledgers as chains of records in shared JetStream streams, one writer per
   ledger, fencing without clocks, reads by record index, trimming.
 """

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import nats
 from nats.js.api import KeyValueConfig
-from nats.js.errors import APIError, BucketNotFoundError
+from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
 from starquake.storage import StorageError
 
@@ -92,6 +92,23 @@ async def open_bucket(
     except StorageError:
         await nc.close()
         raise
+
+
+async def kv_last(js: Any, bucket: str, key: str) -> tuple[bytes | None, int]:
+    """Key ``key`` of bucket ``bucket`` as its last message says: ``(value, revision)``, the
+    value None when the key is absent, deleted or expired (revision 0 when it never was).
+
+    The key-value client's own ``get`` takes the marker the server writes when a value
+    expires (header ``Nats-Marker-Reason``) for a value, and its ``create`` then refuses to
+    take the key until the marker itself expires; this reads the marker as a deletion."""
+    try:
+        msg = await js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{key}")
+    except NotFoundError:
+        return None, 0
+    headers = msg.headers or {}
+    if headers.get("KV-Operation") in ("DEL", "PURGE") or "Nats-Marker-Reason" in headers:
+        return None, int(msg.seq)
+    return bytes(msg.data or b""), int(msg.seq)
 
 
 async def live_entries(kv: Any, pattern: str, *, values: bool = True) -> list[Any]:

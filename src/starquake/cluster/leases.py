@@ -16,12 +16,10 @@ from typing import Any
 from nats.js.api import KeyValueConfig
 from nats.js.errors import (
     APIError,
-    KeyDeletedError,
-    KeyNotFoundError,
     KeyWrongLastSequenceError,
 )
 
-from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, live_entries, open_bucket
+from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, kv_last, live_entries, open_bucket
 from starquake.cluster.kv_metadata import key_to_path, path_to_key
 from starquake.storage import StorageError
 
@@ -46,9 +44,11 @@ def _key(name: str) -> str:
 class LeaseTable:
     """The leases of one bucket, all with the same time to live."""
 
-    def __init__(self, nc: Any, kv: Any, ttl: float) -> None:
+    def __init__(self, nc: Any, kv: Any, bucket: str, ttl: float) -> None:
         self._nc = nc
+        self._js = nc.jetstream(timeout=5)
         self._kv = kv
+        self._bucket = bucket
         self.ttl = ttl
 
     @classmethod
@@ -65,14 +65,33 @@ class LeaseTable:
             bucket=bucket, replicas=replicas, history=1, ttl=ttl, limit_marker_ttl=ttl
         )
         nc, kv = await open_bucket(servers, config, give_up_after)
-        return cls(nc, kv, ttl)
+        return cls(nc, kv, bucket, ttl)
+
+    @property
+    def connection(self) -> Any:
+        """The NATS connection the table uses (for requests among brokers)."""
+        return self._nc
 
     async def acquire(self, name: str, value: bytes) -> Lease | None:
         """Take lease ``name`` for ``value``'s holder; None if another holder has it."""
+        key = _key(name)
         try:
-            revision = await self._kv.create(_key(name), value)
+            revision = await self._kv.update(key, value, last=0)
         except KeyWrongLastSequenceError:
-            return None
+            held, last = await kv_last(self._js, self._bucket, key)
+            if held is not None:
+                return None
+            try:  # deleted, released or expired: take it after its last marker
+                revision = await self._kv.update(key, value, last=last)
+            except KeyWrongLastSequenceError:
+                return None
+        return Lease(name, value, int(revision))
+
+    async def put(self, name: str, value: bytes) -> Lease:
+        """Take lease ``name`` whoever holds it: for a name only one live process can claim
+        (a broker's own address, which a restarted broker takes over from its dead
+        predecessor)."""
+        revision = await self._kv.put(_key(name), value)
         return Lease(name, value, int(revision))
 
     async def renew(self, lease: Lease) -> Lease:
@@ -93,16 +112,19 @@ class LeaseTable:
 
     async def holder(self, name: str) -> bytes | None:
         """The value of lease ``name``'s holder, or None when nobody holds it."""
-        try:
-            entry = await self._kv.get(_key(name))
-        except (KeyNotFoundError, KeyDeletedError):
-            return None
-        return bytes(entry.value or b"")
+        value, _ = await kv_last(self._js, self._bucket, _key(name))
+        return value
 
     async def holders(self) -> dict[str, bytes]:
-        """Every lease held now, by name."""
+        """Every lease held now, by name: the holder's value."""
+        return {lease.name: lease.value for lease in await self.leases()}
+
+    async def leases(self) -> list[Lease]:
+        """Every lease held now (another holder's too: ``release`` of one ends it early)."""
         entries = await live_entries(self._kv, ">")
-        return {key_to_path(e.key)[1:]: bytes(e.value or b"") for e in entries}
+        return [
+            Lease(key_to_path(e.key)[1:], bytes(e.value or b""), int(e.revision)) for e in entries
+        ]
 
     async def close(self) -> None:
         await self._nc.close()

@@ -1,0 +1,237 @@
+"""The broker registry, bundle ownership and the leader, against a real nats-server: live
+brokers are listed with their URLs and load and drop out when they stop renewing; a bundle
+has one owner at a time, seen by every broker, taken over once its owner stops renewing; a
+restarted broker clears its dead predecessor's leases; one leader, replaced when it dies, and
+its assignments spread bundles over the least-loaded brokers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from starquake.cluster.leader import BundleAssigner, LeaderElection
+from starquake.cluster.leases import LeaseTable
+from starquake.cluster.nodes import JetStreamNode
+from starquake.cluster.ownership import BundleOwnership, BundleRef
+from starquake.cluster.registry import (
+    BrokerInfo,
+    BrokerLoad,
+    BrokerRegistry,
+    least_loaded,
+    load_score,
+)
+
+TTL = 2.0
+
+
+def _broker(n: int, **load: float) -> BrokerInfo:
+    return BrokerInfo(
+        broker_id=f"127.0.0.1:{8080 + n}",
+        broker_url=f"pulsar://127.0.0.1:{6650 + n}",
+        http_url=f"http://127.0.0.1:{8080 + n}",
+        load=BrokerLoad(**load),  # type: ignore[arg-type]
+    )
+
+
+async def _until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> float:
+    start = time.monotonic()
+    while not await check():
+        assert time.monotonic() - start < within, what
+        await asyncio.sleep(0.1)
+    return time.monotonic() - start
+
+
+async def _table(node: JetStreamNode, bucket: str) -> LeaseTable:
+    return await LeaseTable.connect([node.url], bucket=bucket, ttl=TTL)
+
+
+def test_registry_lists_live_brokers_and_drops_the_dead(jetstream_node: JetStreamNode) -> None:
+    bucket = f"brokers_{uuid.uuid4().hex[:6]}"
+
+    async def scenario() -> None:
+        tables = [await _table(jetstream_node, bucket) for _ in range(2)]
+        a, b = (BrokerRegistry(t) for t in tables)
+        try:
+            info_a, info_b = _broker(1), _broker(2)
+            await a.register(info_a)
+            await b.register(info_b)
+            assert [x.broker_id for x in await a.brokers()] == [info_a.broker_id, info_b.broker_id]
+            # a load report is seen by the others
+            loaded = info_a.with_load(BrokerLoad(topics=7, msg_rate_in=120.0))
+            await a.refresh(loaded)
+            seen = await b.broker(info_a.broker_id)
+            assert seen == loaded
+            # b keeps renewing for longer than the lease time; a stops (it "died")
+            deadline = time.monotonic() + 2 * TTL
+            while time.monotonic() < deadline:
+                await b.refresh(info_b)
+                await asyncio.sleep(TTL / 4)
+
+            async def only_b() -> bool:
+                await b.refresh(info_b)
+                return [x.broker_id for x in await b.brokers()] == [info_b.broker_id]
+
+            await _until(only_b, TTL + 5, "the dead broker stayed registered")
+            # a restarted broker at the same address registers at once
+            restarted = _broker(1)
+            assert restarted.incarnation != info_a.incarnation
+            await a.register(restarted)
+            assert await b.broker(restarted.broker_id) == restarted
+            await b.unregister()
+            assert await a.broker(info_b.broker_id) is None
+        finally:
+            for t in tables:
+                await t.close()
+
+    asyncio.run(scenario())
+
+
+def test_one_owner_per_bundle_seen_everywhere_and_taken_over(
+    jetstream_node: JetStreamNode,
+) -> None:
+    bucket = f"owners_{uuid.uuid4().hex[:6]}"
+    ref = BundleRef("public/default", "0x00000000_0x40000000")
+    other = BundleRef("public/default", "0x40000000_0x80000000")
+
+    async def scenario() -> None:
+        tables = [await _table(jetstream_node, bucket) for _ in range(3)]
+        brokers = [_broker(i) for i in range(3)]
+        owners = [BundleOwnership(t, b) for t, b in zip(tables, brokers, strict=True)]
+        try:
+            results = await asyncio.gather(*(o.acquire(ref) for o in owners))
+            winner = results[0]
+            assert winner is not None
+            assert all(r == winner for r in results), "two brokers think they own the bundle"
+            holders = [o for o in owners if o.owns(ref)]
+            assert len(holders) == 1 and holders[0].me == winner
+            for o in owners:
+                assert await o.owner(ref) == winner
+                assert (await o.owners())[ref] == winner
+            rest = [o for o in owners if not o.owns(ref)]
+            # another bundle is free for another broker
+            assert await rest[0].acquire(other) == rest[0].me
+            assert await rest[1].owner(other) == rest[0].me
+            # renewals keep it; the owner stops renewing: it ends, another takes it
+            assert await holders[0].renew_all() == []
+            started = time.monotonic()
+
+            async def free() -> bool:
+                await rest[0].renew_all()
+                return await rest[1].owner(ref) is None
+
+            await _until(free, TTL + 5, "the dead owner's lease never ended")
+            assert time.monotonic() - started >= TTL * 0.75
+            assert await rest[1].acquire(ref) == rest[1].me
+            assert await holders[0].renew_all() == [ref]
+            assert not holders[0].owns(ref)
+            assert await holders[0].owner(ref) == rest[1].me
+            # an unload gives it up at once
+            await rest[1].release(ref)
+            assert await holders[0].owner(ref) is None
+            assert rest[0].owns(other)
+        finally:
+            for t in tables:
+                await t.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_restarted_broker_clears_its_predecessors_leases(jetstream_node: JetStreamNode) -> None:
+    bucket = f"owners_{uuid.uuid4().hex[:6]}"
+    refs = [BundleRef("t/ns", f"0x{i:08x}_0x{i + 1:08x}") for i in range(3)]
+
+    async def scenario() -> None:
+        tables = [await _table(jetstream_node, bucket) for _ in range(3)]
+        try:
+            dead = BundleOwnership(tables[0], _broker(1))
+            for ref in refs:
+                assert await dead.acquire(ref) == dead.me
+            neighbour = BundleOwnership(tables[2], _broker(2))
+            assert await neighbour.acquire(refs[0]) == dead.me
+            reborn = BundleOwnership(tables[1], _broker(1))  # same id, new incarnation
+            # the predecessor's leases do not count as anyone's
+            assert await reborn.owner(refs[0]) is None
+            assert await reborn.acquire(refs[0]) == reborn.me
+            assert await reborn.release_predecessors() == 2
+            assert await neighbour.owner(refs[1]) is None
+            assert await neighbour.acquire(refs[1]) == neighbour.me
+        finally:
+            for t in tables:
+                await t.close()
+
+    asyncio.run(scenario())
+
+
+def test_load_score_prefers_low_rates_and_shuns_overloaded_brokers() -> None:
+    idle, busy = _broker(1), _broker(2, msg_rate_in=500.0, msg_rate_out=500.0)
+    hot = _broker(3, cpu_percent=95.0)
+    assert least_loaded([busy, hot, idle], {}) == idle
+    assert load_score(hot.load) == float("inf")
+    assert least_loaded([hot, busy], {}) == busy
+    # bundles given since the last report count: the next one goes elsewhere
+    twin = _broker(4)
+    assert least_loaded([idle, twin], {idle.broker_id: 1}) == twin
+    with pytest.raises(ValueError):
+        least_loaded([], {})
+    assert BrokerInfo.from_json(busy.to_json()) == busy
+    with pytest.raises(ValueError):
+        BrokerInfo.from_json(b'{"broker_id": 3, "nope": 1}')
+
+
+def test_one_leader_spreads_bundles_and_is_replaced_when_it_dies(
+    jetstream_node: JetStreamNode,
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    cluster = f"c{suffix}"
+
+    async def scenario() -> None:
+        owner_tables = [await _table(jetstream_node, f"owners_{suffix}") for _ in range(3)]
+        registry_tables = [await _table(jetstream_node, f"brokers_{suffix}") for _ in range(3)]
+        infos = [_broker(i) for i in range(3)]
+        registries = [BrokerRegistry(t) for t in registry_tables]
+        elections = [LeaderElection(t, i) for t, i in zip(owner_tables, infos, strict=True)]
+        assigners = [
+            BundleAssigner(t.connection, cluster, r, e)
+            for t, r, e in zip(owner_tables, registries, elections, strict=True)
+        ]
+        try:
+            for registry, info in zip(registries, infos, strict=True):
+                await registry.register(info)
+            # no leader yet: a broker chooses by itself
+            assert (await assigners[1].assign(BundleRef("t/ns", "x"))).broker_id in {
+                i.broker_id for i in infos
+            }
+            won = await asyncio.gather(*(e.campaign() for e in elections))
+            assert sum(won) == 1
+            leader = won.index(True)
+            for a in assigners:
+                await a.follow_leadership()
+            assert await elections[(leader + 1) % 3].leader() == infos[leader]
+            # six bundles asked for through a follower: two per broker
+            asker = assigners[(leader + 1) % 3]
+            chosen = [await asker.assign(BundleRef("t/ns", f"b{i}")) for i in range(6)]
+            assert Counter(c.broker_id for c in chosen) == {i.broker_id: 2 for i in infos}
+            # the leader dies (stops renewing); a follower takes over within the lease time
+            followers = [i for i in range(3) if i != leader]
+            await assigners[leader].close()
+
+            async def new_leader() -> bool:
+                return any([await elections[i].campaign() for i in followers])
+
+            await _until(new_leader, TTL + 5, "no new leader")
+            assert await elections[leader].campaign() is False
+            assert not elections[leader].is_leader
+            successor = next(i for i in followers if elections[i].is_leader)
+            assert await elections[leader].leader() == infos[successor]
+        finally:
+            for a in assigners:
+                await a.close()
+            for t in owner_tables + registry_tables:
+                await t.close()
+
+    asyncio.run(scenario())
