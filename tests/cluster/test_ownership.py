@@ -11,11 +11,14 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
+from starquake.cluster.bundles import NamespaceBundles
 from starquake.cluster.leader import BundleAssigner, LeaderElection
 from starquake.cluster.leases import LeaseTable
+from starquake.cluster.lookup import LookupAnswer, TopicLookup, bundle_of
 from starquake.cluster.nodes import JetStreamNode
 from starquake.cluster.ownership import BundleOwnership, BundleRef
 from starquake.cluster.registry import (
@@ -233,5 +236,97 @@ def test_one_leader_spreads_bundles_and_is_replaced_when_it_dies(
                 await a.close()
             for t in owner_tables + registry_tables:
                 await t.close()
+
+    asyncio.run(scenario())
+
+
+def test_lookups_through_any_broker_agree_and_skip_a_dead_one(
+    jetstream_node: JetStreamNode,
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    bundles = NamespaceBundles.equal(4)
+    topics = [f"persistent://t/ns/topic-{i}-partition-{p}" for i in range(5) for p in range(4)]
+
+    async def member(n: int) -> tuple[list[LeaseTable], BrokerRegistry, TopicLookup, Any]:
+        owners_t = await _table(jetstream_node, f"owners_{suffix}")
+        brokers_t = await _table(jetstream_node, f"brokers_{suffix}")
+        info = _broker(n)
+        registry = BrokerRegistry(brokers_t)
+        await registry.register(info)
+        election = LeaderElection(owners_t, info)
+        assigner = BundleAssigner(owners_t.connection, f"c{suffix}", registry, election)
+        ownership = BundleOwnership(owners_t, info)
+        return (
+            [owners_t, brokers_t],
+            registry,
+            TopicLookup(ownership, assigner),
+            (
+                election,
+                assigner,
+                ownership,
+                info,
+            ),
+        )
+
+    async def follow(lookups: dict[str, TopicLookup], first: str, topic: str) -> LookupAnswer:
+        answer = await lookups[first].lookup(topic, "t/ns", bundles, authoritative=False)
+        hops = 0
+        while not answer.here:
+            hops += 1
+            assert hops <= 2, f"{topic}: redirected in a loop"
+            target = answer.broker.broker_id
+            answer = await lookups[target].lookup(topic, "t/ns", bundles, authoritative=True)
+        return answer
+
+    async def scenario() -> None:
+        members = [await member(n) for n in range(3)]
+        lookups = {m[3][3].broker_id: m[2] for m in members}
+        ids = sorted(lookups)
+        try:
+            for m in members:
+                await m[3][0].campaign()
+                await m[3][1].follow_leadership()
+            served: dict[str, str] = {}
+            for i, topic in enumerate(topics):
+                answer = await follow(lookups, ids[i % 3], topic)
+                served[topic] = answer.broker.broker_id
+                assert answer.bundle == bundle_of(topic, "t/ns", bundles)
+            # the same bundle, the same broker; every broker sees the same owners
+            by_bundle: dict[BundleRef, set[str]] = {}
+            for topic, broker_id in served.items():
+                by_bundle.setdefault(bundle_of(topic, "t/ns", bundles), set()).add(broker_id)
+            assert all(len(v) == 1 for v in by_bundle.values())
+            assert len(by_bundle) == 4
+            assert sorted(Counter(next(iter(v)) for v in by_bundle.values()).values()) == [1, 1, 2]
+            for m in members:
+                answers = [await m[2].lookup(t, "t/ns", bundles, False) for t in topics]
+                assert {
+                    t: a.broker.broker_id for t, a in zip(topics, answers, strict=True)
+                } == served
+            # broker 0 dies: its registration and bundles expire; lookups go to live ones
+            dead = members[0][3][3].broker_id
+            live = members[1:]
+
+            async def renewed_everything_else() -> bool:
+                for m in live:
+                    await m[1].refresh(m[3][3])
+                    await m[3][2].renew_all()
+                    await m[3][0].campaign()
+                    await m[3][1].follow_leadership()
+                return dead not in [b.broker_id for b in await live[0][1].brokers()] and all(
+                    ref.bundle and owner.broker_id != dead
+                    for ref, owner in (await live[0][3][2].owners()).items()
+                )
+
+            await _until(renewed_everything_else, 2 * TTL + 5, "the dead broker stayed")
+            del lookups[dead]
+            for i, topic in enumerate(topics):
+                answer = await follow(lookups, sorted(lookups)[i % 2], topic)
+                assert answer.broker.broker_id != dead
+        finally:
+            for m in members:
+                await m[3][1].close()
+                for t in m[0]:
+                    await t.close()
 
     asyncio.run(scenario())

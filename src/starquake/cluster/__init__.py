@@ -11,6 +11,7 @@ Being built (see ``docs/cluster-design.md``); the broker does not use it yet. He
 - ``registry.py``: the live brokers, their URLs and load reports; the least-loaded choice;
 - ``ownership.py``: one owner per namespace bundle through its lease;
 - ``leader.py``: the leader broker, which chooses owners for unowned bundles;
+- ``lookup.py``: which broker serves a topic (connect here, or redirect to the owner);
 - ``js_ledgers.py``: ledgers as chains of records in shared JetStream streams, one writer per
   ledger, fencing without clocks, reads by record index, trimming.
 """
