@@ -62,7 +62,7 @@ def test_versions_and_compare_and_set(jetstream_node: JetStreamNode) -> None:
     async def scenario() -> None:
         store = await JetStreamMetadataStore.connect([jetstream_node.url], bucket="meta_cas")
         try:
-            assert await store.get(f"{base}/a") is None
+            assert await store.get_versioned(f"{base}/a") is None
             v1 = await store.put(f"{base}/a", b"one", expected_version=0)
             with pytest.raises(BadVersionError):
                 await store.put(f"{base}/a", b"again", expected_version=0)
@@ -70,16 +70,16 @@ def test_versions_and_compare_and_set(jetstream_node: JetStreamNode) -> None:
             assert v2 > v1
             with pytest.raises(BadVersionError):
                 await store.put(f"{base}/a", b"stale", expected_version=v1)
-            assert await store.get(f"{base}/a") == (b"two", v2)
+            assert await store.get_versioned(f"{base}/a") == (b"two", v2)
             with pytest.raises(BadVersionError):
                 await store.delete(f"{base}/a", expected_version=v1)
             await store.delete(f"{base}/a", expected_version=v2)
-            assert await store.get(f"{base}/a") is None
+            assert await store.get_versioned(f"{base}/a") is None
             # re-created after a delete, only where absence is expected
             v3 = await store.put(f"{base}/a", b"three", expected_version=0)
-            assert await store.get(f"{base}/a") == (b"three", v3)
+            assert await store.get_versioned(f"{base}/a") == (b"three", v3)
             await store.put(f"{base}/a", b"four")  # unconditional
-            assert (await store.get(f"{base}/a") or (b"", 0)).value == b"four"
+            assert (await store.get_versioned(f"{base}/a") or (b"", 0)).value == b"four"
         finally:
             await store.close()
 
@@ -140,7 +140,7 @@ def test_a_replicated_value_survives_a_node_kill(jetstream_trio: list[JetStreamN
     async def read() -> object:
         store = await JetStreamMetadataStore.connect(urls[1:], bucket="meta_r3", replicas=3)
         try:
-            return await store.get("/admin/policies/public/default")
+            return await store.get_versioned("/admin/policies/public/default")
         finally:
             await store.close()
 

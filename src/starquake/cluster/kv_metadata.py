@@ -5,8 +5,9 @@ token by token: each ``/``-separated segment is one ``.``-separated token; chara
 does not allow (and ``_``) are written ``_`` plus two hex digits of each UTF-8 byte, and an
 empty segment (``persistent://`` has one) is the token ``_``. A value's *version* is the KV
 revision of its last write: ``put`` and ``delete`` with an expected version succeed only if
-the value is still at that version (0: only if absent), else :class:`BadVersionError`, as
-ZooKeeper's versioned writes do.
+the value is still at that version (``ABSENT``: only if absent), else ``BadVersionError``, as
+ZooKeeper's versioned writes do. The names and their meaning are those of the storage layer's
+``MetadataStore`` (``starquake.storage.metadata``), here awaitable.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import contextlib
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from nats.js.api import KeyValueConfig
 from nats.js.errors import APIError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 
 from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, live_entries, open_bucket
-from starquake.storage import StorageError
+from starquake.storage import ABSENT, BadVersionError, Versioned
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +31,7 @@ _PLAIN = re.compile(r"[-=A-Za-z0-9]")
 _DELETE_OPS = ("DEL", "PURGE")
 
 
-class BadVersionError(StorageError):
-    """A compare-and-set write found another version than the one expected."""
-
-
-class Versioned(NamedTuple):
-    value: bytes
-    version: int
-
+__all__ = ["BadVersionError", "JetStreamMetadataStore", "Versioned", "key_to_path", "path_to_key"]
 
 WatchCallback = Callable[[str, bytes | None, int], None]
 
@@ -104,7 +98,13 @@ class JetStreamMetadataStore:
         nc, kv = await open_bucket(servers, config, give_up_after)
         return cls(nc, kv)
 
-    async def get(self, path: str) -> Versioned | None:
+    async def get(self, path: str) -> bytes | None:
+        """The value at ``path``, or None."""
+        found = await self.get_versioned(path)
+        return None if found is None else found.value
+
+    async def get_versioned(self, path: str) -> Versioned | None:
+        """The value at ``path`` and its version, or None."""
         try:
             entry = await self._kv.get(path_to_key(path))
         except (KeyNotFoundError, KeyDeletedError):
@@ -113,28 +113,32 @@ class JetStreamMetadataStore:
 
     async def put(self, path: str, value: bytes, expected_version: int | None = None) -> int:
         """Write ``value``; with ``expected_version`` only if the stored version is that one
-        (0: only if absent). The new version."""
+        (``ABSENT``: only if absent). The new version."""
         key = path_to_key(path)
         try:
             if expected_version is None:
                 return int(await self._kv.put(key, value))
-            if expected_version == 0:
+            if expected_version == ABSENT:
                 return int(await self._kv.create(key, value))
             return int(await self._kv.update(key, value, last=expected_version))
         except KeyWrongLastSequenceError:
-            raise BadVersionError(f"{path}: not at version {expected_version}") from None
+            raise BadVersionError(path, expected_version) from None
 
     async def delete(self, path: str, expected_version: int | None = None) -> None:
+        """Remove ``path`` (no error if absent); with ``expected_version`` only if it is at
+        that version (``ABSENT``: only if absent, which changes nothing)."""
         key = path_to_key(path)
         if expected_version is not None:
-            current = await self.get(path)
-            if current is None or current.version != expected_version:
-                raise BadVersionError(f"{path}: not at version {expected_version}")
+            current = await self.get_versioned(path)
+            if (ABSENT if current is None else current.version) != expected_version:
+                raise BadVersionError(path, expected_version)
+            if current is None:
+                return
         try:
             await self._kv.delete(key, last=expected_version)
         except APIError as exc:
             if exc.err_code in WRONG_LAST_SEQUENCE:
-                raise BadVersionError(f"{path}: not at version {expected_version}") from None
+                raise BadVersionError(path, expected_version) from None
             raise
 
     async def list_children(self, path: str) -> list[str]:
@@ -143,16 +147,21 @@ class JetStreamMetadataStore:
         entries = await live_entries(self._kv, f"{prefix}>", values=False)
         return sorted({_unescape(e.key[len(prefix) :].split(".", 1)[0]) for e in entries})
 
-    async def watch(self, path: str, callback: WatchCallback) -> None:
+    async def watch(
+        self, path: str, callback: WatchCallback, ready: Callable[[], None] | None = None
+    ) -> None:
         """Call ``callback(path, value, version)`` for every value at or below ``path``: the
-        current ones first, then each change (``value`` None: deleted), until closed."""
+        current ones first (then ``ready()``), then each change (``value`` None: deleted),
+        until closed."""
         prefix = "" if path == "/" else path_to_key(path) + "."
         watcher = await self._kv.watch(f"{prefix}>")
 
         async def run() -> None:
             try:
                 async for entry in watcher:
-                    if entry is None:
+                    if entry is None:  # the end of the current values
+                        if ready is not None:
+                            ready()
                         continue
                     deleted = entry.operation in _DELETE_OPS
                     value = None if deleted else (entry.value or b"")
