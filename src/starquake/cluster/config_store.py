@@ -15,7 +15,8 @@ Design (the broker's event loop never waits on the network):
   worker thread); at most :data:`MAX_PENDING_WRITES` are under way at once, further callers wait
   for a slot. A write's result enters the replica when JetStream acknowledged it, so its caller
   reads what it wrote; the watch brings the same change again, which the replica ignores by its
-  version.
+  version. A compare-and-set write refused for its version reads the key from JetStream into
+  the replica before it raises, so the caller's next attempt starts from the version that won.
 - Every change the watches bring that changes the replica (another broker's write, or one of
   this broker's coming back first) is announced to the listeners with its path, on the store
   thread: a listener only notes the path and returns (it must not wait or take a lock held
@@ -35,7 +36,7 @@ from typing import Any, TypeVar
 
 from starquake.cluster.jetstream import NATS_ERRORS
 from starquake.cluster.kv_metadata import JetStreamMetadataStore
-from starquake.storage import StorageError, Versioned
+from starquake.storage import BadVersionError, StorageError, Versioned
 from starquake.storage.metadata import direct_children
 
 __all__ = ["MAX_PENDING_WRITES", "JetStreamConfigurationStore"]
@@ -164,15 +165,36 @@ class JetStreamConfigurationStore:
     def put(self, key: str, value: bytes, expected_version: int | None = None) -> int:
         """Write ``key`` in JetStream (compare-and-set as ``MetadataStore``); the new version."""
         assert self._store is not None
-        version = self._write(self._store.put(key, bytes(value), expected_version))
+        try:
+            version = self._write(self._store.put(key, bytes(value), expected_version))
+        except BadVersionError:
+            self._reload(key)
+            raise
         self._record(key, bytes(value), version)
         return version
+
+    def _reload(self, key: str) -> None:
+        """Read ``key`` from JetStream into the replica (after a compare-and-set found another
+        version: the caller reads again, and must see the version that won, not wait for the
+        watch to bring it)."""
+        assert self._store is not None
+        found = self._write(self._store.get_versioned(key))
+        if found is not None:
+            self._record(key, found.value, found.version)
+        else:
+            before = self.get_versioned(key)
+            if before is not None:
+                self._record(key, None, before.version + 1)
 
     def delete(self, key: str, expected_version: int | None = None) -> None:
         """Delete ``key`` in JetStream (compare-and-set as ``MetadataStore``)."""
         assert self._store is not None
         before = self.get_versioned(key)
-        self._write(self._store.delete(key, expected_version))
+        try:
+            self._write(self._store.delete(key, expected_version))
+        except BadVersionError:
+            self._reload(key)
+            raise
         if before is not None:
             self._record(key, None, before.version + 1)
 
