@@ -4,8 +4,11 @@ directories over one real nats-server, the official client as oracle."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
+import sqlite3
 import subprocess
 import threading
 import time
@@ -19,7 +22,9 @@ import pulsar
 import pytest
 from broker_process import BrokerProcess, free_port, process_client
 
+from starquake.cluster.kv_metadata import JetStreamMetadataStore
 from starquake.cluster.nodes import JetStreamNode
+from starquake.storage.metadata import direct_children
 
 _DEADLINE = 10.0
 _NAMESPACE = "/admin/v2/namespaces/shop/orders"
@@ -73,7 +78,7 @@ def two_brokers(jetstream_node: JetStreamNode, tmp_path: Path) -> Iterator[list[
 
 
 def test_a_namespace_set_up_through_one_broker_serves_through_the_other(
-    two_brokers: list[BrokerProcess],
+    two_brokers: list[BrokerProcess], jetstream_node: JetStreamNode
 ) -> None:
     a, b = two_brokers
     _request(a, "PUT", "/admin/v2/tenants/shop", {"allowedClusters": ["standalone"]})
@@ -134,6 +139,29 @@ def test_a_namespace_set_up_through_one_broker_serves_through_the_other(
     assert _request(b, "GET", "/admin/v2/namespaces/shop/orders/retention") == retention
     quotas = _request(b, "GET", "/admin/v2/namespaces/shop/orders/backlogQuotaMap")
     assert quotas["destination_storage"]["limitSize"] == quota["limitSize"]
+
+    # the configuration is in the bucket only; the topic's state in B's own store only
+    assert _bucket_roots(jetstream_node.url) == ["admin", "schemas"]
+    assert "shop" not in _local_children(a, "/admin/tenants")
+    assert _local_children(b, "/managed-ledgers")
+
+
+def _bucket_roots(url: str) -> list[str]:
+    async def roots() -> list[str]:
+        store = await JetStreamMetadataStore.connect([url])
+        try:
+            return await store.list_children("/")
+        finally:
+            await store.close()
+
+    return asyncio.run(roots())
+
+
+def _local_children(broker: BrokerProcess, prefix: str) -> list[str]:
+    """The children of ``prefix`` in the broker's own metadata store (read while it runs)."""
+    with contextlib.closing(sqlite3.connect(broker.data_dir / "metadata.db")) as db:
+        keys = [row[0] for row in db.execute("SELECT key FROM kv")]
+    return direct_children(prefix, keys)
 
 
 def test_an_unreachable_configuration_store_stops_the_start(tmp_path: Path) -> None:
