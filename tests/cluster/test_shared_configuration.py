@@ -88,6 +88,13 @@ def test_a_namespace_set_up_through_one_broker_serves_through_the_other(
     _eventually(lambda: _request(b, "GET", "/admin/v2/namespaces/shop/orders/retention"), retention)
     assert "shop/orders" in _request(b, "GET", "/admin/v2/namespaces/shop")
 
+    # a partitioned topic created through A, and a topic-level policy set on it, are B's too
+    parted = "/admin/v2/persistent/shop/orders/parted"
+    _request(a, "PUT", f"{parted}/partitions", 2)
+    _eventually(lambda: _request(b, "GET", f"{parted}/partitions")["partitions"], 2)
+    _request(a, "POST", f"{parted}/maxConsumers", 3)
+    _eventually(lambda: _request(b, "GET", f"{parted}/maxConsumers"), 3)
+
     # a schema B had looked up (none yet), then added through A, is B's too
     schema = "/admin/v2/schemas/shop/orders/placed/schema"
     with pytest.raises(urllib.error.HTTPError, match="404"):

@@ -372,25 +372,39 @@ class PulsarResources:
         self, namespace: str, edit: Callable[[dict[str, Any]], None]
     ) -> dict[str, Any]:
         """Read, ``edit`` (in place) and store the namespace's policies as one step, so that
-        concurrent updates do not lose each other's changes (a compare-and-set at the version
-        read, read and edited again when another broker changed them meanwhile); answers the
-        stored policies."""
-        key = f"{keys.POLICIES}/{namespace}"
+        concurrent updates, through this broker or another, do not lose each other's changes;
+        answers the stored policies."""
+
+        def apply(policies: dict[str, Any] | None) -> dict[str, Any]:
+            if policies is None or namespace not in self._namespaces:
+                raise NotFoundError(f"Namespace {namespace} does not exist")
+            edit(policies)
+            return policies
+
         with self._lock:
-            for _ in range(_UPDATE_ATTEMPTS):
-                found = self._store.get_versioned(key)
-                if found is None or namespace not in self._namespaces:
-                    raise NotFoundError(f"Namespace {namespace} does not exist")
-                policies = json.loads(found.value)
-                edit(policies)
-                self._mark_first_start(f"namespace:{namespace}", False)
-                try:
-                    self._store.put(key, _dump(policies), found.version)
-                except BadVersionError:
-                    continue
-                self._namespaces[namespace] = policies
-                return dict(policies)
-        raise MetadataError(f"The policies of {namespace} keep changing; try again")
+            self._mark_first_start(f"namespace:{namespace}", False)
+            policies = self._compare_and_set(f"{keys.POLICIES}/{namespace}", apply)
+            self._namespaces[namespace] = policies
+            return dict(policies)
+
+    def _compare_and_set(
+        self, key: str, edit: Callable[[dict[str, Any] | None], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Store ``edit(stored value)`` (an empty result deletes the key) at the version read;
+        read and edited again when another broker wrote the key meanwhile."""
+        for _ in range(_UPDATE_ATTEMPTS):
+            found = self._store.get_versioned(key)
+            value = edit(None if found is None else json.loads(found.value))
+            expected = ABSENT if found is None else found.version
+            try:
+                if value:
+                    self._store.put(key, _dump(value), expected)
+                elif found is not None:
+                    self._store.delete(key, expected)
+            except BadVersionError:
+                continue
+            return value
+        raise MetadataError(f"{key} keeps changing; try again")
 
     def delete_namespace(self, namespace: str) -> None:
         """Delete a namespace and its policies."""
@@ -445,17 +459,30 @@ class PulsarResources:
 
     def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> None:
         """Store the topic-level policies of ``topic`` (an empty dict removes them)."""
-        name = str(topic.partitioned_topic_name)
+
+        def replace(stored: dict[str, Any]) -> None:
+            stored.clear()
+            stored.update(policies)
+
+        self.update_topic_policies(topic, replace)
+
+    def update_topic_policies(
+        self, topic: TopicName, edit: Callable[[dict[str, Any]], object]
+    ) -> dict[str, Any]:
+        """Read, ``edit`` (in place; empty: none) and store the topic-level policies of
+        ``topic`` as one step, as :meth:`update_namespace_policies`; answers them."""
         with self._lock:
             if topic.namespace_name not in self._namespaces:
                 raise NotFoundError(f"Namespace {topic.namespace_name} does not exist")
-            key = self._topic_policies_key(topic)
-            if policies:
-                self._store.put(key, _dump(policies))
-                self._topic_policies[name] = dict(policies)
-            else:
-                self._store.delete(key)
-                self._topic_policies.pop(name, None)
+
+            def apply(stored: dict[str, Any] | None) -> dict[str, Any]:
+                policies = stored or {}
+                edit(policies)
+                return policies
+
+            policies = self._compare_and_set(self._topic_policies_key(topic), apply)
+            keys.enter(self._topic_policies, str(topic.partitioned_topic_name), policies or None)
+            return dict(policies)
 
     def delete_partitioned_topic(self, topic: TopicName) -> None:
         """Forget a partitioned topic's metadata."""
