@@ -148,14 +148,14 @@ def run_model(make: Callable[[], tuple[Store, str]], examples: int) -> None:
 
 
 def test_memory_store_follows_the_model() -> None:
-    run_model(lambda: (MemoryMetadataStore(), "/m"), 60)
+    run_model(lambda: (MemoryMetadataStore(), "/m"), 40)
 
 
 def test_sqlite_store_follows_the_model(tmp_path: Path) -> None:
     def make() -> tuple[Store, str]:
         return SqliteMetadataStore(tmp_path / f"m{next(_counter)}.db"), "/m"
 
-    run_model(make, 40)
+    run_model(make, 25)
 
 
 @pytest.fixture(scope="module")

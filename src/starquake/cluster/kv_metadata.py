@@ -16,19 +16,22 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from nats.js.api import KeyValueConfig
 from nats.js.errors import APIError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 
-from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, live_entries, open_bucket
-from starquake.storage import ABSENT, BadVersionError, Versioned
+from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, live_entries, open_bucket, until_ready
+from starquake.storage import ABSENT, BadVersionError, StorageError, Versioned
 
 log = logging.getLogger(__name__)
 
 _PLAIN = re.compile(r"[-=A-Za-z0-9]")
 _DELETE_OPS = ("DEL", "PURGE")
+_REWATCH_SECONDS = 60
+"""How long a watch is tried again after a reconnection before its changes are given up."""
 
 
 __all__ = ["BadVersionError", "JetStreamMetadataStore", "Versioned", "key_to_path", "path_to_key"]
@@ -82,6 +85,8 @@ class JetStreamMetadataStore:
         self._nc = nc
         self._kv = kv
         self._watches: set[asyncio.Task[None]] = set()
+        self._watched: list[tuple[str, WatchCallback]] = []
+        self._current: list[asyncio.Task[None]] = []  # the task of each of _watched
 
     @classmethod
     async def connect(
@@ -95,8 +100,15 @@ class JetStreamMetadataStore:
         """Connect and open (or create) the bucket; StorageError once ``give_up_after``
         seconds passed without success."""
         config = KeyValueConfig(bucket=bucket, replicas=replicas, history=1)
-        nc, kv = await open_bucket(servers, config, give_up_after)
-        return cls(nc, kv)
+        stores: list[JetStreamMetadataStore] = []
+
+        async def reconnected() -> None:
+            for store in stores:
+                store._spawn(store._watch_again())
+
+        nc, kv = await open_bucket(servers, config, give_up_after, reconnected)
+        stores.append(cls(nc, kv))
+        return stores[0]
 
     async def get(self, path: str) -> bytes | None:
         """The value at ``path``, or None."""
@@ -152,7 +164,14 @@ class JetStreamMetadataStore:
     ) -> None:
         """Call ``callback(path, value, version)`` for every value at or below ``path``: the
         current ones first (then ``ready()``), then each change (``value`` None: deleted),
-        until closed."""
+        until closed. After a reconnection to the servers the watch starts again (a server
+        may have lost its consumer): the current values come again, then the changes."""
+        self._current.append(await self._watch(path, callback, ready))
+        self._watched.append((path, callback))
+
+    async def _watch(
+        self, path: str, callback: WatchCallback, ready: Callable[[], None] | None
+    ) -> asyncio.Task[None]:
         prefix = "" if path == "/" else path_to_key(path) + "."
         watcher = await self._kv.watch(f"{prefix}>")
 
@@ -170,9 +189,31 @@ class JetStreamMetadataStore:
                 with contextlib.suppress(Exception):
                     await watcher.stop()
 
-        task = asyncio.get_running_loop().create_task(run())
+        return self._spawn(run())
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
         self._watches.add(task)
         task.add_done_callback(self._watches.discard)
+        return task
+
+    async def _watch_again(self) -> None:
+        """A new watch for each one, replacing it once started (JetStream may need a moment
+        after a server restart)."""
+        deadline = time.monotonic() + _REWATCH_SECONDS
+        for i, (path, callback) in enumerate(list(self._watched)):
+
+            async def attempt(path: str = path, callback: WatchCallback = callback) -> Any:
+                return await self._watch(path, callback, None)
+
+            try:
+                task = await until_ready(deadline, f"watch of {path}", attempt)
+            except StorageError as exc:
+                log.error("metadata changes under %s are not seen: %s", path, exc)
+                continue
+            self._current[i].cancel()
+            self._current[i] = task
+        log.info("metadata watches started again after a reconnection")
 
     async def close(self) -> None:
         for task in list(self._watches):
