@@ -217,7 +217,7 @@ class PulsarResources:
 
     def namespaces(self, tenant: str) -> list[str]:
         """The tenant's namespaces (``tenant/namespace``), sorted."""
-        return sorted(ns for ns in self._namespaces if ns.split("/", 1)[0] == tenant)
+        return sorted(ns for ns in list(self._namespaces) if ns.split("/", 1)[0] == tenant)
 
     def namespace_exists(self, namespace: str) -> bool:
         """Whether the namespace exists."""
@@ -274,7 +274,9 @@ class PulsarResources:
     def partitioned_topics(self, namespace: str) -> list[str]:
         """The namespace's partitioned topics, sorted."""
         return sorted(
-            name for name in self._partitioned if TopicName.parse(name).namespace_name == namespace
+            name
+            for name in list(self._partitioned)
+            if TopicName.parse(name).namespace_name == namespace
         )
 
     # --- writes (blocking: call off the event loop) -------------------------------------------
@@ -325,7 +327,9 @@ class PulsarResources:
             if cluster not in self._clusters:
                 raise NotFoundError(f"Cluster {cluster} does not exist")
             users = sorted(
-                t for t, info in self._tenants.items() if cluster in info.get("allowedClusters", [])
+                t
+                for t, info in list(self._tenants.items())
+                if cluster in info.get("allowedClusters", [])
             )
             if users:
                 raise BrokerServiceError(f"Cluster {cluster} is still allowed to tenants {users}")
