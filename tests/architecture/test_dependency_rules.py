@@ -36,9 +36,10 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     # prometheus_client renders /metrics (broker/admin/metrics.py); avro parses schema
     # definitions and checks their compatibility, google.protobuf builds protobuf-native
     # descriptors (broker/schemas/); jwt, cryptography and passlib check tokens and passwords
-    # (broker/security/)
+    # (broker/security/); cluster keeps the configuration metadata brokers share
+    # (configurationMetadataStoreUrl)
     "broker": (
-        {"common", "protocol", "storage"},
+        {"common", "protocol", "storage", "cluster"},
         {
             "uvloop",
             "aiohttp",

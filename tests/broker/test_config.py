@@ -86,3 +86,22 @@ def test_an_empty_port_turns_it_off_as_in_pulsar(tmp_path: Path) -> None:
     assert config.brokerServicePortTls == 6651
     assert config.webServicePortTls == -1
     assert config.webServicePort == 8080
+
+
+@pytest.mark.parametrize(
+    ("url", "servers"),
+    [
+        ("", []),
+        ("nats://h1:4222", ["nats://h1:4222"]),
+        ("nats://h1:4222, h2:4223", ["nats://h1:4222", "nats://h2:4223"]),
+    ],
+)
+def test_configuration_store_url_names_nats_servers(url: str, servers: list[str]) -> None:
+    config = load_config(overrides={"configurationMetadataStoreUrl": url}, environ={})
+    assert config.configuration_store_servers == servers
+
+
+@pytest.mark.parametrize("url", ["zk:localhost:2181", "nats://", "http://h:1", "nats://h:1/x"])
+def test_another_configuration_store_url_is_refused_naming_the_key(url: str) -> None:
+    with pytest.raises(ConfigError, match="configurationMetadataStoreUrl"):
+        load_config(overrides={"configurationMetadataStoreUrl": url}, environ={})

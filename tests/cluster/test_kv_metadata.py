@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -17,7 +18,7 @@ from starquake.cluster.kv_metadata import (
     key_to_path,
     path_to_key,
 )
-from starquake.cluster.nodes import JetStreamNode
+from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 from starquake.storage import StorageError
 
 _VALID_KEY = set("-/_=.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -62,7 +63,7 @@ def test_versions_and_compare_and_set(jetstream_node: JetStreamNode) -> None:
     async def scenario() -> None:
         store = await JetStreamMetadataStore.connect([jetstream_node.url], bucket="meta_cas")
         try:
-            assert await store.get(f"{base}/a") is None
+            assert await store.get_versioned(f"{base}/a") is None
             v1 = await store.put(f"{base}/a", b"one", expected_version=0)
             with pytest.raises(BadVersionError):
                 await store.put(f"{base}/a", b"again", expected_version=0)
@@ -70,16 +71,16 @@ def test_versions_and_compare_and_set(jetstream_node: JetStreamNode) -> None:
             assert v2 > v1
             with pytest.raises(BadVersionError):
                 await store.put(f"{base}/a", b"stale", expected_version=v1)
-            assert await store.get(f"{base}/a") == (b"two", v2)
+            assert await store.get_versioned(f"{base}/a") == (b"two", v2)
             with pytest.raises(BadVersionError):
                 await store.delete(f"{base}/a", expected_version=v1)
             await store.delete(f"{base}/a", expected_version=v2)
-            assert await store.get(f"{base}/a") is None
+            assert await store.get_versioned(f"{base}/a") is None
             # re-created after a delete, only where absence is expected
             v3 = await store.put(f"{base}/a", b"three", expected_version=0)
-            assert await store.get(f"{base}/a") == (b"three", v3)
+            assert await store.get_versioned(f"{base}/a") == (b"three", v3)
             await store.put(f"{base}/a", b"four")  # unconditional
-            assert (await store.get(f"{base}/a") or (b"", 0)).value == b"four"
+            assert (await store.get_versioned(f"{base}/a") or (b"", 0)).value == b"four"
         finally:
             await store.close()
 
@@ -140,8 +141,40 @@ def test_a_replicated_value_survives_a_node_kill(jetstream_trio: list[JetStreamN
     async def read() -> object:
         store = await JetStreamMetadataStore.connect(urls[1:], bucket="meta_r3", replicas=3)
         try:
-            return await store.get("/admin/policies/public/default")
+            return await store.get_versioned("/admin/policies/public/default")
         finally:
             await store.close()
 
     assert _run(read()) == (b"{}", version)
+
+
+def test_a_watch_goes_on_after_the_server_restarts(tmp_path: Path) -> None:
+    (node,) = jetstream_nodes(1, tmp_path)
+    node.start()
+
+    async def scenario() -> None:
+        store = await JetStreamMetadataStore.connect([node.url], bucket="meta_restart")
+        seen: list[tuple[str, bytes | None]] = []
+        try:
+            await store.put("/r/a", b"1")
+            await store.watch("/r", lambda p, v, _: seen.append((p, v)))
+            await asyncio.to_thread(node.stop)
+            await asyncio.to_thread(node.start)
+            other = await JetStreamMetadataStore.connect([node.url], bucket="meta_restart")
+            try:
+                await other.put("/r/b", b"2")
+                await other.delete("/r/a")
+            finally:
+                await other.close()
+            # the consumer the server lost is replaced at the reconnection, not seconds later
+            deadline = asyncio.get_running_loop().time() + 8
+            while not {("/r/b", b"2"), ("/r/a", None)} <= set(seen):
+                assert asyncio.get_running_loop().time() < deadline, seen
+                await asyncio.sleep(0.02)
+        finally:
+            await store.close()
+
+    try:
+        _run(scenario())
+    finally:
+        node.stop()

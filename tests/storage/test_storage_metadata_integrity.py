@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from starquake.storage import MetadataDamagedError, SqliteMetadataStore, StorageError
+from starquake.storage import (
+    ABSENT,
+    BadVersionError,
+    MetadataDamagedError,
+    SqliteMetadataStore,
+    StorageError,
+)
+from starquake.storage.metadata import value_checksum
 
 
 def _legacy_store(path: Path, items: dict[str, bytes]) -> None:
@@ -98,3 +105,40 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         db.execute("PRAGMA user_version = 7")
     with pytest.raises(StorageError, match="schema version 7"):
         SqliteMetadataStore(path)
+
+
+def test_a_file_of_schema_1_gets_versions_that_persist(tmp_path: Path) -> None:
+    """Schema 1 (checksums, no versions) is migrated: every value gets a version, new writes
+    get greater ones, and the versions survive a reopen."""
+    path = tmp_path / "metadata.db"
+    items = {"/admin/tenants/a": b"{}", "/managed-ledgers/t": b"\x00ml"}
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(
+            "CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, crc INTEGER) WITHOUT ROWID"
+        )
+        db.executemany(
+            "INSERT INTO kv (key, value, crc) VALUES (?, ?, ?)",
+            [(k, v, value_checksum(k, v)) for k, v in items.items()],
+        )
+        db.execute("PRAGMA user_version = 1")
+    store = SqliteMetadataStore(path)
+    found = {k: store.get_versioned(k) for k in items}
+    assert {k: v.value for k, v in found.items() if v is not None} == items
+    versions = sorted(v.version for v in found.values() if v is not None)
+    assert len(set(versions)) == 2 and versions[0] >= 1
+    with pytest.raises(BadVersionError):
+        store.put("/admin/tenants/a", b"{1}", ABSENT)
+    tenant = found["/admin/tenants/a"]
+    assert tenant is not None
+    with pytest.raises(BadVersionError):
+        store.put("/admin/tenants/a", b"{1}", tenant.version + 1)
+    new = store.put("/admin/tenants/a", b"{1}", tenant.version)
+    store.close()
+    store = SqliteMetadataStore(path)
+    assert store.get_versioned("/admin/tenants/a") == (b"{1}", new)
+    assert new > versions[-1]
+    assert store.put("/other", b"x") > new
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2

@@ -72,6 +72,14 @@ class BrokerConfig:
     webServicePortTls: int = -1
     """HTTPS web port (0: any free port; empty or -1: off)."""
     clusterName: str = "standalone"
+    configurationMetadataStoreUrl: str = ""
+    """Where the configuration metadata (clusters, tenants, namespaces and their policies,
+    partitioned topics, topic policies, schemas) is kept: empty, in the broker's own metadata
+    store (``dataDir``); ``nats://host:port[,host:port...]``, in the JetStream key-value bucket
+    ``sq_metadata`` that brokers sharing it all see (each broker's topics, cursors and ledger
+    ids stay in its own store)."""
+    metadataStoreOperationTimeoutSeconds: int = 30
+    """Seconds a configuration store write (and the connection at start) may take."""
 
     # Protocol and connections.
     maxMessageSize: int = 5 * 1024 * 1024
@@ -293,6 +301,7 @@ class BrokerConfig:
                     f"{key}: {getattr(self, key)!r} is not one of {', '.join(sorted(choices))}"
                 )
         _ = self.data_dir_mode
+        _ = self.configuration_store_servers
         refused = pulsar_settings.refusal(self.extra)
         if refused is not None:
             raise ConfigError(refused)
@@ -313,6 +322,21 @@ class BrokerConfig:
                 f"dataDirPermissions: {text!r} must be at most 777 and give the owner rwx (7..)"
             )
         return mode
+
+    @property
+    def configuration_store_servers(self) -> list[str]:
+        """The servers of ``configurationMetadataStoreUrl`` (``nats://host:port`` each; none
+        when it is empty); ConfigError for another form."""
+        url = self.configurationMetadataStoreUrl.strip()
+        if not url:
+            return []
+        scheme, sep, hosts = url.partition("://")
+        servers = [h.strip() for h in hosts.split(",") if h.strip()]
+        if scheme != "nats" or not sep or not servers or any("/" in h for h in servers):
+            raise ConfigError(
+                f"configurationMetadataStoreUrl: {url!r} is not nats://host:port[,host:port...]"
+            )
+        return [f"nats://{host}" for host in servers]
 
     @property
     def partition_limit(self) -> int:

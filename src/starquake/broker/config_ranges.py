@@ -27,6 +27,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "passwordCheckCpuPercent": (1, 100),
     "maxMessageSize": (1, _INT),
     "keepAliveIntervalSeconds": (1, _YEAR_SECONDS),
+    "metadataStoreOperationTimeoutSeconds": (1, 3600),
     "maxPendingSendBytesPerConnection": (0, _LONG),
     "defaultNumPartitions": (1, MAX_PARTITIONS),
     "maxNumPartitionsPerPartitionedTopic": (0, MAX_PARTITIONS),

@@ -1,14 +1,12 @@
 """Tenants, namespaces and partitioned-topic metadata, kept in the metadata store.
 
 Reads are served from an in-memory copy loaded at start-up, so lookups never touch the store.
-Writes go to the store first (callers run them off the event loop: the store fsyncs) and then to the
-copy. Keys (values are JSON)::
-
-    /admin/clusters/<cluster>                          {"serviceUrl", "brokerServiceUrl", ...Tls}
-    /admin/tenants/<tenant>                            {"adminRoles": [], "allowedClusters": [...]}
-    /admin/policies/<tenant>/<namespace>               namespace policies (Pulsar field names)
-    /admin/partitioned-topics/<tenant>/<namespace>/<domain>/<local name>   {"partitions": N}
-    /admin/topic-policies/<tenant>/<namespace>/<domain>/<local name>       topic-level policies
+Writes go to the store first (callers run them off the event loop: the store fsyncs, or a
+shared store answers over the network) and then to the copy; creations and policy updates are
+compare-and-set writes, so brokers sharing the store never overwrite each other's. With a
+shared configuration store, what other brokers change reaches the copy through
+:meth:`PulsarResources.refresh` (see :mod:`starquake.broker.config_sync`). The keys are in
+:mod:`starquake.broker.resource_keys`.
 
 What the broker creates at first start (its cluster, tenant ``public``, namespace
 ``public/default``) yields to the first explicit creation through the admin API, which then
@@ -28,27 +26,22 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from starquake.broker import resource_keys as keys
 from starquake.broker.config_ranges import MAX_PARTITIONS
 from starquake.broker.errors import BrokerServiceError, MetadataError
 from starquake.broker.policy_types import NO_POLICIES, Policies
 from starquake.broker.urls import BrokerUrls
 from starquake.common.topic_name import TopicName
 from starquake.protocol.errors import ServerError
-from starquake.storage import MetadataStore
+from starquake.storage import ABSENT, BadVersionError, MetadataStore
 
 log = logging.getLogger(__name__)
 
-_TENANTS = "/admin/tenants"
-_POLICIES = "/admin/policies"
-_PARTITIONED = "/admin/partitioned-topics"
-_CLUSTERS = "/admin/clusters"
-_TOPIC_POLICIES = "/admin/topic-policies"
+_UPDATE_ATTEMPTS = 10
+"""Compare-and-set attempts of a policies update before it gives up."""
 _SET_BY_ADMIN = "starquakeSetByAdmin"
 """Marks the stored data of a cluster created or updated through the admin API; without it,
 this broker's own cluster is the broker's, which keeps its URLs current at each start."""
-_FIRST_START = "/admin/starquake/first-start-defaults"
-"""The tenant and namespace the broker created itself at first start and nobody changed since
-(``["tenant:public", "namespace:public/default"]``)."""
 
 
 class ConflictError(BrokerServiceError):
@@ -111,36 +104,40 @@ class PulsarResources:
 
     def _load(self) -> None:
         store = self._store
-        raw_defaults = store.get(_FIRST_START)
+        raw_defaults = store.get(keys.FIRST_START)
         self._first_start = set(json.loads(raw_defaults)) if raw_defaults else set()
-        for cluster in store.list_children(_CLUSTERS):
-            raw = store.get(f"{_CLUSTERS}/{cluster}")
-            self._clusters[cluster] = json.loads(raw) if raw else {}
-        for tenant in store.list_children(_TENANTS):
-            raw = store.get(f"{_TENANTS}/{tenant}")
-            self._tenants[tenant] = json.loads(raw) if raw else {}
-        for tenant in store.list_children(_POLICIES):
-            for ns in store.list_children(f"{_POLICIES}/{tenant}"):
-                raw = store.get(f"{_POLICIES}/{tenant}/{ns}")
-                self._namespaces[f"{tenant}/{ns}"] = json.loads(raw) if raw else {}
-        for tenant in store.list_children(_PARTITIONED):
-            for ns in store.list_children(f"{_PARTITIONED}/{tenant}"):
-                for domain in store.list_children(f"{_PARTITIONED}/{tenant}/{ns}"):
-                    base = f"{_PARTITIONED}/{tenant}/{ns}/{domain}"
-                    for local in store.list_children(base):
-                        raw = store.get(f"{base}/{local}")
-                        if raw:
-                            name = f"{domain}://{tenant}/{ns}/{local}"
-                            self._partitioned[name] = _stored_count(name, raw)
-        for tenant in store.list_children(_TOPIC_POLICIES):
-            for ns in store.list_children(f"{_TOPIC_POLICIES}/{tenant}"):
-                for domain in store.list_children(f"{_TOPIC_POLICIES}/{tenant}/{ns}"):
-                    base = f"{_TOPIC_POLICIES}/{tenant}/{ns}/{domain}"
-                    for local in store.list_children(base):
-                        raw = store.get(f"{base}/{local}")
-                        if raw:
-                            name = f"{domain}://{tenant}/{ns}/{local}"
-                            self._topic_policies[name] = json.loads(raw)
+        for root, depth in keys.DEPTHS.items():
+            for parts in keys.walk(store, root, depth):
+                self._enter(root, parts, store.get("/".join((root, *parts))))
+
+    def refresh(self, path: str) -> str | TopicName | None:
+        """Read ``path`` again from the store into the copy (another broker changed it);
+        answers the namespace (``tenant/ns``) or topic whose policies it holds, if any. Runs on
+        the event loop: the store answers from memory."""
+        if path == keys.FIRST_START:
+            raw = self._store.get(path)
+            self._first_start = set(json.loads(raw)) if raw else set()
+            return None
+        found = keys.below(path)
+        return None if found is None else self._enter(*found, self._store.get(path))
+
+    def _enter(self, root: str, parts: list[str], raw: bytes | None) -> str | TopicName | None:
+        """Put the stored value of the key ``root/parts`` into the copy (None: remove it)."""
+        value = json.loads(raw) if raw is not None else None
+        if root in (keys.PARTITIONED, keys.TOPIC_POLICIES):
+            tenant, ns, domain, local = parts
+            name = f"{domain}://{tenant}/{ns}/{local}"
+            if root == keys.TOPIC_POLICIES:
+                keys.enter(self._topic_policies, name, value)
+                return TopicName.parse(name)
+            count = None if raw is None else _stored_count(name, raw)
+            keys.enter(self._partitioned, name, count)
+            return None
+        if root == keys.POLICIES:
+            keys.enter(self._namespaces, "/".join(parts), value)
+            return "/".join(parts)
+        keys.enter(self._clusters if root == keys.CLUSTERS else self._tenants, parts[0], value)
+        return None
 
     def ensure_defaults(
         self,
@@ -153,7 +150,7 @@ class PulsarResources:
         (administered by ``admin_roles``, the super users) and, when ``default_namespace``,
         namespace ``public/default``. The cluster's URLs are kept those of this broker (none
         for a port that is off) unless they were set through the admin API."""
-        key = f"{_CLUSTERS}/{self.cluster_name}"
+        key = f"{keys.CLUSTERS}/{self.cluster_name}"
         every = {
             "serviceUrl": urls.web_service_url,
             "serviceUrlTls": urls.web_service_url_tls,
@@ -180,7 +177,7 @@ class PulsarResources:
         was = name in self._first_start
         if created != was:
             self._first_start.symmetric_difference_update({name})
-            self._store.put(_FIRST_START, json.dumps(sorted(self._first_start)).encode())
+            self._store.put(keys.FIRST_START, json.dumps(sorted(self._first_start)).encode())
         return was
 
     # --- reads (in memory, safe on the event loop) ---------------------------------------------
@@ -220,7 +217,7 @@ class PulsarResources:
 
     def namespaces(self, tenant: str) -> list[str]:
         """The tenant's namespaces (``tenant/namespace``), sorted."""
-        return sorted(ns for ns in self._namespaces if ns.split("/", 1)[0] == tenant)
+        return sorted(ns for ns in list(self._namespaces) if ns.split("/", 1)[0] == tenant)
 
     def namespace_exists(self, namespace: str) -> bool:
         """Whether the namespace exists."""
@@ -277,7 +274,9 @@ class PulsarResources:
     def partitioned_topics(self, namespace: str) -> list[str]:
         """The namespace's partitioned topics, sorted."""
         return sorted(
-            name for name in self._partitioned if TopicName.parse(name).namespace_name == namespace
+            name
+            for name in list(self._partitioned)
+            if TopicName.parse(name).namespace_name == namespace
         )
 
     # --- writes (blocking: call off the event loop) -------------------------------------------
@@ -288,8 +287,19 @@ class PulsarResources:
             if tenant in self._tenants and not self._mark_first_start(f"tenant:{tenant}", False):
                 raise ConflictError(f"Tenant {tenant} already exists")
             data = info or {"adminRoles": [], "allowedClusters": [self.cluster_name]}
-            self._store.put(f"{_TENANTS}/{tenant}", _dump(data))
+            self._create(
+                f"{keys.TENANTS}/{tenant}", data, tenant in self._tenants, f"Tenant {tenant}"
+            )
             self._tenants[tenant] = data
+
+    def _create(self, key: str, data: dict[str, Any], replace: bool, what: str) -> None:
+        """Store a new resource: only where nothing is stored yet (ConflictError naming
+        ``what``, when another broker sharing the store created it meanwhile), unless
+        ``replace``."""
+        try:
+            self._store.put(key, _dump(data), None if replace else ABSENT)
+        except BadVersionError:
+            raise ConflictError(f"{what} already exists") from None
 
     def create_cluster(self, cluster: str, data: dict[str, Any]) -> None:
         """Register a cluster (ConflictError if it exists)."""
@@ -308,7 +318,7 @@ class PulsarResources:
 
     def _put_cluster(self, cluster: str, data: dict[str, Any]) -> None:
         stored = {**data, _SET_BY_ADMIN: True}
-        self._store.put(f"{_CLUSTERS}/{cluster}", _dump(stored))
+        self._store.put(f"{keys.CLUSTERS}/{cluster}", _dump(stored))
         self._clusters[cluster] = stored
 
     def delete_cluster(self, cluster: str) -> None:
@@ -317,11 +327,13 @@ class PulsarResources:
             if cluster not in self._clusters:
                 raise NotFoundError(f"Cluster {cluster} does not exist")
             users = sorted(
-                t for t, info in self._tenants.items() if cluster in info.get("allowedClusters", [])
+                t
+                for t, info in list(self._tenants.items())
+                if cluster in info.get("allowedClusters", [])
             )
             if users:
                 raise BrokerServiceError(f"Cluster {cluster} is still allowed to tenants {users}")
-            self._store.delete(f"{_CLUSTERS}/{cluster}")
+            self._store.delete(f"{keys.CLUSTERS}/{cluster}")
             del self._clusters[cluster]
 
     def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
@@ -330,7 +342,7 @@ class PulsarResources:
             if tenant not in self._tenants:
                 raise NotFoundError(f"Tenant {tenant} does not exist")
             self._mark_first_start(f"tenant:{tenant}", False)
-            self._store.put(f"{_TENANTS}/{tenant}", _dump(info))
+            self._store.put(f"{keys.TENANTS}/{tenant}", _dump(info))
             self._tenants[tenant] = info
 
     def delete_tenant(self, tenant: str) -> None:
@@ -341,7 +353,7 @@ class PulsarResources:
             if self.namespaces(tenant):
                 raise ConflictError(f"Tenant {tenant} still has namespaces")
             self._mark_first_start(f"tenant:{tenant}", False)
-            self._store.delete(f"{_TENANTS}/{tenant}")
+            self._store.delete(f"{keys.TENANTS}/{tenant}")
             del self._tenants[tenant]
 
     def create_namespace(self, namespace: str, policies: dict[str, Any] | None = None) -> None:
@@ -356,24 +368,47 @@ class PulsarResources:
             if namespace in self._namespaces and not placeholder:
                 raise ConflictError(f"Namespace {namespace} already exists")
             data = policies or {}
-            self._store.put(f"{_POLICIES}/{namespace}", _dump(data))
+            replace = namespace in self._namespaces
+            self._create(f"{keys.POLICIES}/{namespace}", data, replace, f"Namespace {namespace}")
             self._namespaces[namespace] = data
 
     def update_namespace_policies(
         self, namespace: str, edit: Callable[[dict[str, Any]], None]
     ) -> dict[str, Any]:
         """Read, ``edit`` (in place) and store the namespace's policies as one step, so that
-        concurrent updates do not lose each other's changes; answers the stored policies."""
-        with self._lock:
-            current = self._namespaces.get(namespace)
-            if current is None:
+        concurrent updates, through this broker or another, do not lose each other's changes;
+        answers the stored policies."""
+
+        def apply(policies: dict[str, Any] | None) -> dict[str, Any]:
+            if policies is None or namespace not in self._namespaces:
                 raise NotFoundError(f"Namespace {namespace} does not exist")
-            policies = json.loads(_dump(current))  # a deep copy: edit never touches the cache
             edit(policies)
+            return policies
+
+        with self._lock:
             self._mark_first_start(f"namespace:{namespace}", False)
-            self._store.put(f"{_POLICIES}/{namespace}", _dump(policies))
+            policies = self._compare_and_set(f"{keys.POLICIES}/{namespace}", apply)
             self._namespaces[namespace] = policies
             return dict(policies)
+
+    def _compare_and_set(
+        self, key: str, edit: Callable[[dict[str, Any] | None], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Store ``edit(stored value)`` (an empty result deletes the key) at the version read;
+        read and edited again when another broker wrote the key meanwhile."""
+        for _ in range(_UPDATE_ATTEMPTS):
+            found = self._store.get_versioned(key)
+            value = edit(None if found is None else json.loads(found.value))
+            expected = ABSENT if found is None else found.version
+            try:
+                if value:
+                    self._store.put(key, _dump(value), expected)
+                elif found is not None:
+                    self._store.delete(key, expected)
+            except BadVersionError:
+                continue
+            return value
+        raise MetadataError(f"{key} keeps changing; try again")
 
     def delete_namespace(self, namespace: str) -> None:
         """Delete a namespace and its policies."""
@@ -381,12 +416,12 @@ class PulsarResources:
             if namespace not in self._namespaces:
                 raise NotFoundError(f"Namespace {namespace} does not exist")
             self._mark_first_start(f"namespace:{namespace}", False)
-            self._store.delete(f"{_POLICIES}/{namespace}")
+            self._store.delete(f"{keys.POLICIES}/{namespace}")
             del self._namespaces[namespace]
 
     def _partitioned_key(self, topic: TopicName) -> str:
         return "/".join(
-            (_PARTITIONED, topic.tenant, topic.namespace, topic.domain.value, topic.local_name)
+            (keys.PARTITIONED, topic.tenant, topic.namespace, topic.domain.value, topic.local_name)
         )
 
     def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
@@ -400,7 +435,8 @@ class PulsarResources:
                 raise NotFoundError(f"Namespace {topic.namespace_name} does not exist")
             if str(topic) in self._partitioned:
                 raise ConflictError(f"Partitioned topic {topic} already exists")
-            self._store.put(self._partitioned_key(topic), _dump({"partitions": partitions}))
+            data = {"partitions": partitions}
+            self._create(self._partitioned_key(topic), data, False, f"Partitioned topic {topic}")
             self._partitioned[str(topic)] = partitions
 
     def update_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
@@ -422,22 +458,35 @@ class PulsarResources:
     def _topic_policies_key(self, topic: TopicName) -> str:
         base = topic.partitioned_topic_name
         return "/".join(
-            (_TOPIC_POLICIES, base.tenant, base.namespace, base.domain.value, base.local_name)
+            (keys.TOPIC_POLICIES, base.tenant, base.namespace, base.domain.value, base.local_name)
         )
 
     def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> None:
         """Store the topic-level policies of ``topic`` (an empty dict removes them)."""
-        name = str(topic.partitioned_topic_name)
+
+        def replace(stored: dict[str, Any]) -> None:
+            stored.clear()
+            stored.update(policies)
+
+        self.update_topic_policies(topic, replace)
+
+    def update_topic_policies(
+        self, topic: TopicName, edit: Callable[[dict[str, Any]], object]
+    ) -> dict[str, Any]:
+        """Read, ``edit`` (in place; empty: none) and store the topic-level policies of
+        ``topic`` as one step, as :meth:`update_namespace_policies`; answers them."""
         with self._lock:
             if topic.namespace_name not in self._namespaces:
                 raise NotFoundError(f"Namespace {topic.namespace_name} does not exist")
-            key = self._topic_policies_key(topic)
-            if policies:
-                self._store.put(key, _dump(policies))
-                self._topic_policies[name] = dict(policies)
-            else:
-                self._store.delete(key)
-                self._topic_policies.pop(name, None)
+
+            def apply(stored: dict[str, Any] | None) -> dict[str, Any]:
+                policies = stored or {}
+                edit(policies)
+                return policies
+
+            policies = self._compare_and_set(self._topic_policies_key(topic), apply)
+            keys.enter(self._topic_policies, str(topic.partitioned_topic_name), policies or None)
+            return dict(policies)
 
     def delete_partitioned_topic(self, topic: TopicName) -> None:
         """Forget a partitioned topic's metadata."""

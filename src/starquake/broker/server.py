@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from starquake.broker import admin, pulsar_settings
+from starquake.broker import admin, config_sync, pulsar_settings
 from starquake.broker.config import SYSTEM_PROPERTIES, BrokerConfig, ConfigError
 from starquake.broker.connection import ServerCnx
 from starquake.broker.listener import REFUSE, Listener, bind, raise_open_file_limit
@@ -141,11 +141,19 @@ class BrokerServer:
         except ConfigError as exc:
             raise BrokerStartError(str(exc)) from None
         try:
-            service = BrokerService(config, self._faults)
+            shared = await asyncio.to_thread(config_sync.open_configuration_store, config)
         except (StorageError, ConfigError) as exc:
-            raise BrokerStartError(str(exc)) from exc
-        except OSError as exc:  # the data directory cannot be created, read or written
-            raise BrokerStartError(f"dataDir {config.dataDir}: {exc}") from exc
+            raise BrokerStartError(str(exc)) from None
+        try:
+            service = BrokerService(config, self._faults, shared)
+        except BaseException as exc:
+            if shared is not None:
+                await asyncio.to_thread(shared.close)
+            if isinstance(exc, (StorageError, ConfigError)):
+                raise BrokerStartError(str(exc)) from exc
+            if isinstance(exc, OSError):  # the data directory cannot be created, read or written
+                raise BrokerStartError(f"dataDir {config.dataDir}: {exc}") from exc
+            raise
         self.service = service
         await self._listen_binary(service, ssl_context)
         admin.install(self.web, service)

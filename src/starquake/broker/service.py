@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from starquake.broker import (
     applied_policies,
     backlog_quota,
+    config_sync,
     maintenance,
     policy_events,
     system_topics,
@@ -48,6 +49,7 @@ from starquake.common.topic_name import TopicDomain, TopicName
 from starquake.storage import (
     LedgerBusyError,
     ManagedLedger,
+    MetadataStore,
     Position,
     StorageError,
     StorageFaults,
@@ -59,16 +61,25 @@ log = logging.getLogger(__name__)
 class BrokerService:
     """Everything a connection needs to serve requests: topics, metadata, storage."""
 
-    def __init__(self, config: BrokerConfig, faults: StorageFaults | None = None) -> None:
-        """``faults`` injects storage faults (tests only)."""
+    def __init__(
+        self,
+        config: BrokerConfig,
+        faults: StorageFaults | None = None,
+        configuration_store: MetadataStore | None = None,
+    ) -> None:
+        """``faults`` injects storage faults (tests only); ``configuration_store``: the store
+        of the configuration metadata shared by brokers (``configurationMetadataStoreUrl``),
+        whose changes reach this broker's copies from then on (construct on the event loop)."""
         self.config = config
         self.instance_id = uuid.uuid4().hex[:6]
         # None when authenticationEnabled is off; reads key files (ConfigError if wrong)
         self.authentication = AuthenticationService.from_config(config)
-        storage = open_storage(config, faults)
+        storage = open_storage(config, faults, configuration_store)
         self.data_lock, self.metadata, self.resources, self.factory = storage
         self.authorization = AuthorizationService(config, self.resources)
         self.schemas = SchemaRegistry(self.metadata)
+        if configuration_store is not None:
+            config_sync.attach(self, configuration_store)
         self.compaction = CompactionService(self)
         self.committer = GroupCommitter(self.factory, self._on_committed, self._on_commit_failed)
         self.topics: dict[str, PersistentTopic] = {}
@@ -151,7 +162,7 @@ class BrokerService:
                 await task
         await asyncio.to_thread(self.factory.close)
         self.committer.close()
-        self.metadata.close()
+        await asyncio.to_thread(self.metadata.close)  # a shared store closes its connection
         self.data_lock.release()
 
     def abort(self) -> None:

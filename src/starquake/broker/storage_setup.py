@@ -6,16 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from starquake.broker.config import BrokerConfig
+from starquake.broker.config_sync import CONFIGURATION_PREFIXES
 from starquake.broker.data_dir import prepare_data_dir
 from starquake.broker.resources import PulsarResources
 from starquake.storage import (
     DataDirectoryLock,
     ManagedLedgerConfig,
     ManagedLedgerFactory,
+    MetadataStore,
     SqliteMetadataStore,
     StorageFaults,
     make_dirs,
 )
+from starquake.storage.routed_metadata import RoutedMetadataStore
 
 
 def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
@@ -31,19 +34,26 @@ def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
 
 
 def open_storage(
-    config: BrokerConfig, faults: StorageFaults | None
-) -> tuple[DataDirectoryLock, SqliteMetadataStore, PulsarResources, ManagedLedgerFactory]:
+    config: BrokerConfig,
+    faults: StorageFaults | None,
+    configuration_store: MetadataStore | None = None,
+) -> tuple[DataDirectoryLock, MetadataStore, PulsarResources, ManagedLedgerFactory]:
     """Lock ``dataDir`` and open what is stored there; on failure, what was opened is closed
-    (and the lock released) before the error propagates. ``faults``: tests only."""
+    (and the lock released) before the error propagates. ``faults``: tests only.
+    ``configuration_store``: the store shared by brokers for the configuration metadata
+    (closed with the rest)."""
     data = Path(config.dataDir)
     prepare_data_dir(data, config.data_dir_mode)
     lock = DataDirectoryLock(data)
+    metadata: MetadataStore
     try:
         make_dirs(data / "ledgers")
         metadata = SqliteMetadataStore(data / "metadata.db", faults)
     except BaseException:
         lock.release()
         raise
+    if configuration_store is not None:
+        metadata = RoutedMetadataStore(metadata, configuration_store, CONFIGURATION_PREFIXES)
     try:
         # a damaged stored value (tenant, namespace, partitioned topic, policies, ledger
         # ids) stops the start naming its key rather than being acted on

@@ -51,10 +51,16 @@ async def until_ready(deadline: float, what: str, attempt: Callable[[], Awaitabl
             await asyncio.sleep(0.2)
 
 
-async def connect(servers: list[str], give_up_after: float = 30) -> Any:
-    """A connection to ``servers``, which reconnects by itself later for as long as it lives;
-    StorageError once ``give_up_after`` seconds passed without one."""
+async def connect(
+    servers: list[str],
+    give_up_after: float = 30,
+    reconnected: Callable[[], Awaitable[None]] | None = None,
+) -> Any:
+    """A connection to ``servers``, which reconnects by itself later for as long as it lives
+    (and then awaits ``reconnected()``); StorageError once ``give_up_after`` seconds passed
+    without one."""
     deadline = time.monotonic() + give_up_after
+    options: dict[str, Any] = {} if reconnected is None else {"reconnected_cb": reconnected}
 
     async def attempt() -> Any:
         return await asyncio.wait_for(
@@ -63,6 +69,7 @@ async def connect(servers: list[str], give_up_after: float = 30) -> Any:
                 connect_timeout=2,
                 max_reconnect_attempts=-1,
                 error_cb=_log_error,
+                **options,
             ),
             max(0.1, deadline - time.monotonic()),
         )
@@ -71,12 +78,15 @@ async def connect(servers: list[str], give_up_after: float = 30) -> Any:
 
 
 async def open_bucket(
-    servers: list[str], config: KeyValueConfig, give_up_after: float = 30
+    servers: list[str],
+    config: KeyValueConfig,
+    give_up_after: float = 30,
+    reconnected: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[Any, Any]:
     """Connect to ``servers`` and open the key-value bucket of ``config``, creating it if it
-    does not exist: ``(connection, bucket)``."""
+    does not exist: ``(connection, bucket)``; ``reconnected`` as for :func:`connect`."""
     deadline = time.monotonic() + give_up_after
-    nc = await connect(servers, give_up_after)
+    nc = await connect(servers, give_up_after, reconnected)
     js = nc.jetstream(timeout=5)
 
     async def attempt() -> Any:

@@ -5,8 +5,9 @@ token by token: each ``/``-separated segment is one ``.``-separated token; chara
 does not allow (and ``_``) are written ``_`` plus two hex digits of each UTF-8 byte, and an
 empty segment (``persistent://`` has one) is the token ``_``. A value's *version* is the KV
 revision of its last write: ``put`` and ``delete`` with an expected version succeed only if
-the value is still at that version (0: only if absent), else :class:`BadVersionError`, as
-ZooKeeper's versioned writes do.
+the value is still at that version (``ABSENT``: only if absent), else ``BadVersionError``, as
+ZooKeeper's versioned writes do. The names and their meaning are those of the storage layer's
+``MetadataStore`` (``starquake.storage.metadata``), here awaitable.
 """
 
 from __future__ import annotations
@@ -15,29 +16,25 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable
-from typing import Any, NamedTuple
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from nats.js.api import KeyValueConfig
 from nats.js.errors import APIError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 
-from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, live_entries, open_bucket
-from starquake.storage import StorageError
+from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, live_entries, open_bucket, until_ready
+from starquake.storage import ABSENT, BadVersionError, StorageError, Versioned
 
 log = logging.getLogger(__name__)
 
 _PLAIN = re.compile(r"[-=A-Za-z0-9]")
 _DELETE_OPS = ("DEL", "PURGE")
+_REWATCH_SECONDS = 60
+"""How long a watch is tried again after a reconnection before its changes are given up."""
 
 
-class BadVersionError(StorageError):
-    """A compare-and-set write found another version than the one expected."""
-
-
-class Versioned(NamedTuple):
-    value: bytes
-    version: int
-
+__all__ = ["BadVersionError", "JetStreamMetadataStore", "Versioned", "key_to_path", "path_to_key"]
 
 WatchCallback = Callable[[str, bytes | None, int], None]
 
@@ -88,6 +85,8 @@ class JetStreamMetadataStore:
         self._nc = nc
         self._kv = kv
         self._watches: set[asyncio.Task[None]] = set()
+        self._watched: list[tuple[str, WatchCallback]] = []
+        self._current: list[asyncio.Task[None]] = []  # the task of each of _watched
 
     @classmethod
     async def connect(
@@ -101,10 +100,23 @@ class JetStreamMetadataStore:
         """Connect and open (or create) the bucket; StorageError once ``give_up_after``
         seconds passed without success."""
         config = KeyValueConfig(bucket=bucket, replicas=replicas, history=1)
-        nc, kv = await open_bucket(servers, config, give_up_after)
-        return cls(nc, kv)
+        stores: list[JetStreamMetadataStore] = []
 
-    async def get(self, path: str) -> Versioned | None:
+        async def reconnected() -> None:
+            for store in stores:
+                store._spawn(store._watch_again())
+
+        nc, kv = await open_bucket(servers, config, give_up_after, reconnected)
+        stores.append(cls(nc, kv))
+        return stores[0]
+
+    async def get(self, path: str) -> bytes | None:
+        """The value at ``path``, or None."""
+        found = await self.get_versioned(path)
+        return None if found is None else found.value
+
+    async def get_versioned(self, path: str) -> Versioned | None:
+        """The value at ``path`` and its version, or None."""
         try:
             entry = await self._kv.get(path_to_key(path))
         except (KeyNotFoundError, KeyDeletedError):
@@ -113,28 +125,32 @@ class JetStreamMetadataStore:
 
     async def put(self, path: str, value: bytes, expected_version: int | None = None) -> int:
         """Write ``value``; with ``expected_version`` only if the stored version is that one
-        (0: only if absent). The new version."""
+        (``ABSENT``: only if absent). The new version."""
         key = path_to_key(path)
         try:
             if expected_version is None:
                 return int(await self._kv.put(key, value))
-            if expected_version == 0:
+            if expected_version == ABSENT:
                 return int(await self._kv.create(key, value))
             return int(await self._kv.update(key, value, last=expected_version))
         except KeyWrongLastSequenceError:
-            raise BadVersionError(f"{path}: not at version {expected_version}") from None
+            raise BadVersionError(path, expected_version) from None
 
     async def delete(self, path: str, expected_version: int | None = None) -> None:
+        """Remove ``path`` (no error if absent); with ``expected_version`` only if it is at
+        that version (``ABSENT``: only if absent, which changes nothing)."""
         key = path_to_key(path)
         if expected_version is not None:
-            current = await self.get(path)
-            if current is None or current.version != expected_version:
-                raise BadVersionError(f"{path}: not at version {expected_version}")
+            current = await self.get_versioned(path)
+            if (ABSENT if current is None else current.version) != expected_version:
+                raise BadVersionError(path, expected_version)
+            if current is None:
+                return
         try:
             await self._kv.delete(key, last=expected_version)
         except APIError as exc:
             if exc.err_code in WRONG_LAST_SEQUENCE:
-                raise BadVersionError(f"{path}: not at version {expected_version}") from None
+                raise BadVersionError(path, expected_version) from None
             raise
 
     async def list_children(self, path: str) -> list[str]:
@@ -143,16 +159,28 @@ class JetStreamMetadataStore:
         entries = await live_entries(self._kv, f"{prefix}>", values=False)
         return sorted({_unescape(e.key[len(prefix) :].split(".", 1)[0]) for e in entries})
 
-    async def watch(self, path: str, callback: WatchCallback) -> None:
+    async def watch(
+        self, path: str, callback: WatchCallback, ready: Callable[[], None] | None = None
+    ) -> None:
         """Call ``callback(path, value, version)`` for every value at or below ``path``: the
-        current ones first, then each change (``value`` None: deleted), until closed."""
+        current ones first (then ``ready()``), then each change (``value`` None: deleted),
+        until closed. After a reconnection to the servers the watch starts again (a server
+        may have lost its consumer): the current values come again, then the changes."""
+        self._current.append(await self._watch(path, callback, ready))
+        self._watched.append((path, callback))
+
+    async def _watch(
+        self, path: str, callback: WatchCallback, ready: Callable[[], None] | None
+    ) -> asyncio.Task[None]:
         prefix = "" if path == "/" else path_to_key(path) + "."
         watcher = await self._kv.watch(f"{prefix}>")
 
         async def run() -> None:
             try:
                 async for entry in watcher:
-                    if entry is None:
+                    if entry is None:  # the end of the current values
+                        if ready is not None:
+                            ready()
                         continue
                     deleted = entry.operation in _DELETE_OPS
                     value = None if deleted else (entry.value or b"")
@@ -161,9 +189,31 @@ class JetStreamMetadataStore:
                 with contextlib.suppress(Exception):
                     await watcher.stop()
 
-        task = asyncio.get_running_loop().create_task(run())
+        return self._spawn(run())
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
         self._watches.add(task)
         task.add_done_callback(self._watches.discard)
+        return task
+
+    async def _watch_again(self) -> None:
+        """A new watch for each one, replacing it once started (JetStream may need a moment
+        after a server restart)."""
+        deadline = time.monotonic() + _REWATCH_SECONDS
+        for i, (path, callback) in enumerate(list(self._watched)):
+
+            async def attempt(path: str = path, callback: WatchCallback = callback) -> Any:
+                return await self._watch(path, callback, None)
+
+            try:
+                task = await until_ready(deadline, f"watch of {path}", attempt)
+            except StorageError as exc:
+                log.error("metadata changes under %s are not seen: %s", path, exc)
+                continue
+            self._current[i].cancel()
+            self._current[i] = task
+        log.info("metadata watches started again after a reconnection")
 
     async def close(self) -> None:
         for task in list(self._watches):

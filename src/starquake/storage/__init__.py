@@ -20,10 +20,13 @@ from .factory import ManagedLedgerFactory, PreparedLedger
 from .faults import FileFaults, InjectedFaults, StorageFaults
 from .ledger import FileManagedLedger
 from .metadata import (
+    ABSENT,
+    BadVersionError,
     MemoryMetadataStore,
     MetadataDamagedError,
     MetadataStore,
     SqliteMetadataStore,
+    Versioned,
 )
 from .position import (
     EARLIEST,
@@ -41,8 +44,10 @@ from .position import (
 from .rangeset import PositionRangeSet
 
 __all__ = [
+    "ABSENT",
     "EARLIEST",
     "LATEST",
+    "BadVersionError",
     "DataDirectoryLock",
     "DataDirectoryLockedError",
     "Entry",
@@ -70,5 +75,6 @@ __all__ = [
     "SqliteMetadataStore",
     "StorageError",
     "StorageFaults",
+    "Versioned",
     "make_dirs",
 ]

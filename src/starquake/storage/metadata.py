@@ -1,13 +1,22 @@
-"""Metadata store: a small key/value interface (later also backed by ZooKeeper or etcd).
+"""Metadata store: a small versioned key/value interface, as ZooKeeper's and JetStream's.
 
 Keys are absolute paths such as ``/admin/tenants/public``. :class:`SqliteMetadataStore` is the
-default; :class:`MemoryMetadataStore` is for tests and single-process tools.
+default; :class:`MemoryMetadataStore` is for tests and single-process tools; the cluster's
+store on a JetStream key-value bucket (``starquake.cluster.kv_metadata``) has the same names.
+
+Every write gives the value a new *version*, greater than every version the store handed out
+before (never reused, even for a key deleted and created again). ``put`` and ``delete`` take an
+expected version: ``None`` (any), :data:`ABSENT` (only if the key does not exist; for ``put``)
+or a version (only if the key is still at it); a mismatch raises :class:`BadVersionError` and
+changes nothing.
 
 Every value stored in SQLite carries a CRC32 over its key and its bytes (column ``crc``): a value
 whose checksum does not match is never handed out; reading it raises
 :class:`MetadataDamagedError` naming the key. A file written before checksums existed (schema
 version 0, no ``crc`` column) is migrated when opened: its values get their checksums in one
-transaction, and the schema version (SQLite's ``user_version``) becomes 1.
+transaction. Schema version 2 adds the ``version`` column: a file of version 1 gets versions
+1..n for its values (in key order) when opened. The schema version is SQLite's
+``user_version``.
 """
 
 from __future__ import annotations
@@ -17,21 +26,45 @@ import threading
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import Final, NamedTuple, Protocol
 
 from .faults import StorageFaults
 from .position import StorageError
 
 __all__ = [
+    "ABSENT",
+    "BadVersionError",
     "MemoryMetadataStore",
     "MetadataDamagedError",
     "MetadataStore",
     "SqliteMetadataStore",
+    "Versioned",
+    "direct_children",
     "value_checksum",
 ]
 
-_SCHEMA_VERSION = 1
-"""0: values without checksums (the first format); 1: every value has its ``crc``."""
+_SCHEMA_VERSION = 2
+"""0: values without checksums (the first format); 1: every value has its ``crc``; 2: and its
+``version`` (the last one handed out is in table ``kv_version``)."""
+
+ABSENT: Final = 0
+"""The expected version of a key that must not exist (versions start at 1)."""
+
+
+class BadVersionError(StorageError):
+    """A compare-and-set write found another version than the one expected."""
+
+    def __init__(self, key: str, expected: int | None) -> None:
+        wanted = "absent" if expected == ABSENT else f"at version {expected}"
+        super().__init__(f"metadata {key!r} is not {wanted}")
+        self.key = key
+
+
+class Versioned(NamedTuple):
+    """A stored value and its version."""
+
+    value: bytes
+    version: int
 
 
 class MetadataDamagedError(StorageError):
@@ -57,16 +90,22 @@ class MetadataStore(Protocol):
         """The value of ``key``, or None."""
         ...
 
-    def put(self, key: str, value: bytes) -> None:
-        """Create or replace ``key``."""
+    def get_versioned(self, key: str) -> Versioned | None:
+        """The value of ``key`` and its version, or None."""
+        ...
+
+    def put(self, key: str, value: bytes, expected_version: int | None = None) -> int:
+        """Create or replace ``key`` (with ``expected_version``: only if it is at that
+        version, or :data:`ABSENT`; else :class:`BadVersionError`); the new version."""
         ...
 
     def put_many(self, items: Iterable[tuple[str, bytes | None]]) -> None:
         """Apply every write in one transaction; a None value deletes the key."""
         ...
 
-    def delete(self, key: str) -> None:
-        """Remove ``key`` (no error if absent)."""
+    def delete(self, key: str, expected_version: int | None = None) -> None:
+        """Remove ``key`` (no error if absent; with ``expected_version``: only if it is at
+        that version, else :class:`BadVersionError`)."""
         ...
 
     def list_children(self, prefix: str) -> list[str]:
@@ -82,6 +121,14 @@ class MetadataStore(Protocol):
         ...
 
 
+def check_version(key: str, current: int | None, expected: int | None) -> None:
+    """Raise :class:`BadVersionError` unless a key at ``current`` (None: absent) may be written
+    when ``expected`` is asked."""
+    if expected is None or (current or ABSENT) == expected:
+        return
+    raise BadVersionError(key, expected)
+
+
 def _child_range(prefix: str) -> tuple[str, str]:
     base = prefix.rstrip("/") + "/"
     return base, base[:-1] + "0"  # '0' is the character right after '/'
@@ -91,6 +138,12 @@ def _children(base: str, keys: Iterable[str]) -> list[str]:
     children = {key[len(base) :].split("/", 1)[0] for key in keys}
     children.discard("")
     return sorted(children)
+
+
+def direct_children(prefix: str, keys: Iterable[str]) -> list[str]:
+    """Sorted names of the direct children of ``prefix`` among ``keys`` (any keys)."""
+    lo, hi = _child_range(prefix)
+    return _children(lo, (key for key in keys if lo <= key < hi))
 
 
 class SqliteMetadataStore:
@@ -130,8 +183,8 @@ class SqliteMetadataStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             db.execute(
-                "CREATE TABLE IF NOT EXISTS kv "
-                "(key TEXT PRIMARY KEY, value BLOB NOT NULL, crc INTEGER) WITHOUT ROWID"
+                "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
+                "crc INTEGER, version INTEGER) WITHOUT ROWID"
             )
             version = int(db.execute("PRAGMA user_version").fetchone()[0])
             if version > _SCHEMA_VERSION:
@@ -139,15 +192,17 @@ class SqliteMetadataStore:
                     f"the metadata store {self.path} has schema version {version}, written by a "
                     f"newer Starquake (this one knows up to {_SCHEMA_VERSION})"
                 )
-            if version < _SCHEMA_VERSION:
-                self._migrate()
+            if version < 1:
+                self._migrate_to_checksums()
+            if version < 2:
+                self._migrate_to_versions()
             db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
         except BaseException:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
 
-    def _migrate(self) -> None:
+    def _migrate_to_checksums(self) -> None:
         """Schema 0 to 1 (inside the opening transaction): checksum every existing value."""
         db = self._db
         columns = {row[1] for row in db.execute("PRAGMA table_info(kv)").fetchall()}
@@ -159,49 +214,89 @@ class SqliteMetadataStore:
             [(value_checksum(key, bytes(value)), key) for key, value in rows],
         )
 
-    def get(self, key: str) -> bytes | None:
-        """The value of ``key``, or None; raises :class:`MetadataDamagedError` if it is
-        damaged."""
+    def _migrate_to_versions(self) -> None:
+        """Schema 1 to 2 (inside the opening transaction): versions 1..n for the values."""
+        db = self._db
+        columns = {row[1] for row in db.execute("PRAGMA table_info(kv)").fetchall()}
+        if "version" not in columns:
+            db.execute("ALTER TABLE kv ADD COLUMN version INTEGER")
+        keys = [row[0] for row in db.execute("SELECT key FROM kv ORDER BY key").fetchall()]
+        db.executemany(
+            "UPDATE kv SET version = ? WHERE key = ?", [(i + 1, k) for i, k in enumerate(keys)]
+        )
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS kv_version (id INTEGER PRIMARY KEY CHECK (id = 0), "
+            "last INTEGER NOT NULL)"
+        )
+        db.execute("INSERT OR REPLACE INTO kv_version (id, last) VALUES (0, ?)", (len(keys),))
+
+    def _read(self, key: str) -> tuple[bytes, int] | None:
         with self._lock:
-            row = self._db.execute("SELECT value, crc FROM kv WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute(
+                "SELECT value, crc, version FROM kv WHERE key = ?", (key,)
+            ).fetchone()
         if row is None:
             return None
         value = bytes(row[0])
         if row[1] is None or int(row[1]) != value_checksum(key, value):
             raise MetadataDamagedError(key, str(self.path))
-        return value
+        return value, int(row[2])
 
-    def put(self, key: str, value: bytes) -> None:
-        """Create or replace ``key`` (durable when this returns)."""
-        self.put_many([(key, value)])
+    def get(self, key: str) -> bytes | None:
+        """The value of ``key``, or None; raises :class:`MetadataDamagedError` if it is
+        damaged."""
+        found = self._read(key)
+        return None if found is None else found[0]
+
+    def get_versioned(self, key: str) -> Versioned | None:
+        """The value of ``key`` and its version, or None (damaged: as :meth:`get`)."""
+        found = self._read(key)
+        return None if found is None else Versioned(*found)
+
+    def put(self, key: str, value: bytes, expected_version: int | None = None) -> int:
+        """Create or replace ``key`` if it is at ``expected_version`` (see
+        :class:`MetadataStore`); durable when this returns. The new version."""
+        return self._write([(key, value)], expected_version)
 
     def put_many(self, items: Iterable[tuple[str, bytes | None]]) -> None:
         """Apply every write in one transaction; a None value deletes the key."""
         items = list(items)
-        if not items:
-            return
+        if items:
+            self._write(items, None)
+
+    def delete(self, key: str, expected_version: int | None = None) -> None:
+        """Remove ``key`` (no error if absent) if it is at ``expected_version``."""
+        self._write([(key, None)], expected_version)
+
+    def _write(self, items: list[tuple[str, bytes | None]], expected: int | None) -> int:
+        """Apply ``items`` in one transaction (``expected``: the version of the only item's
+        key); the last version handed out."""
         with self._lock:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
+                if expected is not None:
+                    key = items[0][0]
+                    row = db.execute("SELECT version FROM kv WHERE key = ?", (key,)).fetchone()
+                    check_version(key, None if row is None else int(row[0]), expected)
+                last = int(db.execute("SELECT last FROM kv_version WHERE id = 0").fetchone()[0])
                 for key, value in items:
                     if value is None:
                         db.execute("DELETE FROM kv WHERE key = ?", (key,))
-                    else:
-                        db.execute(
-                            "INSERT OR REPLACE INTO kv (key, value, crc) VALUES (?, ?, ?)",
-                            (key, value, value_checksum(key, bytes(value))),
-                        )
+                        continue
+                    last += 1
+                    db.execute(
+                        "INSERT OR REPLACE INTO kv (key, value, crc, version) VALUES (?, ?, ?, ?)",
+                        (key, value, value_checksum(key, bytes(value)), last),
+                    )
+                db.execute("UPDATE kv_version SET last = ? WHERE id = 0", (last,))
                 if self.faults is not None:
                     self.faults.before_metadata_commit(items)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
-
-    def delete(self, key: str) -> None:
-        """Remove ``key`` (no error if absent)."""
-        self.put_many([(key, None)])
+        return last
 
     def list_children(self, prefix: str) -> list[str]:
         """Sorted names of the direct children of ``prefix`` (see :class:`MetadataStore`)."""
@@ -225,17 +320,28 @@ class MemoryMetadataStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._data: dict[str, bytes] = {}
+        self._data: dict[str, Versioned] = {}
+        self._last = 0
 
     def get(self, key: str) -> bytes | None:
         """The value of ``key``, or None."""
         with self._lock:
+            found = self._data.get(key)
+        return None if found is None else found.value
+
+    def get_versioned(self, key: str) -> Versioned | None:
+        """The value of ``key`` and its version, or None."""
+        with self._lock:
             return self._data.get(key)
 
-    def put(self, key: str, value: bytes) -> None:
-        """Create or replace ``key``."""
+    def put(self, key: str, value: bytes, expected_version: int | None = None) -> int:
+        """Create or replace ``key`` if it is at ``expected_version``; the new version."""
         with self._lock:
-            self._data[key] = bytes(value)
+            found = self._data.get(key)
+            check_version(key, None if found is None else found.version, expected_version)
+            self._last += 1
+            self._data[key] = Versioned(bytes(value), self._last)
+            return self._last
 
     def put_many(self, items: Iterable[tuple[str, bytes | None]]) -> None:
         """Apply every write atomically; a None value deletes the key."""
@@ -245,11 +351,14 @@ class MemoryMetadataStore:
                 if value is None:
                     self._data.pop(key, None)
                 else:
-                    self._data[key] = bytes(value)
+                    self._last += 1
+                    self._data[key] = Versioned(bytes(value), self._last)
 
-    def delete(self, key: str) -> None:
-        """Remove ``key`` (no error if absent)."""
+    def delete(self, key: str, expected_version: int | None = None) -> None:
+        """Remove ``key`` (no error if absent) if it is at ``expected_version``."""
         with self._lock:
+            found = self._data.get(key)
+            check_version(key, None if found is None else found.version, expected_version)
             self._data.pop(key, None)
 
     def list_children(self, prefix: str) -> list[str]:

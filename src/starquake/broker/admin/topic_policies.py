@@ -61,7 +61,7 @@ from starquake.broker.admin.replies import (
     json_body,
     whole_number,
 )
-from starquake.broker.admin.routing import Route, lock_of
+from starquake.broker.admin.routing import Route
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
 from starquake.broker.errors import TopicNotFoundError
 from starquake.broker.policy_types import (
@@ -177,11 +177,9 @@ def topic_for(service: BrokerService, params: dict[str, str]) -> TopicName:
 async def change(
     service: BrokerService, topic: TopicName, edit: Callable[[dict[str, Any]], None]
 ) -> None:
-    """Apply ``edit`` to the topic's policies, store them, and tell the live topics."""
-    async with lock_of(service, __name__):  # one read-modify-write at a time
-        policies = service.resources.topic_policies(topic)
-        edit(policies)
-        await asyncio.to_thread(service.resources.set_topic_policies, topic, policies)
+    """Apply ``edit`` to the topic's policies, store them (a compare-and-set: brokers sharing
+    the configuration lose none of each other's changes), and tell the live topics."""
+    await asyncio.to_thread(service.resources.update_topic_policies, topic, edit)
     service.policies_changed(topic)
 
 

@@ -40,7 +40,7 @@ from starquake.broker.schemas.compatibility import (
 )
 from starquake.common.schema_info import SchemaInfo, SchemaType
 from starquake.common.topic_name import TopicName
-from starquake.storage import MetadataStore, StorageError
+from starquake.storage import ABSENT, BadVersionError, MetadataStore, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,19 @@ class SchemaRegistry:
         self._store = store
         self._lock = threading.Lock()
         self._cache: dict[str, list[StoredSchema]] = {}
+        self._stale: set[str] = set()
+
+    def forget(self, sid: str) -> None:
+        """Read the schemas of ``sid`` from the store again when next used (another broker
+        changed them). Takes no lock: safe on the event loop."""
+        self._stale.add(sid)
 
     # --- reading ------------------------------------------------------------------------------
 
     def _history(self, sid: str) -> list[StoredSchema]:
+        if sid in self._stale:
+            self._stale.discard(sid)
+            self._cache.pop(sid, None)
         history = self._cache.get(sid)
         if history is None:
             base = f"{_ROOT}/{sid}"
@@ -155,7 +164,13 @@ class SchemaRegistry:
     # --- checking and adding ------------------------------------------------------------------
 
     def _append(self, sid: str, stored: StoredSchema) -> None:
-        self._store.put(f"{_ROOT}/{sid}/{stored.version}", stored.to_json())
+        try:  # a version number is taken once, also by brokers sharing the store
+            self._store.put(f"{_ROOT}/{sid}/{stored.version}", stored.to_json(), ABSENT)
+        except BadVersionError:
+            self._cache.pop(sid, None)
+            raise MetadataError(
+                f"schema version {stored.version} of {sid} was just added elsewhere; try again"
+            ) from None
         self._history(sid).append(stored)
 
     def _next_version(self, sid: str) -> int:
