@@ -6,10 +6,12 @@ under ``CI=true`` and is reported as a skip (with the reason) elsewhere.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import shutil
 import sys
+import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -36,7 +38,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test of the shared SparkSession that times out ends its worker process (and the JVM)
     instead of failing alone: interrupted inside a call to the JVM, it would leave the session's
     connection out of step, failing every later Spark test of that worker with a wrong answer.
-    pytest-xdist starts a new worker for the tests left."""
+    pytest-xdist starts a new worker for the tests left.
+
+    The timeout covers the test's own call, not its set-up: the shared SparkSession starts in
+    the set-up of a worker's first Spark test, which takes minutes on a heavily loaded machine;
+    counted in that test's time, a slow start ended the worker, and its replacement started a
+    session again in its first test, and so on through every Spark test left. The session's
+    start has its own bound (``SESSION_START_LIMIT``)."""
     for item in items:
         if "spark" not in getattr(item, "fixturenames", ()):
             continue
@@ -44,7 +52,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         seconds = None
         if marker is not None:
             seconds = marker.args[0] if marker.args else marker.kwargs.get("timeout")
-        item.add_marker(pytest.mark.timeout(seconds, method="thread"), append=False)
+        item.add_marker(pytest.mark.timeout(seconds, method="thread", func_only=True), append=False)
+
+
+SESSION_START_LIMIT = 900.0
+"""Seconds the SparkSession may take to start before the worker gives up (as a timeout)."""
+
+
+def _end_worker_after_a_stuck_start() -> None:
+    faulthandler.dump_traceback(sys.stderr)
+    sys.stderr.write(f"the SparkSession did not start within {SESSION_START_LIMIT:g} s\n")
+    sys.stderr.flush()
+    os._exit(1)
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +73,9 @@ def spark() -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    watchdog = threading.Timer(SESSION_START_LIMIT, _end_worker_after_a_stuck_start)
+    watchdog.daemon = True
+    watchdog.start()
     session = (
         SparkSession.builder.master("local[2]")
         .appName("starquake-tests")
@@ -63,6 +85,7 @@ def spark() -> Iterator[Any]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    watchdog.cancel()
     yield session
     session.stop()
 
