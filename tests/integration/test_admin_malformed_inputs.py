@@ -348,6 +348,7 @@ def _sweep_requests(route: Route) -> list[tuple[str, bytes]]:
     return requests
 
 
+@pytest.mark.timeout(300)  # hundreds of requests: slow on a heavily loaded machine
 def test_no_route_answers_500_to_malformed_input(broker: BrokerProcess) -> None:
     """The fixed inputs at every route (deletions last, so that the other routes meet the
     seeded topics); then the broker still serves both ports and logged no failure."""

@@ -136,6 +136,14 @@ def _produce_consume(url: str, auth: pulsar.Authentication) -> None:
         client.close()
 
 
+def _all_refused(codes: Counter[int]) -> None:
+    """Every storm attempt was refused: answered AuthenticationError, or (a machine so busy
+    that its password check waited past the first keep-alive check, as Pulsar does too)
+    closed without an answer; never CONNECTED, never another error."""
+    assert codes[pb.AuthenticationError] > 0, codes
+    assert set(codes) <= {pb.AuthenticationError, -2}, codes
+
+
 def _login_during(broker: BrokerProcess, storm: Storm, user: str, password: str) -> None:
     """``user``'s login (produce and consume, official client) completes while ``storm`` is
     still going, and every storm attempt was refused."""
@@ -146,7 +154,7 @@ def _login_during(broker: BrokerProcess, storm: Storm, user: str, password: str)
         assert storm.is_alive() and not storm.stopping.is_set(), "the storm ended first"
     finally:
         codes = storm.finish()
-    assert set(codes) == {pb.AuthenticationError}, codes
+    _all_refused(codes)
 
 
 @pytest.mark.timeout(300)
@@ -224,7 +232,7 @@ def test_password_checks_keep_to_their_cpu_budget(tmp_path: Path) -> None:
     finally:
         codes = storm.finish()
         broker.cleanup()
-    assert set(codes) == {pb.AuthenticationError}, codes
+    _all_refused(codes)
     one_check = 0.3  # a check started within the budget runs to its end (tens of ms here)
     assert used <= 0.1 * (window + BUDGET_WINDOW_SECONDS) + one_check, (used, window)
 
