@@ -23,7 +23,7 @@ from nats.errors import Error as NatsError
 
 from starquake.cluster.leases import Lease, LeaseLostError, LeaseTable
 from starquake.cluster.ownership import BundleRef
-from starquake.cluster.registry import BrokerInfo, BrokerRegistry, least_loaded
+from starquake.cluster.registry import BrokerInfo, BrokerRegistry, least_loaded, parse_info
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +68,7 @@ class LeaderElection:
             self._lease = None
 
     async def leader(self) -> BrokerInfo | None:
-        raw = await self._table.holder(LEADER_LEASE)
-        if raw is None:
-            return None
-        try:
-            return BrokerInfo.from_json(raw)
-        except ValueError:
-            return None
+        return parse_info(await self._table.holder(LEADER_LEASE))
 
 
 class BundleAssigner:

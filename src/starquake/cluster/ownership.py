@@ -14,7 +14,7 @@ import logging
 from typing import NamedTuple
 
 from starquake.cluster.leases import Lease, LeaseLostError, LeaseTable
-from starquake.cluster.registry import BrokerInfo
+from starquake.cluster.registry import BrokerInfo, parse_info
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,6 @@ def _ref_of(name: str) -> BundleRef | None:
     if len(parts) != 4 or parts[0] != "bundle":
         return None
     return BundleRef(f"{parts[1]}/{parts[2]}", parts[3])
-
-
-def _info(raw: bytes) -> BrokerInfo | None:
-    try:
-        return BrokerInfo.from_json(raw)
-    except ValueError:
-        return None
 
 
 class BundleOwnership:
@@ -91,7 +84,7 @@ class BundleOwnership:
     async def _held_by(self, ref: BundleRef) -> tuple[BrokerInfo | None, Lease] | None:
         for lease in await self._table.leases():
             if lease.name == lease_name(ref):
-                return _info(lease.value), lease
+                return parse_info(lease.value), lease
         return None
 
     async def owner(self, ref: BundleRef) -> BrokerInfo | None:
@@ -101,14 +94,14 @@ class BundleOwnership:
         raw = await self._table.holder(lease_name(ref))
         if raw is None:
             return None
-        info = _info(raw)
+        info = parse_info(raw)
         return None if self._is_predecessor(info) else info
 
     async def owners(self) -> dict[BundleRef, BrokerInfo]:
         """Every owned bundle of the cluster and its owner."""
         out = {}
         for name, raw in (await self._table.holders()).items():
-            ref, info = _ref_of(name), _info(raw)
+            ref, info = _ref_of(name), parse_info(raw)
             if ref is not None and info is not None and not self._is_predecessor(info):
                 out[ref] = info
         return out
@@ -136,7 +129,7 @@ class BundleOwnership:
         """Release every lease a dead predecessor at this broker's id still holds; how many."""
         released = 0
         for lease in await self._table.leases():
-            if _ref_of(lease.name) is not None and self._is_predecessor(_info(lease.value)):
+            if _ref_of(lease.name) is not None and self._is_predecessor(parse_info(lease.value)):
                 await self._table.release(lease)
                 released += 1
         return released

@@ -63,6 +63,16 @@ class BrokerInfo:
         return replace(self, load=load)
 
 
+def parse_info(raw: bytes | None) -> BrokerInfo | None:
+    """A lease's value as the :class:`BrokerInfo` it holds; None when absent or not one."""
+    if raw is None:
+        return None
+    try:
+        return BrokerInfo.from_json(raw)
+    except ValueError:
+        return None
+
+
 def load_score(load: BrokerLoad) -> float:
     """Lower is less loaded: the message rates in and out, as Pulsar's least-long-term-
     message-rate strategy scores, with an overloaded broker last; the number of bundles
@@ -117,22 +127,11 @@ class BrokerRegistry:
 
     async def brokers(self) -> list[BrokerInfo]:
         """The live brokers, sorted by id (a registration that does not parse is left out)."""
-        out = []
-        for raw in (await self._table.holders()).values():
-            try:
-                out.append(BrokerInfo.from_json(raw))
-            except ValueError:
-                continue
-        return sorted(out, key=lambda b: b.broker_id)
+        found = [parse_info(raw) for raw in (await self._table.holders()).values()]
+        return sorted((b for b in found if b is not None), key=lambda b: b.broker_id)
 
     async def broker(self, broker_id: str) -> BrokerInfo | None:
-        raw = await self._table.holder(broker_id)
-        if raw is None:
-            return None
-        try:
-            return BrokerInfo.from_json(raw)
-        except ValueError:
-            return None
+        return parse_info(await self._table.holder(broker_id))
 
 
 def registry_value_fields(info: BrokerInfo) -> dict[str, Any]:
