@@ -24,7 +24,7 @@ from starquake.protocol import commands
 from starquake.protocol.enums import AckType, InitialPosition, KeySharedMode, SubType
 from starquake.protocol.schema import schema_info_of
 from starquake.protocol.wire import pb
-from starquake.storage import EARLIEST, Position
+from starquake.storage import EARLIEST, Position, read_now
 
 log = logging.getLogger(__name__)
 
@@ -433,5 +433,6 @@ def _seek_position(request: pb.CommandSeek, topic: PersistentTopic) -> Position:
             return topic.end_position()
         return position
     if request.HasField("message_publish_time"):
-        return topic.find_position_by_publish_time(request.message_publish_time)
+        # read at once: the SEEK is handled synchronously, in the order of the commands
+        return read_now(topic.find_position_by_publish_time(request.message_publish_time))
     raise BrokerServiceError("SEEK needs a message id or a publish time")

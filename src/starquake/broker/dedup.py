@@ -34,7 +34,7 @@ from starquake.broker.config import BrokerConfig
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import entry_metadata
 from starquake.protocol.wire import pb
-from starquake.storage import ManagedLedger, Position
+from starquake.storage import ManagedLedger, Position, read_now
 
 __all__ = [
     "DEFAULT_SNAPSHOT_INTERVAL_ENTRIES",
@@ -383,7 +383,7 @@ class MessageDeduplication:
         start = ledger.next_position(position) if position is not None else ledger.first_position()
         replayed = 0
         while start is not None and start <= end:
-            entries = ledger.read_entries(start, _REPLAY_BATCH)
+            entries = read_now(ledger.read_entries(start, _REPLAY_BATCH))
             for entry in entries:
                 if entry.position > end:
                     break

@@ -61,7 +61,7 @@ class SubscriptionTopic(TopicApi, DispatchedTopic, CompactedTopic, Protocol):
     last_active: float
     """When the topic was last seen active (monotonic seconds)."""
 
-    def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
+    async def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
         """First entry published at or after ``timestamp_ms`` (after the last one if none)."""
 
 
@@ -252,14 +252,14 @@ class Subscription:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def read_entries(self, max_entries: int, *, compacted: bool = False) -> list[Entry]:
+    async def read_entries(self, max_entries: int, *, compacted: bool = False) -> list[Entry]:
         """Up to ``max_entries`` entries to dispatch: through the topic's compacted view for a
         ``read_compacted`` consumer, from the cursor otherwise."""
         if not compacted:
-            return self.cursor.read_entries(max_entries)
+            return await self.cursor.read_entries(max_entries)
         if self._compacted_reads is None:
             self._compacted_reads = CompactedReads(self, self.start_position)
-        return self._compacted_reads.read(max_entries)
+        return await self._compacted_reads.read(max_entries)
 
     def read_back(self, entry: Entry) -> None:
         """``entry`` was read but not dispatched: read it again next."""

@@ -39,6 +39,7 @@ from .position import (
     StorageError,
 )
 from .rangeset import PositionRangeSet
+from .read_now import read_now
 
 __all__ = [
     "EARLIEST",
@@ -71,4 +72,5 @@ __all__ = [
     "StorageError",
     "StorageFaults",
     "make_dirs",
+    "read_now",
 ]

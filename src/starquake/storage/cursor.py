@@ -101,6 +101,9 @@ class ManagedCursorImpl:
         self._batches: dict[Position, list[int]] = {}
         self._rp = ledger.next_position(self._md)
         self._closed = False
+        self._reading = False
+        self._moves = 0
+        """Counts moves of the read position from outside a read (rewind, seek, reset)."""
         self.key = ledger.cursor_key(name) if durable else ""
 
     def restore(self, acked: PositionRangeSet, batches: dict[Position, list[int]]) -> None:
@@ -110,6 +113,7 @@ class ManagedCursorImpl:
         self._acked.remove_up_to(self._md)
         self._advance()
         self._rp = self._ml.next_position(self._md)
+        self._moves += 1
 
     def serialize(self) -> bytes:
         """The cursor's persistent state as bytes (see the module docstring)."""
@@ -179,37 +183,61 @@ class ManagedCursorImpl:
 
     # ------------------------------------------------------------------ reading
 
-    def read_entries(self, max_entries: int) -> list[Entry]:
+    async def read_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` unacknowledged entries from the read position.
 
         Stops at the ledger's last confirmed entry; advances the read position past what was
-        returned (and past acknowledged entries skipped on the way).
+        returned (and past acknowledged entries skipped on the way). While the ledger's read
+        waits, the cursor may be moved or closed: the read then returns nothing and leaves the
+        position where it was moved to; entries acknowledged meanwhile are left out.
         """
-        out: list[Entry] = []
-        ml = self._ml
-        lc = ml.last_confirmed
+        if self._reading:
+            raise StorageError(f"cursor {self.name!r} of {self._ml.name}: already reading")
+        self._reading = True
+        moves = self._moves
+        try:
+            out: list[Entry] = []
+            ml = self._ml
+            p = self._rp
+            while len(out) < max_entries:
+                p = self._skip_acked(p)
+                if p > ml.last_confirmed:
+                    break
+                want = max_entries - len(out)
+                acked = self._acked
+                nxt = acked.next_range_after(p) if acked else None
+                if nxt is not None and nxt[0] == p[0]:
+                    want = min(want, nxt[1] - p[1])
+                batch = await ml.read_entries(p, want)
+                if self._moves != moves or self._closed:
+                    return []
+                if not batch:
+                    break
+                if batch[0].position <= self._md or self._acked:
+                    batch = self._unacked_prefix(batch)
+                    if not batch:
+                        continue  # acknowledged while the read waited: skipped next turn
+                out.extend(batch)
+                p = ml.next_position(batch[-1].position)
+            if p <= self._md:
+                p = ml.next_position(self._md)
+            self._rp = p
+            return out
+        finally:
+            self._reading = False
+
+    def _unacked_prefix(self, batch: list[Entry]) -> list[Entry]:
+        """``batch`` without entries at or before the mark-delete position, cut before the
+        first individually acknowledged one."""
+        md = self._md
+        if batch[0].position <= md:
+            batch = [entry for entry in batch if entry.position > md]
         acked = self._acked
-        p = self._rp
-        while len(out) < max_entries:
-            p = self._skip_acked(p)
-            if p > lc:
-                break
-            want = max_entries - len(out)
-            nxt = acked.next_range_after(p) if acked else None
-            if nxt is not None and nxt[0] == p[0]:
-                want = min(want, nxt[1] - p[1])
-            batch = ml.read_entries(p, want)
-            if not batch:
-                break
-            if acked:
-                for i, entry in enumerate(batch):
-                    if entry.position in acked:
-                        del batch[i:]
-                        break
-            out.extend(batch)
-            p = ml.next_position(batch[-1].position)
-        self._rp = p
-        return out
+        if acked:
+            for i, entry in enumerate(batch):
+                if entry.position in acked:
+                    return batch[:i]
+        return batch
 
     def has_more_entries(self) -> bool:
         """True if an unacknowledged entry is available at or after the read position."""
@@ -218,6 +246,7 @@ class ManagedCursorImpl:
     def rewind(self) -> None:
         """Read again from the first position after the mark-delete position."""
         self._rp = self._ml.next_position(self._md)
+        self._moves += 1
 
     def seek(self, position: tuple[int, int]) -> None:
         """Set the read position (acks unchanged; never at or before the mark-delete position)."""
@@ -229,6 +258,7 @@ class ManagedCursorImpl:
         if p <= self._md:
             p = ml.next_position(self._md)
         self._rp = p
+        self._moves += 1
 
     def reset(self, position: tuple[int, int]) -> None:
         """Pulsar's resetCursor: acknowledge everything before ``position``, nothing from it on.
@@ -245,6 +275,7 @@ class ManagedCursorImpl:
         self._acked.clear()
         self._batches.clear()
         self._rp = p
+        self._moves += 1
         self._changed()
 
     # ------------------------------------------------------------------ acknowledging

@@ -177,7 +177,7 @@ async def stats(service: BrokerService, call: Call) -> Reply:
         for name, sub_stats in out["subscriptions"].items():
             subscription = loaded.subscriptions.get(name)
             if isinstance(subscription, Subscription):
-                found = topic_admin.earliest_publish_time_in_backlog(subscription)
+                found = await topic_admin.earliest_publish_time_in_backlog(subscription)
                 sub_stats["earliestMsgPublishTimeInBacklog"] = found
                 times += [found] if found else []
         out["earliestMsgPublishTimeInBacklogs"] = min(times, default=0)

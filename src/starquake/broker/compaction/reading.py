@@ -108,16 +108,16 @@ class CompactedReads:
         cursor = self._subscription.cursor
         return position > cursor.mark_delete_position and cursor.is_acked(position)
 
-    def read(self, max_entries: int) -> list[Entry]:
+    async def read(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` entries: compacted ones first, then the live log's."""
         cursor = self._subscription.cursor
         view = self._subscription.topic.compaction.view
         if view is None:
             self.position = None
-            return cursor.read_entries(max_entries)
+            return await cursor.read_entries(max_entries)
         if self.position is None:
             if cursor.read_position > view.horizon:
-                return cursor.read_entries(max_entries)
+                return await cursor.read_entries(max_entries)
             self.position = cursor.read_position  # a compaction passed the read position
         entries, following = view.read_from(self.position, max_entries, self._skip)
         if following is not None:
@@ -131,7 +131,7 @@ class CompactedReads:
         cursor.seek((horizon.ledger_id, horizon.entry_id + 1))
         if entries:
             return entries
-        return cursor.read_entries(max_entries)
+        return await cursor.read_entries(max_entries)
 
     def read_back(self, entry: Entry) -> None:
         """``entry`` was read but not dispatched: it is the next one to read."""

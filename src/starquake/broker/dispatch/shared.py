@@ -58,20 +58,20 @@ class SharedDispatcher(Dispatcher):
         for uuid in [u for u, c in self._chunk_owner.items() if c is consumer]:
             del self._chunk_owner[uuid]
         pending = consumer.take_pending()
-        for position in pending:
-            self.entry_done(position)
         if pending:
             self.note_redelivered(pending)
             self.add_replay(pending)
+        for position in pending:
+            self.entry_done(position)
         self.schedule()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """Send a consumer's unacknowledged messages again, to whoever has permits."""
         chosen = consumer.take_pending(positions)
+        self.note_redelivered(chosen)
+        self.add_replay(chosen)  # before entry_done: Key_Shared takes the keys it knows
         for position in chosen:
             self.entry_done(position)
-        self.note_redelivered(chosen)
-        self.add_replay(chosen)
         self.schedule()
 
     def add_replay(self, positions: list[Position]) -> None:
@@ -99,23 +99,27 @@ class SharedDispatcher(Dispatcher):
 
     # --- reading --------------------------------------------------------------------------------
 
-    def _read_replay(self, limit: int) -> list[Entry]:
+    async def _read_replay(self, limit: int) -> list[Entry]:
         cursor = self.subscription.cursor
-        ledger = self.subscription.topic.ledger
         chosen = sorted(self.to_redeliver)[:limit]
-        entries: list[Entry] = []
+        wanted = []
         for position in chosen:
             self.discard_replay(position)
-            if cursor.is_acked(position):
-                continue
-            entry = ledger.read_entry(position)
-            if entry is not None:
-                entries.append(entry)
-        return entries
+            if not cursor.is_acked(position):
+                wanted.append(position)
+        if not wanted:
+            return []
+        epoch = self.epoch
+        entries = await self.subscription.topic.ledger.replay_entries(wanted)
+        if epoch != self.epoch or self.closed:
+            return []  # reset (or closed) while reading: what was read is stale
+        return [e for e in entries if not cursor.is_acked(e.position)]  # acked meanwhile
 
-    def _read_new(self, limit: int) -> list[tuple[Entry, EntryInfo]]:
+    async def _read_new(self, limit: int) -> list[tuple[Entry, EntryInfo]]:
         """New entries from the cursor; those with a future delivery time go to the tracker."""
-        entries = self.subscription.cursor.read_entries(limit)
+        entries = await self.subscription.cursor.read_entries(limit)
+        if self.closed:
+            return []
         tracker = self.subscription.delayed_tracker
         out = []
         now = now_ms() if tracker is not None else 0
@@ -168,24 +172,32 @@ class SharedDispatcher(Dispatcher):
                 return consumer
         return None
 
-    def dispatch(self) -> None:
+    async def before_pass(self) -> None:
+        """Queue the delayed messages now due (Key_Shared also reads their keys)."""
+        self._take_due_delayed(self.max_read_batch)
+
+    async def dispatch(self) -> None:
         """Send redeliveries, due delayed messages and new entries round-robin."""
         cursor = self.subscription.cursor
-        self._take_due_delayed(self.max_read_batch)
+        await self.before_pass()
         for _ in range(_MAX_PASSES):
+            if self.closed:
+                return
             receivers = [c for c in self.consumers if self.can_receive(c)]
             if not receivers:
                 break
             limit = min(sum(c.permits for c in receivers), self.max_read_batch)
             if self.to_redeliver:
-                replay = self._read_replay(limit)
+                replay = await self._read_replay(limit)
+                self.recount()
                 if replay and self.assign([(e, self.info(e)) for e in replay], True):
                     continue
                 if not replay and self.to_redeliver:
                     continue
             if len(self.to_redeliver) >= MAX_REPLAY_BEFORE_PAUSE:
                 break
-            batch = self._read_new(limit)
+            batch = await self._read_new(limit)
+            self.recount()
             if not batch:
                 if cursor.has_more_entries():
                     continue
