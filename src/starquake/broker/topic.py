@@ -430,12 +430,12 @@ class PersistentTopic:
         """Topic stats with Pulsar's field names (the admin API serves them as JSON)."""
         return topic_stats.persistent_stats(self)
 
-    def last_message_position(self) -> LastMessage:
+    async def last_message_position(self) -> LastMessage:
         """Last durable entry and its last batch index (-1 when not batched or no entry)."""
         last = self.ledger.last_confirmed
         if last.entry_id < 0:
             return LastMessage(last, -1)
-        entry = read_now(self.ledger.read_entry(last))  # GET_LAST_MESSAGE_ID answers at once
+        entry = await self.ledger.read_entry(last)
         return last_message_at(last, None if entry is None else entry.data)
 
     async def find_position_by_publish_time(self, timestamp_ms: int) -> Position:

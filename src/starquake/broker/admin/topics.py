@@ -212,7 +212,7 @@ async def partitioned_stats(service: BrokerService, call: Call) -> Reply:
 async def last_message_id(service: BrokerService, call: Call) -> Reply:
     """The id of the topic's last message."""
     loaded = await topic_admin.persistent_topic(service, topic_of(call.params))
-    last, batch_index = loaded.last_message_position()
+    last, batch_index = await loaded.last_message_position()
     return json_reply(200, message_id(last, loaded.partition_index, batch_index))
 
 

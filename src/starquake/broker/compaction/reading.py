@@ -45,7 +45,7 @@ class CompactedTopic(Protocol):
     def ledger(self) -> ManagedLedger:
         """The topic's managed ledger."""
 
-    def last_message_position(self) -> LastMessage:
+    async def last_message_position(self) -> LastMessage:
         """Last durable entry and its last batch index."""
 
 
@@ -65,13 +65,13 @@ class CompactedSubscription(Protocol):
         """The subscription's dispatcher (None before any consumer)."""
 
 
-def last_compacted_message(topic: CompactedTopic) -> LastMessage:
+async def last_compacted_message(topic: CompactedTopic) -> LastMessage:
     """The last message a ``read_compacted`` consumer can get, and its batch index: the live
     log's last one when it lies after the compaction horizon, else the view's last one
     (``-1:-1`` when the view is empty: every key was deleted). As in Pulsar, a live log
     without any entry (all trimmed, e.g. by a truncate) answers with the view's last one."""
     view = topic.compaction.view
-    live = topic.last_message_position()
+    live = await topic.last_message_position()
     if view is None or (topic.ledger.last_confirmed > view.horizon and live.position.entry_id >= 0):
         return live
     found = view.last_message()
