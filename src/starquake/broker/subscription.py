@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.compaction.reading import CompactedReads, CompactedTopic
@@ -252,14 +252,17 @@ class Subscription:
 
     # --- reading ------------------------------------------------------------------------------
 
-    async def read_entries(self, max_entries: int, *, compacted: bool = False) -> list[Entry]:
+    def read_entries(
+        self, max_entries: int, *, compacted: bool = False
+    ) -> Coroutine[Any, Any, list[Entry]]:
         """Up to ``max_entries`` entries to dispatch: through the topic's compacted view for a
-        ``read_compacted`` consumer, from the cursor otherwise."""
+        ``read_compacted`` consumer, from the cursor otherwise (the read itself is returned,
+        to be awaited: no coroutine of its own on the hot path)."""
         if not compacted:
-            return await self.cursor.read_entries(max_entries)
+            return self.cursor.read_entries(max_entries)
         if self._compacted_reads is None:
             self._compacted_reads = CompactedReads(self, self.start_position)
-        return await self._compacted_reads.read(max_entries)
+        return self._compacted_reads.read(max_entries)
 
     def read_back(self, entry: Entry) -> None:
         """``entry`` was read but not dispatched: read it again next."""

@@ -148,6 +148,12 @@ class LedgerReads:
         """As :meth:`read_entries_now` (returns without suspending)."""
         return self.read_entries_now(start, max_entries, max_bytes)
 
+    def try_read_entries(
+        self, start: tuple[int, int], max_entries: int, max_bytes: int | None = None
+    ) -> list[Entry] | None:
+        """As :meth:`read_entries_now`: the cursors' reads never wait on this backend."""
+        return self.read_entries_now(start, max_entries, max_bytes)
+
     async def read_entry(self, position: tuple[int, int]) -> Entry | None:
         """As :meth:`read_entry_now` (returns without suspending)."""
         return self.read_entry_now(position)

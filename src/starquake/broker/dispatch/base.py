@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.consumer import Dispatch
@@ -90,7 +91,9 @@ class DispatchedSubscription(Protocol):
     def check_end_of_topic(self) -> None:
         """Tell the consumers once a terminated topic is consumed to its end."""
 
-    async def read_entries(self, max_entries: int, *, compacted: bool = False) -> list[Entry]:
+    def read_entries(
+        self, max_entries: int, *, compacted: bool = False
+    ) -> Coroutine[Any, Any, list[Entry]]:
         """Read the next entries at the cursor (the compacted view's with ``compacted``)."""
 
     def read_back(self, entry: Entry) -> None:
@@ -200,14 +203,17 @@ class Dispatcher:
         if self._in_flight is not None:
             self._again = True  # one more pass once the pending read is done
             return
-        task = start_eagerly(self._pass())
-        if task is not None:
+        if self.max_unacked_per_subscription > 0:
+            self._unacked_total = sum(c.unacked for c in self.consumers)
+        task = start_eagerly(self.dispatch())
+        if task is None:
+            if self.subscription.topic.terminated is not None and not self.closed:
+                self.subscription.check_end_of_topic()
+        else:
             self._in_flight = task
             task.add_done_callback(self._pass_done)
 
-    async def _pass(self) -> None:
-        self.recount()
-        await self.dispatch()
+    def _after_pass(self) -> None:
         if not self.closed and self.subscription.topic.terminated is not None:
             self.subscription.check_end_of_topic()
 
@@ -215,6 +221,8 @@ class Dispatcher:
         self._in_flight = None
         if not task.cancelled() and task.exception() is not None:
             log.error("dispatch of %s failed: %s", self.subscription.topic.name, task.exception())
+        else:
+            self._after_pass()
         if self._again:
             self._again = False
             self.schedule()

@@ -69,7 +69,6 @@ class KeySharedDispatcher(SharedDispatcher):
         # Draining hashes: hash -> [consumer holding its unacked messages, how many entries].
         self._draining: dict[int, tuple[Consumer, int]] = {}
         self._pending_hash: dict[Position, int] = {}
-        self._unhashed: set[Position] = set()
 
     # --- membership -----------------------------------------------------------------------------
 
@@ -135,7 +134,7 @@ class KeySharedDispatcher(SharedDispatcher):
     def add_replay(self, positions: list[Position]) -> None:
         """Queue positions for redelivery, holding back later messages of their keys. A
         position whose key is not known here (a delayed message now due) waits in
-        ``_unhashed`` until the next pass reads its key, before any new entry goes out."""
+        ``unkeyed`` until the next pass reads its key, before any new entry goes out."""
         pending_hash = self._pending_hash
         for position in positions:
             if position in self._replay_hashes:
@@ -143,17 +142,14 @@ class KeySharedDispatcher(SharedDispatcher):
                 continue
             key_hash = pending_hash.get(position)
             if key_hash is None:
-                self._unhashed.add(position)
+                self.unkeyed.add(position)
             else:
                 self._hold(position, key_hash)
 
-    async def before_pass(self) -> None:
-        """Queue due delayed messages and read the keys of replays that have none yet."""
-        await super().before_pass()
-        if not self._unhashed:
-            return
-        wanted = sorted(self._unhashed)
-        self._unhashed.clear()
+    async def read_keys(self) -> None:
+        """Read the keys of replays that have none yet, and hold them back by key."""
+        wanted = sorted(self.unkeyed)
+        self.unkeyed.clear()
         epoch = self.epoch
         entries = await self.subscription.topic.ledger.replay_entries(wanted)
         if epoch != self.epoch:
@@ -176,7 +172,7 @@ class KeySharedDispatcher(SharedDispatcher):
     def reset(self) -> None:
         """Forget the redelivery and key bookkeeping (after a rewind)."""
         self._replay_hashes.clear()
-        self._unhashed.clear()
+        self.unkeyed.clear()
         self._held_hashes.clear()
         self._draining.clear()
         self._pending_hash.clear()

@@ -48,6 +48,8 @@ class SharedDispatcher(Dispatcher):
         self._next = 0
         self._timer: asyncio.TimerHandle | None = None
         self._chunk_owner: dict[str, Consumer] = {}
+        self.unkeyed: set[Position] = set()
+        """Replays whose sticky key must be read before the next entries go (Key_Shared)."""
 
     # --- consumers and redelivery -------------------------------------------------------------
 
@@ -115,11 +117,9 @@ class SharedDispatcher(Dispatcher):
             return []  # reset (or closed) while reading: what was read is stale
         return [e for e in entries if not cursor.is_acked(e.position)]  # acked meanwhile
 
-    async def _read_new(self, limit: int) -> list[tuple[Entry, EntryInfo]]:
-        """New entries from the cursor; those with a future delivery time go to the tracker."""
-        entries = await self.subscription.cursor.read_entries(limit)
-        if self.closed:
-            return []
+    def _new(self, entries: list[Entry]) -> list[tuple[Entry, EntryInfo]]:
+        """New entries read from the cursor; those with a future delivery time go to the
+        tracker."""
         tracker = self.subscription.delayed_tracker
         out = []
         now = now_ms() if tracker is not None else 0
@@ -133,6 +133,10 @@ class SharedDispatcher(Dispatcher):
                 continue
             out.append((entry, info))
         return out
+
+    async def read_keys(self) -> None:
+        """Read the keys of :attr:`unkeyed` (Key_Shared; Shared has none)."""
+        self.unkeyed.clear()
 
     def _take_due_delayed(self, limit: int) -> None:
         tracker = self.subscription.delayed_tracker
@@ -172,14 +176,12 @@ class SharedDispatcher(Dispatcher):
                 return consumer
         return None
 
-    async def before_pass(self) -> None:
-        """Queue the delayed messages now due (Key_Shared also reads their keys)."""
-        self._take_due_delayed(self.max_read_batch)
-
     async def dispatch(self) -> None:
         """Send redeliveries, due delayed messages and new entries round-robin."""
         cursor = self.subscription.cursor
-        await self.before_pass()
+        self._take_due_delayed(self.max_read_batch)
+        if self.unkeyed:
+            await self.read_keys()
         for _ in range(_MAX_PASSES):
             if self.closed:
                 return
@@ -196,8 +198,11 @@ class SharedDispatcher(Dispatcher):
                     continue
             if len(self.to_redeliver) >= MAX_REPLAY_BEFORE_PAUSE:
                 break
-            batch = await self._read_new(limit)
+            entries = await cursor.read_entries(limit)
+            if self.closed:
+                return
             self.recount()
+            batch = self._new(entries)
             if not batch:
                 if cursor.has_more_entries():
                     continue
