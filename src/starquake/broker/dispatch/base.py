@@ -131,6 +131,8 @@ class Dispatcher:
         self._again = False
         self.epoch = 0
         """Counts resets: what a pass read before one is stale."""
+        self.acks = 0
+        """Counts acknowledgments: entries read before one may be acknowledged by now."""
         self.closed = False
 
     # --- consumers ----------------------------------------------------------------------------
@@ -181,6 +183,7 @@ class Dispatcher:
 
     def on_acked(self, consumer: Consumer) -> None:
         """Acks arrived from ``consumer``: it may be below its unacked limit again."""
+        self.acks += 1
         if consumer.blocked or self.subscription_blocked:
             self.schedule()
 

@@ -111,11 +111,13 @@ class SharedDispatcher(Dispatcher):
                 wanted.append(position)
         if not wanted:
             return []
-        epoch = self.epoch
+        epoch, acks, md = self.epoch, self.acks, cursor.mark_delete_position
         entries = await self.subscription.topic.ledger.replay_entries(wanted)
         if epoch != self.epoch or self.closed:
             return []  # reset (or closed) while reading: what was read is stale
-        return [e for e in entries if not cursor.is_acked(e.position)]  # acked meanwhile
+        if acks != self.acks or md != cursor.mark_delete_position:  # acked meanwhile
+            return [e for e in entries if not cursor.is_acked(e.position)]
+        return entries
 
     def _new(self, entries: list[Entry]) -> list[tuple[Entry, EntryInfo]]:
         """New entries read from the cursor; those with a future delivery time go to the
@@ -189,9 +191,11 @@ class SharedDispatcher(Dispatcher):
             if not receivers:
                 break
             limit = min(sum(c.permits for c in receivers), self.max_read_batch)
+            acks = self.acks
             if self.to_redeliver:
                 replay = await self._read_replay(limit)
-                self.recount()
+                if acks != self.acks:  # acknowledgments came while the read waited
+                    self.recount()
                 if replay and self.assign([(e, self.info(e)) for e in replay], True):
                     continue
                 if not replay and self.to_redeliver:
@@ -201,7 +205,8 @@ class SharedDispatcher(Dispatcher):
             entries = await cursor.read_entries(limit)
             if self.closed:
                 return
-            self.recount()
+            if acks != self.acks:
+                self.recount()
             batch = self._new(entries)
             if not batch:
                 if cursor.has_more_entries():
