@@ -2,8 +2,8 @@
 
 The broker runs with real file-backed ledgers whose reads are made to suspend (``sleep(0)`` or
 a random delay of up to 2 ms before and after each read, see ``tests/suspending_reads.py``), so
-every dispatch pass goes on in a task while acks, flow permits, seeks and consumers leaving
-happen. Each subscription type must still deliver every message, in the order its type
+every dispatch pass goes on in a task while acks, flow permits, seeks, consumers leaving and
+topic unloads happen. Each subscription type must still deliver every message, in the order its type
 promises, through the official client.
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from admin_http import admin_json
 from official_client import official_client
 from suspending_reads import SuspendingReads
 
@@ -192,6 +193,31 @@ def test_a_consumer_closing_during_reads_loses_nothing(client: pulsar.Client) ->
     leaving.close()
     got = _drain([staying], N)[0]
     assert set(got) == set(range(N)) and set(unacked) <= set(got)
+
+
+def test_unloading_the_topic_during_reads_loses_nothing(
+    client: pulsar.Client, slow_broker: EmbeddedBroker
+) -> None:
+    topic = _topic("unload")
+    consumers = [
+        client.subscribe(
+            topic,
+            "s",
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=EARLIEST,
+            receiver_queue_size=6,
+        )
+        for _ in range(2)
+    ]
+    _produce(client, topic)
+    first = _drain(consumers, 50)
+    path = "/admin/v2/" + topic.replace("://", "/") + "/unload"
+    assert admin_json(slow_broker, "PUT", path)[0] == 204  # dispatch passes are in flight
+    got = {v for part in first for v in part}
+    deadline = time.monotonic() + 20
+    while len(got) < N and time.monotonic() < deadline:  # redeliveries may come too
+        got.update(v for part in _drain(consumers, 1) for v in part)
+    assert got == set(range(N))
 
 
 def test_reader_reads_to_the_end(client: pulsar.Client) -> None:
