@@ -120,9 +120,9 @@ class Dispatcher:
             topic.service, topic.name
         )
         self.subscription_blocked = False
-        # Unacked messages of all consumers: summed at the start of a pass and after each read
-        # that may have waited, then kept up to date by send() (no ack arrives in between), so
-        # can_receive() is O(1).
+        # Unacked messages of all consumers: summed at the start of a pass and after a read
+        # during which acknowledgments came (``acks`` moved), kept up to date by send() in
+        # between, so can_receive() is O(1).
         self._unacked_total = 0
         self.batch_index_ack = config.acknowledgmentAtBatchIndexLevelEnabled
         self._scheduled = False
@@ -209,9 +209,8 @@ class Dispatcher:
         if self.max_unacked_per_subscription > 0:
             self._unacked_total = sum(c.unacked for c in self.consumers)
         task = start_eagerly(self.dispatch())
-        if task is None:
-            if self.subscription.topic.terminated is not None and not self.closed:
-                self.subscription.check_end_of_topic()
+        if task is None:  # no read waited: the pass is over
+            self._after_pass()
         else:
             self._in_flight = task
             task.add_done_callback(self._pass_done)
