@@ -11,8 +11,8 @@ event loop thread and with nothing else running there:
 2. in ``parse`` mode, empties the topic's entry-info cache, so that every entry's sticky key is
    read from the stored entry's MessageMetadata (as after a broker restart); in ``cached`` mode
    the infos recorded at publish time are used (as for a backlog published since the start);
-3. calls ``dispatcher.dispatch()`` until every entry has gone out, and reads the wall time and
-   that thread's CPU time.
+3. awaits ``dispatcher.dispatch()`` (its reads never suspend) until every entry has gone out,
+   and reads the wall time and that thread's CPU time.
 
 So a timed entry covers: the cursor reading it from the managed ledger, its EntryInfo (cached,
 or parsed from the metadata), the dispatcher's per-key hash memo and the sticky-key hash (every
@@ -138,7 +138,7 @@ async def dispatch_once(
         start = time.perf_counter()
         sent = 0
         while sent < entries:
-            dispatcher.dispatch()
+            await dispatcher.dispatch()
             now = sum(c.msg_out_counter for c in members)
             if now == sent:
                 raise RuntimeError(f"dispatch stalled at {sent}/{entries} entries")

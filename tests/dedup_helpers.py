@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from starquake.broker.dedup import MessageDeduplication
-from starquake.storage import Position
+from starquake.storage import Position, read_now
 
 
 class EmptyLedger:
@@ -19,5 +19,5 @@ def ready_dedup(topic: str, **kwargs: int) -> MessageDeduplication:
     """An enabled deduplication of ``topic``, recovered over an empty ledger (``kwargs`` go to
     :class:`MessageDeduplication`)."""
     dedup = MessageDeduplication(topic, enabled=True, **kwargs)
-    dedup.recover(None, EmptyLedger())  # type: ignore[arg-type]
+    read_now(dedup.recover(None, EmptyLedger()))  # type: ignore[arg-type]
     return dedup

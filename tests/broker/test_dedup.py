@@ -23,6 +23,7 @@ from starquake.storage import (
     ManagedLedgerFactory,
     Position,
     SqliteMetadataStore,
+    read_now,
 )
 
 TOPIC = "persistent://public/default/dedup-partition-0"
@@ -226,7 +227,7 @@ def test_disabled_accepts_everything_and_tracks_nothing() -> None:
     d.on_persisted("p", 1, 0, Position(1, 0))
     assert d.last_sequence_id("p") == -1
     assert not d.snapshot_due()
-    assert d.recover(None, EmptyLedger()) == 0  # type: ignore[arg-type]
+    assert read_now(d.recover(None, EmptyLedger())) == 0  # type: ignore[arg-type]
     assert not d.ready
 
 
@@ -235,7 +236,7 @@ def test_enabling_requires_recovery_and_disabling_clears() -> None:
     assert d.enabled and not d.ready
     assert d.check("p", 1, 0) is UNKNOWN  # state incomplete: make the producer retry
     assert d.last_sequence_id("p") == -1
-    d.recover(None, EmptyLedger())  # type: ignore[arg-type]
+    read_now(d.recover(None, EmptyLedger()))  # type: ignore[arg-type]
     assert d.ready
     assert d.check("p", 1, 0) is NOT_DUP
     d.on_persisted("p", 1, 0, Position(1, 0))
@@ -332,7 +333,7 @@ def test_recover_from_log_without_snapshot(
     commit(factory)
     ml.append(entry("b", 4, chunk=(0, 3)))  # not yet committed: invisible
     d = MessageDeduplication(TOPIC, enabled=True, snapshot_interval_entries=6)
-    assert d.recover(None, ml) == 6
+    assert read_now(d.recover(None, ml)) == 6
     assert d.ready
     assert d.persisted_state() == {"a": 5, "b": 3}
     assert d.pushed_state() == {"a": 5, "b": 3}
@@ -356,7 +357,7 @@ def test_recovery_counts_a_batch_without_highest_id_as_its_sequence_id(
     ml.append(entry("java", 5, 9, batch=3))  # declares its highest id: 5, 7, 9
     commit(factory)
     d = MessageDeduplication(TOPIC, enabled=True)
-    assert d.recover(None, ml) == 3
+    assert read_now(d.recover(None, ml)) == 3
     assert d.persisted_state() == {"kb": 2, "java": 9}
     assert d.last_sequence_id("kb") == 2
     assert d.check("kb", 2) is DUPLICATE
@@ -378,14 +379,14 @@ def test_recover_replays_only_after_the_snapshot(tmp_path: Path) -> None:
         broker.commit()
         assert len(ml.ledgers()) > 2
         fresh = MessageDeduplication(TOPIC, enabled=True)
-        assert fresh.recover(snap, ml) == 5
+        assert read_now(fresh.recover(snap, ml)) == 5
         assert fresh.persisted_state() == live.persisted_state() == {"a": 6, "b": 0}
         # a forged snapshot proves the entries before its position are not re-read
         forged = json.dumps(
             {"version": 1, "position": list(json.loads(snap)["position"]), "producers": []}
         ).encode()
         partial = MessageDeduplication(TOPIC, enabled=True)
-        assert partial.recover(forged, ml) == 5
+        assert read_now(partial.recover(forged, ml)) == 5
         assert partial.persisted_state() == {"a": 6, "b": 0}
         assert partial.check("a", 2, 0) is DUPLICATE
 
@@ -400,13 +401,13 @@ def test_recover_with_snapshot_at_the_end_replays_nothing(
     broker.commit()
     _, snap = live.take_snapshot()
     fresh = MessageDeduplication(TOPIC, enabled=True)
-    assert fresh.recover(snap, ml) == 0
+    assert read_now(fresh.recover(snap, ml)) == 0
     assert fresh.persisted_state() == {"a": 0}
     # an empty snapshot (nothing persisted yet) replays the whole log
     empty = MessageDeduplication(TOPIC, enabled=True)
     _, nothing = ready().take_snapshot()
     assert json.loads(nothing)["position"] is None
-    assert empty.recover(nothing, ml) == 1
+    assert read_now(empty.recover(nothing, ml)) == 1
 
 
 def test_unreadable_snapshot_falls_back_to_the_whole_log(
@@ -417,7 +418,7 @@ def test_unreadable_snapshot_falls_back_to_the_whole_log(
     commit(factory)
     for bad in (b"{not json", b'{"version": 99}', b'{"version": 1, "position": 3}'):
         d = MessageDeduplication(TOPIC, enabled=True)
-        assert d.recover(bad, ml) == 1
+        assert read_now(d.recover(bad, ml)) == 1
         assert d.persisted_state() == {"a": 4}
 
 
@@ -431,7 +432,7 @@ def test_recovery_takes_the_latest_id_when_a_producer_went_back(
         ml.append(entry("p", seq))
     commit(factory)
     d = MessageDeduplication(TOPIC, enabled=True)
-    assert d.recover(None, ml) == 5
+    assert read_now(d.recover(None, ml)) == 5
     assert d.last_sequence_id("p") == 2
     assert d.check("p", 2, 0) is DUPLICATE
     assert d.check("p", 3, 0) is NOT_DUP
@@ -451,7 +452,7 @@ def test_recovery_after_restart(tmp_path: Path) -> None:
         assert broker.send("p", 3) is DUPLICATE
     with open_ledger(tmp_path) as (factory, ml):
         d = MessageDeduplication(TOPIC, enabled=True)
-        assert d.recover(stored[MessageDeduplication.metadata_key(TOPIC)], ml) == 1
+        assert read_now(d.recover(stored[MessageDeduplication.metadata_key(TOPIC)], ml)) == 1
         assert d.last_sequence_id("p") == 4
         assert d.check("p", 4, 0) is DUPLICATE
         assert d.check("p", 5, 0) is NOT_DUP
@@ -496,7 +497,7 @@ def test_snapshot_plus_recover_equals_live_state(
                 snapshot = live.take_snapshot()[1]
         broker.commit()
         recovered = MessageDeduplication(TOPIC, enabled=True)
-        recovered.recover(snapshot, ml)
+        read_now(recovered.recover(snapshot, ml))
         assert recovered.persisted_state() == live.persisted_state()
         assert recovered.pushed_state() == live.pushed_state()
         for producer in ["a", "b", "c", "prod-ü", "zz"]:

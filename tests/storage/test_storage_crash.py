@@ -111,12 +111,12 @@ def test_kill9_keeps_every_committed_entry(tmp_path: Path) -> None:
         )
         try:
             for name, position, r, n in committed:
-                entry = factory.open(name).read_entry(position)
+                entry = factory.open(name).read_entry_now(position)
                 assert entry is not None, f"{name} {position} lost after kill -9"
                 assert entry.data == _payload(r, n)
             for k in range(3):
                 ml = factory.open(f"{NAME}-{k}")
-                entries = ml.read_entries((-1, -1), 1_000_000)
+                entries = ml.read_entries_now((-1, -1), 1_000_000)
                 positions = [e.position for e in entries]
                 assert positions == sorted(positions)
         finally:

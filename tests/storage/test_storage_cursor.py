@@ -13,6 +13,7 @@ from starquake.storage import (
     Position,
     StorageError,
 )
+from starquake.storage.read_now import read_now
 
 NAME = "persistent://public/default/cursors"
 
@@ -34,17 +35,17 @@ def test_initial_positions(make_factory: MakeFactory) -> None:
     assert ml.open_cursor("latest") is latest
     assert set(ml.cursors) == {"latest", "earliest"}
     assert latest.mark_delete_position == positions[-1]
-    assert latest.read_entries(10) == [] and not latest.has_more_entries()
+    assert read_now(latest.read_entries(10)) == [] and not latest.has_more_entries()
     assert latest.backlog() == 0
     assert earliest.backlog() == 10 and earliest.has_more_entries()
-    assert [e.position for e in earliest.read_entries(100)] == positions
+    assert [e.position for e in read_now(earliest.read_entries(100))] == positions
     assert earliest.read_position == ml.next_position(positions[-1])
     new = ml.append(b"new")
     assert not latest.has_more_entries()
     assert latest.read_position == new
     commit(f)
     assert latest.has_more_entries()
-    assert [e.data for e in latest.read_entries(5)] == [b"new"]
+    assert [e.data for e in read_now(latest.read_entries(5))] == [b"new"]
     assert latest.backlog() == 1
 
 
@@ -53,9 +54,9 @@ def test_read_skips_individually_acked(make_factory: MakeFactory) -> None:
     c = ml.open_cursor("s", "earliest")
     c.delete([positions[1], positions[2], positions[3], positions[4], positions[7]])
     assert c.mark_delete_position < positions[0]
-    got = [e.position for e in c.read_entries(3)]
+    got = [e.position for e in read_now(c.read_entries(3))]
     assert got == [positions[0], positions[5], positions[6]]
-    assert [e.position for e in c.read_entries(10)] == [positions[8], positions[9]]
+    assert [e.position for e in read_now(c.read_entries(10))] == [positions[8], positions[9]]
     assert c.backlog() == 5
     c.rewind()
     assert c.read_position == positions[0]
@@ -107,20 +108,20 @@ def test_seek_and_reset(make_factory: MakeFactory) -> None:
     c.reset(EARLIEST)
     assert c.backlog() == 10 and c.read_position == positions[0]
     c.reset(LATEST)
-    assert c.backlog() == 0 and c.read_entries(5) == []
+    assert c.backlog() == 0 and read_now(c.read_entries(5)) == []
 
 
 def test_non_durable_cursors(make_factory: MakeFactory) -> None:
     f, ml, positions = _ledger(make_factory)
     c = ml.new_non_durable_cursor(EARLIEST)
     assert not c.durable and "" not in ml.cursors
-    assert [e.position for e in c.read_entries(100)] == positions
+    assert [e.position for e in read_now(c.read_entries(100))] == positions
     c = ml.new_non_durable_cursor(LATEST)
-    assert c.read_entries(100) == []
+    assert read_now(c.read_entries(100)) == []
     c = ml.new_non_durable_cursor(positions[5])
-    assert c.read_entries(1)[0].position == positions[5]
+    assert read_now(c.read_entries(1))[0].position == positions[5]
     c = ml.new_non_durable_cursor(positions[5], inclusive=False)
-    assert c.read_entries(1)[0].position == positions[6]
+    assert read_now(c.read_entries(1))[0].position == positions[6]
     c.mark_delete(positions[8])
     assert f.take_cursor_snapshots() == []
 
@@ -182,7 +183,7 @@ def test_persistence_and_recovery(make_factory: MakeFactory) -> None:
         (Position(positions[8].ledger_id, -1), positions[8]),
     ]
     assert c2.get_batch_ack_set(positions[6]) == [0b1010]
-    assert [e.position for e in c2.read_entries(100)] == [
+    assert [e.position for e in read_now(c2.read_entries(100))] == [
         positions[2],
         positions[3],
         positions[6],
@@ -215,7 +216,7 @@ def test_mark_delete_in_trimmed_ledger(make_factory: MakeFactory) -> None:
     ml2 = f2.open(NAME)
     c2 = ml2.open_cursor("s")
     assert c2.mark_delete_position == positions[5]
-    assert [e.position for e in c2.read_entries(100)] == positions[6:]
+    assert [e.position for e in read_now(c2.read_entries(100))] == positions[6:]
     assert c2.backlog() == 4
     c2.mark_delete(positions[-1])
     persist(f2)
@@ -223,7 +224,7 @@ def test_mark_delete_in_trimmed_ledger(make_factory: MakeFactory) -> None:
     # a cursor whose mark-delete now points into a deleted ledger
     assert c2.backlog() == 0 and not c2.has_more_entries()
     r = ml2.new_non_durable_cursor(positions[0])
-    assert r.read_entries(10) == []
+    assert read_now(r.read_entries(10)) == []
 
 
 def test_reopen_before_snapshot_flush_keeps_latest_acks(make_factory: MakeFactory) -> None:

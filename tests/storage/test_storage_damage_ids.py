@@ -44,7 +44,7 @@ def _recover(root: Path) -> list[tuple[tuple[int, int], bytes]]:
     store = SqliteMetadataStore(root / "meta.db")
     factory = ManagedLedgerFactory(root / "data", store, ManagedLedgerConfig(), clock=FakeClock())
     try:
-        entries = factory.open(NAME).read_entries(EARLIEST, 10_000)
+        entries = factory.open(NAME).read_entries_now(EARLIEST, 10_000)
         return [((e.position.ledger_id, e.position.entry_id), bytes(e.data)) for e in entries]
     finally:
         factory.close()

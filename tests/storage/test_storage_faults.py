@@ -47,7 +47,7 @@ def _commit(factory: ManagedLedgerFactory) -> None:
 def _stored(root: Path) -> list[Entry]:
     node = Node(root)
     try:
-        return node.factory.open(NAME).read_entries(EARLIEST, 100)
+        return node.factory.open(NAME).read_entries_now(EARLIEST, 100)
     finally:
         node.factory.close()
         node.store.close()
@@ -110,7 +110,7 @@ def test_a_failed_commit_fences_then_the_ledger_recovers(
     ml = node.factory.open(NAME)
     assert not ml.fenced
     expected = [Entry(p, d) for p, d in zip(positions, DATAS, strict=True)]
-    assert ml.read_entries(EARLIEST, 100) == expected
+    assert ml.read_entries_now(EARLIEST, 100) == expected
     new = ml.append(b"after the fault")
     _commit(node.factory)
     node.factory.close()
@@ -157,6 +157,6 @@ def test_journal_sync_data_decides_whether_appends_are_fsynced(tmp_path: Path, s
     position = ml.append(b"entry")
     _commit(factory)
     assert faults.syncs == (1 if sync else 0)
-    assert ml.read_entries(EARLIEST, 10) == [Entry(position, b"entry")]
+    assert ml.read_entries_now(EARLIEST, 10) == [Entry(position, b"entry")]
     factory.close()
     store.close()

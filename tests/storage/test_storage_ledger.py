@@ -27,16 +27,16 @@ def test_append_is_invisible_until_commit_finishes(make_factory: MakeFactory) ->
     assert ml.last_confirmed == Position(lid, -1)
     assert ml.append(b"a") == Position(lid, 0)
     assert ml.append(b"b") == Position(lid, 1)
-    assert ml.read_entries(EARLIEST, 10) == []
+    assert ml.read_entries_now(EARLIEST, 10) == []
     pending = f.take_pending()
     assert pending is not None
     assert pending.entry_count == 2 and pending.byte_count == 2
     ml.append(b"c")  # taken by the next commit
     pending.execute()
-    assert ml.read_entries(EARLIEST, 10) == []
+    assert ml.read_entries_now(EARLIEST, 10) == []
     assert pending.finish() == [(ml, Position(lid, 1))]
     assert ml.last_confirmed == Position(lid, 1)
-    assert [e.data for e in ml.read_entries(EARLIEST, 10)] == [b"a", b"b"]
+    assert [e.data for e in ml.read_entries_now(EARLIEST, 10)] == [b"a", b"b"]
     assert commit(f) == [(ml, Position(lid, 2))]
     assert f.take_pending() is None
 
@@ -64,18 +64,18 @@ def test_reads_cross_ledgers_and_respect_limits(make_factory: MakeFactory) -> No
     commit(f)
     assert len({p.ledger_id for p in positions}) == 4
     assert [p.entry_id for p in positions] == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
-    entries = ml.read_entries(EARLIEST, 100)
+    entries = ml.read_entries_now(EARLIEST, 100)
     assert [e.position for e in entries] == positions
     assert [e.data for e in entries] == datas
-    assert [e.position for e in ml.read_entries(positions[4], 3)] == positions[4:7]
+    assert [e.position for e in ml.read_entries_now(positions[4], 3)] == positions[4:7]
     # (L, -1) and a position past the end of a sealed ledger
-    assert ml.read_entries(Position(positions[3].ledger_id, -1), 1)[0].position == positions[3]
-    assert ml.read_entries(Position(positions[0].ledger_id, 7), 1)[0].position == positions[3]
+    assert ml.read_entries_now(Position(positions[3].ledger_id, -1), 1)[0].position == positions[3]
+    assert ml.read_entries_now(Position(positions[0].ledger_id, 7), 1)[0].position == positions[3]
     # byte budget: at least one entry, then stop before exceeding
-    assert [e.data for e in ml.read_entries(positions[0], 10, max_bytes=4)] == datas[:2]
-    assert [e.data for e in ml.read_entries(positions[9], 10, max_bytes=1)] == datas[9:]
-    assert ml.read_entry(positions[5]) == Entry(positions[5], datas[5])
-    assert ml.read_entry(Position(positions[5].ledger_id, 9)) is None
+    assert [e.data for e in ml.read_entries_now(positions[0], 10, max_bytes=4)] == datas[:2]
+    assert [e.data for e in ml.read_entries_now(positions[9], 10, max_bytes=1)] == datas[9:]
+    assert ml.read_entry_now(positions[5]) == Entry(positions[5], datas[5])
+    assert ml.read_entry_now(Position(positions[5].ledger_id, 9)) is None
     assert ml.next_position(positions[2]) == positions[3]
     assert ml.next_position(positions[1]) == positions[2]
     assert ml.next_position(EARLIEST) == positions[0]
@@ -93,10 +93,10 @@ def test_reads_from_files_when_cache_is_small(make_factory: MakeFactory) -> None
     positions = append_all(ml, datas)
     commit(f)
     assert f.cache.size <= 10
-    entries = ml.read_entries(EARLIEST, 100)
+    entries = ml.read_entries_now(EARLIEST, 100)
     assert [e.data for e in entries] == datas
     assert [e.position for e in entries] == positions
-    assert ml.read_entry(positions[0]) == Entry(positions[0], datas[0])
+    assert ml.read_entry_now(positions[0]) == Entry(positions[0], datas[0])
 
 
 def test_rollover_by_entries_waits_for_min_age(make_factory: MakeFactory, clock: FakeClock) -> None:
@@ -135,7 +135,7 @@ def test_rollover_by_age(make_factory: MakeFactory, clock: FakeClock) -> None:
     c = ml.append(b"3")
     assert c == Position(ml.current_ledger_id, 0) and c.ledger_id > a.ledger_id
     commit(f)
-    assert [e.data for e in ml.read_entries(EARLIEST, 10)] == [b"1", b"2", b"3"]
+    assert [e.data for e in ml.read_entries_now(EARLIEST, 10)] == [b"1", b"2", b"3"]
 
 
 def test_rolled_ledger_file_closed_after_last_commit(make_factory: MakeFactory) -> None:
@@ -164,14 +164,14 @@ def test_reopen_recovers_and_starts_new_ledger(make_factory: MakeFactory) -> Non
     f.close()
     f2 = make_factory(max_entries_per_ledger=5, min_rollover_seconds=0)
     ml2 = f2.open(NAME)
-    assert [e.data for e in ml2.read_entries(EARLIEST, 100)] == datas
-    assert [e.position for e in ml2.read_entries(EARLIEST, 100)] == positions
+    assert [e.data for e in ml2.read_entries_now(EARLIEST, 100)] == datas
+    assert [e.position for e in ml2.read_entries_now(EARLIEST, 100)] == positions
     assert ml2.last_confirmed == positions[-1]
     assert ml2.current_ledger_id > max(old_ids)
     p = ml2.append(b"new")
     assert p == Position(ml2.current_ledger_id, 0)
     commit(f2)
-    assert ml2.read_entries(ml2.next_position(positions[-1]), 5)[0].data == b"new"
+    assert ml2.read_entries_now(ml2.next_position(positions[-1]), 5)[0].data == b"new"
 
 
 def test_ledger_ids_never_reused(make_factory: MakeFactory) -> None:
@@ -215,8 +215,8 @@ def test_trim_without_cursors_frees_files(make_factory: MakeFactory) -> None:
     assert [p.name for p in directory.glob("*.log")] == [f"{ml.current_ledger_id}.log"]
     assert not list(directory.glob("*.idx"))
     assert ml.first_position() == positions[-1]
-    assert ml.read_entries(EARLIEST, 10)[0].position == positions[-1]
-    assert ml.read_entries(positions[0], 10)[0].position == positions[-1]
+    assert ml.read_entries_now(EARLIEST, 10)[0].position == positions[-1]
+    assert ml.read_entries_now(positions[0], 10)[0].position == positions[-1]
     assert ml.number_of_entries == 1
 
 
@@ -256,9 +256,9 @@ def test_find_first(make_factory: MakeFactory) -> None:
     positions = append_all(ml, [i.to_bytes(2, "big") for i in range(11)])
     commit(f)
     for k in range(11):
-        assert ml.find_first(lambda e, k=k: int.from_bytes(e.data, "big") >= k) == positions[k]
-    assert ml.find_first(lambda e: False) is None
-    assert ml.find_first(lambda e: True) == positions[0]
+        assert ml.find_first_now(lambda e, k=k: int.from_bytes(e.data, "big") >= k) == positions[k]
+    assert ml.find_first_now(lambda e: False) is None
+    assert ml.find_first_now(lambda e: True) == positions[0]
 
 
 def test_failed_commit_fences(make_factory: MakeFactory) -> None:
@@ -275,13 +275,13 @@ def test_failed_commit_fences(make_factory: MakeFactory) -> None:
     assert ml.fenced
     with pytest.raises(LedgerFencedError):
         ml.append(b"x")
-    assert [e.data for e in ml.read_entries(EARLIEST, 10)] == [b"ok"]
+    assert [e.data for e in ml.read_entries_now(EARLIEST, 10)] == [b"ok"]
     ml2 = f.open(NAME)  # reopen recovers from disk
     assert ml2 is not ml and not ml2.fenced
-    assert [e.data for e in ml2.read_entries(EARLIEST, 10)] == [b"ok"]
+    assert [e.data for e in ml2.read_entries_now(EARLIEST, 10)] == [b"ok"]
     ml2.append(b"again")
     commit(f)
-    assert [e.data for e in ml2.read_entries(EARLIEST, 10)] == [b"ok", b"again"]
+    assert [e.data for e in ml2.read_entries_now(EARLIEST, 10)] == [b"ok", b"again"]
 
 
 def test_later_commit_of_fenced_ledger_stays_invisible(make_factory: MakeFactory) -> None:
@@ -295,7 +295,7 @@ def test_later_commit_of_fenced_ledger_stays_invisible(make_factory: MakeFactory
     first.fail(OSError("boom"))
     second.execute()
     assert second.finish() == []
-    assert ml.read_entries(EARLIEST, 10) == []
+    assert ml.read_entries_now(EARLIEST, 10) == []
 
 
 def test_reopen_while_in_flight_is_busy(make_factory: MakeFactory) -> None:
@@ -309,7 +309,7 @@ def test_reopen_while_in_flight_is_busy(make_factory: MakeFactory) -> None:
         f.open(NAME)
     assert commit(f) == [(ml, ml.last_confirmed)]
     ml2 = f.open(NAME)
-    assert [e.data for e in ml2.read_entries(EARLIEST, 10)] == [b"a"]
+    assert [e.data for e in ml2.read_entries_now(EARLIEST, 10)] == [b"a"]
 
 
 def test_delete_removes_files_and_cursors(make_factory: MakeFactory, tmp_path: Path) -> None:
@@ -326,7 +326,7 @@ def test_delete_removes_files_and_cursors(make_factory: MakeFactory, tmp_path: P
     assert not f.exists(NAME) and f.list_names() == []
     assert f.metadata.list_children(ml.cursor_prefix) == []
     ml2 = f.open(NAME)
-    assert ml2.read_entries(EARLIEST, 10) == [] and not ml2.cursors
+    assert ml2.read_entries_now(EARLIEST, 10) == [] and not ml2.cursors
 
 
 def test_ledgers_info(make_factory: MakeFactory, clock: FakeClock) -> None:
@@ -345,7 +345,7 @@ def test_close_factory_flushes_pending(make_factory: MakeFactory) -> None:
     positions = append_all(ml, [b"a", b"b"])
     f.close()
     f2 = make_factory()
-    entries = f2.open(NAME).read_entries(EARLIEST, 10)
+    entries = f2.open(NAME).read_entries_now(EARLIEST, 10)
     assert [e.position for e in entries] == positions
 
 
@@ -360,7 +360,7 @@ def test_many_ledgers_share_one_commit(make_factory: MakeFactory) -> None:
     result = dict(pending.finish())
     assert set(result) == set(mls)
     for ml in mls:
-        assert ml.read_entries(EARLIEST, 2)[0].data == ml.name.encode()
+        assert ml.read_entries_now(EARLIEST, 2)[0].data == ml.name.encode()
 
 
 def test_cache_accounting(make_factory: MakeFactory) -> None:
@@ -374,7 +374,7 @@ def test_cache_accounting(make_factory: MakeFactory) -> None:
     # the oldest entries (all of a's first ones) were evicted first
     state_a = a._states[a.current_ledger_id]
     assert f.cache.get(state_a, 0) is None and f.cache.get(state_a, 7) is not None
-    assert [e.data for e in a.read_entries(EARLIEST, 100)] == [b"x" * 100] * 8
+    assert [e.data for e in a.read_entries_now(EARLIEST, 100)] == [b"x" * 100] * 8
     b.close()
     assert f.cache.size == 200  # a keeps its two newest entries
     f.delete("a")

@@ -33,6 +33,7 @@ from starquake.storage import (
     Position,
     SqliteMetadataStore,
 )
+from starquake.storage.read_now import read_now
 
 NAME = "persistent://public/default/model"
 CURSORS = ("a", "b", "c")
@@ -221,7 +222,7 @@ class StorageMachine(RuleBasedStateMachine):
 
     @invariant()
     def stored_entries_are_a_suffix_that_no_cursor_still_needs(self) -> None:
-        entries = self.ml.read_entries(EARLIEST, 10_000)
+        entries = self.ml.read_entries_now(EARLIEST, 10_000)
         got = [(e.position, e.data) for e in entries]
         assert got == self.committed[len(self.committed) - len(got) :]
         gone = self.committed[: len(self.committed) - len(got)]
@@ -245,7 +246,7 @@ class StorageMachine(RuleBasedStateMachine):
             unacked = [p for p in stored if not model.is_acked(p)]
             assert cursor.backlog() == len(unacked)
             cursor.rewind()
-            assert [e.position for e in cursor.read_entries(10_000)] == unacked
+            assert [e.position for e in read_now(cursor.read_entries(10_000))] == unacked
 
 
 TestStorageModel = StorageMachine.TestCase

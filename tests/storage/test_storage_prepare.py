@@ -26,7 +26,7 @@ def test_prepare_in_a_thread_while_another_ledger_appends(make_factory: MakeFact
     commit(factory)
     assert factory.check_openable("a") is None
     ledger = factory.open_prepared(result[0])
-    assert [e.data for e in ledger.read_entries(written[0], 10)] == [b"a1", b"a2"]
+    assert [e.data for e in ledger.read_entries_now(written[0], 10)] == [b"a1", b"a2"]
     assert factory.open("a") is ledger
     new = ledger.append(b"a3")
     commit(factory)

@@ -61,17 +61,17 @@ def test_append_commit_reopen_round_trip(
                 expected.append(Entry(ml.append(data), data))
             assert env.factory is not None
             commit(env.factory)
-            assert ml.read_entries(EARLIEST, 1000) == expected
+            assert ml.read_entries_now(EARLIEST, 1000) == expected
             if i < len(reopen_after) and reopen_after[i]:
                 env.stop()
                 ml = env.start().open(NAME)
-                assert ml.read_entries(EARLIEST, 1000) == expected
+                assert ml.read_entries_now(EARLIEST, 1000) == expected
                 assert ml.last_confirmed == (
                     expected[-1].position if expected else Position(ml.current_ledger_id, -1)
                 )
         env.stop()
         ml = env.start().open(NAME)
-        assert ml.read_entries(EARLIEST, 1000) == expected
+        assert ml.read_entries_now(EARLIEST, 1000) == expected
         assert ml.count_entries(EARLIEST, ml.last_confirmed) == len(expected)
         env.stop()
 
@@ -124,7 +124,7 @@ def test_damaged_last_ledger_recovers_prefix(
         expected = [Entry(positions[i], datas[i]) for i in keep]
 
         ml = env.start().open(NAME)
-        assert ml.read_entries(EARLIEST, 1000) == expected
+        assert ml.read_entries_now(EARLIEST, 1000) == expected
         if expected:
             assert ml.last_confirmed == expected[-1].position
         new = ml.append(b"after recovery")
@@ -132,7 +132,7 @@ def test_damaged_last_ledger_recovers_prefix(
         commit(env.factory)
         env.stop()
         ml = env.start().open(NAME)
-        assert ml.read_entries(EARLIEST, 1000) == [*expected, Entry(new, b"after recovery")]
+        assert ml.read_entries_now(EARLIEST, 1000) == [*expected, Entry(new, b"after recovery")]
         env.stop()
 
 
@@ -154,8 +154,8 @@ def test_index_files_are_used_and_validated(tmp_path: Path) -> None:
     (directory / "999999.idx").write_bytes(b"orphan")
     (directory / "5.idx.tmp").write_bytes(b"partial")
     ml = env.start().open(NAME)
-    assert [e.data for e in ml.read_entries(EARLIEST, 100)] == datas
-    assert [e.position for e in ml.read_entries(EARLIEST, 100)] == positions
+    assert [e.data for e in ml.read_entries_now(EARLIEST, 100)] == datas
+    assert [e.position for e in ml.read_entries_now(EARLIEST, 100)] == positions
     assert not (directory / "999999.idx").exists()
     assert not (directory / "5.idx.tmp").exists()
     env.stop()
@@ -171,5 +171,5 @@ def test_empty_ledger_files_are_removed(tmp_path: Path) -> None:
     assert (directory / f"{first}.log").exists()
     ml = env.start().open(NAME)
     assert not (directory / f"{first}.log").exists()
-    assert ml.read_entries(EARLIEST, 10) == []
+    assert ml.read_entries_now(EARLIEST, 10) == []
     env.stop()

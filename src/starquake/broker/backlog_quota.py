@@ -61,7 +61,7 @@ from starquake.broker.policy_types import (
 from starquake.broker.system_topics import is_system_topic
 from starquake.protocol.errors import ProtocolError, ServerError
 from starquake.protocol.framing import entry_metadata
-from starquake.storage import LedgerInfo, ManagedCursor, Position
+from starquake.storage import LedgerInfo, ManagedCursor, Position, read_now
 
 if TYPE_CHECKING:
     from starquake.broker.producer import Producer
@@ -171,7 +171,8 @@ def oldest_backlog_entry(topic: QuotaTopic) -> tuple[int, str] | None:
         return cached[1], cursor.name
     ledger = topic.ledger
     position = ledger.next_position(mark_delete)
-    entry = ledger.read_entry(position) if position <= ledger.last_confirmed else None
+    # read at once: the check runs in synchronous admission of producers and messages
+    entry = read_now(ledger.read_entry(position)) if position <= ledger.last_confirmed else None
     if entry is None:
         return None
     try:

@@ -58,7 +58,7 @@ class SubscribedTopic(Protocol):
     def is_persistent(self) -> bool:
         """Whether messages are stored (``persistent://``)."""
 
-    def last_message_position(self) -> LastMessage:
+    async def last_message_position(self) -> LastMessage:
         """The position of the last message and its batch index."""
 
     def batch_size_of(self, position: Position) -> int:

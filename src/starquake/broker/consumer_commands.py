@@ -10,6 +10,7 @@ from google.protobuf.message import Message
 from starquake.broker.cnx_base import CommandContext
 from starquake.broker.compaction.reading import last_compacted_message
 from starquake.broker.consumer import Consumer, SubscriptionApi
+from starquake.broker.entry_info import LastMessage
 from starquake.broker.errors import (
     BrokerServiceError,
     ConsumerBusyError,
@@ -334,10 +335,23 @@ class ConsumerCommands:
             topic = subscription.topic
             if not isinstance(subscription, Subscription) or not isinstance(topic, PersistentTopic):
                 raise NotAllowedError("Seek is not supported on non-persistent topics")
+            if request.HasField("message_publish_time") and not request.HasField("message_id"):
+                # a search of the stored entries: it may wait for their reads
+                found = topic.find_position_by_publish_time(request.message_publish_time)
+                self._cnx.await_then(
+                    request, found, lambda at: self._seek_to(request, subscription, at), "SEEK"
+                )
+                return
             position = _seek_position(request, topic)
         except BrokerServiceError as exc:
             self._cnx.fail(request, exc)
             return
+        self._seek_to(request, subscription, position)
+
+    def _seek_to(
+        self, request: pb.CommandSeek, subscription: Subscription, position: Position
+    ) -> None:
+        topic = subscription.topic
         # As Pulsar does: disconnect the subscription's consumers (they re-subscribe and
         # re-send their permits), move the cursor and store it, then confirm. Until the new
         # position is stored the subscription is fenced: consumers coming back are told to retry.
@@ -361,9 +375,21 @@ class ConsumerCommands:
             return
         topic = consumer.subscription.topic
         if consumer.read_compacted and isinstance(topic, PersistentTopic):
-            last, batch_index = last_compacted_message(topic)
+            work = last_compacted_message(topic)
         else:
-            last, batch_index = topic.last_message_position()
+            work = topic.last_message_position()
+        self._cnx.await_then(
+            request,
+            work,
+            lambda found: self._answer_last_message_id(request, consumer, found),
+            "GET_LAST_MESSAGE_ID",
+        )
+
+    def _answer_last_message_id(
+        self, request: pb.CommandGetLastMessageId, consumer: Consumer, found: LastMessage
+    ) -> None:
+        last, batch_index = found
+        topic = consumer.subscription.topic
         partition = topic.partition_index
         subscription = consumer.subscription
         mark = (
@@ -432,6 +458,4 @@ def _seek_position(request: pb.CommandSeek, topic: PersistentTopic) -> Position:
         if position.ledger_id >= (1 << 63) - 1:
             return topic.end_position()
         return position
-    if request.HasField("message_publish_time"):
-        return topic.find_position_by_publish_time(request.message_publish_time)
     raise BrokerServiceError("SEEK needs a message id or a publish time")

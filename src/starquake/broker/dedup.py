@@ -351,7 +351,7 @@ class MessageDeduplication:
         producers = [(str(name), int(seq)) for name, seq in doc.get("producers", [])]
         return position, producers
 
-    def recover(self, snapshot: bytes | None, ledger: ManagedLedger) -> int:
+    async def recover(self, snapshot: bytes | None, ledger: ManagedLedger) -> int:
         """Rebuild the state from ``snapshot`` and the entries stored after it; returns how many.
 
         Without a (readable) snapshot the whole stored log is replayed. Each replayed entry sets
@@ -383,7 +383,7 @@ class MessageDeduplication:
         start = ledger.next_position(position) if position is not None else ledger.first_position()
         replayed = 0
         while start is not None and start <= end:
-            entries = ledger.read_entries(start, _REPLAY_BATCH)
+            entries = await ledger.read_entries(start, _REPLAY_BATCH)
             for entry in entries:
                 if entry.position > end:
                     break

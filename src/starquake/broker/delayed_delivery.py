@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import entry_metadata
-from starquake.storage import ManagedLedger, Position
+from starquake.storage import ManagedLedger, Position, read_now
 
 __all__ = ["InMemoryDelayedDeliveryTracker", "precision_bits", "rebuild"]
 
@@ -285,7 +285,7 @@ def rebuild(
     start = ledger.normalize(from_position)
     added = 0
     while start <= end:
-        entries = ledger.read_entries(start, _REBUILD_BATCH)
+        entries = read_now(ledger.read_entries(start, _REBUILD_BATCH))
         for entry in entries:
             position = entry.position
             if position > end:

@@ -35,7 +35,9 @@ async def entry_counts(
     at = start
     limit = min(max_entries, MAX_ENTRIES)
     while rows < max_messages and len(out) < limit:
-        entries = topic.ledger.read_entries(at, min(_READ_ENTRIES, limit - len(out)), _READ_BYTES)
+        entries = await topic.ledger.read_entries(
+            at, min(_READ_ENTRIES, limit - len(out)), _READ_BYTES
+        )
         if not entries:
             break
         for entry in entries:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from starquake.storage import Position
+from starquake.storage import Position, read_now
 
 if TYPE_CHECKING:
     from starquake.broker.subscription import Subscription
@@ -18,7 +18,7 @@ def expire_older_than(subscription: Subscription, seconds: int) -> bool:
     with the next periodic flush); True if the cursor moved."""
     topic = subscription.topic
     cutoff_ms = int(time.time() * 1000) - seconds * 1000
-    first_kept = topic.find_position_by_publish_time(cutoff_ms)
+    first_kept = read_now(topic.find_position_by_publish_time(cutoff_ms))
     before = Position(first_kept.ledger_id, first_kept.entry_id - 1)
     last = topic.ledger.last_confirmed
     if before > last:

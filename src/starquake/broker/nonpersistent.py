@@ -320,7 +320,7 @@ class NonPersistentTopic:
             raise ConsumerBusyError(f"Subscription {name} has connected consumers")
         self.remove_subscription(name)
 
-    def last_message_position(self) -> LastMessage:
+    async def last_message_position(self) -> LastMessage:
         """No position and batch index -1: nothing is stored."""
         return LastMessage(NO_POSITION, -1)
 

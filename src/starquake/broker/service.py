@@ -381,7 +381,7 @@ class BrokerService:
             if self.dedup_enabled_for(topic):
                 dedup = loaded.dedup
                 dedup.enabled = True
-                replayed = dedup.recover(self.metadata.get(dedup.metadata_key(name)), ledger)
+                replayed = await dedup.recover(self.metadata.get(dedup.metadata_key(name)), ledger)
                 log.info(
                     "deduplication state of %s recovered (%d entries replayed)", name, replayed
                 )
@@ -435,7 +435,7 @@ class BrokerService:
         await topic.receipts_sent()
         if topic.closed or not dedup.enabled or dedup.ready:
             return  # unloaded, switched off again, or recovered by a concurrent call
-        replayed = dedup.recover(None, topic.ledger)
+        replayed = await dedup.recover(None, topic.ledger)
         log.info("deduplication of %s turned on (%d entries replayed)", name, replayed)
 
     def store_metadata_later(

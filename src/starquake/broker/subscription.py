@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.compaction.reading import CompactedReads, CompactedTopic
@@ -61,7 +61,7 @@ class SubscriptionTopic(TopicApi, DispatchedTopic, CompactedTopic, Protocol):
     last_active: float
     """When the topic was last seen active (monotonic seconds)."""
 
-    def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
+    async def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
         """First entry published at or after ``timestamp_ms`` (after the last one if none)."""
 
 
@@ -252,9 +252,12 @@ class Subscription:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def read_entries(self, max_entries: int, *, compacted: bool = False) -> list[Entry]:
+    def read_entries(
+        self, max_entries: int, *, compacted: bool = False
+    ) -> Coroutine[Any, Any, list[Entry]]:
         """Up to ``max_entries`` entries to dispatch: through the topic's compacted view for a
-        ``read_compacted`` consumer, from the cursor otherwise."""
+        ``read_compacted`` consumer, from the cursor otherwise (the read itself is returned,
+        to be awaited: no coroutine of its own on the hot path)."""
         if not compacted:
             return self.cursor.read_entries(max_entries)
         if self._compacted_reads is None:

@@ -35,7 +35,7 @@ from starquake.common.topic_name import TopicName
 from starquake.protocol import commands
 from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import entry_metadata
-from starquake.storage import EARLIEST, ManagedLedger, Position, StorageError
+from starquake.storage import EARLIEST, ManagedLedger, Position, StorageError, read_now
 
 if TYPE_CHECKING:
     from starquake.broker.contexts import TopicContext
@@ -420,7 +420,8 @@ class PersistentTopic:
 
     def batch_size_of(self, position: Position) -> int:
         """Messages in the entry at ``position`` (1 if it is not stored)."""
-        entry = self.ledger.read_entry(position)
+        # read at once: the acknowledgment being handled must not wait (acks keep their order)
+        entry = read_now(self.ledger.read_entry(position))
         if entry is None:
             return 1
         return self.entry_infos.get(position, entry.data).num_messages
@@ -429,17 +430,17 @@ class PersistentTopic:
         """Topic stats with Pulsar's field names (the admin API serves them as JSON)."""
         return topic_stats.persistent_stats(self)
 
-    def last_message_position(self) -> LastMessage:
+    async def last_message_position(self) -> LastMessage:
         """Last durable entry and its last batch index (-1 when not batched or no entry)."""
         last = self.ledger.last_confirmed
         if last.entry_id < 0:
             return LastMessage(last, -1)
-        entry = self.ledger.read_entry(last)
+        entry = await self.ledger.read_entry(last)
         return last_message_at(last, None if entry is None else entry.data)
 
-    def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
+    async def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
         """First entry published at or after ``timestamp_ms`` (after the last one if none)."""
-        found = self.ledger.find_first(
+        found = await self.ledger.find_first(
             lambda e: entry_metadata(e.data).publish_time >= timestamp_ms
         )
         return self.end_position() if found is None else found

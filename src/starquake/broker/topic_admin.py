@@ -344,12 +344,13 @@ def _unacked_positions(subscription: Subscription) -> Iterator[Position]:
         position = ledger.next_position(position)
 
 
-def nth_unacked_entry(subscription: Subscription, n: int) -> Entry:
+async def nth_unacked_entry(subscription: Subscription, n: int) -> Entry:
     """The ``n``-th (from 1) unacknowledged entry after the mark-delete position."""
     if n < 1:
         raise BrokerServiceError("the message position must be 1 or more")
     position = next(itertools.islice(_unacked_positions(subscription), n - 1, None), None)
-    entry = subscription.topic.ledger.read_entry(position) if position is not None else None
+    ledger = subscription.topic.ledger
+    entry = await ledger.read_entry(position) if position is not None else None
     if entry is not None:
         return entry
     raise TopicNotFoundError(f"No message at position {n} of subscription {subscription.name}")
@@ -387,7 +388,7 @@ async def truncate(service: TopicAdminContext, topic: PersistentTopic) -> int:
     return deleted
 
 
-def examined_entry(topic: PersistentTopic, initial: str, n: int) -> Entry:
+async def examined_entry(topic: PersistentTopic, initial: str, n: int) -> Entry:
     """The ``n``-th (from 1) stored entry counted from the earliest, or back from the latest
     (``initial``: "earliest" or "latest")."""
     if n < 1:
@@ -401,21 +402,22 @@ def examined_entry(topic: PersistentTopic, initial: str, n: int) -> Entry:
         )
     for ledger_id, entries in ledgers:
         if index < entries:
-            return entry_at(topic, Position(ledger_id, index))
+            return await entry_at(topic, Position(ledger_id, index))
         index -= entries
     raise TopicNotFoundError(f"No message at position {n} of {topic.full_name}")
 
 
-def earliest_publish_time_in_backlog(subscription: Subscription) -> int:
+async def earliest_publish_time_in_backlog(subscription: Subscription) -> int:
     """The publish time (ms) of the subscription's first unacknowledged message (0: none)."""
     first = next(_unacked_positions(subscription), None)
-    entry = subscription.topic.ledger.read_entry(first) if first is not None else None
+    entry = await subscription.topic.ledger.read_entry(first) if first is not None else None
     return entry_metadata(entry.data).publish_time if entry is not None else 0
 
 
-def entry_at(topic: PersistentTopic, position: Position) -> Entry:
+async def entry_at(topic: PersistentTopic, position: Position) -> Entry:
     """The stored entry at ``position`` (TopicNotFoundError if none)."""
-    entry = topic.ledger.read_entry(position) if topic.ledger.entry_exists(position) else None
+    ledger = topic.ledger
+    entry = await ledger.read_entry(position) if ledger.entry_exists(position) else None
     if entry is None:
         raise TopicNotFoundError(f"Message {position.ledger_id}:{position.entry_id} not found")
     return entry

@@ -1,7 +1,9 @@
 """Storage engine: managed ledgers of opaque entries, cursors, group commit, metadata store.
 
 No networking and nothing about Pulsar commands: entries are opaque bytes at :class:`Position`\\ s.
-The core is synchronous and deterministic; the broker calls it on its event loop, except
+The core is synchronous and deterministic but for the reads of entries, which are coroutines
+(a remote backend's wait for the network; the file backend's return at their first step); the
+broker calls it on its event loop, except
 :meth:`PendingCommit.execute` (and metadata writes), which it runs in a worker thread.
 
 :class:`ManagedLedger` and :class:`ManagedCursor` are the interfaces (protocols, with their
@@ -42,6 +44,7 @@ from .position import (
     StorageError,
 )
 from .rangeset import PositionRangeSet
+from .read_now import read_now
 
 __all__ = [
     "ABSENT",
@@ -77,4 +80,5 @@ __all__ = [
     "StorageFaults",
     "Versioned",
     "make_dirs",
+    "read_now",
 ]

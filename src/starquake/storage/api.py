@@ -41,6 +41,15 @@ Errors
     Plain :class:`StorageError` covers I/O failures, damaged stored data and misuse (appending
     to a closed ledger, mark-deleting past ``last_confirmed``).
 
+Reads
+    Every read of entries is awaitable (a replicated backend fetches them over the network).
+    The file backend's reads never suspend: their coroutine returns at the first step, so a
+    caller driving it with :func:`~starquake.storage.read_now.read_now` (or a dispatcher's
+    eager pass) pays no scheduling. State may change while a read waits; the cursor's
+    :meth:`ManagedCursor.read_entries` keeps itself consistent (see there), other callers
+    check what they need again after the await. Everything else (positions, counts,
+    acknowledgments, appends) stays synchronous: it is kept in memory by every backend.
+
 Trimming and retention
     Data is deleted whole ledgers at a time, oldest first, by :meth:`ManagedLedger.trim` only: a
     ledger goes once it is sealed (no longer the one receiving appends), every entry in it is at
@@ -99,9 +108,14 @@ class ManagedCursor(Protocol):
         """True once :meth:`close` was called."""
         ...
 
-    def read_entries(self, max_entries: int) -> list[Entry]:
+    async def read_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` unacknowledged visible entries from the read position, in
-        order; advances the read position past them."""
+        order; advances the read position past them (see Reads).
+
+        One read at a time per cursor (:class:`StorageError` otherwise). A read during which
+        the read position was moved (:meth:`rewind`, :meth:`seek`, :meth:`reset`) or the
+        cursor closed returns no entries and leaves the position as moved; entries
+        acknowledged while it waited are left out."""
         ...
 
     def has_more_entries(self) -> bool:
@@ -162,7 +176,8 @@ class ManagedLedger(Protocol):
 
     Every method runs on the broker's event loop and none waits for data to become durable:
     that happens elsewhere (the file backend's group commit, in a worker thread). Reads of
-    entries no longer cached read the files, and a rollover creates one.
+    entries are coroutines (see Reads); the file backend's read its cache or files without
+    suspending, and a rollover creates a file.
     """
 
     @property
@@ -248,18 +263,23 @@ class ManagedLedger(Protocol):
 
     # ------------------------------------------------------------------ reading
 
-    def read_entries(
+    async def read_entries(
         self, start: tuple[int, int], max_entries: int, max_bytes: int | None = None
     ) -> list[Entry]:
         """Visible entries at or after ``start``, in order, at most ``max_entries`` and (but
-        for the first) within ``max_bytes`` of data."""
+        for the first) within ``max_bytes`` of data (Pulsar's asyncReadEntries)."""
         ...
 
-    def read_entry(self, position: tuple[int, int]) -> Entry | None:
+    async def read_entry(self, position: tuple[int, int]) -> Entry | None:
         """The visible entry at exactly ``position``, or None."""
         ...
 
-    def find_first(self, predicate: Callable[[Entry], bool]) -> Position | None:
+    async def replay_entries(self, positions: Sequence[tuple[int, int]]) -> list[Entry]:
+        """The visible entries at these positions, in the order given, leaving out those not
+        stored (Pulsar's asyncReplayEntries): one read for a dispatcher's redeliveries."""
+        ...
+
+    async def find_first(self, predicate: Callable[[Entry], bool]) -> Position | None:
         """The first visible entry whose (monotone) ``predicate`` is true, or None."""
         ...
 

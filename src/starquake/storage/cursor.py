@@ -82,6 +82,14 @@ class CursorLedger(ManagedLedger, Protocol):
         """Record that a durable cursor's state must be persisted by the next snapshot."""
         ...
 
+    def try_read_entries(
+        self, start: tuple[int, int], max_entries: int, max_bytes: int | None = None
+    ) -> list[Entry] | None:
+        """What :meth:`ManagedLedger.read_entries` would return, if the ledger has it at hand
+        (the file backend always: its reads never wait; a remote backend from its cache of
+        recent entries); None when the read must wait (the cursor then awaits it)."""
+        ...
+
 
 class ManagedCursorImpl:
     """The :class:`~starquake.storage.api.ManagedCursor`, over any :class:`CursorLedger`.
@@ -101,6 +109,9 @@ class ManagedCursorImpl:
         self._batches: dict[Position, list[int]] = {}
         self._rp = ledger.next_position(self._md)
         self._closed = False
+        self._reading = False
+        self._moves = 0
+        """Counts moves of the read position from outside a read (rewind, seek, reset)."""
         self.key = ledger.cursor_key(name) if durable else ""
 
     def restore(self, acked: PositionRangeSet, batches: dict[Position, list[int]]) -> None:
@@ -110,6 +121,7 @@ class ManagedCursorImpl:
         self._acked.remove_up_to(self._md)
         self._advance()
         self._rp = self._ml.next_position(self._md)
+        self._moves += 1
 
     def serialize(self) -> bytes:
         """The cursor's persistent state as bytes (see the module docstring)."""
@@ -179,37 +191,83 @@ class ManagedCursorImpl:
 
     # ------------------------------------------------------------------ reading
 
-    def read_entries(self, max_entries: int) -> list[Entry]:
+    async def read_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` unacknowledged entries from the read position.
 
         Stops at the ledger's last confirmed entry; advances the read position past what was
-        returned (and past acknowledged entries skipped on the way).
+        returned (and past acknowledged entries skipped on the way). Entries the ledger has at
+        hand (:meth:`CursorLedger.try_read_entries`) are taken without suspending; while a
+        read of the others waits, the cursor may be moved or closed: the read then returns
+        nothing and leaves the position where it was moved to; entries acknowledged meanwhile
+        are left out.
         """
+        if self._reading:
+            raise StorageError(f"cursor {self.name!r} of {self._ml.name}: already reading")
         out: list[Entry] = []
         ml = self._ml
         lc = ml.last_confirmed
-        acked = self._acked
+        moves = self._moves
         p = self._rp
         while len(out) < max_entries:
             p = self._skip_acked(p)
             if p > lc:
                 break
             want = max_entries - len(out)
+            acked = self._acked
             nxt = acked.next_range_after(p) if acked else None
             if nxt is not None and nxt[0] == p[0]:
                 want = min(want, nxt[1] - p[1])
-            batch = ml.read_entries(p, want)
-            if not batch:
-                break
-            if acked:
+            batch = ml.try_read_entries(p, want)
+            if batch is None:  # the ledger must wait for them
+                waited = await self._read_waiting(p, want, moves)
+                if waited is None:
+                    return []  # the cursor was moved or closed meanwhile
+                lc = ml.last_confirmed
+                batch = waited[0]
+                if waited[1] and not batch:
+                    continue  # all acknowledged while the read waited: skipped next turn
+            elif batch and acked:
                 for i, entry in enumerate(batch):
                     if entry.position in acked:
                         del batch[i:]
                         break
+            if not batch:
+                break
             out.extend(batch)
             p = ml.next_position(batch[-1].position)
+        if p <= self._md:
+            p = ml.next_position(self._md)
         self._rp = p
         return out
+
+    async def _read_waiting(
+        self, p: Position, want: int, moves: int
+    ) -> tuple[list[Entry], bool] | None:
+        """The ledger's awaited read at ``p``: (entries still unacknowledged, whether any
+        were read), or None if the cursor was moved or closed while it waited."""
+        self._reading = True
+        try:
+            batch = await self._ml.read_entries(p, want)
+        finally:
+            self._reading = False
+        if self._moves != moves or self._closed:
+            return None
+        if not batch:
+            return batch, False
+        return self._unacked_prefix(batch), True
+
+    def _unacked_prefix(self, batch: list[Entry]) -> list[Entry]:
+        """``batch`` without entries at or before the mark-delete position, cut before the
+        first individually acknowledged one."""
+        md = self._md
+        if batch[0].position <= md:
+            batch = [entry for entry in batch if entry.position > md]
+        acked = self._acked
+        if acked:
+            for i, entry in enumerate(batch):
+                if entry.position in acked:
+                    return batch[:i]
+        return batch
 
     def has_more_entries(self) -> bool:
         """True if an unacknowledged entry is available at or after the read position."""
@@ -218,6 +276,7 @@ class ManagedCursorImpl:
     def rewind(self) -> None:
         """Read again from the first position after the mark-delete position."""
         self._rp = self._ml.next_position(self._md)
+        self._moves += 1
 
     def seek(self, position: tuple[int, int]) -> None:
         """Set the read position (acks unchanged; never at or before the mark-delete position)."""
@@ -229,6 +288,7 @@ class ManagedCursorImpl:
         if p <= self._md:
             p = ml.next_position(self._md)
         self._rp = p
+        self._moves += 1
 
     def reset(self, position: tuple[int, int]) -> None:
         """Pulsar's resetCursor: acknowledge everything before ``position``, nothing from it on.
@@ -245,6 +305,7 @@ class ManagedCursorImpl:
         self._acked.clear()
         self._batches.clear()
         self._rp = p
+        self._moves += 1
         self._changed()
 
     # ------------------------------------------------------------------ acknowledging

@@ -5,6 +5,10 @@ Entries are served from the shared tail cache when they are still in it, else re
 ledger files with one ``pread`` per run of records (at most ``_READ_CHUNK`` bytes). A record whose
 checksum fails is logged once, marked damaged and skipped from then on; durable cursors count it
 as acknowledged.
+
+The contract's reads are coroutines (a remote backend's wait for the network); these return at
+their first step. The synchronous ``*_now`` forms are the file backend's own (its tests and
+its recovery use them).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .host import LedgerHost
@@ -138,7 +142,36 @@ class LedgerReads:
 
     # ------------------------------------------------------------------ reading
 
-    def read_entries(
+    async def read_entries(
+        self, start: tuple[int, int], max_entries: int, max_bytes: int | None = None
+    ) -> list[Entry]:
+        """As :meth:`read_entries_now` (returns without suspending)."""
+        return self.read_entries_now(start, max_entries, max_bytes)
+
+    def try_read_entries(
+        self, start: tuple[int, int], max_entries: int, max_bytes: int | None = None
+    ) -> list[Entry] | None:
+        """As :meth:`read_entries_now`: the cursors' reads never wait on this backend."""
+        return self.read_entries_now(start, max_entries, max_bytes)
+
+    async def read_entry(self, position: tuple[int, int]) -> Entry | None:
+        """As :meth:`read_entry_now` (returns without suspending)."""
+        return self.read_entry_now(position)
+
+    async def replay_entries(self, positions: Sequence[tuple[int, int]]) -> list[Entry]:
+        """The visible entries at ``positions``, in that order, without those not stored."""
+        out = []
+        for position in positions:
+            entry = self.read_entry_now(position)
+            if entry is not None:
+                out.append(entry)
+        return out
+
+    async def find_first(self, predicate: Callable[[Entry], bool]) -> Position | None:
+        """As :meth:`find_first_now` (returns without suspending)."""
+        return self.find_first_now(predicate)
+
+    def read_entries_now(
         self, start: tuple[int, int], max_entries: int, max_bytes: int | None = None
     ) -> list[Entry]:
         """Visible entries with position ``>= start``, in order, across ledgers.
@@ -269,7 +302,7 @@ class LedgerReads:
         )
         self._skip_damaged([Position(state.ledger_id, entry_id)])
 
-    def read_entry(self, position: tuple[int, int]) -> Entry | None:
+    def read_entry_now(self, position: tuple[int, int]) -> Entry | None:
         """The visible entry at exactly ``position``, or None."""
         ledger_id, entry_id = position
         state = self._states.get(ledger_id)
@@ -279,7 +312,7 @@ class LedgerReads:
         self._read_ledger(state, entry_id, entry_id, 1, out, None)
         return out[0] if out else None
 
-    def find_first(self, predicate: Callable[[Entry], bool]) -> Position | None:
+    def find_first_now(self, predicate: Callable[[Entry], bool]) -> Position | None:
         """Binary search for the first visible entry whose ``predicate`` is true.
 
         The predicate must be monotone over the log (false...false, true...true).
@@ -303,7 +336,7 @@ class LedgerReads:
             mid = (lo + hi) // 2
             k = bisect_right(cumulative, mid)
             entry_id = mid - (cumulative[k - 1] if k else 0)
-            entry = self.read_entry((ids[k], entry_id))
+            entry = self.read_entry_now((ids[k], entry_id))
             if entry is not None and predicate(entry):
                 hi = mid
             else:

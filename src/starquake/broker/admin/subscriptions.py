@@ -211,7 +211,7 @@ async def reset_to_time(service: BrokerService, call: Call) -> Reply:
     timestamp = whole_number(call.params["timestamp"])
 
     async def reset(subscription: Subscription) -> None:
-        position = subscription.topic.find_position_by_publish_time(timestamp)
+        position = await subscription.topic.find_position_by_publish_time(timestamp)
         await topic_admin.reset_cursor(service, subscription, position)
 
     await each_subscription(service, call.params, reset)
@@ -239,7 +239,7 @@ async def peek(service: BrokerService, call: Call) -> Reply:
     n = whole_number(call.params["position"])
     topic = await one_topic(service, call.params)
     subscription = topic_admin.subscription_of(topic, call.params["subscription"])
-    entry = topic_admin.nth_unacked_entry(subscription, n)
+    entry = await topic_admin.nth_unacked_entry(subscription, n)
     return entry_reply(entry, topic.partition_index)
 
 
@@ -247,7 +247,7 @@ async def get_message(service: BrokerService, call: Call) -> Reply:
     """The message stored at ``ledger``:``entry``."""
     topic = await one_topic(service, call.params)
     position = Position(whole_number(call.params["ledger"]), whole_number(call.params["entry"]))
-    entry = topic_admin.entry_at(topic, position)
+    entry = await topic_admin.entry_at(topic, position)
     return entry_reply(entry, topic.partition_index)
 
 

@@ -71,7 +71,7 @@ async def message_id_at(service: BrokerService, call: Call) -> Reply:
     """The id of the first message published at or after ``timestamp``."""
     timestamp = whole_number(call.params["timestamp"], "timestamp")
     topic = await one_topic(service, call.params)
-    position = topic.find_position_by_publish_time(timestamp)
+    position = await topic.find_position_by_publish_time(timestamp)
     if position > topic.ledger.last_confirmed:
         raise TopicNotFoundError(f"No message published at or after {timestamp} in {topic}")
     return json_reply(200, message_id(position, topic.partition_index))
@@ -84,7 +84,7 @@ async def examine(service: BrokerService, call: Call) -> Reply:
         raise BadRequest(f"initialPosition must be earliest or latest, not {initial!r}")
     n = whole_number(call.params.get("messagePosition", "1"), "messagePosition")
     topic = await one_topic(service, call.params)
-    entry = topic_admin.examined_entry(topic, initial, n)
+    entry = await topic_admin.examined_entry(topic, initial, n)
     return entry_reply(entry, topic.partition_index)
 
 

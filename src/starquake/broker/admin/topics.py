@@ -177,7 +177,7 @@ async def stats(service: BrokerService, call: Call) -> Reply:
         for name, sub_stats in out["subscriptions"].items():
             subscription = loaded.subscriptions.get(name)
             if isinstance(subscription, Subscription):
-                found = topic_admin.earliest_publish_time_in_backlog(subscription)
+                found = await topic_admin.earliest_publish_time_in_backlog(subscription)
                 sub_stats["earliestMsgPublishTimeInBacklog"] = found
                 times += [found] if found else []
         out["earliestMsgPublishTimeInBacklogs"] = min(times, default=0)
@@ -212,7 +212,7 @@ async def partitioned_stats(service: BrokerService, call: Call) -> Reply:
 async def last_message_id(service: BrokerService, call: Call) -> Reply:
     """The id of the topic's last message."""
     loaded = await topic_admin.persistent_topic(service, topic_of(call.params))
-    last, batch_index = loaded.last_message_position()
+    last, batch_index = await loaded.last_message_position()
     return json_reply(200, message_id(last, loaded.partition_index, batch_index))
 
 

@@ -272,7 +272,7 @@ class Compactor:
         while True:
             self._check()
             try:
-                chunk = ledger.read_entries(position, CHUNK_ENTRIES, CHUNK_BYTES)
+                chunk = await ledger.read_entries(position, CHUNK_ENTRIES, CHUNK_BYTES)
             except StorageError as exc:
                 raise CompactionError(f"cannot read {self.topic.full_name}: {exc}") from exc
             chunk = [entry for entry in chunk if entry.position <= horizon]

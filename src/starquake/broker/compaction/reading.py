@@ -45,7 +45,7 @@ class CompactedTopic(Protocol):
     def ledger(self) -> ManagedLedger:
         """The topic's managed ledger."""
 
-    def last_message_position(self) -> LastMessage:
+    async def last_message_position(self) -> LastMessage:
         """Last durable entry and its last batch index."""
 
 
@@ -65,13 +65,13 @@ class CompactedSubscription(Protocol):
         """The subscription's dispatcher (None before any consumer)."""
 
 
-def last_compacted_message(topic: CompactedTopic) -> LastMessage:
+async def last_compacted_message(topic: CompactedTopic) -> LastMessage:
     """The last message a ``read_compacted`` consumer can get, and its batch index: the live
     log's last one when it lies after the compaction horizon, else the view's last one
     (``-1:-1`` when the view is empty: every key was deleted). As in Pulsar, a live log
     without any entry (all trimmed, e.g. by a truncate) answers with the view's last one."""
     view = topic.compaction.view
-    live = topic.last_message_position()
+    live = await topic.last_message_position()
     if view is None or (topic.ledger.last_confirmed > view.horizon and live.position.entry_id >= 0):
         return live
     found = view.last_message()
@@ -108,16 +108,16 @@ class CompactedReads:
         cursor = self._subscription.cursor
         return position > cursor.mark_delete_position and cursor.is_acked(position)
 
-    def read(self, max_entries: int) -> list[Entry]:
+    async def read(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` entries: compacted ones first, then the live log's."""
         cursor = self._subscription.cursor
         view = self._subscription.topic.compaction.view
         if view is None:
             self.position = None
-            return cursor.read_entries(max_entries)
+            return await cursor.read_entries(max_entries)
         if self.position is None:
             if cursor.read_position > view.horizon:
-                return cursor.read_entries(max_entries)
+                return await cursor.read_entries(max_entries)
             self.position = cursor.read_position  # a compaction passed the read position
         entries, following = view.read_from(self.position, max_entries, self._skip)
         if following is not None:
@@ -131,7 +131,7 @@ class CompactedReads:
         cursor.seek((horizon.ledger_id, horizon.entry_id + 1))
         if entries:
             return entries
-        return cursor.read_entries(max_entries)
+        return await cursor.read_entries(max_entries)
 
     def read_back(self, entry: Entry) -> None:
         """``entry`` was read but not dispatched: it is the next one to read."""

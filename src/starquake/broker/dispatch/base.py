@@ -1,9 +1,15 @@
 """What every dispatcher shares: the consumer list, scheduling and entry preparation.
 
-A dispatcher moves entries from its subscription's cursor to consumers that have permits. It
-never awaits: reads come from the managed ledger's cache or files, and writes go into the
-consumers' transports. ``schedule()`` coalesces the many triggers (flow, new entries, acks,
-redelivery requests) into one dispatch pass per event-loop iteration.
+A dispatcher moves entries from its subscription's cursor to consumers that have permits.
+``schedule()`` coalesces the many triggers (flow, new entries, acks, redelivery requests) into
+one dispatch pass per event-loop iteration. A pass is a coroutine because the managed ledger's
+reads are: it starts in the caller's frame (:func:`~starquake.common.eager.start_eagerly`), and
+with reads that do not suspend (the file backend's) it ends there too, costing no task. A read
+that does suspend (remote storage) makes the pass go on in a task; while it is in flight
+(Pulsar's ``havePendingRead``) no other pass starts: triggers meanwhile only ask for one more
+pass after it. After every read a pass checks again what the wait may have changed: the
+dispatcher closed, the cursor moved (the cursor's read then returns nothing), a reset
+(``epoch``), consumers gone or given permits.
 
 A consumer is *blocked* when its unacknowledged messages reach
 ``maxUnackedMessagesPerConsumer``; it is unblocked when they fall to half of that (Pulsar's rule).
@@ -14,11 +20,14 @@ dispatcher is made, and refreshed when a policy changes (:mod:`starquake.broker.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Protocol
+import logging
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.consumer import Dispatch
 from starquake.broker.entry_info import EntryInfo
+from starquake.common.eager import start_eagerly
 from starquake.storage import Entry, Position
 
 if TYPE_CHECKING:
@@ -28,6 +37,8 @@ if TYPE_CHECKING:
     from starquake.broker.entry_info import EntryInfoCache
     from starquake.common.topic_name import TopicName
     from starquake.storage import ManagedCursor, ManagedLedger
+
+log = logging.getLogger(__name__)
 
 
 class DispatchedTopic(Protocol):
@@ -80,7 +91,9 @@ class DispatchedSubscription(Protocol):
     def check_end_of_topic(self) -> None:
         """Tell the consumers once a terminated topic is consumed to its end."""
 
-    def read_entries(self, max_entries: int, *, compacted: bool = False) -> list[Entry]:
+    def read_entries(
+        self, max_entries: int, *, compacted: bool = False
+    ) -> Coroutine[Any, Any, list[Entry]]:
         """Read the next entries at the cursor (the compacted view's with ``compacted``)."""
 
     def read_back(self, entry: Entry) -> None:
@@ -107,11 +120,19 @@ class Dispatcher:
             topic.service, topic.name
         )
         self.subscription_blocked = False
-        # Unacked messages of all consumers: summed once per dispatch pass, then kept up to date
-        # by send() (no ack can arrive during a pass), so can_receive() is O(1).
+        # Unacked messages of all consumers: summed at the start of a pass and after a read
+        # during which acknowledgments came (``acks`` moved), kept up to date by send() in
+        # between, so can_receive() is O(1).
         self._unacked_total = 0
         self.batch_index_ack = config.acknowledgmentAtBatchIndexLevelEnabled
         self._scheduled = False
+        self._in_flight: asyncio.Task[None] | None = None
+        """The pass waiting for a read (None: no read pending)."""
+        self._again = False
+        self.epoch = 0
+        """Counts resets: what a pass read before one is stale."""
+        self.acks = 0
+        """Counts acknowledgments: entries read before one may be acknowledged by now."""
         self.closed = False
 
     # --- consumers ----------------------------------------------------------------------------
@@ -162,6 +183,7 @@ class Dispatcher:
 
     def on_acked(self, consumer: Consumer) -> None:
         """Acks arrived from ``consumer``: it may be below its unacked limit again."""
+        self.acks += 1
         if consumer.blocked or self.subscription_blocked:
             self.schedule()
 
@@ -179,12 +201,38 @@ class Dispatcher:
 
     def _run(self) -> None:
         self._scheduled = False
-        if not self.closed:
-            if self.max_unacked_per_subscription > 0:
-                self._unacked_total = sum(c.unacked for c in self.consumers)
-            self.dispatch()
-            if self.subscription.topic.terminated is not None:
-                self.subscription.check_end_of_topic()
+        if self.closed:
+            return
+        if self._in_flight is not None:
+            self._again = True  # one more pass once the pending read is done
+            return
+        if self.max_unacked_per_subscription > 0:
+            self._unacked_total = sum(c.unacked for c in self.consumers)
+        task = start_eagerly(self.dispatch())
+        if task is None:  # no read waited: the pass is over
+            self._after_pass()
+        else:
+            self._in_flight = task
+            task.add_done_callback(self._pass_done)
+
+    def _after_pass(self) -> None:
+        if not self.closed and self.subscription.topic.terminated is not None:
+            self.subscription.check_end_of_topic()
+
+    def _pass_done(self, task: asyncio.Task[None]) -> None:
+        self._in_flight = None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("dispatch of %s failed: %s", self.subscription.topic.name, task.exception())
+        else:
+            self._after_pass()
+        if self._again:
+            self._again = False
+            self.schedule()
+
+    def recount(self) -> None:
+        """Sum the consumers' unacknowledged messages (acks may have come during a read)."""
+        if self.max_unacked_per_subscription > 0:
+            self._unacked_total = sum(c.unacked for c in self.consumers)
 
     def send(self, consumer: Consumer, items: list[Dispatch]) -> None:
         """Dispatch ``items`` to ``consumer``, keeping the subscription's unacked total."""
@@ -200,7 +248,7 @@ class Dispatcher:
             self.send(consumer, items)
         return bool(plan)
 
-    def dispatch(self) -> None:
+    async def dispatch(self) -> None:
         """Send what the consumers have permits for (each subscription type decides how)."""
         raise NotImplementedError
 
@@ -210,6 +258,7 @@ class Dispatcher:
 
     def reset(self) -> None:
         """Forget dispatch state after the cursor moved (seek); consumers start over."""
+        self.epoch += 1
         for consumer in self.consumers:
             for position in consumer.take_pending():
                 self.entry_done(position)

@@ -132,17 +132,31 @@ class KeySharedDispatcher(SharedDispatcher):
         self.to_redeliver.add(position)
 
     def add_replay(self, positions: list[Position]) -> None:
-        """Queue positions for redelivery, holding back later messages of their keys."""
-        infos = self.subscription.topic.entry_infos
-        ledger = self.subscription.topic.ledger
+        """Queue positions for redelivery, holding back later messages of their keys. A
+        position whose key is not known here (a delayed message now due) waits in
+        ``unkeyed`` until the next pass reads its key, before any new entry goes out."""
+        pending_hash = self._pending_hash
         for position in positions:
             if position in self._replay_hashes:
                 self.to_redeliver.add(position)
                 continue
-            entry = ledger.read_entry(position)
-            if entry is None:
-                continue
-            self._hold(position, self._hash(infos.get(position, entry.data)))
+            key_hash = pending_hash.get(position)
+            if key_hash is None:
+                self.unkeyed.add(position)
+            else:
+                self._hold(position, key_hash)
+
+    async def read_keys(self) -> None:
+        """Read the keys of replays that have none yet, and hold them back by key."""
+        wanted = sorted(self.unkeyed)
+        self.unkeyed.clear()
+        epoch = self.epoch
+        entries = await self.subscription.topic.ledger.replay_entries(wanted)
+        if epoch != self.epoch:
+            return  # reset meanwhile: the replays are forgotten
+        infos = self.subscription.topic.entry_infos
+        for entry in entries:
+            self._hold(entry.position, self._hash(infos.get(entry.position, entry.data)))
 
     def discard_replay(self, position: Position) -> None:
         """Drop a position from redelivery; its key may flow again when none is left."""
@@ -158,6 +172,7 @@ class KeySharedDispatcher(SharedDispatcher):
     def reset(self) -> None:
         """Forget the redelivery and key bookkeeping (after a rewind)."""
         self._replay_hashes.clear()
+        self.unkeyed.clear()
         self._held_hashes.clear()
         self._draining.clear()
         self._pending_hash.clear()

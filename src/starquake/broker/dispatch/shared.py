@@ -48,6 +48,8 @@ class SharedDispatcher(Dispatcher):
         self._next = 0
         self._timer: asyncio.TimerHandle | None = None
         self._chunk_owner: dict[str, Consumer] = {}
+        self.unkeyed: set[Position] = set()
+        """Replays whose sticky key must be read before the next entries go (Key_Shared)."""
 
     # --- consumers and redelivery -------------------------------------------------------------
 
@@ -58,20 +60,20 @@ class SharedDispatcher(Dispatcher):
         for uuid in [u for u, c in self._chunk_owner.items() if c is consumer]:
             del self._chunk_owner[uuid]
         pending = consumer.take_pending()
-        for position in pending:
-            self.entry_done(position)
         if pending:
             self.note_redelivered(pending)
             self.add_replay(pending)
+        for position in pending:
+            self.entry_done(position)
         self.schedule()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """Send a consumer's unacknowledged messages again, to whoever has permits."""
         chosen = consumer.take_pending(positions)
+        self.note_redelivered(chosen)
+        self.add_replay(chosen)  # before entry_done: Key_Shared takes the keys it knows
         for position in chosen:
             self.entry_done(position)
-        self.note_redelivered(chosen)
-        self.add_replay(chosen)
         self.schedule()
 
     def add_replay(self, positions: list[Position]) -> None:
@@ -99,23 +101,27 @@ class SharedDispatcher(Dispatcher):
 
     # --- reading --------------------------------------------------------------------------------
 
-    def _read_replay(self, limit: int) -> list[Entry]:
+    async def _read_replay(self, limit: int) -> list[Entry]:
         cursor = self.subscription.cursor
-        ledger = self.subscription.topic.ledger
         chosen = sorted(self.to_redeliver)[:limit]
-        entries: list[Entry] = []
+        wanted = []
         for position in chosen:
             self.discard_replay(position)
-            if cursor.is_acked(position):
-                continue
-            entry = ledger.read_entry(position)
-            if entry is not None:
-                entries.append(entry)
+            if not cursor.is_acked(position):
+                wanted.append(position)
+        if not wanted:
+            return []
+        epoch, acks, md = self.epoch, self.acks, cursor.mark_delete_position
+        entries = await self.subscription.topic.ledger.replay_entries(wanted)
+        if epoch != self.epoch or self.closed:
+            return []  # reset (or closed) while reading: what was read is stale
+        if acks != self.acks or md != cursor.mark_delete_position:  # acked meanwhile
+            return [e for e in entries if not cursor.is_acked(e.position)]
         return entries
 
-    def _read_new(self, limit: int) -> list[tuple[Entry, EntryInfo]]:
-        """New entries from the cursor; those with a future delivery time go to the tracker."""
-        entries = self.subscription.cursor.read_entries(limit)
+    def _new(self, entries: list[Entry]) -> list[tuple[Entry, EntryInfo]]:
+        """New entries read from the cursor; those with a future delivery time go to the
+        tracker."""
         tracker = self.subscription.delayed_tracker
         out = []
         now = now_ms() if tracker is not None else 0
@@ -129,6 +135,10 @@ class SharedDispatcher(Dispatcher):
                 continue
             out.append((entry, info))
         return out
+
+    async def read_keys(self) -> None:
+        """Read the keys of :attr:`unkeyed` (Key_Shared; Shared has none)."""
+        self.unkeyed.clear()
 
     def _take_due_delayed(self, limit: int) -> None:
         tracker = self.subscription.delayed_tracker
@@ -168,24 +178,36 @@ class SharedDispatcher(Dispatcher):
                 return consumer
         return None
 
-    def dispatch(self) -> None:
+    async def dispatch(self) -> None:
         """Send redeliveries, due delayed messages and new entries round-robin."""
         cursor = self.subscription.cursor
         self._take_due_delayed(self.max_read_batch)
+        if self.unkeyed:
+            await self.read_keys()
         for _ in range(_MAX_PASSES):
+            if self.closed:
+                return
             receivers = [c for c in self.consumers if self.can_receive(c)]
             if not receivers:
                 break
             limit = min(sum(c.permits for c in receivers), self.max_read_batch)
+            acks = self.acks
             if self.to_redeliver:
-                replay = self._read_replay(limit)
+                replay = await self._read_replay(limit)
+                if acks != self.acks:  # acknowledgments came while the read waited
+                    self.recount()
                 if replay and self.assign([(e, self.info(e)) for e in replay], True):
                     continue
                 if not replay and self.to_redeliver:
                     continue
             if len(self.to_redeliver) >= MAX_REPLAY_BEFORE_PAUSE:
                 break
-            batch = self._read_new(limit)
+            entries = await cursor.read_entries(limit)
+            if self.closed:
+                return
+            if acks != self.acks:
+                self.recount()
+            batch = self._new(entries)
             if not batch:
                 if cursor.has_more_entries():
                     continue

@@ -79,17 +79,19 @@ class SingleActiveConsumerDispatcher(Dispatcher):
                 )
         self.schedule()
 
-    def dispatch(self) -> None:
+    async def dispatch(self) -> None:
         """Send entries in order to the active consumer while it has permits."""
-        consumer = self.active
-        if consumer is None:
-            return
         subscription = self.subscription
-        while self.can_receive(consumer):
-            entries = subscription.read_entries(
+        while True:
+            consumer = self.active
+            if consumer is None or not self.can_receive(consumer):
+                return
+            entries = await subscription.read_entries(
                 min(consumer.permits, self.max_read_batch), compacted=consumer.read_compacted
             )
-            if not entries:
+            # A change of the active consumer rewinds the cursor, which empties a read that
+            # was waiting; a closed dispatcher's subscription rewinds or goes away.
+            if not entries or self.closed or consumer is not self.active:
                 return
             batch = []
             budget = consumer.permits
