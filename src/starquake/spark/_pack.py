@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from starquake.protocol.batch_rows import PackedBatch
+from starquake.spark._views import concat_ranges
 
 __all__ = ["PackColumns", "boost_hashes"]
 
@@ -160,14 +161,14 @@ class PackColumns:
     @classmethod
     def of(cls, batch: pa.RecordBatch) -> PackColumns | None:
         """The batch's columns, or None when this path does not take them: values that are
-        not raw bytes, keys that are not strings, properties, headers, topics per row, a
-        negative event time."""
+        not raw bytes (or more than 1 GiB of them), keys that are not strings, properties,
+        headers, topics per row, a negative event time."""
         schema = batch.schema
         if any(schema.get_field_index(name) >= 0 for name in _PER_ROW_COLUMNS):
             return None
         columns = {name: _column(batch, name) for name in ("value", "__key", "__eventTime")}
         value, key, event = columns["value"], columns["__key"], columns["__eventTime"]
-        if value is None or not pa.types.is_binary(value.type):
+        if value is None or not pa.types.is_binary(value.type) or value.nbytes > _MAX_BYTES:
             return None
         if key is not None and not pa.types.is_string(key.type):
             return None
@@ -207,11 +208,10 @@ class PackColumns:
             events = self._events[rows]
             event_len = np.where(events > 0, 1 + _varint_sizes(events), 0)
             meta += event_len
-        total = 4 + meta + sizes
-        bounds = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum(total, out=bounds[1:])
-        out = np.zeros(int(bounds[-1]), np.uint8)
-        at = bounds[:-1].copy()
+        head_bounds = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(4 + meta, out=head_bounds[1:])
+        out = np.zeros(int(head_bounds[-1]), np.uint8)  # every row's size and metadata
+        at = head_bounds[:-1].copy()
         for k in range(4):  # the big-endian u32 metadata size
             out[at + k] = ((meta >> (8 * (3 - k))) & 0xFF).astype(np.uint8)
         at += 4
@@ -235,9 +235,19 @@ class PackColumns:
         nulls = np.nonzero(null)[0]
         out[at[nulls]] = 0x48
         out[at[nulls] + 1] = 0x01
-        at += 2 * null
-        _copy_ranges(out, at, self._value_data, self._value_at[rows], sizes)
-        return _Encoded(out, bounds)
+        # each row's metadata then its value, copied back to back by Arrow
+        count = len(rows)
+        which = np.tile(np.array([0, 1], np.int64), count)
+        pos = np.empty(2 * count, np.int64)
+        pos[0::2], pos[1::2] = head_bounds[:-1], self._value_at[rows]
+        length = np.empty(2 * count, np.int64)
+        length[0::2], length[1::2] = 4 + meta, sizes
+        joined = concat_ranges([out, self._value_data], which, pos, length)
+        offsets = np.frombuffer(joined.buffers()[1], np.int32)[: 2 * count + 1]
+        data = joined.buffers()[2]
+        whole = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+        bounds = offsets[0::2].astype(np.int64)
+        return _Encoded(whole, bounds)
 
     def batches(
         self, rows: np.ndarray, first: int, max_rows: int, max_bytes: int
@@ -269,6 +279,10 @@ class PackColumns:
             key,
         )
 
+
+# Values of more bytes in one Arrow batch go the per-row way (Arrow's binary arrays, which
+# the packed path builds, hold up to 2 GiB).
+_MAX_BYTES = 1 << 30
 
 # Columns the packed path leaves to the per-row writer.
 _PER_ROW_COLUMNS = ("__messageProperties", "headers", "__topic")

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from starquake.client.bulk import BatchEntry, batch_suffixes, payload_size_of
+from starquake.spark._views import concat_ranges
 
 __all__ = ["Unsplittable", "split_to_arrays"]
 
@@ -286,7 +287,7 @@ def _gather(
     used = length > 0
     first, size = pos[used], length[used]
     if total > 4 * (len(b) - total) and len(b) <= _I32_MAX:  # most of the buffer
-        copied = _copy_by_views(b, pos, length)
+        copied = concat_ranges([b], np.zeros(n, np.int64), pos, length)
         offsets_buffer, data_buffer = copied.buffers()[1:]
     else:  # few bytes: gather them by index
         data = b[np.repeat(first - offsets[:-1][used], size) + np.arange(total)]
@@ -304,33 +305,6 @@ def _gather(
         except pa.ArrowInvalid:
             raise Unsplittable("a string that is not UTF-8") from None
     return array
-
-
-def _copy_by_views(b: np.ndarray, pos: np.ndarray, length: np.ndarray) -> pa.Array:
-    """The byte ranges as a binary array, copied by Arrow: a ``binary_view`` array is built
-    over ``b`` (16 bytes a row: the length, then up to 12 bytes inline, or the first 4 bytes
-    and the range's offset) and cast. Cheaper than index arrays when most bytes are kept."""
-    n = len(pos)
-    views = np.zeros((n, 4), "<i4")
-    views[:, 0] = length
-    long = np.nonzero(length > 12)[0]
-    at = pos[long]
-    views[long, 1] = (
-        b[at].astype("<i4")
-        | (b[at + 1].astype("<i4") << 8)
-        | (b[at + 2].astype("<i4") << 16)
-        | (b[at + 3].astype("<i4") << 24)
-    )
-    views[long, 3] = at
-    short = np.nonzero((length > 0) & (length <= 12))[0]
-    if short.size:
-        size = length[short]
-        step = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
-        inline = views.view(np.uint8).reshape(n, 16)
-        inline[np.repeat(short, size), 4 + step] = b[np.repeat(pos[short], size) + step]
-    array = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), pa.py_buffer(b)])
-    copied: pa.Array = array.cast(pa.binary())
-    return copied
 
 
 def _timestamps(millis: np.ndarray, valid: np.ndarray | None, kind: pa.DataType) -> pa.Array:
