@@ -222,3 +222,16 @@ def test_byte_ranges_are_gathered_whatever_share_of_the_buffer_they_take(
     got = _gather(b, np.array(pos, np.int64), np.array(length, np.int64), valid, pa.binary())
     got.validate(full=True)
     assert got.to_pylist() == [piece if v else None for _, piece, v in pieces]
+
+
+def test_bulk_split_ids_of_large_batches() -> None:
+    """Batch indexes past the first table of batch_index fields (1,024) and batch sizes of
+    two and three varint bytes: the ids are the per-message splitter's."""
+    one = {"value": b"v", "key": None, "event_time": None, "properties": []}
+    messages = [{**one, "sequence_id": None, "ordering_key": None, "compacted_out": False}] * 20000
+    stored = [
+        _entry(messages[:3000], 0, True, 0),
+        _entry(messages[:5], 0, True, 3000),
+        _entry(messages, 0, True, 3005),
+    ]
+    _both(stored, EARLIEST, None)

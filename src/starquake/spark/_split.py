@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from starquake.client.bulk import BatchEntry, batch_suffixes, payload_size_of
+from starquake.client.bulk import BatchEntry, payload_size_of
+from starquake.protocol.varint import varint
 from starquake.spark._views import concat_ranges
 
 __all__ = ["Unsplittable", "split_to_arrays"]
@@ -318,26 +319,36 @@ def _timestamps(millis: np.ndarray, valid: np.ndarray | None, kind: pa.DataType)
     return pa.Array.from_buffers(kind, len(micros), [bitmap, pa.py_buffer(micros)], nulls)
 
 
+# The field batch_index (b"\x20" + varint) of the indexes 0, 1, ...: grown on demand.
+_index_fields: pa.Array = pa.array([], pa.binary())
+
+
+def _index_field_array(count: int) -> pa.Array:
+    """The batch_index fields of the indexes 0 to at least ``count - 1``."""
+    global _index_fields
+    if len(_index_fields) < count:
+        size = 1 << max(count - 1, 1023).bit_length()
+        _index_fields = pa.array([b"\x20" + varint(i) for i in range(size)], pa.binary())
+    return _index_fields
+
+
 def _message_ids(batches: Sequence[BatchEntry], entry: np.ndarray, index: np.ndarray) -> pa.Array:
-    """Each row's id: its entry's serialized id followed by its batch index and size."""
-    prefixes = pa.array([batch.prefix for batch in batches], pa.binary())
-    tables: dict[int, int] = {}
-    suffixes: list[bytes] = []
-    for batch in batches:
-        if batch.count not in tables:
-            tables[batch.count] = len(suffixes)
-            suffixes.extend(batch_suffixes(batch.count))
-    base = np.array([tables[batch.count] for batch in batches], np.int64)
-    tail = pa.array(suffixes, pa.binary()).take(pa.array(base[entry] + index))
-    head = prefixes.take(pa.array(entry))
-    joined: pa.Array = pa.compute.binary_join_element_wise(head, tail, b"")
+    """Each row's id: its entry's serialized id followed by its batch index and size (the
+    fields batch_index and batch_size), joined by Arrow."""
+    heads = pa.array([batch.prefix for batch in batches], pa.binary())
+    tails = pa.array([b"\x30" + varint(batch.count) for batch in batches], pa.binary())
+    fields = _index_field_array(int(index.max()) + 1 if len(index) else 1)
+    at = pa.array(entry)
+    joined: pa.Array = pa.compute.binary_join_element_wise(
+        heads.take(at), fields.take(pa.array(index)), tails.take(at), b""
+    )
     return joined
 
 
 def split_to_arrays(batches: Sequence[BatchEntry], schema: pa.Schema) -> list[pa.Array]:
     """The rows of ``batches`` (in range, not compacted out) as the arrays of ``schema``'s
     columns ``value, __key, __messageId, __publishTime, __eventTime, __messageProperties``."""
-    buf = b"".join(batch.data for batch in batches) + _PAD
+    buf = b"".join([*(batch.data for batch in batches), _PAD])
     spans, base = [], 0
     for batch in batches:
         spans.append((base, len(batch.data), batch.count))
