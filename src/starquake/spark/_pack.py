@@ -2,7 +2,7 @@
 
 The writer's usual path turns each column into a Python list, routes every keyed row through
 the Boost string hash one by one and builds each message's ``SingleMessageMetadata`` by hand
-(:func:`starquake.protocol.batch_rows.pack_rows`). For the common rows (raw binary values,
+(:func:`starquake.client.bulk.pack_rows`). For the common rows (raw binary values,
 optional string keys and event times, no properties, one topic) this module does the same
 work with numpy over whole columns:
 
@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from starquake.protocol.batch_rows import PackedBatch
+from starquake.client.bulk import PackedBatch
 from starquake.spark._views import concat_ranges
 
 __all__ = ["PackColumns", "boost_hashes"]
