@@ -131,3 +131,17 @@ def test_rows_the_packed_path_leaves_to_the_per_row_writer() -> None:
         assert PackColumns.of(pa.RecordBatch.from_pydict({"value": value, name: column})) is None
     assert PackColumns.of(pa.RecordBatch.from_pydict({"value": pa.array(["v"])})) is None
     assert PackColumns.of(pa.RecordBatch.from_pydict({"value": value})) is not None
+
+
+@given(rows_of, st.booleans())
+def test_a_sliced_batch_packs_as_its_rows(
+    rows: list[tuple[Any, Any, Any]], with_events: bool
+) -> None:
+    """Arrow batches that are slices of bigger ones (their buffers start before their rows)."""
+    whole = _batch([(b"x" * 300, "before", 5), *rows], True, with_events).slice(1)
+    alone = _batch(rows, True, with_events)
+    every = np.arange(len(rows), dtype=np.int64)
+    sliced, fresh = PackColumns.of(whole), PackColumns.of(alone)
+    assert sliced is not None and fresh is not None
+    assert list(sliced.batches(every, 3, 7, 500)) == list(fresh.batches(every, 3, 7, 500))
+    assert sliced.partitions(3, 5).tolist() == fresh.partitions(3, 5).tolist()
