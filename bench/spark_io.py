@@ -10,11 +10,14 @@ Starts its own broker (temp data dir, free ports on 127.0.0.1, topics auto-creat
    message): the reference messages/s;
 3. reads it with ``spark.read.format("pulsar")`` into the ``noop`` sink (only the action is
    timed; a small topic is read and written once first to warm Spark and its Python workers),
-   and the same backlog on a topic of one partition;
+   and the same backlog on a topic of one partition; after each read, the same number of rows
+   from ``spark_ceiling``'s Arrow source that does no work (what Spark itself takes from a
+   Python source here, now: the ceiling of the reads);
 4. reads the backlog as a stream (``Trigger.AvailableNow``, noop sink, fresh checkpoint),
    without a limit and with ``maxRecordsPerTrigger`` = ``--messages`` / ``--triggers``;
 5. writes ``--messages`` rows from ``spark.range`` (repartitioned to ``--partitions``) to a fresh
-   topic with ``df.write.format("pulsar")`` and counts what it reads back;
+   topic with ``df.write.format("pulsar")`` and counts what it reads back; after each write,
+   the same rows to ``spark_ceiling``'s sink that drops them (the ceiling of the writes);
 6. prints the medians of ``--runs`` runs beside the targets: batch read >= 1M rows/s from
    ``--partitions`` (4) partitions and >= 700k from one, streaming availableNow within 25 % of
    the batch read, maxRecordsPerTrigger within 15 % of the unlimited stream, write >= 400k
@@ -52,6 +55,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
 import pulsar  # noqa: E402
+import spark_ceiling  # noqa: E402
 from bench_common import align_columns  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
 
@@ -294,8 +298,9 @@ class Bench:
         df = self.spark.read.format("pulsar").options(**self.options(topic)).load()
         return int(df.count())
 
-    def spark_write(self, topic: str, rows: int) -> None:
-        """Write ``rows`` rows to ``topic`` with Spark."""
+    def spark_write(self, topic: str, rows: int, to: str = "pulsar") -> None:
+        """Write ``rows`` rows to ``topic`` with Spark (``to="ceiling"``: to the no-work sink
+        of ``spark_ceiling``)."""
         df = (
             self.spark.range(rows)
             .selectExpr(
@@ -304,7 +309,7 @@ class Bench:
             )
             .repartition(self.args.partitions)
         )
-        df.write.format("pulsar").options(**self.options(topic)).mode("append").save()
+        df.write.format(to).options(**self.options(topic)).mode("append").save()
 
     def close(self) -> None:
         """Stop Spark and close the client."""
@@ -323,6 +328,15 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def ceiling_run(bench: Bench, phase: Phase, parts: int, run_no: int) -> None:
+    """One read of the no-work source (``spark_ceiling``), right after a pulsar read."""
+    n = bench.args.messages
+    spark = bench.spark
+    seconds, cpu, _ = bench.timed(lambda: spark_ceiling.read(spark, parts, n, bench.args.size))
+    rate = phase.add(n, seconds, cpu)
+    log(f"ceiling ({parts} partitions) run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s")
+
+
 def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
     """Every phase ``--runs`` times; the phases with their figures."""
     n = args.messages
@@ -331,9 +345,12 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
         "consume": Phase("official consume (1 consumer)", "msgs/s"),
         "read": Phase("spark batch read -> noop", "rows/s", READ_TARGET),
         "read1": Phase("spark batch read, 1 partition", "rows/s", READ_ONE_TARGET),
+        "ceiling": Phase("ceiling: no-work Arrow source", "rows/s"),
+        "ceiling1": Phase("ceiling, 1 partition", "rows/s"),
         "stream": Phase("spark stream availableNow", "rows/s"),
         "limited": Phase("spark stream maxRecordsPerTrigger", "rows/s"),
         "write": Phase("spark batch write", "rows/s", WRITE_TARGET),
+        "write_ceiling": Phase("ceiling: no-work Arrow sink", "rows/s"),
     }
     backlog = new_topic("backlog")
     seconds, cpu, _ = bench.timed(lambda: bench.produce(backlog, n))
@@ -353,6 +370,9 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
     bench.produce(warm, WARMUP_MESSAGES)
     bench.spark_read(warm)
     bench.spark_write(new_topic("warmup-write"), WARMUP_MESSAGES)
+    spark_ceiling.register(bench.spark)
+    spark_ceiling.read(bench.spark, args.partitions, WARMUP_MESSAGES, args.size)
+    bench.spark_write("", WARMUP_MESSAGES, "ceiling")
     log("Spark warmed up")
 
     counted = bench.spark_count(backlog)
@@ -362,6 +382,7 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
         seconds, cpu, _ = bench.timed(lambda: bench.spark_read(backlog))
         rate = phases["read"].add(n, seconds, cpu)
         log(f"spark read run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s")
+        ceiling_run(bench, phases["ceiling"], args.partitions, run_no)
 
     single = new_topic("single")
     bench.create_topic(single, 1)
@@ -370,6 +391,7 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
         seconds, cpu, _ = bench.timed(lambda: bench.spark_read(single))
         rate = phases["read1"].add(n, seconds, cpu)
         log(f"spark read (1 partition) run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s")
+        ceiling_run(bench, phases["ceiling1"], 1, run_no)
 
     limit = max(n // args.triggers, 1)
     for key, cap in (("stream", 0), ("limited", limit)):
@@ -394,6 +416,9 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
         log(f"spark write run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s; read back {counted:,}")
         if counted != n:
             raise RuntimeError(f"read back {counted} rows from {topic}, expected {n}")
+        seconds, cpu, _ = bench.timed(lambda: bench.spark_write("", n, "ceiling"))
+        rate = phases["write_ceiling"].add(n, seconds, cpu)
+        log(f"ceiling write run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s")
     return phases
 
 
@@ -442,10 +467,13 @@ def table(phases: dict[str, Phase]) -> str:
         f"spark read / official consume: {read.median / consume.median:.2f}x",
         f"spark read (1 partition) / official consume: "
         f"{phases['read1'].median / consume.median:.2f}x",
+        f"spark read / no-work Arrow source: {read.median / phases['ceiling'].median:.2f}x "
+        f"(1 partition: {phases['read1'].median / phases['ceiling1'].median:.2f}x)",
         f"stream availableNow / batch read: {verdict(stream.median / read.median, STREAM_SHARE)}",
         f"maxRecordsPerTrigger / unlimited stream: "
         f"{verdict(limited.median / stream.median, LIMITED_SHARE)}",
         f"spark write / official produce: {write.median / phases['produce'].median:.2f}x",
+        f"spark write / no-work Arrow sink: {write.median / phases['write_ceiling'].median:.2f}x",
     ]
     return align_columns(lines) + "\n\n" + "\n".join(notes)
 

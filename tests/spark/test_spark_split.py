@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +22,7 @@ from starquake.protocol.compression import CompressionCodec, compress
 from starquake.protocol.framing import encode_entry
 from starquake.protocol.wire import pb
 from starquake.spark._rows import segments_to_record_batches, to_record_batch
-from starquake.spark._split import Unsplittable, split_to_arrays
+from starquake.spark._split import Unsplittable, _gather, split_to_arrays
 
 TOPIC = "persistent://public/default/split-partition-3"
 
@@ -194,3 +195,43 @@ def test_bulk_split_takes_the_last_of_repeated_scalar_fields() -> None:
     per_message.add_batch(batch)
     assert got[0].equals(to_record_batch(per_message.rows, TOPIC))
     assert got[0].column("value").to_pylist() == [b"x" * (3 + i) for i in range(4)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.binary(max_size=24), st.binary(max_size=80), st.booleans()),
+        min_size=1,
+        max_size=40,
+    ),
+    st.binary(max_size=8),
+)
+def test_byte_ranges_are_gathered_whatever_share_of_the_buffer_they_take(
+    pieces: list[tuple[bytes, bytes, bool]], tail: bytes
+) -> None:
+    """The columns' bytes: copied through Arrow views when the ranges are most of the buffer
+    (values), gathered by index otherwise (keys, properties); nulls and empty ranges too."""
+    buf, pos, length = b"", [], []
+    for gap, piece, _valid in pieces:
+        buf += gap
+        pos.append(len(buf))
+        length.append(len(piece))
+        buf += piece
+    b = np.frombuffer(buf + tail + bytes(16), np.uint8)
+    valid = np.array([v for _, _, v in pieces])
+    got = _gather(b, np.array(pos, np.int64), np.array(length, np.int64), valid, pa.binary())
+    got.validate(full=True)
+    assert got.to_pylist() == [piece if v else None for _, piece, v in pieces]
+
+
+def test_bulk_split_ids_of_large_batches() -> None:
+    """Batch indexes past the first table of batch_index fields (1,024) and batch sizes of
+    two and three varint bytes: the ids are the per-message splitter's."""
+    one = {"value": b"v", "key": None, "event_time": None, "properties": []}
+    messages = [{**one, "sequence_id": None, "ordering_key": None, "compacted_out": False}] * 20000
+    stored = [
+        _entry(messages[:3000], 0, True, 0),
+        _entry(messages[:5], 0, True, 3000),
+        _entry(messages, 0, True, 3005),
+    ]
+    _both(stored, EARLIEST, None)

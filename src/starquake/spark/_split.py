@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from starquake.client.bulk import BatchEntry, batch_suffixes, payload_size_of
+from starquake.client.bulk import BatchEntry, payload_size_of
+from starquake.spark._views import concat_ranges
 
 __all__ = ["Unsplittable", "split_to_arrays"]
 
@@ -151,15 +152,18 @@ def _follow(
         return None
     sentinel = len(cand)
     succ[succ < 0] = sentinel
-    links = succ.tolist()
-    links.append(sentinel)  # a dead end leads to itself
-    path: list[int] = []
-    append = path.append
-    for at_, count in zip(cur.tolist(), counts.tolist(), strict=True):
-        for _ in range(count):
-            append(at_)
-            at_ = links[at_]
-    out = np.array(path, np.int64)
+    # every message's candidate: the count-th successor of its batch's base, found for all
+    # messages at once by binary lifting (``links`` jumps 1, 2, 4, ... messages ahead)
+    links = np.append(succ, sentinel)  # a dead end leads to itself
+    first = np.cumsum(counts) - counts
+    steps = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(first, counts)
+    out = np.repeat(cur, counts)
+    bit = 0
+    while steps.size and (steps >> bit).any():
+        jump = np.nonzero((steps >> bit) & 1)[0]
+        out[jump] = links[out[jump]]
+        links = links[links]
+        bit += 1
     if (out == sentinel).any() or not good[out].all():
         return None
     last = out[np.cumsum(counts) - 1]
@@ -282,23 +286,18 @@ def _gather(
     total = int(offsets[-1])
     used = length > 0
     first, size = pos[used], length[used]
-    if total <= 4 * (len(b) - total):  # few bytes: gather them by index
+    if total > 4 * (len(b) - total) and len(b) <= _I32_MAX:  # most of the buffer
+        copied = concat_ranges([b], np.zeros(n, np.int64), pos, length)
+        offsets_buffer, data_buffer = copied.buffers()[1:]
+    else:  # few bytes: gather them by index
         data = b[np.repeat(first - offsets[:-1][used], size) + np.arange(total)]
-    else:  # most of the buffer: drop the bytes between the ranges
-        ends = np.concatenate(([0], first + size))
-        gap = np.diff(first, prepend=0) - np.concatenate(([0], size[:-1]))
-        gaps = np.concatenate((gap, [len(b) - ends[-1]]))
-        starts_of_gaps = ends - 0
-        drop_at = np.cumsum(gaps) - gaps
-        keep = np.ones(len(b), np.bool_)
-        keep[np.repeat(starts_of_gaps - drop_at, gaps) + np.arange(int(gaps.sum()))] = False
-        data = b[keep]
+        offsets_buffer, data_buffer = pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)
     bitmap = None
     nulls = 0
     if valid is not None and not valid.all():
         bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
         nulls = int(n - np.count_nonzero(valid))
-    buffers = [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    buffers = [bitmap, offsets_buffer, data_buffer]
     array = pa.Array.from_buffers(kind, n, buffers, null_count=nulls)
     if kind == pa.string():
         try:
@@ -319,26 +318,46 @@ def _timestamps(millis: np.ndarray, valid: np.ndarray | None, kind: pa.DataType)
     return pa.Array.from_buffers(kind, len(micros), [bitmap, pa.py_buffer(micros)], nulls)
 
 
+def _varint_of(value: int) -> bytes:
+    """The protobuf varint of a non-negative ``value``."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+# The field batch_index (b"\x20" + varint) of the indexes 0, 1, ...: grown on demand.
+_index_fields: pa.Array = pa.array([], pa.binary())
+
+
+def _index_field_array(count: int) -> pa.Array:
+    """The batch_index fields of the indexes 0 to at least ``count - 1``."""
+    global _index_fields
+    if len(_index_fields) < count:
+        size = 1 << max(count - 1, 1023).bit_length()
+        _index_fields = pa.array([b"\x20" + _varint_of(i) for i in range(size)], pa.binary())
+    return _index_fields
+
+
 def _message_ids(batches: Sequence[BatchEntry], entry: np.ndarray, index: np.ndarray) -> pa.Array:
-    """Each row's id: its entry's serialized id followed by its batch index and size."""
-    prefixes = pa.array([batch.prefix for batch in batches], pa.binary())
-    tables: dict[int, int] = {}
-    suffixes: list[bytes] = []
-    for batch in batches:
-        if batch.count not in tables:
-            tables[batch.count] = len(suffixes)
-            suffixes.extend(batch_suffixes(batch.count))
-    base = np.array([tables[batch.count] for batch in batches], np.int64)
-    tail = pa.array(suffixes, pa.binary()).take(pa.array(base[entry] + index))
-    head = prefixes.take(pa.array(entry))
-    joined: pa.Array = pa.compute.binary_join_element_wise(head, tail, b"")
+    """Each row's id: its entry's serialized id followed by its batch index and size (the
+    fields batch_index and batch_size), joined by Arrow."""
+    heads = pa.array([batch.prefix for batch in batches], pa.binary())
+    tails = pa.array([b"\x30" + _varint_of(batch.count) for batch in batches], pa.binary())
+    fields = _index_field_array(int(index.max()) + 1 if len(index) else 1)
+    at = pa.array(entry)
+    joined: pa.Array = pa.compute.binary_join_element_wise(
+        heads.take(at), fields.take(pa.array(index)), tails.take(at), b""
+    )
     return joined
 
 
 def split_to_arrays(batches: Sequence[BatchEntry], schema: pa.Schema) -> list[pa.Array]:
     """The rows of ``batches`` (in range, not compacted out) as the arrays of ``schema``'s
     columns ``value, __key, __messageId, __publishTime, __eventTime, __messageProperties``."""
-    buf = b"".join(batch.data for batch in batches) + _PAD
+    buf = b"".join([*(batch.data for batch in batches), _PAD])
     spans, base = [], 0
     for batch in batches:
         spans.append((base, len(batch.data), batch.count))

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -44,6 +45,7 @@ from starquake.client.topics import partition_for_key
 from starquake.spark._encode import RowEncoder, WriteSchema, write_schema
 from starquake.spark._headers import properties_to_write
 from starquake.spark._options import PulsarOptionError, WriteOptions, write_options
+from starquake.spark._pack import PackColumns
 from starquake.spark._producers import Targets
 from starquake.spark._runtime import Session
 from starquake.spark._sink import (
@@ -186,6 +188,39 @@ class _Writer:
                 await self._send_each(producer, rows, indices, first)
             self.sent += len(indices)
 
+    async def write_columns(self, cols: PackColumns) -> None:
+        """As :meth:`write`, for rows the packed path takes (one topic, batching on)."""
+        first = self.next_seq
+        self.next_seq += cols.count
+        assert self._opts.topic is not None
+        producers = await self._targets.producers(self._opts.topic)
+        every = np.arange(cols.count, dtype=np.int64)
+        if len(producers) == 1:
+            groups = [(producers[0], every)]
+        else:
+            where = cols.partitions(first, len(producers))
+            order = np.unique(where, return_index=True)[1]  # by first row, as write() does
+            groups = [(producers[int(where[i])], every[where == where[i]]) for i in sorted(order)]
+        outbox = self._outbox
+        for producer, rows in groups:
+            last = producer.last_sequence_id()
+            if last >= first:  # stored by an earlier attempt (sequence ids only grow)
+                kept = rows[first + rows > last]
+                self.skipped += len(rows) - len(kept)
+                rows = kept
+            if len(rows) and self._targets.unverified(producer):
+                for batch in cols.batches(rows[:1], first, 1, outbox.max_bytes):
+                    await outbox.send_packed(producer, batch)
+                self.sent += 1
+                await outbox.finish()
+                producer = await self._targets.verify(producer, first + int(rows[0]))
+                rows = rows[1:]
+            if not len(rows):
+                continue
+            for batch in cols.batches(rows, first, outbox.max_rows, outbox.max_bytes):
+                await outbox.send_packed(producer, batch)
+            self.sent += len(rows)
+
     async def _first_row(self, producer: Producer, rows: _Rows, index: int, first: int) -> Producer:
         """Send row ``index`` alone, wait for every receipt, and check deduplication through
         ``producer`` (see :meth:`Targets.verify`); the producer to go on with."""
@@ -287,8 +322,13 @@ async def _write_rows(
     encoder = RowEncoder(spec) if spec is not None and spec.kind != "string" else None
     outbox = _Outbox(opts)
     writer = _Writer(targets, outbox, opts, base)
+    packed = encoder is None and opts.topic is not None and outbox.batching
     try:
         for batch in batches:
+            cols = PackColumns.of(batch) if packed else None
+            if cols is not None:
+                await writer.write_columns(cols)
+                continue
             rows = _Rows.of(batch, opts.topic is None, encoder, writer.next_seq)
             await writer.write(rows)
         await outbox.finish()

@@ -1,0 +1,137 @@
+"""An Arrow data source that does no work, for ``spark_io.py``: what Spark takes from a Python
+source, and hands a Python sink, on this machine, under this load.
+
+Format ``ceiling`` yields the rows of the ``pulsar`` source's raw layout (100-byte values,
+keys, topic, message ids, publish times, no event times or properties) from record batches
+built with numpy once per task, in ``parts`` partitions of ``rows / parts`` rows. A read of the
+``pulsar`` source cannot be faster than a read of this one: the ratio of the two is the share
+of the time that is the data source's own (the broker, the client, splitting batches).
+Written to, it drops the Arrow batches Spark hands it: the ceiling of a write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+ROWS_PER_BATCH = 65536
+
+
+def _fixed(count: int, item: bytes, kind: pa.DataType) -> pa.Array:
+    """``count`` copies of ``item`` as a binary or string array, built without a loop."""
+    offsets = (np.arange(count + 1, dtype=np.int64) * len(item)).astype(np.int32)
+    data = np.tile(np.frombuffer(item, np.uint8), count)
+    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def record_batch(count: int, size: int) -> pa.RecordBatch:
+    """``count`` rows of the pulsar source's raw layout with ``size``-byte values."""
+    from starquake.spark._rows import arrow_schema
+
+    schema = arrow_schema()
+    keys = pa.array([f"user-{i}" for i in range(5000)], pa.string())
+    micros = np.full(count, 1_795_000_000_000_000, np.int64)
+    empty = pa.array([], pa.string())
+    return pa.RecordBatch.from_arrays(
+        [
+            _fixed(count, b"v" * size, pa.binary()),
+            keys.take(pa.array(np.arange(count) % 5000)),
+            _fixed(count, b"persistent://public/default/ceiling-partition-0", pa.string()),
+            _fixed(count, b"\x08\x07\x10\x2a\x18\x00\x20\x03\x30\xe8\x07", pa.binary()),
+            pa.array(micros, pa.int64()).cast(schema.field("__publishTime").type),
+            pa.nulls(count, schema.field("__eventTime").type),
+            pa.MapArray.from_arrays(
+                pa.array(np.zeros(count + 1, np.int32)),
+                empty,
+                empty,
+                type=schema.field("__messageProperties").type,
+            ),
+        ],
+        schema=schema,
+    )
+
+
+class CeilingReader(DataSourceReader):
+    """``parts`` partitions of ``rows / parts`` rows each."""
+
+    def __init__(self, parts: int, rows: int, size: int) -> None:
+        self.parts, self.rows, self.size = parts, rows, size
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [InputPartition(i) for i in range(self.parts)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        left = self.rows // self.parts
+        batch = record_batch(min(left, ROWS_PER_BATCH), self.size)
+        while left > 0:
+            out = batch if left >= batch.num_rows else batch.slice(0, left)
+            left -= out.num_rows
+            yield out
+
+
+class CeilingWriter(DataSourceArrowWriter):
+    """Takes the rows' Arrow batches and drops them."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        for _batch in iterator:
+            pass
+        return WriterCommitMessage()
+
+
+class CeilingDataSource(DataSource):
+    """``spark.read.format("ceiling").option("parts", "4").option("rows", "1000000")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "ceiling"
+
+    def schema(self) -> StructType:
+        from starquake.spark._rows import SOURCE_SCHEMA
+
+        return SOURCE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options: Any = self.options
+        return CeilingReader(
+            int(options.get("parts", "1")),
+            int(options.get("rows", "1000000")),
+            int(options.get("size", "100")),
+        )
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return CeilingWriter()
+
+
+def register(spark: Any) -> None:
+    """Register ``ceiling`` with ``spark``; the classes travel to the workers by value (this
+    module is not on their path)."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark.dataSource.register(CeilingDataSource)
+
+
+def read(spark: Any, parts: int, rows: int, size: int) -> None:
+    """Read ``rows`` rows in ``parts`` partitions into the ``noop`` sink."""
+    df = (
+        spark.read.format("ceiling")
+        .option("parts", str(parts))
+        .option("rows", str(rows))
+        .option("size", str(size))
+        .load()
+    )
+    df.write.format("noop").mode("overwrite").save()
