@@ -76,3 +76,27 @@ def test_two_contenders_never_both_hold(jetstream_node: JetStreamNode) -> None:
                 await t.close()
 
     assert sum(asyncio.run(scenario())) == 1
+
+
+def test_listings_leave_no_consumers_behind(jetstream_node: JetStreamNode) -> None:
+    """Each listing of the holders is a watch (a consumer on the server); many listings in a
+    row must not pile consumers up (the server refuses new ones past its limit)."""
+
+    async def scenario() -> tuple[int, int]:
+        table = await LeaseTable.connect([jetstream_node.url], bucket="owners_c", ttl=30)
+        try:
+            await table.acquire("some/lease", b"x")
+            for _ in range(40):
+                assert await table.holders() == {"some/lease": b"x"}
+            js = table.connection.jetstream()
+            right_after = (await js.stream_info("KV_owners_c")).state.consumer_count
+            deadline = time.monotonic() + 15
+            while (await js.stream_info("KV_owners_c")).state.consumer_count > 0:
+                assert time.monotonic() < deadline, "the listings' consumers stayed"
+                await asyncio.sleep(0.25)
+            return right_after, 0
+        finally:
+            await table.close()
+
+    right_after, later = asyncio.run(scenario())
+    assert later == 0 and right_after <= 40

@@ -121,10 +121,22 @@ async def kv_last(js: Any, bucket: str, key: str) -> tuple[bytes | None, int]:
     return bytes(msg.data or b""), int(msg.seq)
 
 
+LISTING_INACTIVE_SECONDS = 2.0
+
+
 async def live_entries(kv: Any, pattern: str, *, values: bool = True) -> list[Any]:
     """The entries of bucket ``kv`` whose keys match ``pattern`` now (deleted keys left out;
-    ``values=False``: keys and revisions only)."""
-    watcher = await kv.watch(pattern, meta_only=not values, ignore_deletes=True)
+    ``values=False``: keys and revisions only).
+
+    Each listing is a watch, an ephemeral consumer on the server; once stopped, the server
+    removes it after ``LISTING_INACTIVE_SECONDS`` without interest (the client's default, five
+    minutes, let frequent listings pile consumers up to the server's limit)."""
+    watcher = await kv.watch(
+        pattern,
+        meta_only=not values,
+        ignore_deletes=True,
+        inactive_threshold=LISTING_INACTIVE_SECONDS,
+    )
     entries = []
     try:
         async for entry in watcher:
