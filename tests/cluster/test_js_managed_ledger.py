@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 
 from starquake.cluster.js_factory import JetStreamLedgerFactory
 from starquake.cluster.js_managed_ledger import JetStreamManagedLedger
-from starquake.cluster.nodes import JetStreamNode
+from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 from starquake.storage import (
     EARLIEST,
     LedgerFencedError,
     ManagedLedgerConfig,
     Position,
     RetentionLimits,
+    StorageError,
 )
 
 Scenario = Callable[[Callable[..., Awaitable[JetStreamLedgerFactory]]], Awaitable[None]]
@@ -253,3 +254,49 @@ def test_trimming_purges_whole_consumed_ledgers_and_stores_the_list(
         ]
 
     run(jetstream_node, tmp_path, scenario)
+
+
+def test_jetstream_unavailable_fails_appends_and_reopening_recovers(tmp_path: Path) -> None:
+    (node,) = jetstream_nodes(1, tmp_path / "jetstream")
+    node.start()
+    name = topic()
+
+    async def scenario(make: Callable[..., Awaitable[JetStreamLedgerFactory]]) -> None:
+        confirmed: list[Position] = []
+        failures: list[BaseException] = []
+        factory = await make(
+            request_timeout=1,
+            on_committed=lambda results: confirmed.extend(lc for _, lc in results),
+            on_failed=lambda mls, exc: failures.append(exc),
+        )
+        ml = await factory.open(name)
+        first = ml.append(b"stored")
+        await ml.drain()
+        node.stop()
+        lost = ml.append(b"unanswered")
+        await ml.drain()
+        assert ml.fenced and len(failures) == 1 and isinstance(failures[0], StorageError)
+        assert confirmed == [first] and ml.last_confirmed == first  # never a false success
+        with pytest.raises(LedgerFencedError):
+            ml.append(b"refused")
+        node.start()
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:  # until the connection is back
+            try:
+                again = await factory.open(name)
+                break
+            except StorageError:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.2)
+        contents = await read_all(again)
+        # the unanswered append may have been stored (the client resends it on reconnecting):
+        # then the new owner finds it, which is at-least-once, never a loss
+        assert contents in ([(first, b"stored")], [(first, b"stored"), (lost, b"unanswered")])
+        position = again.append(b"after")
+        await again.drain()
+        assert (await read_all(again))[-1] == (position, b"after")
+
+    try:
+        run(node, tmp_path, scenario)
+    finally:
+        node.stop()

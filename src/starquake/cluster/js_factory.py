@@ -27,7 +27,7 @@ from starquake.cluster.js_recovery import recover_managed_ledger
 from starquake.cluster.kv_metadata import JetStreamMetadataStore
 from starquake.storage.config import ManagedLedgerConfig
 from starquake.storage.factory import directory_name
-from starquake.storage.position import Position, StorageError
+from starquake.storage.position import LedgerFencedError, Position, StorageError
 from starquake.storage.state import EntryCache
 
 __all__ = ["JetStreamLedgerFactory"]
@@ -38,6 +38,7 @@ CommittedCallback = Callable[[list[tuple[JetStreamManagedLedger, Position]]], No
 FailedCallback = Callable[[list[JetStreamManagedLedger], BaseException], None]
 
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+_TAKEOVER_ATTEMPTS = 3
 
 
 class JetStreamLedgerFactory:
@@ -80,10 +81,14 @@ class JetStreamLedgerFactory:
         *,
         streams: int = 4,
         replicas: int = 1,
+        request_timeout: float = 10,
         **options: Any,
     ) -> JetStreamLedgerFactory:
-        """A factory with its own connections to ``servers`` (closed with it)."""
-        ledgers = await JetStreamLedgers.connect(servers, streams=streams, replicas=replicas)
+        """A factory with its own connections to ``servers`` (closed with it); ``request_timeout``:
+        how long an append waits for JetStream's answer before it fails."""
+        ledgers = await JetStreamLedgers.connect(
+            servers, streams=streams, replicas=replicas, request_timeout=request_timeout
+        )
         try:
             metadata = await JetStreamMetadataStore.connect(servers, replicas=replicas)
         except StorageError:
@@ -130,14 +135,27 @@ class JetStreamLedgerFactory:
         if previous is not None:
             await previous.drain()  # its last appends land before the fence
             await previous.flush_cursors()
-        ml = JetStreamManagedLedger(self, name, self.base_dir / directory_name(name))
-        await recover_managed_ledger(ml, self.ledgers, self.metadata, self._clock())
+        ml = await self._take_over(name)
         self._open[name] = ml
         ml.start()
         if self._flusher is None and self._flush_seconds > 0:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         log.info("managed ledger %s opened at %s", name, ml.last_confirmed)
         return ml
+
+    async def _take_over(self, name: str) -> JetStreamManagedLedger:
+        directory = self.base_dir / directory_name(name)
+        for attempt in range(_TAKEOVER_ATTEMPTS):
+            ml = JetStreamManagedLedger(self, name, directory)
+            try:
+                await recover_managed_ledger(ml, self.ledgers, self.metadata, self._clock())
+                return ml
+            except LedgerFencedError:
+                # the previous owner stored its ledger list meanwhile (a rollover): fence
+                # what it holds now
+                if attempt + 1 == _TAKEOVER_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     def get(self, name: str) -> JetStreamManagedLedger | None:
         """The open instance of ``name``, if any."""

@@ -83,19 +83,26 @@ class LedgerIndex:
 class JetStreamLedgers:
     """The ledgers of a cluster in JetStream (one instance per broker process)."""
 
-    def __init__(self, nc: Any, streams: int) -> None:
+    def __init__(self, nc: Any, streams: int, timeout: float = 10) -> None:
         self._nc = nc
-        self._js = nc.jetstream(timeout=10)
+        self._js = nc.jetstream(timeout=timeout)
         self.streams = streams
 
     @classmethod
     async def connect(
-        cls, servers: list[str], *, streams: int = 4, replicas: int = 1, give_up_after: float = 30
+        cls,
+        servers: list[str],
+        *,
+        streams: int = 4,
+        replicas: int = 1,
+        give_up_after: float = 30,
+        request_timeout: float = 10,
     ) -> JetStreamLedgers:
-        """Connect, creating the ledger streams and the id stream if they do not exist."""
+        """Connect, creating the ledger streams and the id stream if they do not exist;
+        ``request_timeout``: how long a call waits for JetStream's answer (then a StorageError)."""
         deadline = time.monotonic() + give_up_after
         nc = await connect(servers, give_up_after)
-        store = cls(nc, streams)
+        store = cls(nc, streams, request_timeout)
         configs = [StreamConfig(name="SQ_IDS", subjects=["sq.ids"], max_msgs=1)]
         configs += [
             StreamConfig(name=f"SQ_LEDGERS_{i}", subjects=[f"sq.ledger.{i}.>"])

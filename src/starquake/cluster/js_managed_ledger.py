@@ -162,15 +162,18 @@ class JetStreamManagedLedger(JsLedgerReads):
         info = ManagedLedgerInfo(purge=list(self._purge))
         for lid in self._ids:
             state = self._states[lid]
+            # a ledger sealed here but not fully written yet is stored open: whoever opens
+            # the managed ledger next fences it and finds its entries by scanning
+            sealed = state.sealed and state.confirmed == state.entries
             info.ledgers.append(
                 StoredLedger(
                     lid,
                     state.confirmed,
                     state.confirmed_end - HEADER_SIZE,
                     state.created_at,
-                    state.sealed,
+                    sealed,
                     lid in self._fenced_ids,
-                    self._indexes.get(lid) if state.sealed else None,
+                    self._indexes.get(lid) if sealed else None,
                 )
             )
         return info
@@ -356,13 +359,14 @@ class JetStreamManagedLedger(JsLedgerReads):
         """Store the ledger list at the version this owner holds; a version changed by
         another owner fences this one (LedgerFencedError)."""
         info = self.ledger_info()
+        listed = set(self._ids)  # a rollover while the write waits is not in this list
         try:
             self.version = await self._metadata.put(
                 ledger_path(self.name), info.encode(), expected_version=self.version
             )
         except BadVersionError:
             raise LedgerFencedError(f"{self.name}: ledger list stored by another owner") from None
-        self._listed = set(self._ids)
+        self._listed = listed
 
     async def _purge_trimmed(self) -> None:
         """Purge trimmed ledgers' subjects, then store the list without them (a failure
