@@ -300,3 +300,27 @@ def test_jetstream_unavailable_fails_appends_and_reopening_recovers(tmp_path: Pa
         run(node, tmp_path, scenario)
     finally:
         node.stop()
+
+
+def test_cursor_states_are_stored_periodically_without_a_close(
+    jetstream_node: JetStreamNode, tmp_path: Path
+) -> None:
+    name = topic()
+
+    async def scenario(make: Callable[..., Awaitable[JetStreamLedgerFactory]]) -> None:
+        factory = await make(cursor_flush_seconds=0.05)
+        ml = await factory.open(name)
+        positions = [ml.append(f"p{i}".encode()) for i in range(5)]
+        await ml.drain()
+        cursor = ml.open_cursor("sub", "earliest")
+        cursor.delete([positions[1]])
+        cursor.mark_delete(positions[2])
+        deadline = asyncio.get_running_loop().time() + 10
+        while cursor.stored_mark_delete != positions[2]:  # the factory's timer stored it
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.02)
+        taken = await (await make()).open(name)  # a takeover: the first owner never closed
+        assert taken.cursors["sub"].mark_delete_position == positions[2]
+        assert taken.cursors["sub"].backlog() == 2
+
+    run(jetstream_node, tmp_path, scenario)
