@@ -155,6 +155,7 @@ class JetStreamLedgerFactory:
                 # what it holds now
                 if attempt + 1 == _TAKEOVER_ATTEMPTS:
                     raise
+                log.info("managed ledger %s: its previous owner stored it meanwhile", name)
         raise AssertionError("unreachable")
 
     def get(self, name: str) -> JetStreamManagedLedger | None:
