@@ -70,30 +70,39 @@ class LedgerIndex:
     sequences: list[int] = field(default_factory=list)
     entries: int = 0  # entries in the ledger (the next entry id)
     last_sequence: int = 0  # of the chain's last message (record or fence); 0: none
+    size: int = 0  # bytes of the records' bodies (each entry with its 4-byte length)
 
-    def add(self, first: int, count: int, sequence: int) -> None:
+    def add(self, first: int, count: int, sequence: int, size: int = 0) -> None:
         self.firsts.append(first)
         self.sequences.append(sequence)
         self.entries = first + count
         self.last_sequence = sequence
+        self.size += size
 
 
 class JetStreamLedgers:
     """The ledgers of a cluster in JetStream (one instance per broker process)."""
 
-    def __init__(self, nc: Any, streams: int) -> None:
+    def __init__(self, nc: Any, streams: int, timeout: float = 10) -> None:
         self._nc = nc
-        self._js = nc.jetstream(timeout=10)
+        self._js = nc.jetstream(timeout=timeout)
         self.streams = streams
 
     @classmethod
     async def connect(
-        cls, servers: list[str], *, streams: int = 4, replicas: int = 1, give_up_after: float = 30
+        cls,
+        servers: list[str],
+        *,
+        streams: int = 4,
+        replicas: int = 1,
+        give_up_after: float = 30,
+        request_timeout: float = 10,
     ) -> JetStreamLedgers:
-        """Connect, creating the ledger streams and the id stream if they do not exist."""
+        """Connect, creating the ledger streams and the id stream if they do not exist;
+        ``request_timeout``: how long a call waits for JetStream's answer (then a StorageError)."""
         deadline = time.monotonic() + give_up_after
         nc = await connect(servers, give_up_after)
-        store = cls(nc, streams)
+        store = cls(nc, streams, request_timeout)
         configs = [StreamConfig(name="SQ_IDS", subjects=["sq.ids"], max_msgs=1)]
         configs += [
             StreamConfig(name=f"SQ_LEDGERS_{i}", subjects=[f"sq.ledger.{i}.>"])
@@ -162,7 +171,7 @@ class JetStreamLedgers:
                 index.last_sequence = after
                 return index, True
             first, _, count = headers.get(ENTRIES_HEADER, "").partition(":")
-            index.add(int(first), int(count), after)
+            index.add(int(first), int(count), after, len(msg.data or b""))
         return index, False
 
     async def fence(self, ledger_id: int) -> LedgerIndex:
@@ -202,10 +211,16 @@ class JetStreamLedgers:
             position += 1
         return out
 
-    async def delete(self, ledger_id: int) -> None:
-        """Remove every record of ``ledger_id`` (trimming)."""
+    async def delete(self, ledger_id: int, *, keep_fence: bool = False) -> None:
+        """Remove every record of ``ledger_id`` (trimming). ``keep_fence``: keep the
+        subject's last message, the fence of a ledger whose replaced writer may still try its
+        first append (which expects an empty subject and would land once the fence is gone)."""
         with storage_errors(f"ledger {ledger_id}"):
-            await self._js.purge_stream(self._stream(ledger_id), subject=self._subject(ledger_id))
+            await self._js.purge_stream(
+                self._stream(ledger_id),
+                subject=self._subject(ledger_id),
+                keep=1 if keep_fence else None,
+            )
 
     async def close(self) -> None:
         await self._nc.close()
@@ -234,14 +249,13 @@ class LedgerWriter:
                 ENTRIES_HEADER: f"{first}:{len(entries)}",
                 EXPECT_LAST: str(self.index.last_sequence),
             }
+            body = encode_record(entries)
             try:
-                sequence = await self._ledgers.publish_record(
-                    self.ledger_id, encode_record(entries), headers
-                )
+                sequence = await self._ledgers.publish_record(self.ledger_id, body, headers)
             except BaseException:
                 # fenced, or no answer: the record may be stored or not, so this writer
                 # stops; whoever reopens the ledger fences it and finds out
                 self.fenced = True
                 raise
-            self.index.add(first, len(entries), sequence)
+            self.index.add(first, len(entries), sequence, len(body))
             return first, first + len(entries) - 1

@@ -1,0 +1,196 @@
+"""JetStreamLedgerFactory: opens managed ledgers whose entries are in NATS JetStream.
+
+The JetStream counterpart of :class:`~starquake.storage.factory.ManagedLedgerFactory`: managed
+ledgers by name, one shared entry cache, the hooks through which the broker learns that
+appends became durable (``on_committed``, the same ``[(managed ledger, last confirmed)]`` a
+file-backed group commit reports) or failed (``on_failed``), and the periodic store of durable
+cursors (every ``cursor_flush_seconds``, as the broker flushes the file backend's cursors).
+
+Opening a managed ledger takes it over from any previous owner, in this process or another
+(:mod:`starquake.cluster.js_recovery`); the previous owner's appends and metadata writes are
+refused from then on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from starquake.cluster.js_ledgers import JetStreamLedgers
+from starquake.cluster.js_managed_ledger import JetStreamManagedLedger
+from starquake.cluster.js_recovery import recover_managed_ledger
+from starquake.cluster.kv_metadata import JetStreamMetadataStore
+from starquake.storage.config import ManagedLedgerConfig
+from starquake.storage.factory import directory_name
+from starquake.storage.position import LedgerFencedError, Position, StorageError
+from starquake.storage.state import EntryCache
+
+__all__ = ["JetStreamLedgerFactory"]
+
+log = logging.getLogger(__name__)
+
+CommittedCallback = Callable[[list[tuple[JetStreamManagedLedger, Position]]], None]
+FailedCallback = Callable[[list[JetStreamManagedLedger], BaseException], None]
+
+DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+_TAKEOVER_ATTEMPTS = 3
+
+
+class JetStreamLedgerFactory:
+    """Managed ledgers in JetStream; ``base_dir`` holds their local directories only."""
+
+    def __init__(
+        self,
+        ledgers: JetStreamLedgers,
+        metadata: JetStreamMetadataStore,
+        base_dir: Path,
+        config: ManagedLedgerConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_committed: CommittedCallback | None = None,
+        on_failed: FailedCallback | None = None,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        cursor_flush_seconds: float = 1.0,
+    ) -> None:
+        self.ledgers = ledgers
+        self.metadata = metadata
+        self.base_dir = Path(base_dir)
+        self.config = config if config is not None else ManagedLedgerConfig()
+        self.cache = EntryCache(self.config.cache_max_bytes)
+        self.max_record_bytes = max_record_bytes
+        self._clock = clock
+        self._on_committed = on_committed
+        self._on_failed = on_failed
+        self._flush_seconds = cursor_flush_seconds
+        self._open: dict[str, JetStreamManagedLedger] = {}
+        self._closing: dict[str, JetStreamManagedLedger] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        self._owned: list[Any] = []
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        servers: list[str],
+        base_dir: Path,
+        *,
+        streams: int = 4,
+        replicas: int = 1,
+        request_timeout: float = 10,
+        **options: Any,
+    ) -> JetStreamLedgerFactory:
+        """A factory with its own connections to ``servers`` (closed with it); ``request_timeout``:
+        how long an append waits for JetStream's answer before it fails."""
+        ledgers = await JetStreamLedgers.connect(
+            servers, streams=streams, replicas=replicas, request_timeout=request_timeout
+        )
+        try:
+            metadata = await JetStreamMetadataStore.connect(servers, replicas=replicas)
+        except StorageError:
+            await ledgers.close()
+            raise
+        factory = cls(ledgers, metadata, base_dir, **options)
+        factory._owned = [ledgers, metadata]
+        return factory
+
+    # ------------------------------------------------------------------ host of the ledgers
+
+    def now(self) -> float:
+        return self._clock()
+
+    def committed(self, ml: JetStreamManagedLedger, last_confirmed: Position) -> None:
+        if self._on_committed is not None:
+            self._on_committed([(ml, last_confirmed)])
+
+    def failed(self, ml: JetStreamManagedLedger, exc: BaseException) -> None:
+        if self._on_failed is not None:
+            self._on_failed([ml], exc)
+
+    def ledger_closed(self, ml: JetStreamManagedLedger) -> None:
+        if self._open.get(ml.name) is ml:
+            del self._open[ml.name]
+            self._closing[ml.name] = ml
+
+    # ------------------------------------------------------------------ managed ledgers
+
+    async def open(self, name: str) -> JetStreamManagedLedger:
+        """Open (taking over, or creating) the managed ledger ``name``; the same instance
+        until it is closed or fenced. LedgerFencedError when another owner stored the
+        ledger list while this one opened it (open again to take it over)."""
+        if self._closed:
+            raise StorageError("factory is closed")
+        if not name or name in (".", ".."):
+            raise StorageError(f"invalid managed ledger name {name!r}")
+        ml = self._open.get(name)
+        if ml is not None and not ml.fenced:
+            return ml
+        if ml is not None:
+            ml.close()
+        previous = self._closing.pop(name, None)
+        if previous is not None:
+            await previous.drain()  # its last appends land before the fence
+            await previous.flush_cursors()
+        ml = await self._take_over(name)
+        self._open[name] = ml
+        ml.start()
+        if self._flusher is None and self._flush_seconds > 0:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        log.info("managed ledger %s opened at %s", name, ml.last_confirmed)
+        return ml
+
+    async def _take_over(self, name: str) -> JetStreamManagedLedger:
+        directory = self.base_dir / directory_name(name)
+        for attempt in range(_TAKEOVER_ATTEMPTS):
+            ml = JetStreamManagedLedger(self, name, directory)
+            try:
+                await recover_managed_ledger(ml, self.ledgers, self.metadata, self._clock())
+                return ml
+            except LedgerFencedError:
+                # the previous owner stored its ledger list meanwhile (a rollover): fence
+                # what it holds now
+                if attempt + 1 == _TAKEOVER_ATTEMPTS:
+                    raise
+                log.info("managed ledger %s: its previous owner stored it meanwhile", name)
+        raise AssertionError("unreachable")
+
+    def get(self, name: str) -> JetStreamManagedLedger | None:
+        """The open instance of ``name``, if any."""
+        return self._open.get(name)
+
+    async def flush_cursors(self) -> None:
+        """Store every changed durable cursor now."""
+        for ml in [*self._open.values(), *self._closing.values()]:
+            await ml.flush_cursors()
+        for name, ml in list(self._closing.items()):
+            if not ml.busy():
+                del self._closing[name]
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._flush_seconds)
+            try:
+                await self.flush_cursors()
+            except StorageError as exc:
+                log.warning("storing cursors failed: %s", exc)
+
+    async def close(self) -> None:
+        """Close every managed ledger, wait for their appends, store their cursors."""
+        if self._closed:
+            return
+        self._closed = True
+        for ml in list(self._open.values()):
+            ml.close()
+        for ml in list(self._closing.values()):
+            await ml.drain()
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        await self.flush_cursors()
+        for owned in self._owned:
+            await owned.close()
