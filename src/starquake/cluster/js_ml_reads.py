@@ -89,6 +89,37 @@ class JsLedgerReads(LedgerTrim):
                 ledger_id, entry_id = lid + 1, 0
         return out
 
+    def try_read_entries(
+        self, start: tuple[int, int], max_entries: int, max_bytes: int | None = None
+    ) -> list[Entry] | None:
+        """What :meth:`read_entries` would return when the entry cache holds all of it (the
+        tail that consumers keep up with); None when a record must be fetched."""
+        out: list[Entry] = []
+        ledger_id, entry_id = start[0], max(start[1], 0)
+        budget = max_bytes
+        lc_lid, lc_eid = self._lc
+        while len(out) < max_entries:
+            i = bisect_left(self._ids, ledger_id)
+            if i >= len(self._ids) or self._ids[i] > lc_lid:
+                break
+            lid = self._ids[i]
+            if lid != ledger_id:
+                entry_id = 0
+            state = self._states[lid]
+            last = state.confirmed - 1 if lid != lc_lid else min(state.confirmed - 1, lc_eid)
+            while entry_id <= last and len(out) < max_entries:
+                data = self._cache.get(state, entry_id)
+                if data is None:
+                    return None
+                if budget is not None:
+                    if out and len(data) > budget:
+                        return out
+                    budget -= len(data)
+                out.append(Entry(Position(lid, entry_id), data))
+                entry_id += 1
+            ledger_id, entry_id = lid + 1, 0
+        return out
+
     async def _read_ledger_range(
         self, state: LedgerState, first: int, last: int, want: int
     ) -> list[Entry]:
