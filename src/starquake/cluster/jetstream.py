@@ -7,10 +7,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import nats
-from nats.js.api import KeyValueConfig
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig
 from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
 from starquake.storage import StorageError
@@ -122,27 +122,54 @@ async def kv_last(js: Any, bucket: str, key: str) -> tuple[bytes | None, int]:
 
 
 LISTING_INACTIVE_SECONDS = 2.0
+LISTING_BATCH = 500
 
 
-async def live_entries(kv: Any, pattern: str, *, values: bool = True) -> list[Any]:
-    """The entries of bucket ``kv`` whose keys match ``pattern`` now (deleted keys left out;
-    ``values=False``: keys and revisions only).
+class KvEntry(NamedTuple):
+    """A key-value entry as a listing gives it (``value`` empty when values were not asked)."""
 
-    Each listing is a watch, an ephemeral consumer on the server; once stopped, the server
-    removes it after ``LISTING_INACTIVE_SECONDS`` without interest (the client's default, five
-    minutes, let frequent listings pile consumers up to the server's limit)."""
-    watcher = await kv.watch(
-        pattern,
-        meta_only=not values,
-        ignore_deletes=True,
+    key: str
+    value: bytes
+    revision: int
+
+
+def _is_deletion(headers: dict[str, str] | None) -> bool:
+    if not headers:
+        return False
+    return headers.get("KV-Operation") in ("DEL", "PURGE") or "Nats-Marker-Reason" in headers
+
+
+async def live_entries(kv: Any, pattern: str, *, values: bool = True) -> list[KvEntry]:
+    """The entries of bucket ``kv`` whose keys match ``pattern`` now (deleted and expired keys
+    left out; ``values=False``: keys and revisions only).
+
+    A listing is a pull consumer of the bucket's last message per key: the number of messages
+    it has to give is known when it is made (the key-value client's watch instead guesses the
+    end of the current values, and under load said "end" before values already on their way:
+    a listing came back empty). The server removes the consumer
+    ``LISTING_INACTIVE_SECONDS`` after the listing (the client's default, five minutes, let
+    frequent listings pile consumers up to the server's limit)."""
+    js, stream, prefix = kv._js, kv._stream, kv._pre  # the bucket's stream and subjects
+    config = ConsumerConfig(
+        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        ack_policy=AckPolicy.NONE,
+        headers_only=not values,
         inactive_threshold=LISTING_INACTIVE_SECONDS,
+        mem_storage=True,
+        num_replicas=1,
     )
+    sub = await js.pull_subscribe(prefix + pattern, stream=stream, config=config)
     entries = []
     try:
-        async for entry in watcher:
-            if entry is None:  # the end of the current values
-                break
-            entries.append(entry)
+        pending = (await sub.consumer_info()).num_pending or 0
+        while pending > 0:
+            for msg in await sub.fetch(min(pending, LISTING_BATCH), timeout=5):
+                pending = min(pending - 1, msg.metadata.num_pending or 0)
+                if not _is_deletion(msg.headers):
+                    key = msg.subject[len(prefix) :]
+                    data = bytes(msg.data or b"") if values else b""
+                    entries.append(KvEntry(key, data, int(msg.metadata.sequence.stream)))
     finally:
-        await watcher.stop()
+        with contextlib.suppress(*NATS_ERRORS):
+            await sub.unsubscribe()
     return entries
