@@ -64,8 +64,8 @@ def thread_ns(pid: int) -> tuple[int, int]:
     return main, total
 
 
-async def _read_until_closed(reader: asyncio.StreamReader, timeout: float) -> None:
-    async with asyncio.timeout(timeout):
+async def _read_until_closed(reader: asyncio.StreamReader) -> None:
+    async with asyncio.timeout(30):
         while await reader.read(65536):
             pass
 
@@ -89,10 +89,10 @@ async def _one(kind: str, broker: Broker, hold: float, failures: list[str]) -> N
     try:
         if kind == "refused-binary":
             writer.write(_connect_frame(f"{USER}:wrong-{random.getrandbits(32)}".encode()))
-            await _read_until_closed(reader, 30)
+            await _read_until_closed(reader)
         elif kind == "refused-web":
             writer.write(_wrong_web_request())
-            await _read_until_closed(reader, 30)
+            await _read_until_closed(reader)
         else:
             if kind == "half-frame":
                 writer.write(struct.pack(">I", 32 * 1024) + b"\0" * (16 * 1024))

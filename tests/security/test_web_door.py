@@ -8,7 +8,6 @@ import base64
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from auth_support import BASIC_PROVIDER, HASHES, htpasswd
@@ -27,7 +26,9 @@ def _auth(password: str) -> bytes:
     return b"Basic " + base64.b64encode(f"{USER}:{password}".encode())
 
 
-def _request(password: str, *extra: bytes, method: bytes = b"GET", version: bytes = b"1.1") -> bytes:
+def _request(
+    password: str, *extra: bytes, method: bytes = b"GET", version: bytes = b"1.1"
+) -> bytes:
     lines = [
         method + b" /admin/v2/clusters HTTP/" + version,
         b"Host: x",
