@@ -13,6 +13,7 @@ import pytest
 from auth_support import BASIC_PROVIDER, HASHES, htpasswd
 from hypothesis import given
 from hypothesis import strategies as st
+from polling import wait_for
 
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.broker.web import MAX_BODY_BYTES
@@ -20,6 +21,7 @@ from starquake.broker.web_door import door_credentials
 
 USER, PASSWORD = "alice", "alice-secret"
 LINGER = 0.5
+IDLE = 1.0
 
 
 def _auth(password: str) -> bytes:
@@ -48,6 +50,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
         authenticationProviders=BASIC_PROVIDER,
         basicAuthConf=f"file://{conf}",
         authenticationRefusalLingerSeconds=LINGER,
+        httpServerIdleTimeoutSeconds=IDLE,
     ) as running:
         yield running
 
@@ -106,6 +109,39 @@ def test_accepted_credentials_pass_the_door_with_a_body_sent_later(
         while chunk := sock.recv(65536):
             received += chunk
     assert received.startswith(b"HTTP/1.1 204"), received  # the tenant was created
+
+
+def test_a_connection_that_sends_nothing_costs_no_aiohttp_handler(broker: EmbeddedBroker) -> None:
+    web = broker.server.web
+    opened = time.monotonic()
+    idle = [socket.create_connection(("127.0.0.1", broker.server.web_port)) for _ in range(20)]
+    try:
+        wait_for(lambda: web.open_connections >= 20, "the broker to take every connection")
+        assert web.aiohttp_handlers == 0
+        for sock in idle:  # closed at the idle timeout all the same
+            sock.settimeout(10)
+            assert sock.recv(1) == b""
+        assert time.monotonic() - opened < IDLE + 2
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_first_head_is_due_the_idle_timeout_after_opening_however_late_it_starts(
+    broker: EmbeddedBroker,
+) -> None:
+    with socket.create_connection(("127.0.0.1", broker.server.web_port), timeout=10) as sock:
+        opened = time.monotonic()
+        time.sleep(IDLE * 0.6)
+        sock.sendall(b"GET /admin/v2/clusters HTTP/1.1\r\n")  # aiohttp's handler starts here
+        try:
+            while time.monotonic() - opened < IDLE * 3:
+                sock.sendall(b"X")  # a header that never ends
+                time.sleep(0.05)
+        except OSError:  # closed: the write fails
+            pass
+        closed = time.monotonic() - opened
+    assert closed < IDLE * 1.45, closed  # not IDLE after the first byte
 
 
 _READ = [

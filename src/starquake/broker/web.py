@@ -115,6 +115,19 @@ class WebServer:
         reads it (see :mod:`starquake.broker.web_door`); raises WebAuthenticationError."""
         self.refused_early = 0
         """Requests refused (401) at the door, before aiohttp."""
+        self._doors: set[WebDoor] = set()
+        """Open connections (aiohttp knows only those whose first bytes passed the door)."""
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open on the web ports."""
+        return len(self._doors)
+
+    @property
+    def aiohttp_handlers(self) -> int:
+        """Connections aiohttp serves (those whose first bytes passed the door)."""
+        server = self._runner.server if self._runner is not None else None
+        return len(server.connections) if server is not None else 0
 
     def add_route(self, method: str, pattern: str, endpoint: Endpoint, need: Need) -> None:
         """Serve ``method`` on every path that ``pattern`` (a regular expression whose named
@@ -178,7 +191,15 @@ class WebServer:
         assert handlers is not None
 
         def factory(on_closed: Callable[[], None]) -> asyncio.BaseProtocol:
-            return WebDoor(handlers(), on_closed, self.refuse_early, refused, MAX_BODY_BYTES)
+            return WebDoor(
+                handlers,
+                on_closed,
+                self.refuse_early,
+                refused,
+                MAX_BODY_BYTES,
+                self.limits.idle_timeout,
+                self._doors,
+            )
 
         def refused() -> None:
             self.refused_early += 1
@@ -209,6 +230,8 @@ class WebServer:
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
+        for door in list(self._doors):
+            door.close()
         for listener in listeners:
             await listener.wait_closed()
 

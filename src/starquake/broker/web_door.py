@@ -98,22 +98,36 @@ def unauthorized(message: str) -> bytes:
 
 
 class WebDoor(asyncio.Protocol):
-    """Forwards every event to ``inner`` (aiohttp's handler of the connection) and calls
-    ``on_closed`` once the connection is lost; the first request passes the door first."""
+    """The protocol of one web connection. aiohttp's handler (``make_inner``) is made when the
+    first bytes pass the door, and gets every event from then on; ``on_closed`` is called once
+    the connection is lost.
+
+    Until then the door keeps aiohttp's first deadline itself: a connection whose first request
+    head is not complete ``head_timeout`` seconds after it opened is closed, as aiohttp closes
+    an idle connection. A connection that sends nothing, or whose first request is refused at
+    the door, never costs an aiohttp handler."""
 
     def __init__(
         self,
-        inner: asyncio.Protocol,
+        make_inner: Callable[[], asyncio.Protocol],
         on_closed: Callable[[], None],
         refuse_early: RefuseEarly | None,
         refused: Callable[[], None],
         max_body: int,
+        head_timeout: float,
+        open_doors: set[WebDoor],
     ) -> None:
-        self._inner = inner
-        self._max_body = max_body
+        self._make_inner = make_inner
+        self._open_doors = open_doors
+        self._inner: asyncio.Protocol | None = None
         self._on_closed = on_closed
         self._refuse_early = refuse_early
         self._refused = refused
+        self._max_body = max_body
+        self._head_timeout = head_timeout
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._tail = b""
+        """The last bytes of the first head so far (its end may come split)."""
         self._transport: asyncio.Transport | None = None
         self._held: bytearray | None = None
         """Bytes read while the verdict is awaited (None: forwarding)."""
@@ -121,15 +135,43 @@ class WebDoor(asyncio.Protocol):
         self._verdict: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Forwarded."""
+        """Start the deadline of the first request head."""
         self._transport = transport  # type: ignore[assignment]  # uvloop's: no subclass
-        self._inner.connection_made(transport)
+        self._open_doors.add(self)
+        if self._head_timeout > 0:
+            loop = asyncio.get_running_loop()
+            self._head_timer = loop.call_later(self._head_timeout, self._head_overdue)
+
+    def _head_overdue(self) -> None:
+        self._head_timer = None
+        if self._transport is not None:
+            self._transport.close()
+
+    def _watch_head(self, data: bytes) -> None:
+        """Stop the first deadline once the first request head is complete."""
+        window = self._tail + data
+        if window.find(b"\r\n\r\n") >= 0:
+            assert self._head_timer is not None
+            self._head_timer.cancel()
+            self._head_timer = None
+        else:
+            self._tail = window[-3:]
+
+    def _handler(self) -> asyncio.Protocol:
+        """aiohttp's handler of the connection, made (and told of it) on first use."""
+        inner = self._inner
+        if inner is None:
+            inner = self._inner = self._make_inner()
+            inner.connection_made(self._transport)  # type: ignore[arg-type]
+        return inner
 
     def data_received(self, data: bytes) -> None:
         """The first bytes pass the door; then forwarded (held while a verdict is awaited)."""
         if self._held is not None:
             self._held += data
             return
+        if self._head_timer is not None:
+            self._watch_head(data)
         check = self._refuse_early
         if check is not None:
             self._refuse_early = None  # the first request only
@@ -143,7 +185,7 @@ class WebDoor(asyncio.Protocol):
                     self._decide(check, authorization, remote)
                 )
                 return
-        self._inner.data_received(data)
+        self._handler().data_received(data)
 
     async def _decide(self, check: RefuseEarly, authorization: str, remote: str) -> None:
         try:
@@ -158,9 +200,10 @@ class WebDoor(asyncio.Protocol):
         if transport is None or transport.is_closing() or held is None:
             return
         transport.resume_reading()
-        self._inner.data_received(bytes(held))
+        handler = self._handler()
+        handler.data_received(bytes(held))
         if self._eof:
-            self._inner.eof_received()
+            handler.eof_received()
 
     async def _refuse(self, exc: WebAuthenticationError) -> None:
         transport = self._transport
@@ -177,22 +220,34 @@ class WebDoor(asyncio.Protocol):
         if self._held is not None:
             self._eof = True
             return True  # keep the transport open for the answer
-        return self._inner.eof_received()
+        return None if self._inner is None else self._inner.eof_received()
 
     def pause_writing(self) -> None:
         """Forwarded."""
-        self._inner.pause_writing()
+        if self._inner is not None:
+            self._inner.pause_writing()
 
     def resume_writing(self) -> None:
         """Forwarded."""
-        self._inner.resume_writing()
+        if self._inner is not None:
+            self._inner.resume_writing()
+
+    def close(self) -> None:
+        """Close the connection (the web server stops)."""
+        if self._transport is not None:
+            self._transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Forwarded, then the place is given back."""
         self._transport = None
+        self._open_doors.discard(self)
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
         if self._verdict is not None and not self._verdict.done():
             self._verdict.cancel()  # a check not started yet leaves its queue
         try:
-            self._inner.connection_lost(exc)
+            if self._inner is not None:
+                self._inner.connection_lost(exc)
         finally:
             self._on_closed()
