@@ -197,7 +197,7 @@ class Listener:
         self._reading = want
         for sock in self.sockets:
             if want:
-                accept = functools.partial(self._accept, sock, int(sock.family))
+                accept = functools.partial(self._accept, sock, int(sock.family), sock.proto)
                 self._loop.add_reader(sock.fileno(), accept)
             else:
                 self._loop.remove_reader(sock.fileno())
@@ -211,7 +211,7 @@ class Listener:
         self._backoff = None
         self._update_reading()
 
-    def _accept(self, listening: socket.socket, family: int) -> None:
+    def _accept(self, listening: socket.socket, family: int, proto: int) -> None:
         for _ in range(ACCEPT_BATCH):
             if not self._reading:
                 return
@@ -249,7 +249,7 @@ class Listener:
                     self.active,
                 )
                 continue
-            self._serve(_accepted_socket(family, fd))
+            self._serve(_accepted_socket(family, proto, fd))
 
     def _refuse(self, fd: int) -> None:
         self.refused += 1
@@ -312,14 +312,16 @@ class Listener:
 _SOCKET_CLASSES: dict[int, type[socket.socket]] = {}
 
 
-def _accepted_socket(family: int, fd: int) -> socket.socket:
-    """A socket object for an accepted descriptor whose ``family`` and ``type`` are plain
-    attributes (the event loop reads both; the socket module's properties convert to enums)."""
+def _accepted_socket(family: int, proto: int, fd: int) -> socket.socket:
+    """A socket object for an accepted descriptor (of the listening socket's ``family`` and
+    ``proto``: asyncio's own loop sets TCP_NODELAY only on a socket whose ``proto`` says TCP)
+    whose ``family`` and ``type`` are plain attributes (the event loop reads both; the socket
+    module's properties convert to enums)."""
     cls = _SOCKET_CLASSES.get(family)
     if cls is None:
         attributes = {"__slots__": (), "family": family, "type": socket.SOCK_STREAM}
         cls = _SOCKET_CLASSES[family] = type("AcceptedSocket", (socket.socket,), attributes)
-    return cls(family, socket.SOCK_STREAM, 0, fd)
+    return cls(family, socket.SOCK_STREAM, proto, fd)
 
 
 def _drive(
