@@ -72,8 +72,10 @@ NO_IO = {"protocol"}
 TRANSPORT_MODULES = {
     "broker/connection.py",
     "broker/server.py",
-    # the accept loop of the server's ports, and the wrapper of the web port's protocols
+    # the accept loop of the server's ports
     "broker/listener.py",
+    # the protocol of a web connection in front of aiohttp's (refusals before aiohttp)
+    "broker/web_door.py",
     # the TLS layer of the server's connections: SSL contexts, the peer's certificate
     "broker/security/tls.py",
     "client/wire/_connection.py",

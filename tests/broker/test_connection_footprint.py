@@ -63,3 +63,14 @@ def test_a_broker_process_collects_rarely_and_skips_what_start_up_made() -> None
         "assert gc.get_freeze_count() > 1000, gc.get_freeze_count()\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+def test_accepted_connections_send_without_delay(broker: EmbeddedBroker) -> None:
+    """The listener leaves TCP_NODELAY to the event loop's transport: it must be on."""
+    service = broker.service
+    with RawConnection(broker.server.broker_port) as raw:
+        raw.handshake()
+        cnx = next(c for c in list(service.connections) if c.connected)
+        assert cnx.transport is not None
+        sock = cnx.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)

@@ -33,8 +33,9 @@ def test_a_full_disk_still_lets_consumers_drain_the_topic(tmp_path: Path) -> Non
             filler = fill_disk(disk, 300_000)
             receipted = []
             payload = b"x" * 20_000
+            ids: list[pulsar.MessageId] = []
             for i in range(100):
-                if not _receipted(producer, payload + str(i).encode(), disk):
+                if not _receipted(producer, payload + str(i).encode(), disk, ids):
                     break
                 receipted.append(payload + str(i).encode())
             else:
@@ -51,13 +52,18 @@ def test_a_full_disk_still_lets_consumers_drain_the_topic(tmp_path: Path) -> Non
             filler.unlink()
             client = process_client(broker.url)
             producer = client.create_producer(TOPIC, batching_enabled=False)
-            wait_for(lambda: _sent(producer), "a send once the disk has room")
+            wait_for(lambda: _sent(producer, ids), "a send once the disk has room")
             client.close()
+            # every retry on the full disk failed in the same new ledger, which the first send
+            # with room went to: not a new ledger id per retry
+            assert ids[-1].ledger_id() <= ids[-2].ledger_id() + 1, (ids[-2], ids[-1])
         finally:
             broker.cleanup()
 
 
-def _receipted(producer: pulsar.Producer, data: bytes, disk: Path) -> bool:
+def _receipted(
+    producer: pulsar.Producer, data: bytes, disk: Path, ids: list[pulsar.MessageId]
+) -> bool:
     """Send ``data``: True once receipted, False once it failed or cannot be stored (the
     disk has less room than the message, and no receipt came).
 
@@ -67,8 +73,10 @@ def _receipted(producer: pulsar.Producer, data: bytes, disk: Path) -> bool:
     results: list[pulsar.Result] = []
     done = threading.Event()
 
-    def callback(result: pulsar.Result, _mid: pulsar.MessageId) -> None:
+    def callback(result: pulsar.Result, message_id: pulsar.MessageId) -> None:
         results.append(result)
+        if result == pulsar.Result.Ok:
+            ids.append(message_id)
         done.set()
 
     producer.send_async(data, callback)
@@ -80,9 +88,9 @@ def _receipted(producer: pulsar.Producer, data: bytes, disk: Path) -> bool:
     return results[0] == pulsar.Result.Ok
 
 
-def _sent(producer: pulsar.Producer) -> bool:
+def _sent(producer: pulsar.Producer, ids: list[pulsar.MessageId]) -> bool:
     try:
-        producer.send(b"after")
+        ids.append(producer.send(b"after"))
     except pulsar.PulsarException:
         return False
     return True

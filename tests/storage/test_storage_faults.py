@@ -160,3 +160,34 @@ def test_journal_sync_data_decides_whether_appends_are_fsynced(tmp_path: Path, s
     assert ml.read_entries_now(EARLIEST, 10) == [Entry(position, b"entry")]
     factory.close()
     store.close()
+
+
+def test_commits_retried_on_a_full_disk_reuse_the_ledger_they_failed_on(tmp_path: Path) -> None:
+    faults = InjectedFaults()
+    node = Node(tmp_path, faults)
+    ml = node.factory.open(NAME)
+    stored = ml.append(DATAS[0])
+    _commit(node.factory)
+    faults.fail_writes = errno.ENOSPC
+    ledgers = []
+    for _ in range(6):  # the broker reopens the fenced ledger at each producer's retry
+        ml = node.factory.open(NAME)
+        ledgers.append(ml.append(LAST).ledger_id)
+        pending = node.factory.take_pending()
+        assert pending is not None
+        with pytest.raises(OSError):
+            pending.execute()
+        pending.fail(OSError(errno.ENOSPC, "full"))
+    # the first retry fails in the ledger that holds the stored entry, every later one in the
+    # same new (empty) ledger: no new ledger id per retry
+    assert ledgers[0] == stored.ledger_id
+    assert len(set(ledgers[1:])) == 1, ledgers
+    assert node.factory.allocate_ledger_id() == ledgers[1] + 1
+    faults.clear()
+    ml = node.factory.open(NAME)
+    after = ml.append(LAST)
+    _commit(node.factory)
+    assert after.ledger_id == ledgers[1]
+    node.factory.close()
+    node.store.close()
+    assert _stored(tmp_path) == [Entry(stored, DATAS[0]), Entry(after, LAST)]

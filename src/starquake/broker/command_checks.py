@@ -22,11 +22,12 @@ def invalid_command(command: T) -> str | None:
     field = _SUBCOMMAND_FIELD.get(command.type)
     if field is None:
         return None
-    name = T.Type.Name(command.type)
     if not command.HasField(field):  # type: ignore[arg-type]
-        return None if command.type in _EMPTY_OK else f"{name} without its {field} part"
+        if command.type in _EMPTY_OK:
+            return None
+        return f"{T.Type.Name(command.type)} without its {field} part"
     if not getattr(command, field).IsInitialized():
-        return f"{name} lacks required fields"
+        return f"{T.Type.Name(command.type)} lacks required fields"
     return None
 
 

@@ -26,10 +26,11 @@ import contextlib
 import errno
 import functools
 import logging
+import os
 import resource
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from starquake.broker.log_throttle import LogThrottle
@@ -196,7 +197,8 @@ class Listener:
         self._reading = want
         for sock in self.sockets:
             if want:
-                self._loop.add_reader(sock.fileno(), functools.partial(self._accept, sock))
+                accept = functools.partial(self._accept, sock, int(sock.family), sock.proto)
+                self._loop.add_reader(sock.fileno(), accept)
             else:
                 self._loop.remove_reader(sock.fileno())
 
@@ -209,7 +211,7 @@ class Listener:
         self._backoff = None
         self._update_reading()
 
-    def _accept(self, listening: socket.socket) -> None:
+    def _accept(self, listening: socket.socket, family: int, proto: int) -> None:
         for _ in range(ACCEPT_BATCH):
             if not self._reading:
                 return
@@ -224,7 +226,9 @@ class Listener:
                 )
                 return
             try:
-                conn, _ = listening.accept()
+                # the descriptor alone (accept4, close-on-exec): socket.accept() would build a
+                # socket object through enum conversions first
+                fd, _ = listening._accept()  # type: ignore[attr-defined]
             except (BlockingIOError, InterruptedError):
                 return
             except ConnectionAbortedError:
@@ -232,12 +236,12 @@ class Listener:
             except OSError as exc:
                 self._out_of_resources(exc)
                 return
-            if conn.fileno() >= self._fd_limit - self._reserve:
-                self._refuse(conn)
+            if fd >= self._fd_limit - self._reserve:
+                self._refuse(fd)
                 self._out_of_resources(None)
                 return
             if self._at_limit == REFUSE and 0 < self.max_connections <= self.active:
-                self._refuse(conn)
+                self._refuse(fd)
                 self._limit_log.log(
                     logging.WARNING,
                     "%s: closed a new connection: %d connections open, the limit",
@@ -245,11 +249,11 @@ class Listener:
                     self.active,
                 )
                 continue
-            self._serve(conn)
+            self._serve(_accepted_socket(family, proto, fd))
 
-    def _refuse(self, conn: socket.socket) -> None:
+    def _refuse(self, fd: int) -> None:
         self.refused += 1
-        conn.close()
+        os.close(fd)
 
     def _out_of_resources(self, exc: OSError | None) -> None:
         """Accepting fails for want of descriptors (or kernel memory): pause, log once."""
@@ -271,15 +275,26 @@ class Listener:
         self._pause(ACCEPT_RETRY_SECONDS)
 
     def _serve(self, conn: socket.socket) -> None:
+        """Hand ``conn`` to the event loop's transport (which makes it non-blocking and sets
+        TCP_NODELAY itself). Without TLS that completes within a loop iteration, so it is
+        driven without a task; a TLS handshake runs as a task that closing cancels."""
         assert self._loop is not None
-        with contextlib.suppress(OSError):
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn.setblocking(False)
         self.active += 1
         slot = _Slot(self)
+        if self._ssl is None:
+            factory = functools.partial(self._factory, slot.release)
+            _drive(self._loop.connect_accepted_socket(factory, conn), self, conn, slot)
+            return
         task = self._loop.create_task(self._connect(conn, slot))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def set_up_failed(self, conn: socket.socket, slot: _Slot, exc: BaseException) -> None:
+        """Setting up an accepted connection failed (a reset, a failed TLS handshake)."""
+        log.debug("%s: connection set-up failed: %r", self.name, exc)
+        slot.release()
+        with contextlib.suppress(OSError):
+            conn.close()
 
     async def _connect(self, conn: socket.socket, slot: _Slot) -> None:
         assert self._loop is not None
@@ -291,43 +306,39 @@ class Listener:
                 ssl_handshake_timeout=self._ssl_handshake_timeout,
             )
         except (Exception, asyncio.CancelledError) as exc:  # a failed TLS handshake, a reset
-            log.debug("%s: connection set-up failed: %r", self.name, exc)
-            slot.release()
-            with contextlib.suppress(OSError):
-                conn.close()
+            self.set_up_failed(conn, slot, exc)
 
 
-class ReleasingProtocol(asyncio.Protocol):
-    """Forwards every event to ``inner`` and calls ``on_closed`` once the connection is lost
-    (for protocols made elsewhere, such as the web server's request handlers)."""
+_SOCKET_CLASSES: dict[int, type[socket.socket]] = {}
 
-    def __init__(self, inner: asyncio.Protocol, on_closed: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_closed = on_closed
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Forwarded."""
-        self._inner.connection_made(transport)
+def _accepted_socket(family: int, proto: int, fd: int) -> socket.socket:
+    """A socket object for an accepted descriptor (of the listening socket's ``family`` and
+    ``proto``: asyncio's own loop sets TCP_NODELAY only on a socket whose ``proto`` says TCP)
+    whose ``family`` and ``type`` are plain attributes (the event loop reads both; the socket
+    module's properties convert to enums)."""
+    cls = _SOCKET_CLASSES.get(family)
+    if cls is None:
+        attributes = {"__slots__": (), "family": family, "type": socket.SOCK_STREAM}
+        cls = _SOCKET_CLASSES[family] = type("AcceptedSocket", (socket.socket,), attributes)
+    return cls(family, socket.SOCK_STREAM, proto, fd)
 
-    def data_received(self, data: bytes) -> None:
-        """Forwarded."""
-        self._inner.data_received(data)
 
-    def eof_received(self) -> bool | None:
-        """Forwarded."""
-        return self._inner.eof_received()
+def _drive(
+    setup: Coroutine[Any, Any, Any], listener: Listener, conn: socket.socket, slot: _Slot
+) -> None:
+    """Run ``setup`` (the loop's ``connect_accepted_socket`` without TLS) without a task: it
+    creates the transport at once and then waits for one future, the protocol's
+    ``connection_made``; a task would cost more than the whole wait."""
 
-    def pause_writing(self) -> None:
-        """Forwarded."""
-        self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        """Forwarded."""
-        self._inner.resume_writing()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """Forwarded, then the place is given back."""
+    def step(_: object = None) -> None:
         try:
-            self._inner.connection_lost(exc)
-        finally:
-            self._on_closed()
+            waiting = setup.send(None)
+        except StopIteration:
+            return
+        except BaseException as exc:  # as the task of a TLS connection reports it
+            listener.set_up_failed(conn, slot, exc)
+            return
+        waiting.add_done_callback(step)
+
+    step()

@@ -161,6 +161,7 @@ class BrokerServer:
             self.web.authorize = web_authorizer(service.authorization)
         if service.authentication is not None:
             self.web.authenticate = service.authentication.authenticate_http
+            self.web.refuse_early = service.authentication.check_authorization
         with _naming("webServicePort", config.webServicePort):
             self.web_port = await self.web.start(config.bindAddress, config.webServicePort)
         if config.webServicePortTls >= 0:

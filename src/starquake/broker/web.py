@@ -35,7 +35,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from starquake.broker.listener import Listener, ReleasingProtocol, bind
+from starquake.broker.listener import Listener, bind
+from starquake.broker.web_door import RefuseEarly, WebAuthenticationError, WebDoor
+
+__all__ = ["Call", "Need", "WebAuthenticationError", "WebLimits", "WebServer", "json_reply"]
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +78,6 @@ Authenticate = Callable[[web.Request], Awaitable[str | None]]
 Authorize = Callable[[str | None, Need, dict[str, str]], Awaitable[Reply | None]]
 
 
-class WebAuthenticationError(Exception):
-    """The request's credentials are missing or wrong (answered 401 with this message; then,
-    with ``linger``, the connection closes once ``linger()`` returns, answering nothing more
-    meanwhile)."""
-
-    def __init__(self, message: str, linger: Callable[[], Awaitable[None]] | None = None) -> None:
-        super().__init__(message)
-        self.linger = linger
-
-
 @dataclass(frozen=True)
 class WebLimits:
     """How long and how many connections the web ports keep (Pulsar's defaults)."""
@@ -117,6 +110,24 @@ class WebServer:
         self.listeners: list[Listener] = []
         self.authenticate: Authenticate | None = None
         self.authorize: Authorize | None = None
+        self.refuse_early: RefuseEarly | None = None
+        """Checks the ``Authorization`` header of a connection's first request before aiohttp
+        reads it (see :mod:`starquake.broker.web_door`); raises WebAuthenticationError."""
+        self.refused_early = 0
+        """Requests refused (401) at the door, before aiohttp."""
+        self._doors: set[WebDoor] = set()
+        """Open connections (aiohttp knows only those whose first bytes passed the door)."""
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open on the web ports."""
+        return len(self._doors)
+
+    @property
+    def aiohttp_handlers(self) -> int:
+        """Connections aiohttp serves (those whose first bytes passed the door)."""
+        server = self._runner.server if self._runner is not None else None
+        return len(server.connections) if server is not None else 0
 
     def add_route(self, method: str, pattern: str, endpoint: Endpoint, need: Need) -> None:
         """Serve ``method`` on every path that ``pattern`` (a regular expression whose named
@@ -180,7 +191,18 @@ class WebServer:
         assert handlers is not None
 
         def factory(on_closed: Callable[[], None]) -> asyncio.BaseProtocol:
-            return ReleasingProtocol(handlers(), on_closed)
+            return WebDoor(
+                handlers,
+                on_closed,
+                self.refuse_early,
+                refused,
+                MAX_BODY_BYTES,
+                self.limits.idle_timeout,
+                self._doors,
+            )
+
+        def refused() -> None:
+            self.refused_early += 1
 
         listener = Listener(
             name,
@@ -208,6 +230,8 @@ class WebServer:
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
+        for door in list(self._doors):
+            door.close()
         for listener in listeners:
             await listener.wait_closed()
 

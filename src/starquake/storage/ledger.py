@@ -30,7 +30,7 @@ from .ledger_trim import LedgerTrim
 from .position import InitialPosition, LedgerFencedError, Position, StorageError
 from .rangeset import PositionRangeSet
 from .recovery import recover_ledger_states
-from .segment import LEDGER_RECORD_HEADER_SIZE
+from .segment import HEADER_SIZE, LEDGER_RECORD_HEADER_SIZE
 from .state import LedgerState
 
 __all__ = ["FileManagedLedger"]
@@ -64,6 +64,7 @@ class FileManagedLedger(LedgerTrim):
         self._cursors: dict[str, ManagedCursorImpl] = {}
         self._deleting: list[ManagedCursorImpl] = []
         self._cursor_prefix = "/managed-ledgers/" + quote(name, safe="")
+        self._reusable_id: int | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -71,8 +72,20 @@ class FileManagedLedger(LedgerTrim):
         """Read (and repair) this ledger's files; touches nothing shared, so may run in a thread.
 
         ``cuts`` gives files to cut first (bytes a failed commit left past the last entry).
+
+        A ledger whose every write failed (a full disk fails each retry: the commit that
+        created it failed, nothing of it was ever acknowledged) and that is newer than every
+        ledger kept becomes the new current ledger again, under the same id, rather than a new
+        id per retry. Any other ledger id is never used twice.
         """
-        return recover_ledger_states(self, self._directory, cuts)
+        removed: list[int] = []
+        states = recover_ledger_states(self, self._directory, cuts, removed)
+        newest = states[-1].ledger_id if states else -1
+        never_written = {path.name for path, size in (cuts or {}).items() if size <= HEADER_SIZE}
+        self._reusable_id = max(
+            (i for i in removed if i > newest and f"{i}.log" in never_written), default=None
+        )
+        return states
 
     def recover(self, states: list[LedgerState] | None = None) -> None:
         """Load the ledgers and durable cursors found on disk and open a new ledger for writing.
@@ -88,7 +101,8 @@ class FileManagedLedger(LedgerTrim):
                 self._host.queue_index(state)
         # The ledger that receives appends exists before any cursor is restored: restoring a
         # cursor asks where the entry after its mark-delete position lives, which may be in it.
-        self._create_ledger(self._clock())
+        self._create_ledger(self._clock(), self._reusable_id)
+        self._reusable_id = None
         self.refresh_last_confirmed()
         factory = self._host
         base = self._cursor_prefix + "/"
@@ -135,12 +149,17 @@ class FileManagedLedger(LedgerTrim):
         if cursor.key in self._host.cursor_dirty:
             self._host.cursor_dirty[cursor.key] = cursor
 
-    def _create_ledger(self, now: float) -> LedgerState:
-        ledger_id = self._host.allocate_ledger_id()
-        state = LedgerState(self, ledger_id, self._directory, now)
+    def _create_ledger(self, now: float, reuse: int | None = None) -> LedgerState:
+        """A new current ledger: id ``reuse`` (an emptied ledger of this one) or a new id."""
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        ledger_id = reuse if reuse is not None else self._host.allocate_ledger_id()
+        state = LedgerState(self, ledger_id, self._directory, now)
         try:
             state.fd = os.open(state.path, flags, 0o644)
+        except FileExistsError as exc:
+            if reuse is not None:
+                return self._create_ledger(now)
+            raise StorageError(f"cannot create ledger file {state.path}: {exc}") from exc
         except OSError as exc:
             raise StorageError(f"cannot create ledger file {state.path}: {exc}") from exc
         state.header_pending = True

@@ -110,12 +110,16 @@ def _report(directory: Path, ledger_id: int, scan: ScanResult) -> None:
 
 
 def recover_ledger_states(
-    owner: LedgerOwner, directory: Path, cuts: dict[Path, int] | None = None
+    owner: LedgerOwner,
+    directory: Path,
+    cuts: dict[Path, int] | None = None,
+    removed: list[int] | None = None,
 ) -> list[LedgerState]:
     """Load every ledger of ``directory`` as a sealed :class:`LedgerState`, in id order.
 
     ``cuts`` maps files to the size they had before a failed commit wrote to them: the bytes
-    after it were never acknowledged, so they are cut off first.
+    after it were never acknowledged, so they are cut off first. The ids of ledgers removed
+    because they held nothing (created, never written) are appended to ``removed``.
     """
     for path, size in (cuts or {}).items():
         _drop_unacknowledged(path, size)
@@ -125,6 +129,8 @@ def recover_ledger_states(
         state = _load_ledger(owner, directory, ledger_id, names)
         if state is not None:
             states.append(state)
+        elif removed is not None and not (directory / f"{ledger_id}.log").exists():
+            removed.append(ledger_id)
     return states
 
 

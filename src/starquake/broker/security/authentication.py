@@ -232,6 +232,22 @@ class AuthenticationService:
         self.successes += 1
         return result.role
 
+    async def check_authorization(self, header: str, remote: str) -> None:
+        """Raise WebAuthenticationError (401) when the credentials of the web request header
+        ``Authorization: <header>`` from address ``remote`` are refused (the
+        ``WebServer.refuse_early`` hook; a refusal is counted and logged as
+        :meth:`authenticate_http` does, an acceptance is left to it)."""
+        try:
+            method, credentials = _header_credentials(header, remote)
+        except AuthenticationError as exc:
+            self.refused(remote or "?", "http", str(exc))
+            raise WebAuthenticationError(f"Authentication failed: {exc}", self.linger) from None
+        try:
+            await self.authenticate(method, credentials)
+        except AuthenticationError as exc:
+            self.refused(remote or "?", method, str(exc))
+            raise WebAuthenticationError(f"Authentication failed: {exc}", self.linger) from None
+
     # --- expiry ----------------------------------------------------------------------------------
 
     async def refresh_loop(self, connections: Callable[[], Iterable[ExpiringConnection]]) -> None:
@@ -303,23 +319,28 @@ def _http_credentials(request: web.Request, tls: bool) -> tuple[str, Credentials
     """(method, credentials) of a web request (``tls``: look at its client certificate)."""
     header = request.headers.get("Authorization", "").strip()
     if header:
-        scheme, _, value = header.partition(" ")
-        value = value.strip()
-        kind = scheme.lower()
-        if kind == "bearer":
-            data = value.encode("utf-8", "replace")
-            method = "token"
-        elif kind == "basic":
-            try:
-                data = base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
-                raise AuthenticationError("the Basic credentials are not base64") from None
-            method = "basic"
-        else:
-            raise AuthenticationError(f"unsupported Authorization scheme {scheme!r}")
-        return method, Credentials(data, source=request.remote or "")
+        return _header_credentials(header, request.remote or "")
     if tls:
         common_name = request_common_name(request)
         if common_name is not None:
             return "tls", Credentials(tls_common_name=common_name)
     return "none", Credentials()
+
+
+def _header_credentials(header: str, remote: str) -> tuple[str, Credentials]:
+    """(method, credentials) of an ``Authorization`` header's value."""
+    scheme, _, value = header.strip().partition(" ")
+    value = value.strip()
+    kind = scheme.lower()
+    if kind == "bearer":
+        data = value.encode("utf-8", "replace")
+        method = "token"
+    elif kind == "basic":
+        try:
+            data = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise AuthenticationError("the Basic credentials are not base64") from None
+        method = "basic"
+    else:
+        raise AuthenticationError(f"unsupported Authorization scheme {scheme!r}")
+    return method, Credentials(data, source=remote)
