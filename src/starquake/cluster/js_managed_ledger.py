@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Protocol
 
 from starquake.cluster.js_ledgers import JetStreamLedgers, LedgerIndex, LedgerWriter
@@ -41,7 +39,6 @@ from starquake.cluster.kv_metadata import BadVersionError, JetStreamMetadataStor
 from starquake.storage.config import ManagedLedgerConfig
 from starquake.storage.cursor import ManagedCursorImpl
 from starquake.storage.position import (
-    InitialPosition,
     LedgerFencedError,
     Position,
     StorageError,
@@ -383,61 +380,14 @@ class JetStreamManagedLedger(JsLedgerReads):
 
     # ------------------------------------------------------------------ cursors
 
-    @property
-    def cursors(self) -> Mapping[str, ManagedCursorImpl]:
-        return MappingProxyType(self._cursors)
-
     def restore_cursor(self, name: str, cursor: ManagedCursorImpl) -> None:
         self._cursors[name] = cursor
-
-    def open_cursor(
-        self, name: str, initial_position: InitialPosition = "latest"
-    ) -> ManagedCursorImpl:
-        """Open (or recover) the durable cursor ``name``."""
-        cursor = self._cursors.get(name)
-        if cursor is not None:
-            return cursor
-        if self._closed:
-            raise StorageError(f"managed ledger {self.name} is closed")
-        if initial_position == "earliest":
-            md = self.position_before_first()
-        elif initial_position == "latest":
-            md = self._lc
-        else:
-            raise ValueError(f"unknown initial position {initial_position!r}")
-        cursor = ManagedCursorImpl(self, name, True, md)
-        self._cursors[name] = cursor
-        self.cursor_changed(cursor)
-        return cursor
-
-    def new_non_durable_cursor(
-        self, start: tuple[int, int], name: str = "", inclusive: bool = True
-    ) -> ManagedCursorImpl:
-        """A cursor kept in memory only, reading from ``start``."""
-        lc = self._lc
-        p = self.normalize(start)
-        if p > self.next_position(lc):
-            md = lc
-        elif inclusive or p != start:
-            md = Position(p.ledger_id, p.entry_id - 1)
-        else:
-            md = Position(start[0], start[1])
-        return ManagedCursorImpl(self, name, False, md)
-
-    def delete_cursor(self, name: str) -> None:
-        """Delete the durable cursor ``name`` (it holds trimming until its deletion is stored)."""
-        cursor = self._cursors.pop(name, None)
-        if cursor is not None:
-            cursor.close()
-            self._deleting.append(cursor)
-        self._cursor_dirty[self.cursor_key(name)] = None
 
     def cursor_key(self, name: str) -> str:
         return cursor_path(self.name, name)
 
-    def cursor_changed(self, cursor: ManagedCursorImpl) -> None:
-        if self._cursors.get(cursor.name) is cursor:
-            self._cursor_dirty[cursor.key] = cursor
+    def _store_later(self, key: str, cursor: ManagedCursorImpl | None) -> None:
+        self._cursor_dirty[key] = cursor
 
     async def flush_cursors(self) -> None:
         """Store the durable cursors changed since the last flush, each a compare-and-set

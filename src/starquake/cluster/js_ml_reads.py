@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from starquake.cluster.js_ledgers import JetStreamLedgers, LedgerIndex
 from starquake.storage.cursor import ManagedCursorImpl
-from starquake.storage.ledger_trim import LedgerTrim
+from starquake.storage.ledger_cursors import LedgerCursors
 from starquake.storage.position import Entry, Position, RetentionLimits, StorageError
 from starquake.storage.segment import HEADER_SIZE
 from starquake.storage.state import EntryCache, LedgerState
@@ -24,7 +24,7 @@ from starquake.storage.state import EntryCache, LedgerState
 __all__ = ["JsLedgerReads"]
 
 
-class JsLedgerReads(LedgerTrim):
+class JsLedgerReads(LedgerCursors):
     """Awaitable reads by record and trimming by purge over ``_ids``/``_states``."""
 
     _ledgers: JetStreamLedgers

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 from urllib.parse import quote, unquote
 
 from .cursor import ManagedCursorImpl, decode_cursor_state
 from .host import LedgerHost
-from .ledger_trim import LedgerTrim
-from .position import InitialPosition, LedgerFencedError, Position, StorageError
+from .ledger_cursors import LedgerCursors
+from .position import LedgerFencedError, Position, StorageError
 from .rangeset import PositionRangeSet
 from .recovery import recover_ledger_states
 from .segment import HEADER_SIZE, LEDGER_RECORD_HEADER_SIZE
@@ -38,7 +36,7 @@ __all__ = ["FileManagedLedger"]
 log = logging.getLogger(__name__)
 
 
-class FileManagedLedger(LedgerTrim):
+class FileManagedLedger(LedgerCursors):
     """A named, append-only log of entries in local files; the file backend of
     :class:`~starquake.storage.api.ManagedLedger`. Create it with
     :meth:`ManagedLedgerFactory.open`."""
@@ -291,76 +289,12 @@ class FileManagedLedger(LedgerTrim):
 
     # ------------------------------------------------------------------ cursors
 
-    def _skip_damaged(self, positions: list[Position]) -> None:
-        # As Pulsar does when it skips non-recoverable data: the lost entries are acknowledged
-        # on every durable cursor, so backlogs and trimming are not stuck behind them.
-        for cursor in list(self._cursors.values()):
-            cursor.delete(positions)
-
-    @property
-    def cursors(self) -> Mapping[str, ManagedCursorImpl]:
-        """The durable cursors, by name (read-only view)."""
-        return MappingProxyType(self._cursors)
-
-    def open_cursor(
-        self, name: str, initial_position: InitialPosition = "latest"
-    ) -> ManagedCursorImpl:
-        """Open (or recover) the durable cursor ``name``.
-
-        A new cursor starts after :attr:`last_confirmed` (``"latest"``) or at the first stored
-        entry (``"earliest"``).
-        """
-        cursor = self._cursors.get(name)
-        if cursor is not None:
-            return cursor
-        if self._closed:
-            raise StorageError(f"managed ledger {self.name} is closed")
-        if initial_position == "earliest":
-            md = self.position_before_first()
-        elif initial_position == "latest":
-            md = self._lc
-        else:
-            raise ValueError(f"unknown initial position {initial_position!r}")
-        cursor = ManagedCursorImpl(self, name, True, md)
-        self._cursors[name] = cursor
-        self.cursor_changed(cursor)
-        return cursor
-
-    def new_non_durable_cursor(
-        self, start: tuple[int, int], name: str = "", inclusive: bool = True
-    ) -> ManagedCursorImpl:
-        """A cursor kept in memory only (it does not hold back trimming).
-
-        ``start`` may be :data:`EARLIEST`, :data:`LATEST` (or anything past the end) or a
-        position; with ``inclusive`` the entry at ``start`` is the first one read.
-        """
-        lc = self._lc
-        p = self.normalize(start)
-        if p > self.next_position(lc):
-            md = lc
-        elif inclusive or p != start:
-            md = Position(p.ledger_id, p.entry_id - 1)
-        else:
-            md = Position(start[0], start[1])
-        return ManagedCursorImpl(self, name, False, md)
-
-    def delete_cursor(self, name: str) -> None:
-        """Delete the durable cursor ``name`` (its stored state goes with the next snapshot)."""
-        cursor = self._cursors.pop(name, None)
-        if cursor is not None:
-            cursor.close()
-            # until its deletion is stored, a crash would bring it back: it still holds trimming
-            self._deleting.append(cursor)
-        self._host.cursor_dirty[self.cursor_key(name)] = None
+    def _store_later(self, key: str, cursor: ManagedCursorImpl | None) -> None:
+        self._host.cursor_dirty[key] = cursor
 
     def cursor_key(self, name: str) -> str:
         """Metadata key of the durable cursor ``name``."""
         return f"{self._cursor_prefix}/{quote(name, safe='')}"
-
-    def cursor_changed(self, cursor: ManagedCursorImpl) -> None:
-        """Record that a durable cursor's state must be persisted by the next snapshot."""
-        if self._cursors.get(cursor.name) is cursor:
-            self._host.cursor_dirty[cursor.key] = cursor
 
     @property
     def cursor_prefix(self) -> str:
