@@ -11,12 +11,13 @@ subjects for purging; the writer purges, then stores the ledger list without the
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
 from starquake.cluster.js_ledgers import JetStreamLedgers, LedgerIndex
 from starquake.storage.cursor import ManagedCursorImpl
 from starquake.storage.ledger_cursors import LedgerCursors
+from starquake.storage.ledger_reads import VisibleEntries
 from starquake.storage.position import Entry, Position, RetentionLimits, StorageError
 from starquake.storage.segment import HEADER_SIZE
 from starquake.storage.state import EntryCache, LedgerState
@@ -173,33 +174,16 @@ class JsLedgerReads(LedgerCursors):
 
     async def find_first(self, predicate: Callable[[Entry], bool]) -> Position | None:
         """Binary search for the first visible entry whose (monotone) ``predicate`` holds."""
-        ids: list[int] = []
-        cumulative: list[int] = []
-        total = 0
-        lc_lid, lc_eid = self._lc
-        for ledger_id in self._ids:
-            if ledger_id > lc_lid:
-                break
-            n = self._states[ledger_id].confirmed
-            if ledger_id == lc_lid:
-                n = min(n, lc_eid + 1)
-            if n > 0:
-                ids.append(ledger_id)
-                total += n
-                cumulative.append(total)
-        lo, hi = 0, total
+        visible = VisibleEntries(self._ids, self._states, self._lc)
+        lo, hi = 0, visible.total
         while lo < hi:
             mid = (lo + hi) // 2
-            k = bisect_right(cumulative, mid)
-            entry = await self.read_entry((ids[k], mid - (cumulative[k - 1] if k else 0)))
+            entry = await self.read_entry(visible.position(mid))
             if entry is not None and predicate(entry):
                 hi = mid
             else:
                 lo = mid + 1
-        if lo >= total:
-            return None
-        k = bisect_right(cumulative, lo)
-        return Position(ids[k], lo - (cumulative[k - 1] if k else 0))
+        return visible.position(lo) if lo < visible.total else None
 
     # ------------------------------------------------------------------ trimming
 

@@ -31,6 +31,33 @@ log = logging.getLogger("starquake.storage.ledger")
 _READ_CHUNK = 4 * 1024 * 1024  # largest single pread when serving reads from a file
 
 
+class VisibleEntries:
+    """The visible entries of ledgers ``ids`` numbered 0, 1, ... in log order (a binary
+    search over the log by entry number)."""
+
+    __slots__ = ("_cumulative", "_ids", "total")
+
+    def __init__(self, ledger_ids: list[int], states: dict[int, LedgerState], lc: Position) -> None:
+        self._ids: list[int] = []
+        self._cumulative: list[int] = []
+        self.total = 0
+        for ledger_id in ledger_ids:
+            if ledger_id > lc.ledger_id:
+                break
+            n = states[ledger_id].confirmed
+            if ledger_id == lc.ledger_id:
+                n = min(n, lc.entry_id + 1)
+            if n > 0:
+                self._ids.append(ledger_id)
+                self.total += n
+                self._cumulative.append(self.total)
+
+    def position(self, n: int) -> Position:
+        """The position of visible entry number ``n`` (``0 <= n < total``)."""
+        k = bisect_right(self._cumulative, n)
+        return Position(self._ids[k], n - (self._cumulative[k - 1] if k else 0))
+
+
 class LedgerReads:
     """Positions and reads over the ledgers ``_ids`` (ascending) described by ``_states``."""
 
@@ -317,31 +344,13 @@ class LedgerReads:
 
         The predicate must be monotone over the log (false...false, true...true).
         """
-        ids: list[int] = []
-        cumulative: list[int] = []
-        total = 0
-        lc_lid, lc_eid = self._lc
-        for ledger_id in self._ids:
-            if ledger_id > lc_lid:
-                break
-            n = self._states[ledger_id].confirmed
-            if ledger_id == lc_lid:
-                n = min(n, lc_eid + 1)
-            if n > 0:
-                ids.append(ledger_id)
-                total += n
-                cumulative.append(total)
-        lo, hi = 0, total
+        visible = VisibleEntries(self._ids, self._states, self._lc)
+        lo, hi = 0, visible.total
         while lo < hi:
             mid = (lo + hi) // 2
-            k = bisect_right(cumulative, mid)
-            entry_id = mid - (cumulative[k - 1] if k else 0)
-            entry = self.read_entry_now((ids[k], entry_id))
+            entry = self.read_entry_now(visible.position(mid))
             if entry is not None and predicate(entry):
                 hi = mid
             else:
                 lo = mid + 1
-        if lo >= total:
-            return None
-        k = bisect_right(cumulative, lo)
-        return Position(ids[k], lo - (cumulative[k - 1] if k else 0))
+        return visible.position(lo) if lo < visible.total else None
