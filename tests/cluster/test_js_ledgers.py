@@ -15,6 +15,10 @@ from starquake.cluster.js_ledgers import JetStreamLedgers, decode_record, encode
 from starquake.cluster.nodes import JetStreamNode
 from starquake.storage import LedgerFencedError, StorageError
 
+# A new three-node JetStream cluster elects its leaders first: seconds idle, minutes on a
+# heavily loaded machine.
+CLUSTER_FORMING_SECONDS = 120.0
+
 
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=20))
 def test_records_round_trip_and_damage_is_an_error(entries: list[bytes]) -> None:
@@ -121,7 +125,9 @@ def test_replicated_ledgers_survive_a_node_kill(jetstream_trio: list[JetStreamNo
     urls = [node.url for node in jetstream_trio]
 
     async def scenario() -> None:
-        ledgers = await JetStreamLedgers.connect(urls, streams=1, replicas=3)
+        ledgers = await JetStreamLedgers.connect(
+            urls, streams=1, replicas=3, give_up_after=CLUSTER_FORMING_SECONDS
+        )
         try:
             ledger_id = await ledgers.allocate_ledger_id()
             writer = ledgers.writer(ledger_id)

@@ -21,6 +21,10 @@ from starquake.cluster.kv_metadata import (
 from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 from starquake.storage import StorageError
 
+# A new three-node JetStream cluster elects its leaders first: seconds idle, minutes on a
+# heavily loaded machine.
+CLUSTER_FORMING_SECONDS = 120.0
+
 _VALID_KEY = set("-/_=.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 _segments = st.lists(st.text(max_size=12), min_size=1, max_size=6)
@@ -155,7 +159,9 @@ def test_a_replicated_value_survives_a_node_kill(jetstream_trio: list[JetStreamN
     urls = [node.url for node in jetstream_trio]
 
     async def write() -> int:
-        store = await JetStreamMetadataStore.connect(urls, bucket="meta_r3", replicas=3)
+        store = await JetStreamMetadataStore.connect(
+            urls, bucket="meta_r3", replicas=3, give_up_after=CLUSTER_FORMING_SECONDS
+        )
         try:
             return await store.put("/admin/policies/public/default", b"{}", expected_version=0)
         finally:
