@@ -24,9 +24,9 @@ def jetstream_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JetStre
 @pytest.fixture
 def jetstream_trio(tmp_path: Path) -> Iterator[list[JetStreamNode]]:
     nodes = jetstream_nodes(3, tmp_path / "jetstream")
-    for node in nodes:
-        node.start()
-    try:
+    try:  # a node that failed to start must not leave the others running
+        for node in nodes:
+            node.start()
         yield nodes
     finally:
         for node in nodes:
