@@ -20,9 +20,7 @@ from starquake.cluster.js_ledgers import JetStreamLedgers
 from starquake.cluster.js_managed_ledger import JetStreamManagedLedger
 from starquake.cluster.js_ml_metadata import ManagedLedgerInfo, cursor_path, ledger_path
 from starquake.cluster.kv_metadata import BadVersionError, JetStreamMetadataStore
-from starquake.storage.cursor import ManagedCursorImpl, decode_cursor_state
 from starquake.storage.position import StorageError
-from starquake.storage.rangeset import PositionRangeSet
 
 __all__ = ["recover_managed_ledger"]
 
@@ -81,18 +79,4 @@ async def _take_cursor(
 
 
 def _restore_cursor(ml: JetStreamManagedLedger, name: str, raw: bytes) -> None:
-    try:
-        md, acked, batches = decode_cursor_state(raw)
-    except StorageError as exc:
-        # losing acknowledgments is better than losing messages: read it all again
-        md, acked, batches = ml.position_before_first(), PositionRangeSet(), {}
-        log.error(
-            "cursor %s of %s has a damaged stored state (%s); it restarts at the first "
-            "stored entry, so acknowledged messages may be delivered again",
-            name,
-            ml.name,
-            exc,
-        )
-    cursor = ManagedCursorImpl(ml, name, True, md)
-    cursor.restore(acked, batches)
-    ml.restore_cursor(name, cursor)
+    ml.restore_cursor(name, ml.restored_cursor(name, raw))

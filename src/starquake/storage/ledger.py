@@ -22,11 +22,10 @@ import os
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from .cursor import ManagedCursorImpl, decode_cursor_state
+from .cursor import ManagedCursorImpl
 from .host import LedgerHost
 from .ledger_cursors import LedgerCursors
 from .position import LedgerFencedError, Position, StorageError
-from .rangeset import PositionRangeSet
 from .recovery import recover_ledger_states
 from .segment import HEADER_SIZE, LEDGER_RECORD_HEADER_SIZE
 from .state import LedgerState
@@ -127,22 +126,7 @@ class FileManagedLedger(LedgerCursors):
     def _restore_cursor(
         self, name: str, raw: bytes | None, damage: StorageError | None = None
     ) -> None:
-        try:
-            if raw is None:
-                raise damage or StorageError("no stored state")
-            md, acked, batches = decode_cursor_state(raw)
-        except StorageError as exc:
-            # Losing acknowledgments is better than losing messages: read it all again.
-            md, acked, batches = self.position_before_first(), PositionRangeSet(), {}
-            log.error(
-                "cursor %s of %s has a damaged stored state (%s); it restarts at the first "
-                "stored entry, so acknowledged messages may be delivered again",
-                name,
-                self.name,
-                exc,
-            )
-        cursor = ManagedCursorImpl(self, name, True, md)
-        cursor.restore(acked, batches)
+        cursor = self.restored_cursor(name, raw, damage)
         self._cursors[name] = cursor
         if cursor.key in self._host.cursor_dirty:
             self._host.cursor_dirty[cursor.key] = cursor

@@ -7,15 +7,19 @@ A backend provides :meth:`cursor_key` (where a cursor's state is stored) and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import cast
 
-from .cursor import CursorLedger, ManagedCursorImpl
+from .cursor import CursorLedger, ManagedCursorImpl, decode_cursor_state
 from .ledger_trim import LedgerTrim
 from .position import InitialPosition, Position, StorageError
+from .rangeset import PositionRangeSet
 
 __all__ = ["LedgerCursors"]
+
+log = logging.getLogger("starquake.storage.ledger")
 
 
 class LedgerCursors(LedgerTrim):
@@ -36,6 +40,29 @@ class LedgerCursors(LedgerTrim):
         # cursor, so backlogs and trimming are not stuck behind them.
         for cursor in list(self._cursors.values()):
             cursor.delete(positions)
+
+    def restored_cursor(
+        self, name: str, raw: bytes | None, damage: StorageError | None = None
+    ) -> ManagedCursorImpl:
+        """The durable cursor ``name`` rebuilt from its stored state ``raw``; a state missing
+        or damaged (``damage``: how) restarts it at the first stored entry, logged."""
+        try:
+            if raw is None:
+                raise damage or StorageError("no stored state")
+            md, acked, batches = decode_cursor_state(raw)
+        except StorageError as exc:
+            # Losing acknowledgments is better than losing messages: read it all again.
+            md, acked, batches = self.position_before_first(), PositionRangeSet(), {}
+            log.error(
+                "cursor %s of %s has a damaged stored state (%s); it restarts at the first "
+                "stored entry, so acknowledged messages may be delivered again",
+                name,
+                self.name,
+                exc,
+            )
+        cursor = ManagedCursorImpl(cast(CursorLedger, self), name, True, md)
+        cursor.restore(acked, batches)
+        return cursor
 
     @property
     def cursors(self) -> Mapping[str, ManagedCursorImpl]:
