@@ -66,6 +66,18 @@ def _produce(client: pulsar.Client, topic: str, keys: int = 0) -> None:
     producer.close()
 
 
+def _consumers(
+    client: pulsar.Client, topic: str, kind: pulsar.ConsumerType, count: int, queue: int
+) -> list[pulsar.Consumer]:
+    """``count`` consumers of subscription "s" of ``kind``, from the earliest message."""
+    return [
+        client.subscribe(
+            topic, "s", consumer_type=kind, initial_position=EARLIEST, receiver_queue_size=queue
+        )
+        for _ in range(count)
+    ]
+
+
 def _drain(consumers: list[pulsar.Consumer], want: int, ack: bool = True) -> list[list[int]]:
     """What each consumer receives until ``want`` messages came in total (20 s at most)."""
     got: list[list[int]] = [[] for _ in consumers]
@@ -93,16 +105,7 @@ def test_exclusive_gets_everything_in_order(client: pulsar.Client, reads: Suspen
 
 def test_shared_delivers_each_message_once(client: pulsar.Client) -> None:
     topic = _topic("shared")
-    consumers = [
-        client.subscribe(
-            topic,
-            "s",
-            consumer_type=pulsar.ConsumerType.Shared,
-            initial_position=EARLIEST,
-            receiver_queue_size=5,
-        )
-        for _ in range(3)
-    ]
+    consumers = _consumers(client, topic, pulsar.ConsumerType.Shared, 3, 5)
     _produce(client, topic)
     got = _drain(consumers, N)
     assert sorted(v for part in got for v in part) == list(range(N))
@@ -111,16 +114,7 @@ def test_shared_delivers_each_message_once(client: pulsar.Client) -> None:
 
 def test_key_shared_keeps_each_key_in_order_on_one_consumer(client: pulsar.Client) -> None:
     topic = _topic("key-shared")
-    consumers = [
-        client.subscribe(
-            topic,
-            "s",
-            consumer_type=pulsar.ConsumerType.KeyShared,
-            initial_position=EARLIEST,
-            receiver_queue_size=4,
-        )
-        for _ in range(3)
-    ]
+    consumers = _consumers(client, topic, pulsar.ConsumerType.KeyShared, 3, 4)
     _produce(client, topic, keys=13)
     got = _drain(consumers, N)
     assert sorted(v for part in got for v in part) == list(range(N))
@@ -178,16 +172,7 @@ def test_seek_while_reads_are_in_flight_restarts_in_order(client: pulsar.Client)
 def test_a_consumer_closing_during_reads_loses_nothing(client: pulsar.Client) -> None:
     topic = _topic("close")
 
-    def subscribe() -> pulsar.Consumer:
-        return client.subscribe(
-            topic,
-            "s",
-            consumer_type=pulsar.ConsumerType.Shared,
-            initial_position=EARLIEST,
-            receiver_queue_size=8,
-        )
-
-    leaving, staying = subscribe(), subscribe()
+    leaving, staying = _consumers(client, topic, pulsar.ConsumerType.Shared, 2, 8)
     _produce(client, topic)
     unacked = _drain([leaving], 20, ack=False)[0]
     leaving.close()
@@ -199,16 +184,7 @@ def test_unloading_the_topic_during_reads_loses_nothing(
     client: pulsar.Client, slow_broker: EmbeddedBroker
 ) -> None:
     topic = _topic("unload")
-    consumers = [
-        client.subscribe(
-            topic,
-            "s",
-            consumer_type=pulsar.ConsumerType.Shared,
-            initial_position=EARLIEST,
-            receiver_queue_size=6,
-        )
-        for _ in range(2)
-    ]
+    consumers = _consumers(client, topic, pulsar.ConsumerType.Shared, 2, 6)
     _produce(client, topic)
     first = _drain(consumers, 50)
     path = "/admin/v2/" + topic.replace("://", "/") + "/unload"
