@@ -302,3 +302,34 @@ def test_unknown_users_cost_a_hash_check(tmp_path: Path) -> None:
         asyncio.run(scenario())
     finally:
         provider.close()
+
+
+def test_a_check_its_client_gave_up_on_is_remembered(tmp_path: Path) -> None:
+    """A client that stops waiting once its check has started (its connection timed out on a
+    busy machine) finds the verdict cached when it tries again: the retry costs no check."""
+    provider = _provider(tmp_path, {"alice": SLOWER.hash("alice-pw"), "bob": SLOW.hash("b")})
+
+    async def gives_up(data: bytes) -> None:
+        waiting = asyncio.create_task(provider.authenticate(Credentials(data, source="192.0.2.1")))
+        await asyncio.sleep(0)  # the check starts on the (free) worker at once
+        assert provider.checks.in_progress == 1
+        waiting.cancel()  # the client leaves
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await asyncio.wait_for(asyncio.to_thread(wait_for, _idle, "the check to finish"), 60)
+
+    def _idle() -> bool:
+        return provider.checks.in_progress == 0
+
+    async def scenario() -> None:
+        await gives_up(b"alice:alice-pw")
+        await gives_up(b"bob:wrong")
+        assert provider.checks.done == 2
+        assert await _login(provider, b"alice:alice-pw")
+        assert not await _login(provider, b"bob:wrong")
+        assert provider.checks.done == 2, "the retry was checked again"
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        provider.close()

@@ -17,7 +17,8 @@ storm of wrong passwords costs at most that and cannot starve other users' login
 Verdicts are cached, keyed by a keyed hash of ``user:password`` (never the password itself), in
 two bounded caches: accepted credentials, which only a successful check adds to (so no number of
 wrong attempts evicts a good login), and refused ones (a storm that repeats a wrong password
-costs a single check). A cached login is accepted without a check, even while a storm holds
+costs a single check). A check that has run is cached even if its client gave up waiting (its
+retry needs none). A cached login is accepted without a check, even while a storm holds
 every check place of its user.
 
 A user name that is not in the file costs the same as a known one: its password is checked
@@ -105,15 +106,22 @@ class BasicAuthenticationProvider:
             return AuthResult(user, self.method)
         if self._refused.get(key):
             raise AuthenticationError(_WRONG)
+
+        def remember(verdict: bool) -> None:
+            (self._accepted if verdict else self._refused).put(key, True)
+
         hashed = self.users.get(user)
         if hashed is None:
             if self.decoy is not None:
                 self.unknown_user_checks += 1
-                await self.checks.check(credentials.source, user, password, self.decoy)
+                await self.checks.check(
+                    credentials.source, user, password, self.decoy, lambda _: remember(False)
+                )
             verdict = False
         else:
-            verdict = await self.checks.check(credentials.source, user, password, hashed)
-        (self._accepted if verdict else self._refused).put(key, True)
+            verdict = await self.checks.check(
+                credentials.source, user, password, hashed, on_verdict=remember
+            )
         if not verdict:
             raise AuthenticationError(_WRONG)
         return AuthResult(user, self.method)

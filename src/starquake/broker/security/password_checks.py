@@ -46,7 +46,10 @@ CHECK_WORKERS = 1
 PER_USER = 4
 PER_SOURCE = 8
 MAX_CHECKS = 256
-WORKER_NICENESS = 10
+WORKER_NICENESS = 5
+"""The worker thread's nice value: a CPU weight about a third of a normal thread's, so checks
+yield to serving clients, yet still progress on a machine busy with other processes (at 10, a
+tenth, one check could take a minute on a heavily loaded machine)."""
 WORKER_NAME = "sq-passwords"
 """The worker thread's name, as the system shows it (``top -H``, ``/proc/PID/task/TID/comm``)."""
 BUDGET_WINDOW_SECONDS = 4.0
@@ -88,8 +91,19 @@ class PasswordChecks:
         self.cpu_seconds = 0.0
         """CPU time the checks took, in all."""
 
-    async def check(self, source: str, user: str, password: str, hashed: str) -> bool:
-        """Whether ``password`` matches ``hashed``; AuthenticationError if a limit refuses."""
+    async def check(
+        self,
+        source: str,
+        user: str,
+        password: str,
+        hashed: str,
+        on_verdict: Callable[[bool], None] | None = None,
+    ) -> bool:
+        """Whether ``password`` matches ``hashed``; AuthenticationError if a limit refuses.
+
+        ``on_verdict`` is called with the verdict once the check has run, even if the caller
+        stopped waiting meanwhile (a client that timed out and retries then needs no new check).
+        """
         if self._by_user[user] >= PER_USER:
             raise AuthenticationError("too many password checks for this user; try again later")
         if self._by_source[source] >= PER_SOURCE:
@@ -97,6 +111,8 @@ class PasswordChecks:
         if self.in_progress >= MAX_CHECKS:
             raise AuthenticationError("too many password checks in progress; try again later")
         job = _Check(source, user, password, hashed, asyncio.get_running_loop().create_future())
+        if on_verdict is not None:
+            job.result.add_done_callback(_verdict_to(on_verdict))
         self._queues.setdefault(source, OrderedDict()).setdefault(user, deque()).append(job)
         self._count(job, 1)
         self._pump()
@@ -214,6 +230,16 @@ class PasswordChecks:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+
+
+def _verdict_to(on_verdict: Callable[[bool], None]) -> Callable[[asyncio.Future[bool]], None]:
+    """A done-callback that hands a check's verdict (not a refusal or failure) to ``on_verdict``."""
+
+    def hand_over(result: asyncio.Future[bool]) -> None:
+        if not result.cancelled() and result.exception() is None:
+            on_verdict(result.result())
+
+    return hand_over
 
 
 def _timed(verify: Callable[[str, str], bool], password: str, hashed: str) -> tuple[bool, float]:
