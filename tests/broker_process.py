@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
+from parent_watch import dies_with_parent
 
 # our own generator: a library must not draw from (or disturb) the global one
 _RANDOM = random.Random()
@@ -167,12 +168,13 @@ class BrokerProcess:
             log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
             with open(self.log_path, "ab") as log:
                 env = None if self.env is None else {**os.environ, **self.env}
+                limits = self._limit_open_files if self.open_files else None
                 self.proc = subprocess.Popen(
                     self.command(),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=env,
-                    preexec_fn=self._limit_open_files if self.open_files else None,
+                    preexec_fn=dies_with_parent(limits),
                 )
             try:
                 if wait_listening(self.proc, [self.port, self.web_port], timeout):
