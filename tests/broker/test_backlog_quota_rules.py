@@ -150,7 +150,7 @@ def test_size_eviction_moves_the_slowest_cursors_in_turn(
     assert isinstance(loaded, PersistentTopic)
 
     async def check() -> bool:
-        return backlog_quota.check_topic(service, loaded)
+        return await backlog_quota.check_topic(service, loaded)
 
     assert broker.call(check())
     after = topic_stats(broker, topic)

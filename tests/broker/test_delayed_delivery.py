@@ -24,6 +24,7 @@ from starquake.storage import (
     ManagedLedgerFactory,
     Position,
     SqliteMetadataStore,
+    read_now,
 )
 
 NOW = 1_700_000_000_000  # a multiple of 512 would hide rounding: it is not
@@ -330,7 +331,7 @@ def test_rebuild_skips_acked_past_due_and_undelayed(
     assert len({p.ledger_id for p in positions}) > 1
     acked = {positions[3]}
     t = InMemoryDelayedDeliveryTracker(1000)
-    added = rebuild(t, ml, positions[0], NOW, acked.__contains__)
+    added = read_now(rebuild(t, ml, positions[0], NOW, acked.__contains__))
     assert added == 4
     assert t.get_scheduled(100, NOW + 100_000) == [
         positions[7],
@@ -340,12 +341,13 @@ def test_rebuild_skips_acked_past_due_and_undelayed(
     ]
     # starting later only sees later entries
     t2 = InMemoryDelayedDeliveryTracker(1000)
-    assert rebuild(t2, ml, positions[5], NOW, lambda _: False) == 2
-    assert rebuild(t2, ml, ml.next_position(ml.last_confirmed), NOW, lambda _: False) == 0
+    assert read_now(rebuild(t2, ml, positions[5], NOW, lambda _: False)) == 2
+    end = ml.next_position(ml.last_confirmed)
+    assert read_now(rebuild(t2, ml, end, NOW, lambda _: False)) == 0
 
 
 def test_rebuild_on_empty_ledger(ledger: tuple[ManagedLedgerFactory, ManagedLedger]) -> None:
     _, ml = ledger
     t = InMemoryDelayedDeliveryTracker(1000)
-    assert rebuild(t, ml, P(-1, -1), NOW, lambda _: False) == 0
+    assert read_now(rebuild(t, ml, P(-1, -1), NOW, lambda _: False)) == 0
     assert len(t) == 0

@@ -44,7 +44,7 @@ import logging
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.applied_policies import BacklogQuota
@@ -61,7 +61,7 @@ from starquake.broker.policy_types import (
 from starquake.broker.system_topics import is_system_topic
 from starquake.protocol.errors import ProtocolError, ServerError
 from starquake.protocol.framing import entry_metadata
-from starquake.storage import LedgerInfo, ManagedCursor, Position, read_now
+from starquake.storage import Entry, LedgerInfo, ManagedCursor, Position, read_at_hand
 
 if TYPE_CHECKING:
     from starquake.broker.producer import Producer
@@ -76,6 +76,7 @@ __all__ = [
     "check_topic",
     "enforce",
     "exceeded",
+    "load_oldest_backlog_entry",
     "monitor",
     "oldest_backlog_entry",
     "position_after",
@@ -161,7 +162,47 @@ _oldest_cache: weakref.WeakKeyDictionary[QuotaTopic, tuple[Position, int]] = (
 def oldest_backlog_entry(topic: QuotaTopic) -> tuple[int, str] | None:
     """(publish time in ms, cursor name) of the oldest entry of the topic's backlog: the
     first entry after the slowest durable cursor's mark-delete position. None when there is
-    no durable cursor or nothing after it."""
+    no durable cursor or nothing after it, or when the entry is not known at once: it is then
+    read meanwhile (producer admission and the stats cannot wait for a remote read; the
+    periodic check awaits it, :func:`load_oldest_backlog_entry`)."""
+    found = _oldest_wanted(topic)
+    if not isinstance(found, _ToRead):
+        return found
+    cursor, mark_delete, position = found
+    published: list[int | None] = []
+
+    def read(entry: Entry | None) -> None:
+        published.append(_remember_oldest(topic, mark_delete, entry))
+
+    read_at_hand(topic.ledger.read_entry(position), read)
+    published_ms = published[0] if published else None
+    return None if published_ms is None else (published_ms, cursor.name)
+
+
+async def load_oldest_backlog_entry(topic: QuotaTopic) -> tuple[int, str] | None:
+    """As :func:`oldest_backlog_entry`, awaiting the read when it must wait."""
+    found = _oldest_wanted(topic)
+    if not isinstance(found, _ToRead):
+        return found
+    cursor, mark_delete, position = found
+    published_ms = _remember_oldest(topic, mark_delete, await topic.ledger.read_entry(position))
+    return None if published_ms is None else (published_ms, cursor.name)
+
+
+class _ToRead(NamedTuple):
+    """What to read for the oldest backlog entry."""
+
+    cursor: ManagedCursor
+    """The slowest durable cursor."""
+    mark_delete: Position
+    """Its mark-delete position."""
+    position: Position
+    """The entry after it."""
+
+
+def _oldest_wanted(topic: QuotaTopic) -> tuple[int, str] | _ToRead | None:
+    """The cached answer as (publish time, cursor name); or what to read for it; None if
+    nothing is backlog."""
     cursor = _slowest_cursor(topic)
     if cursor is None:
         return None
@@ -171,8 +212,14 @@ def oldest_backlog_entry(topic: QuotaTopic) -> tuple[int, str] | None:
         return cached[1], cursor.name
     ledger = topic.ledger
     position = ledger.next_position(mark_delete)
-    # read at once: the check runs in synchronous admission of producers and messages
-    entry = read_now(ledger.read_entry(position)) if position <= ledger.last_confirmed else None
+    if position > ledger.last_confirmed:
+        return None
+    return _ToRead(cursor, mark_delete, position)
+
+
+def _remember_oldest(topic: QuotaTopic, mark_delete: Position, entry: Entry | None) -> int | None:
+    """The publish time of ``entry`` (read after ``mark_delete``), cached; None if there is no
+    entry or no readable metadata."""
     if entry is None:
         return None
     try:
@@ -180,7 +227,7 @@ def oldest_backlog_entry(topic: QuotaTopic) -> tuple[int, str] | None:
     except ProtocolError:
         return None
     _oldest_cache[topic] = (mark_delete, published)
-    return published, cursor.name
+    return published
 
 
 def _size_exceeded(topic: QuotaTopic, quota: BacklogQuota) -> bool:
@@ -295,14 +342,14 @@ def _evict_by_size(topic: QuotaTopic, quota: BacklogQuota) -> bool:
     return moved
 
 
-def _evict_by_age(topic: QuotaTopic, quota: BacklogQuota) -> bool:
+async def _evict_by_age(topic: QuotaTopic, quota: BacklogQuota) -> bool:
     """Expire, on every durable subscription, the messages published more than 90 % of the
     quota's time ago; True if a cursor moved."""
     seconds = int(REDUCTION_FACTOR * quota.limit_time)
     expired = [
         s.name
         for s in list(topic.subscriptions.values())
-        if s.durable and expire_older_than(s, seconds)
+        if s.durable and await expire_older_than(s, seconds)
     ]
     if expired:
         log.info(
@@ -331,22 +378,24 @@ def _disconnect_producers(topic: QuotaTopic, kind: str, policy: str) -> None:
         producer.disconnect()
 
 
-def enforce(topic: QuotaTopic, kind: str, quota: BacklogQuota) -> bool:
+async def enforce(topic: QuotaTopic, kind: str, quota: BacklogQuota) -> bool:
     """Apply ``quota``'s policy to a topic over it; True if a durable cursor moved."""
     if quota.policy == EVICTION:
         if kind == DESTINATION_STORAGE:
             return _evict_by_size(topic, quota)
-        return _evict_by_age(topic, quota)
+        return await _evict_by_age(topic, quota)
     _disconnect_producers(topic, kind, quota.policy)
     return False
 
 
-def check_topic(service: PolicyContext, topic: QuotaTopic) -> bool:
+async def check_topic(service: PolicyContext, topic: QuotaTopic) -> bool:
     """Check one topic against its quotas and enforce them; True if a durable cursor moved."""
+    if not _exempt(topic) and applied_policies.backlog_quota(service, topic.name, MESSAGE_AGE):
+        await load_oldest_backlog_entry(topic)  # the age check below then has it at hand
     found = exceeded(service, topic)
     if found is None:
         return False
-    return enforce(topic, *found)
+    return await enforce(topic, *found)
 
 
 class BacklogContext(PolicyContext, Protocol):
@@ -361,14 +410,14 @@ class BacklogContext(PolicyContext, Protocol):
         """Store every durable cursor change made so far."""
 
 
-def check_all(service: BacklogContext) -> bool:
+async def check_all(service: BacklogContext) -> bool:
     """Check every loaded persistent topic; True if a durable cursor moved."""
     moved = False
     for topic in list(service.topics.values()):
         if topic.closed:
             continue
         try:
-            moved |= check_topic(service, topic)
+            moved |= await check_topic(service, topic)
         except Exception:
             log.exception("backlog quota check of %s failed", topic.full_name)
     return moved
@@ -382,7 +431,7 @@ async def monitor(service: BacklogContext) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            if check_all(service):
+            if await check_all(service):
                 await service.persist_cursors()
         except Exception:
             log.exception("backlog quota check failed; retrying at the next interval")

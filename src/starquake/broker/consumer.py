@@ -61,8 +61,8 @@ class SubscribedTopic(Protocol):
     async def last_message_position(self) -> LastMessage:
         """The position of the last message and its batch index."""
 
-    def batch_size_of(self, position: Position) -> int:
-        """How many messages the entry at ``position`` holds."""
+    def batch_size_of(self, position: Position) -> int | None:
+        """How many messages the entry at ``position`` holds (None: not known at once)."""
 
     def unsubscribe(self, name: str) -> None:
         """Delete a subscription that has no connected consumers."""

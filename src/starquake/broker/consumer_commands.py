@@ -256,10 +256,12 @@ class ConsumerCommands:
 
     @staticmethod
     def _batch_size(consumer: Consumer, mid: pb.MessageIdData, position: Position) -> int:
-        """Messages in the batch at ``position``: as the client says, else as stored."""
+        """Messages in the batch at ``position``: as the client says, else as stored if that
+        is known at once; 0 if neither (the client's ack set is then taken as it is, as
+        Pulsar's cursor takes it)."""
         size = mid.batch_size if mid.HasField("batch_size") else 0
         if size <= 0:
-            size = consumer.subscription.topic.batch_size_of(position)
+            size = consumer.subscription.topic.batch_size_of(position) or 0
         return size
 
     def on_redeliver(self, command: T, _: bytes | None) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import entry_metadata
-from starquake.storage import ManagedLedger, Position, read_now
+from starquake.storage import ManagedLedger, Position
 
 __all__ = ["InMemoryDelayedDeliveryTracker", "precision_bits", "rebuild"]
 
@@ -268,7 +268,7 @@ class InMemoryDelayedDeliveryTracker:
         )
 
 
-def rebuild(
+async def rebuild(
     tracker: InMemoryDelayedDeliveryTracker,
     ledger: ManagedLedger,
     from_position: Position,
@@ -285,7 +285,7 @@ def rebuild(
     start = ledger.normalize(from_position)
     added = 0
     while start <= end:
-        entries = read_now(ledger.read_entries(start, _REBUILD_BATCH))
+        entries = await ledger.read_entries(start, _REBUILD_BATCH)
         for entry in entries:
             position = entry.position
             if position > end:

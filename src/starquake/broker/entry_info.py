@@ -88,6 +88,10 @@ class EntryInfoCache:
             items.popitem(last=False)
         items[position] = info
 
+    def known(self, position: Position) -> EntryInfo | None:
+        """An entry's info if it is cached."""
+        return self._items.get(position)
+
     def get(self, position: Position, data: bytes | memoryview) -> EntryInfo:
         """An entry's info, from the cache or parsed from ``data``."""
         info = self._items.get(position)

@@ -56,13 +56,13 @@ async def expiry_loop(service: MaintenanceContext) -> None:
     while True:
         await asyncio.sleep(service.config.messageExpiryCheckIntervalInMinutes * 60)
         try:
-            if expire_messages(service):
+            if await expire_messages(service):
                 await service.persist_cursors()
         except Exception:
             log.exception("expiring messages failed; retrying at the next check")
 
 
-def expire_messages(service: MaintenanceContext) -> int:
+async def expire_messages(service: MaintenanceContext) -> int:
     """Apply the message TTLs: move durable subscriptions past expired messages."""
     moved = 0
     for topic in list(service.topics.values()):
@@ -70,7 +70,7 @@ def expire_messages(service: MaintenanceContext) -> int:
         if not ttl:
             continue
         for subscription in list(topic.subscriptions.values()):
-            if subscription.durable and expire_older_than(subscription, ttl):
+            if subscription.durable and await expire_older_than(subscription, ttl):
                 moved += 1
     return moved
 

@@ -61,6 +61,9 @@ class SubscriptionTopic(TopicApi, DispatchedTopic, CompactedTopic, Protocol):
     last_active: float
     """When the topic was last seen active (monotonic seconds)."""
 
+    closed: bool
+    """Whether the topic is closing or closed (unloaded or deleted)."""
+
     async def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
         """First entry published at or after ``timestamp_ms`` (after the last one if none)."""
 

@@ -35,7 +35,7 @@ from starquake.common.topic_name import TopicName
 from starquake.protocol import commands
 from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import entry_metadata
-from starquake.storage import EARLIEST, ManagedLedger, Position, StorageError, read_now
+from starquake.storage import EARLIEST, Entry, ManagedLedger, Position, StorageError, read_at_hand
 
 if TYPE_CHECKING:
     from starquake.broker.contexts import TopicContext
@@ -418,13 +418,22 @@ class PersistentTopic:
 
     # --- queries ------------------------------------------------------------------------------
 
-    def batch_size_of(self, position: Position) -> int:
-        """Messages in the entry at ``position`` (1 if it is not stored)."""
-        # read at once: the acknowledgment being handled must not wait (acks keep their order)
-        entry = read_now(self.ledger.read_entry(position))
-        if entry is None:
-            return 1
-        return self.entry_infos.get(position, entry.data).num_messages
+    def batch_size_of(self, position: Position) -> int | None:
+        """Messages in the entry at ``position`` (1 if it is not stored), if known at once:
+        from the entries' infos, or a read the ledger has at hand. Otherwise None, and the
+        read goes on so that the infos know it the next time (the acknowledgment being handled
+        must not wait: acks keep their order)."""
+        info = self.entry_infos.known(position)
+        if info is not None:
+            return info.num_messages
+        infos = self.entry_infos
+        size: list[int] = []
+
+        def found(entry: Entry | None) -> None:
+            size.append(1 if entry is None else infos.get(position, entry.data).num_messages)
+
+        read_at_hand(self.ledger.read_entry(position), found)
+        return size[0] if size else None
 
     def stats(self) -> dict[str, Any]:
         """Topic stats with Pulsar's field names (the admin API serves them as JSON)."""

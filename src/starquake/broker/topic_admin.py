@@ -307,7 +307,7 @@ async def expire_messages(
     service: TopicAdminContext, subscription: Subscription, seconds: int
 ) -> None:
     """Acknowledge the messages published more than ``seconds`` ago, and store the cursor."""
-    expire_older_than(subscription, seconds)
+    await expire_older_than(subscription, seconds)
     await service.persist_cursors()
 
 
@@ -362,7 +362,7 @@ async def expire_all_subscriptions(
     """Acknowledge, on every subscription, the messages published more than ``seconds`` ago."""
     for subscription in list(topic.subscriptions.values()):
         if isinstance(subscription, Subscription):
-            expire_older_than(subscription, seconds)
+            await expire_older_than(subscription, seconds)
     await service.persist_cursors()
 
 

@@ -44,7 +44,7 @@ from .position import (
     StorageError,
 )
 from .rangeset import PositionRangeSet
-from .read_now import read_now
+from .read_now import read_at_hand, read_now
 
 __all__ = [
     "ABSENT",
@@ -80,5 +80,6 @@ __all__ = [
     "StorageFaults",
     "Versioned",
     "make_dirs",
+    "read_at_hand",
     "read_now",
 ]

@@ -44,7 +44,7 @@ Errors
 Reads
     Every read of entries is awaitable (a replicated backend fetches them over the network).
     The file backend's reads never suspend: their coroutine returns at the first step, so a
-    caller driving it with :func:`~starquake.storage.read_now.read_now` (or a dispatcher's
+    caller driving it with :func:`~starquake.storage.read_now.read_at_hand` (or a dispatcher's
     eager pass) pays no scheduling. State may change while a read waits; the cursor's
     :meth:`ManagedCursor.read_entries` keeps itself consistent (see there), other callers
     check what they need again after the await. Everything else (positions, counts,
@@ -147,7 +147,8 @@ class ManagedCursor(Protocol):
         self, position: tuple[int, int], ack_set: Sequence[int], batch_size: int
     ) -> bool:
         """Partial acknowledgment of a batch entry; True once all its indexes are acked.
-        Raises :class:`InvalidPositionError` for an entry that does not exist."""
+        ``batch_size`` 0: not known (the ack set is taken as it is). Raises
+        :class:`InvalidPositionError` for an entry that does not exist."""
         ...
 
     def get_batch_ack_set(self, position: tuple[int, int]) -> list[int] | None:

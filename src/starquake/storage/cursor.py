@@ -366,8 +366,9 @@ class ManagedCursorImpl:
         """Partial ack of a batch entry.
 
         ``ack_set`` is a ``java.util.BitSet`` as little-endian int64 words where a set bit means
-        "still unacked"; it is intersected with what was kept. Returns True (and acks the entry as
-        a whole) once every index is acknowledged.
+        "still unacked"; it is intersected with what was kept (at first: the ``batch_size``
+        indexes, or the ack set as it is when the size is not known, 0). Returns True (and acks
+        the entry as a whole) once every index is acknowledged.
         """
         pos = Position(position[0], position[1])
         if self.is_acked(pos) or self._ml.is_trimmed(pos):
@@ -375,7 +376,9 @@ class ManagedCursorImpl:
         if not self._ml.entry_exists(pos):
             raise InvalidPositionError(f"cannot acknowledge {pos}: no such entry")
         current = self._batches.get(pos)
-        if current is None:
+        if current is None and batch_size <= 0:
+            current = [word & _MASK64 for word in ack_set]
+        elif current is None:
             full, rest = divmod(batch_size, 64)
             current = [_MASK64] * full + ([(1 << rest) - 1] if rest else [])
         merged = [

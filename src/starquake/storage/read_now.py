@@ -1,23 +1,35 @@
-"""Reads whose result is wanted at once: driving a read coroutine without an event loop turn.
+"""Reads whose result is wanted at once, for callers that cannot await.
 
 :func:`read_now` runs a read to its end in the caller's frame when the read does not suspend,
-which the file backend's reads never do. It is for callers that cannot await (a synchronous
-command handler whose replies must keep their order, a check called from synchronous code);
-each such caller is listed in the cluster design's step 3. A read that would suspend (a
-network backend's) raises :class:`~starquake.storage.position.StorageError` instead of
-blocking the loop.
+which the file backend's reads never do; a read that would suspend (a network backend's)
+raises :class:`~starquake.storage.position.StorageError` instead of blocking the loop. It is
+for tests and tools over the file backend.
+
+:func:`read_at_hand` is for the broker's synchronous paths (an acknowledgment whose order must
+be kept, a producer's admission): the result when the read completes without suspending;
+otherwise the read goes on in a task and hands its result over when it comes, and the caller
+does without it meanwhile (as a cache would be filled).
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+
+from starquake.common.eager import start_eagerly
 
 from .position import StorageError
 
-__all__ = ["read_now"]
+__all__ = ["read_at_hand", "read_now"]
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+_going_on: set[asyncio.Task[None]] = set()
+"""Reads that suspended and go on in tasks (the loop keeps only weak references to tasks)."""
 
 
 def read_now(read: Coroutine[Any, Any, T]) -> T:
@@ -29,3 +41,26 @@ def read_now(read: Coroutine[Any, Any, T]) -> T:
         return result
     read.close()
     raise StorageError("this read would wait for remote storage; its caller must await it")
+
+
+def read_at_hand(read: Coroutine[Any, Any, T], on_result: Callable[[T], None]) -> bool:
+    """Run ``read`` until it completes or first suspends. Completed: hand its result to
+    ``on_result`` and return True. Suspended: return False; the read goes on in a task on the
+    running loop and ``on_result`` gets the result when it comes (a read that then fails is
+    logged and dropped). A read that fails without suspending raises here."""
+
+    async def deliver() -> None:
+        on_result(await read)
+
+    task = start_eagerly(deliver())
+    if task is None:
+        return True
+    _going_on.add(task)
+    task.add_done_callback(_finished)
+    return False
+
+
+def _finished(task: asyncio.Task[None]) -> None:
+    _going_on.discard(task)
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.debug("a read that went on in the background failed: %s", error)
