@@ -105,6 +105,9 @@ class BrokerConfig:
     request is answered 408 and the connection closed (a Starquake setting)."""
 
     # Topics and subscriptions.
+    defaultNumberOfNamespaceBundles: int = 4
+    """Bundles (hash ranges of topic names) of a namespace without its own split; in a
+    cluster each bundle is served by one broker (a standalone broker serves all)."""
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1

@@ -8,7 +8,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,6 +43,7 @@ from starquake.broker.security.authorization import AuthorizationService, defaul
 from starquake.broker.storage_setup import open_storage
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
+from starquake.broker.topic_placement import TopicPlacement
 from starquake.broker.urls import BrokerUrls, LookupUrls, listener_urls
 from starquake.common.topic_name import InvalidTopicNameError as BadName
 from starquake.common.topic_name import TopicDomain, TopicName
@@ -95,6 +96,10 @@ class BrokerService:
         """When a connection last handed bytes to its handlers (the publish latency's start)."""
         self.background: set[asyncio.Task[Any]] = set()
         self.metadata_writer = MetadataWriter(self.metadata, self.background)
+        self.placement = TopicPlacement(
+            config.defaultNumberOfNamespaceBundles, self.resources.namespace_policies
+        )
+        """Which broker serves a topic (this one for every topic when standalone)."""
         self.urls = BrokerUrls()
         """Every URL of this broker ("" for a port that is off)."""
         self.service_url = ""
@@ -307,12 +312,6 @@ class BrokerService:
             return topic.partition_index < self.resources.partitions(base)
         return self.resources.partitions(topic) > 0
 
-    def check_lookup(self, topic: TopicName, listener_name: str = "") -> str:
-        """The broker URL that serves ``topic`` for a client of ``listener_name`` (or raise):
-        the plaintext one, or the TLS one when only that is offered."""
-        urls = self.check_lookup_urls(topic, listener_name)
-        return urls.broker_url or urls.broker_url_tls
-
     def check_lookup_urls(self, topic: TopicName, listener_name: str = "") -> LookupUrls:
         """The plaintext and TLS broker URLs that serve ``topic`` for a client of
         ``listener_name`` ("" for one not offered), or raise.
@@ -344,6 +343,7 @@ class BrokerService:
         if loaded is not None:
             return loaded
         self.check_namespace(topic)
+        self.placement.check_served(topic)
         if topic.domain is not TopicDomain.PERSISTENT:
             return self._get_non_persistent(topic, create, explicit)
         if not self.topic_exists(topic):
@@ -489,11 +489,6 @@ class BrokerService:
             return topic_listing.persistent_topics(stored, partitioned, namespace)
 
         return await asyncio.to_thread(gather)
-
-    @staticmethod
-    def filter_topics(topics: Iterable[str], pattern: str) -> list[str]:
-        """Topics whose name matches ``pattern`` (the domain prefix is optional in patterns)."""
-        return topic_listing.filter_topics(topics, pattern)
 
 
 __all__ = ["BrokerService", "BrokerServiceError"]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from starquake.broker import topic_listing
 from starquake.broker.cnx_base import CommandContext
 from starquake.broker.errors import BrokerServiceError, MetadataError, TopicNotFoundError
 from starquake.broker.schemas.registry import StoredSchema, schema_id
 from starquake.broker.schemas.topic_schemas import add_producer_schema
 from starquake.broker.system_topics import hide_system_topics
+from starquake.cluster.registry import BrokerInfo
 from starquake.common.schema_info import decode_schema_version, encode_schema_version
 from starquake.protocol import commands
 from starquake.protocol.checksum import crc32c
@@ -55,7 +57,8 @@ class TopicCommands:
         answer(partitions)
 
     def on_lookup(self, command: T, _: bytes | None) -> None:
-        """LOOKUP: the URLs of the broker that serves the topic (this one)."""
+        """LOOKUP: the URLs of the broker that serves the topic: Connect when it is this one
+        (at once when standalone), else Redirect to its owner (authoritative, as Pulsar)."""
         request = command.lookup_topic
         try:
             topic = self._service.parse_topic(request.topic)
@@ -64,10 +67,30 @@ class TopicCommands:
         except BrokerServiceError as exc:
             self._cnx.fail(request, exc)
             return
-        self._cnx.write(
-            commands.lookup_response(
-                request.request_id, urls.broker_url, broker_service_url_tls=urls.broker_url_tls
+
+        def answer(owner: BrokerInfo | None) -> None:
+            if owner is None:
+                url, tls = urls.broker_url, urls.broker_url_tls
+            else:
+                url, tls = owner.broker_url, owner.broker_url_tls
+            self._cnx.write(
+                commands.lookup_response(
+                    request.request_id,
+                    url,
+                    broker_service_url_tls=tls,
+                    redirect=owner is not None,
+                )
             )
+
+        placement = self._service.placement
+        if placement.membership is None:
+            answer(None)
+            return
+        self._cnx.await_then(
+            request,
+            placement.owner(topic, request.authoritative),
+            answer,
+            f"looking up {topic}",
         )
 
     def on_get_topics_of_namespace(self, command: T, _: bytes | None) -> None:
@@ -88,7 +111,7 @@ class TopicCommands:
             if pattern is None:
                 return topics, False
             try:
-                return self._service.filter_topics(topics, pattern), True
+                return topic_listing.filter_topics(topics, pattern), True
             except Exception:
                 return topics, False
 

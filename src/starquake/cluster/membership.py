@@ -30,9 +30,13 @@ from starquake.cluster.lookup import LookupAnswer, TopicLookup, bundle_of
 from starquake.cluster.ownership import BundleOwnership, BundleRef
 from starquake.cluster.registry import BrokerInfo, BrokerLoad, BrokerRegistry
 
-__all__ = ["ClusterMembership", "brokers_bucket", "owners_bucket"]
+__all__ = ["ClusterMembership", "NoOwnerError", "brokers_bucket", "owners_bucket"]
 
 log = logging.getLogger(__name__)
+
+
+class NoOwnerError(Exception):
+    """No broker serves a topic now, and none could be chosen (the client retries)."""
 
 
 def _bucket_part(cluster: str) -> str:
@@ -132,8 +136,15 @@ class ClusterMembership:
     async def locate(
         self, topic: str, namespace: str, bundles: NamespaceBundles, authoritative: bool
     ) -> LookupAnswer:
-        """Which broker serves ``topic``; takes its bundle when this broker should."""
-        return await self._lookup.lookup(topic, namespace, bundles, authoritative)
+        """Which broker serves ``topic``; takes its bundle when this broker should.
+        NoOwnerError when none can be found or chosen now (no live broker, or the store
+        does not answer)."""
+        try:
+            return await self._lookup.lookup(topic, namespace, bundles, authoritative)
+        except LookupError as exc:
+            raise NoOwnerError(str(exc)) from exc
+        except (NatsError, TimeoutError, OSError, ValueError) as exc:
+            raise NoOwnerError(f"the cluster's store did not answer: {exc}") from exc
 
     async def release(self, ref: BundleRef) -> None:
         """Give a bundle up (an unload: its topics must be closed first)."""

@@ -219,16 +219,19 @@ def lookup_response(
     *,
     broker_service_url_tls: str = "",
     authoritative: bool = True,
+    redirect: bool = False,
     error_code: ServerError | None = None,
     message: str = "",
 ) -> bytes:
-    """A LOOKUP_RESPONSE: Connect to the broker at ``broker_service_url`` (plaintext) and/or
-    ``broker_service_url_tls`` (each left out when empty), or Failed with ``error_code``."""
+    """A LOOKUP_RESPONSE: Connect to (or, ``redirect``, look the topic up again at) the broker
+    at ``broker_service_url`` (plaintext) and/or ``broker_service_url_tls`` (each left out when
+    empty), or Failed with ``error_code``."""
     cmd = T(type=T.LOOKUP_RESPONSE)
     r = cmd.lookup_topic_response
     r.request_id = request_id
     if error_code is None:
-        r.response = pb.CommandLookupTopicResponse.Connect
+        kind = pb.CommandLookupTopicResponse
+        r.response = kind.Redirect if redirect else kind.Connect
         if broker_service_url:
             r.brokerServiceUrl = broker_service_url
         if broker_service_url_tls:

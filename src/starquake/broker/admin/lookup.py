@@ -5,7 +5,8 @@ The official clients then ask, over HTTP:
 - ``GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}`` (optional ``listenerName``):
   the broker serving the topic, as ``{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls",
   "nativeUrl"}`` (a client reads ``brokerUrl``, or ``brokerUrlTls`` over TLS, and needs both
-  keys present; a URL of a port that is off is empty);
+  keys present; a URL of a port that is off is empty); in a cluster, a broker that does not
+  serve the topic answers 307 to the same lookup, ``authoritative=true``, at its owner;
 - ``GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions?checkAllowAutoCreation=true``
   (served with the partitioned-topic endpoints): the partition count, creating the topic as
   partitioned when auto-creation says so, as the binary PARTITIONED_METADATA lookup does;
@@ -17,6 +18,7 @@ The official clients then ask, over HTTP:
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from typing import TYPE_CHECKING
 
 from starquake.broker.admin.replies import SEGMENT, Reply, status_of
@@ -47,10 +49,15 @@ async def lookup(service: BrokerService, call: Call) -> Reply:
         )
     except InvalidTopicNameError as exc:
         return json_reply(412, {"reason": str(exc)})
+    listener = call.params.get("listenerName", "")
     try:
-        urls = service.check_lookup_urls(topic, call.params.get("listenerName", ""))
+        urls = service.check_lookup_urls(topic, listener)
+        authoritative = call.params.get("authoritative", "false").lower() == "true"
+        owner = await service.placement.owner(topic, authoritative)
     except BrokerServiceError as exc:
         return json_reply(status_of(exc), {"reason": str(exc)})
+    if owner is not None:
+        return _redirect(owner.http_url or owner.http_url_tls, call.params, listener)
     return json_reply(
         200,
         {
@@ -61,6 +68,15 @@ async def lookup(service: BrokerService, call: Call) -> Reply:
             "nativeUrl": urls.broker_url or urls.broker_url_tls,
         },
     )
+
+
+def _redirect(http_url: str, params: dict[str, str], listener: str) -> Reply:
+    """307 to the same lookup at the owner's web port, authoritative (as Pulsar answers)."""
+    parts = (params[key] for key in ("domain", "tenant", "namespace", "topic"))
+    path = "/lookup/v2/topic/" + "/".join(urllib.parse.quote(p, safe="") for p in parts)
+    query = {"authoritative": "true"} | ({"listenerName": listener} if listener else {})
+    location = f"{http_url}{path}?{urllib.parse.urlencode(query)}"
+    return (307, "application/json", b"", {"Location": location})
 
 
 async def namespace_topics(service: BrokerService, call: Call) -> Reply:

@@ -1,0 +1,144 @@
+"""Lookups between brokers of a cluster, through the official client and ours: two brokers
+joined over a real nats-server each serve the topics of the bundles they own. A client given
+either broker's binary or HTTP URL is redirected (LOOKUP Redirect, authoritative; HTTP 307)
+to the owner of each topic and produces and consumes there; a producer that asks a broker for
+a topic it does not serve is refused with ServiceNotReady; an HTTP lookup at the wrong broker
+answers 307 to the owner's lookup."""
+
+from __future__ import annotations
+
+import http.client
+import types
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+from raw_connection import RawConnection
+
+import starquake.client
+from starquake.broker.embedded import EmbeddedBroker
+from starquake.cluster.membership import ClusterMembership
+from starquake.cluster.nodes import JetStreamNode
+from starquake.cluster.registry import BrokerInfo
+from starquake.common.topic_name import TopicName
+from starquake.protocol._generated import starquake_wire_pb2 as pb
+
+LEASE = 5.0
+TOPICS = [f"persistent://public/default/lookup-{i}" for i in range(12)]
+
+
+def _info(broker: EmbeddedBroker) -> BrokerInfo:
+    web = urllib.parse.urlsplit(broker.web_service_url)
+    return BrokerInfo(
+        broker_id=f"{web.hostname}:{web.port}",
+        broker_url=broker.service_url,
+        http_url=broker.web_service_url,
+    )
+
+
+@pytest.fixture(scope="module")
+def pair(
+    tmp_path_factory: pytest.TempPathFactory, jetstream_node: JetStreamNode
+) -> Iterator[list[EmbeddedBroker]]:
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+    base: Path = tmp_path_factory.mktemp("cluster-lookup")
+    brokers = [EmbeddedBroker(base / f"b{i}").start() for i in range(2)]
+    members: list[tuple[EmbeddedBroker, ClusterMembership]] = []
+    try:
+        for broker in brokers:
+            member = broker.call(
+                ClusterMembership.join(
+                    [jetstream_node.url],
+                    cluster,
+                    _info(broker),
+                    lease_seconds=LEASE,
+                    on_bundle_lost=lambda _: None,
+                )
+            )
+            broker.service.placement.membership = member
+            members.append((broker, member))
+        yield brokers
+    finally:
+        for broker, member in members:
+            broker.call(member.leave())
+        for broker in brokers:
+            broker.stop()
+
+
+def _owner(brokers: list[EmbeddedBroker], topic: str) -> EmbeddedBroker:
+    """The broker serving ``topic`` (asking the first one; the answer takes the bundle)."""
+    name = TopicName.parse(topic)
+    owner = brokers[0].call(brokers[0].service.placement.owner(name, False))
+    if owner is None:
+        return brokers[0]
+    found = next(b for b in brokers if b.service_url == owner.broker_url)
+    found.call(found.service.placement.owner(name, True))  # the client's authoritative ask
+    return found
+
+
+@pytest.mark.parametrize("module", [pulsar, starquake.client], ids=["official", "starquake"])
+def test_clients_are_redirected_to_each_topics_owner(
+    pair: list[EmbeddedBroker], module: types.ModuleType
+) -> None:
+    owners = {topic: _owner(pair, topic) for topic in TOPICS}
+    assert set(map(id, owners.values())) == set(map(id, pair)), "both brokers own bundles"
+    # a client given either broker's binary or HTTP URL
+    for url in [u for b in pair for u in (b.service_url, b.web_service_url)]:
+        client = module.Client(
+            url, operation_timeout_seconds=15, logger=module.ConsoleLogger(module.LoggerLevel.Warn)
+        )
+        try:
+            for topic in TOPICS:
+                sub = f"s-{uuid.uuid4().hex[:6]}"
+                consumer = client.subscribe(topic, sub)
+                client.create_producer(topic).send(b"to " + topic.encode())
+                msg = consumer.receive(timeout_millis=15_000)
+                assert msg.data() == b"to " + topic.encode()
+                consumer.acknowledge(msg)
+                consumer.close()
+                # the topic lives at its owner only
+                assert topic in owners[topic].service.topics
+                other = next(b for b in pair if b is not owners[topic])
+                assert topic not in other.service.topics
+        finally:
+            client.close()
+
+
+def test_a_producer_at_a_broker_that_does_not_serve_the_topic_is_refused(
+    pair: list[EmbeddedBroker],
+) -> None:
+    topic = TOPICS[0]
+    owner = _owner(pair, topic)
+    other = next(b for b in pair if b is not owner)
+    with RawConnection(other.broker_port) as raw:
+        raw.handshake()
+        cmd = pb.BaseCommand(type=pb.BaseCommand.PRODUCER)
+        cmd.producer.topic = topic
+        cmd.producer.producer_id = 1
+        cmd.producer.request_id = 1
+        raw.send_command(cmd)
+        reply = raw.next(timeout=15)
+    assert reply.type == pb.BaseCommand.ERROR
+    assert reply.error.error == pb.ServiceNotReady
+
+
+def test_http_lookup_at_the_wrong_broker_redirects_to_the_owner(
+    pair: list[EmbeddedBroker],
+) -> None:
+    topic = TOPICS[1]
+    owner = _owner(pair, topic)
+    other = next(b for b in pair if b is not owner)
+    web = urllib.parse.urlsplit(other.web_service_url)
+    path = "/lookup/v2/topic/persistent/public/default/" + topic.rsplit("/", 1)[1]
+    conn = http.client.HTTPConnection(web.hostname or "127.0.0.1", web.port, timeout=15)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+    finally:
+        conn.close()
+    assert response.status == 307
+    assert response.getheader("Location") == (f"{owner.web_service_url}{path}?authoritative=true")
