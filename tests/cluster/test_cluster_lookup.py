@@ -7,6 +7,7 @@ answers 307 to the owner's lookup."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import types
 import urllib.parse
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from polling import wait_for
 from raw_connection import RawConnection
 
 import starquake.client
@@ -39,33 +41,42 @@ def _info(broker: EmbeddedBroker) -> BrokerInfo:
     )
 
 
-@pytest.fixture(scope="module")
-def pair(
-    tmp_path_factory: pytest.TempPathFactory, jetstream_node: JetStreamNode
-) -> Iterator[list[EmbeddedBroker]]:
+@contextlib.contextmanager
+def _cluster(
+    base: Path, node: JetStreamNode, lease: float
+) -> Iterator[list[tuple[EmbeddedBroker, ClusterMembership]]]:
+    """Two in-process brokers joined to one cluster; a lost bundle closes its topics."""
     cluster = f"c{uuid.uuid4().hex[:6]}"
-    base: Path = tmp_path_factory.mktemp("cluster-lookup")
     brokers = [EmbeddedBroker(base / f"b{i}").start() for i in range(2)]
     members: list[tuple[EmbeddedBroker, ClusterMembership]] = []
     try:
         for broker in brokers:
+            service = broker.service
             member = broker.call(
                 ClusterMembership.join(
-                    [jetstream_node.url],
+                    [node.url],
                     cluster,
                     _info(broker),
-                    lease_seconds=LEASE,
-                    on_bundle_lost=lambda _: None,
+                    lease_seconds=lease,
+                    on_bundle_lost=lambda ref, s=service: s.placement.close_bundle(ref, s),
                 )
             )
-            broker.service.placement.membership = member
+            service.placement.membership = member
             members.append((broker, member))
-        yield brokers
+        yield members
     finally:
         for broker, member in members:
             broker.call(member.leave())
         for broker in brokers:
             broker.stop()
+
+
+@pytest.fixture(scope="module")
+def pair(
+    tmp_path_factory: pytest.TempPathFactory, jetstream_node: JetStreamNode
+) -> Iterator[list[EmbeddedBroker]]:
+    with _cluster(tmp_path_factory.mktemp("cluster-lookup"), jetstream_node, LEASE) as members:
+        yield [broker for broker, _ in members]
 
 
 def _owner(brokers: list[EmbeddedBroker], topic: str) -> EmbeddedBroker:
@@ -142,3 +153,42 @@ def test_http_lookup_at_the_wrong_broker_redirects_to_the_owner(
         conn.close()
     assert response.status == 307
     assert response.getheader("Location") == (f"{owner.web_service_url}{path}?authoritative=true")
+
+
+def test_clients_follow_a_bundle_to_its_new_owner(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    """The owner stops renewing (cut off from the store); once its lease ends the other broker
+    takes the bundle, the old owner closes the topic at its next renewal round, and the
+    client's producer and consumer reconnect to the new owner and go on."""
+    with _cluster(tmp_path, jetstream_node, 2.0) as members:
+        brokers = [broker for broker, _ in members]
+        topic = TOPICS[2]
+        old = _owner(brokers, topic)
+        new, _ = next((b, m) for b, m in members if b is not old)
+        old_member = next(m for b, m in members if b is old)
+        client = pulsar.Client(
+            old.service_url,
+            operation_timeout_seconds=30,
+            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+        )
+        try:
+            consumer = client.subscribe(topic, "s")
+            producer = client.create_producer(topic)
+            producer.send(b"before")
+            assert consumer.receive(timeout_millis=10_000).data() == b"before"
+            assert old_member._heartbeat is not None
+            old_member._heartbeat.cancel()
+            name = TopicName.parse(topic)
+
+            def taken_over() -> bool:
+                return new.call(new.service.placement.owner(name, True)) is None
+
+            wait_for(taken_over, "the other broker to take the bundle over", timeout=30)
+            old.call(old_member._beat())  # reports the loss: the topic is closed there
+            assert topic not in old.service.topics
+            producer.send(b"after")  # reconnected through a lookup: at the new owner
+            assert consumer.receive(timeout_millis=30_000).data() == b"after"
+            assert topic in new.service.topics
+        finally:
+            client.close()

@@ -9,10 +9,11 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from starquake.cluster.bundles import NamespaceBundles
 from starquake.cluster.membership import ClusterMembership
-from starquake.cluster.nodes import JetStreamNode
+from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 from starquake.cluster.ownership import BundleRef
 from starquake.cluster.registry import BrokerInfo
 
@@ -154,3 +155,32 @@ def test_a_restarted_member_finds_its_predecessors_bundles_free(
             await first._close_tables()
 
     asyncio.run(scenario())
+
+
+def test_a_member_cut_off_from_the_store_gives_its_bundles_up(tmp_path: Path) -> None:
+    """When no renewal round succeeds for a whole lease time (the store is gone), every bundle
+    held is reported lost: another broker may own it by now."""
+    (node,) = jetstream_nodes(1, tmp_path)
+    node.start()
+    lost: list[BundleRef] = []
+
+    async def scenario() -> None:
+        member = await _join(node, f"c{uuid.uuid4().hex[:6]}", 1, lost)
+        try:
+            await member.locate(TOPICS[0], NAMESPACE, BUNDLES, authoritative=True)
+            held = member.ownership.owned()
+            assert held and not lost
+            node.kill()
+            started = time.monotonic()
+            while not lost:
+                assert time.monotonic() - started < 4 * LEASE, "the bundles were never given up"
+                await asyncio.sleep(0.1)
+            assert lost == held
+            assert not member.owns(TOPICS[0], NAMESPACE, BUNDLES)
+        finally:
+            await asyncio.wait_for(member.leave(), 30)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        node.kill()

@@ -12,18 +12,40 @@ equal ranges.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, Protocol
 
+from starquake.broker.contexts import UnloadableTopic
 from starquake.broker.errors import ServiceNotReadyError
 from starquake.cluster.bundles import NamespaceBundles
+from starquake.cluster.lookup import bundle_of
 from starquake.cluster.membership import ClusterMembership, NoOwnerError
+from starquake.cluster.ownership import BundleRef
 from starquake.cluster.registry import BrokerInfo
 from starquake.common.topic_name import TopicName
 
-__all__ = ["TopicPlacement"]
+if TYPE_CHECKING:
+    from starquake.broker.nonpersistent import NonPersistentTopic
+    from starquake.broker.topic import PersistentTopic
+
+__all__ = ["PlacedTopics", "TopicPlacement"]
 
 log = logging.getLogger(__name__)
+
+
+class PlacedTopics(Protocol):
+    """The loaded topics of a broker, and how one is unloaded."""
+
+    @property
+    def topics(self) -> Mapping[str, PersistentTopic]:
+        """The loaded persistent topics by full name."""
+
+    @property
+    def nonpersistent_topics(self) -> MutableMapping[str, NonPersistentTopic]:
+        """The non-persistent topics by full name."""
+
+    def unload_topic(self, topic: UnloadableTopic) -> None:
+        """Close a loaded topic and its ledger and forget it."""
 
 
 class TopicPlacement:
@@ -57,6 +79,31 @@ class TopicPlacement:
             raise ServiceNotReadyError(
                 f"Namespace bundle for topic ({topic}) not served by this instance"
             )
+
+    def in_bundle(self, topic: TopicName, ref: BundleRef) -> bool:
+        """Whether ``topic`` belongs to the bundle ``ref``."""
+        namespace = topic.namespace_name
+        if namespace != ref.namespace:
+            return False
+        return bundle_of(str(topic), namespace, self.bundles(namespace)) == ref
+
+    def close_bundle(self, ref: BundleRef, loaded: PlacedTopics) -> int:
+        """Close the loaded topics of bundle ``ref``, which this broker no longer owns (their
+        clients look them up again and reach the new owner); how many."""
+        persistent = [t for t in loaded.topics.values() if self.in_bundle(t.name, ref)]
+        for topic in persistent:
+            loaded.unload_topic(topic)
+        others = loaded.nonpersistent_topics
+        transient = [n for n, t in others.items() if self.in_bundle(t.name, ref)]
+        for name in transient:
+            others.pop(name).close()
+        log.warning(
+            "bundle %s/%s no longer owned here: %d topic(s) closed",
+            ref.namespace,
+            ref.bundle,
+            len(persistent) + len(transient),
+        )
+        return len(persistent) + len(transient)
 
     async def owner(self, topic: TopicName, authoritative: bool) -> BrokerInfo | None:
         """The broker that serves ``topic`` (None: this one; it takes the bundle if due)."""

@@ -7,9 +7,11 @@ predecessor at its broker id still holds, and then, every third of the lease tim
 registration (with a fresh load report), campaigns for the leader's lease (answering the
 others' assignment requests while it leads) and renews its bundle leases. A bundle whose lease
 could not be renewed in time is handed to ``on_bundle_lost`` (the broker closes its topics: a
-new owner may already serve them). Lookups go through :meth:`locate` (owned here, owned by
-another broker, or given out by the leader); :meth:`owns` answers synchronously whether this
-broker serves a topic, for the commands refused with ``ServiceNotReady`` otherwise.
+new owner may already serve them); so is every bundle held when no round has succeeded for a
+whole lease time (the store does not answer: the leases may have ended meanwhile). Lookups
+go through :meth:`locate` (owned here, owned by another broker, or given out by the leader);
+:meth:`owns` answers synchronously whether this broker serves a topic, for the commands
+refused with ``ServiceNotReady`` otherwise.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import re
+import time
 from collections.abc import Callable
 
 from nats.errors import Error as NatsError
@@ -168,15 +171,21 @@ class ClusterMembership:
             self._on_bundle_lost(ref)
 
     async def _keep_alive(self) -> None:
-        interval = self.registry.ttl / 3
+        ttl = self.registry.ttl
+        renewed_at = time.monotonic()
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(ttl / 3)
+            started = time.monotonic()
             try:
                 await self._beat()
+                renewed_at = started
             except (NatsError, TimeoutError, OSError) as exc:
-                # the store did not answer this round; leases not renewed in time are lost
-                # (and reported) at a later round
                 log.warning("cluster heartbeat failed: %s", exc)
+                if time.monotonic() - renewed_at >= ttl:
+                    # not renewed within the lease time: another broker may own the bundles
+                    # now, so stop serving them even though the store cannot say
+                    for ref in self.ownership.forget_all():
+                        self._on_bundle_lost(ref)
 
     async def leave(self) -> None:
         """Stop renewing, give every bundle and the leader's lease up, unregister."""

@@ -118,6 +118,13 @@ class BundleOwnership:
                 log.warning("bundle %s/%s lost: its lease was not renewed in time", *ref)
         return lost
 
+    def forget_all(self) -> list[BundleRef]:
+        """Stop counting every held lease as this broker's (they could not be renewed within
+        the lease time: another broker may own them now); the bundles given up."""
+        lost = sorted(self._held)
+        self._held.clear()
+        return lost
+
     async def release(self, ref: BundleRef) -> None:
         """Give ``ref`` up now (an unload)."""
         lease = self._held.pop(ref, None)
