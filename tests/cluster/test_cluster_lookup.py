@@ -21,24 +21,15 @@ from polling import wait_for
 from raw_connection import RawConnection
 
 import starquake.client
+from starquake.broker.cluster_join import join_cluster
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.cluster.membership import ClusterMembership
 from starquake.cluster.nodes import JetStreamNode
-from starquake.cluster.registry import BrokerInfo
 from starquake.common.topic_name import TopicName
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 
 LEASE = 5.0
 TOPICS = [f"persistent://public/default/lookup-{i}" for i in range(12)]
-
-
-def _info(broker: EmbeddedBroker) -> BrokerInfo:
-    web = urllib.parse.urlsplit(broker.web_service_url)
-    return BrokerInfo(
-        broker_id=f"{web.hostname}:{web.port}",
-        broker_url=broker.service_url,
-        http_url=broker.web_service_url,
-    )
 
 
 @contextlib.contextmanager
@@ -52,17 +43,8 @@ def _cluster(
     try:
         for broker in brokers:
             service = broker.service
-            member = broker.call(
-                ClusterMembership.join(
-                    [node.url],
-                    cluster,
-                    _info(broker),
-                    lease_seconds=lease,
-                    on_bundle_lost=lambda ref, s=service: s.placement.close_bundle(ref, s),
-                )
-            )
-            service.placement.membership = member
-            members.append((broker, member))
+            joining = join_cluster(service, [node.url], cluster, service.urls, lease)
+            members.append((broker, broker.call(joining)))
         yield members
     finally:
         for broker, member in members:
@@ -165,7 +147,7 @@ def test_clients_follow_a_bundle_to_its_new_owner(
         brokers = [broker for broker, _ in members]
         topic = TOPICS[2]
         old = _owner(brokers, topic)
-        new, _ = next((b, m) for b, m in members if b is not old)
+        new, new_member = next((b, m) for b, m in members if b is not old)
         old_member = next(m for b, m in members if b is old)
         client = pulsar.Client(
             old.service_url,
@@ -177,6 +159,12 @@ def test_clients_follow_a_bundle_to_its_new_owner(
             producer = client.create_producer(topic)
             producer.send(b"before")
             assert consumer.receive(timeout_millis=10_000).data() == b"before"
+
+            def reported() -> bool:  # the old owner's load report shows its topic
+                seen = new.call(new_member.registry.broker(old_member.me.broker_id))
+                return seen is not None and seen.load.topics >= 1 and seen.load.bundles >= 1
+
+            wait_for(reported, "the old owner's load report", timeout=30)
             assert old_member._heartbeat is not None
             old_member._heartbeat.cancel()
             name = TopicName.parse(topic)

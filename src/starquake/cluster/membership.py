@@ -66,7 +66,7 @@ class ClusterMembership:
         brokers: LeaseTable,
         owners: LeaseTable,
         cluster: str,
-        on_bundle_lost: Callable[[BundleRef], None],
+        on_bundle_lost: Callable[[BundleRef], object],
         load: Callable[[], BrokerLoad],
     ) -> None:
         self._me = me
@@ -89,7 +89,7 @@ class ClusterMembership:
         me: BrokerInfo,
         *,
         lease_seconds: float,
-        on_bundle_lost: Callable[[BundleRef], None],
+        on_bundle_lost: Callable[[BundleRef], object],
         load: Callable[[], BrokerLoad] = BrokerLoad,
         replicas: int = 1,
         give_up_after: float = 30,
