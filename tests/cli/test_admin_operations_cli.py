@@ -1,5 +1,5 @@
 """The operators' commands of ``starquake admin`` against a real broker, each checked by its
-effect: brokers (list, healthcheck, configuration), ``/status.html``, clusters get, topic
+effect: brokers (list, leader, healthcheck, configuration), ``/status.html``, clusters get, topic
 lookups, messages by id, time and position, truncate, expiry on every subscription, precise
 backlogs, the internal stats of a partitioned topic, and namespace unload, clear-backlog and
 topics."""
@@ -80,6 +80,8 @@ def test_status_health_brokers_and_clusters(cli_broker: EmbeddedBroker) -> None:
     assert ok(cli_broker, "brokers", "list") == [host_port]
     assert ok(cli_broker, "brokers", "list", "standalone") == [host_port]
     assert admin(cli_broker, "brokers", "list", "nowhere").exit_code == 1  # 404
+    leader = {"serviceUrl": cli_broker.web_service_url, "brokerId": host_port}
+    assert ok(cli_broker, "brokers", "leader-broker") == leader  # itself when standalone
     runtime = ok(cli_broker, "brokers", "get-runtime-config")
     assert runtime["bindAddress"] == "127.0.0.1"
     assert runtime["webServicePort"] == "0"  # as configured: any free port

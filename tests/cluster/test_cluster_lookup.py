@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from admin_http import admin_json
 from polling import wait_for
 from raw_connection import RawConnection
 
@@ -180,3 +181,17 @@ def test_clients_follow_a_bundle_to_its_new_owner(
             assert topic in new.service.topics
         finally:
             client.close()
+
+
+def test_every_broker_lists_the_live_brokers_and_the_same_leader(
+    pair: list[EmbeddedBroker],
+) -> None:
+    ids = sorted(urllib.parse.urlsplit(b.web_service_url).netloc for b in pair)
+    leaders = []
+    for broker in pair:
+        assert admin_json(broker, "GET", "/admin/v2/brokers/standalone") == (200, ids)
+        status, leader = admin_json(broker, "GET", "/admin/v2/brokers/leaderBroker")
+        assert status == 200 and leader["brokerId"] in ids
+        assert leader["serviceUrl"] == f"http://{leader['brokerId']}"
+        leaders.append(leader)
+    assert leaders[0] == leaders[1]

@@ -76,7 +76,11 @@ def test_namespace_lifecycle(broker: EmbeddedBroker) -> None:
     assert _call(broker, "PUT", f"{V2}/namespaces/public/ns1") == (204, None)
     assert _call(broker, "PUT", f"{V2}/namespaces/public/ns1")[0] == 409
     status, policies = _call(broker, "GET", f"{V2}/namespaces/public/ns1")
-    assert status == 200 and policies["bundles"] == {"numBundles": 1}
+    assert status == 200 and policies["bundles"] == {
+        "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
+        "numBundles": 4,
+    }
+    assert _call(broker, "GET", f"{V2}/namespaces/public/ns1/bundles") == (200, policies["bundles"])
     assert _call(broker, "GET", f"{V2}/namespaces/public") == (
         200,
         ["public/default", "public/ns1"],
@@ -145,3 +149,19 @@ def test_tenants_and_namespaces_survive_kill_9(tmp_path: Path) -> None:
             client.close()
     finally:
         broker.cleanup()
+
+
+def test_namespace_bundles(broker: EmbeddedBroker) -> None:
+    """A namespace created with its own split keeps it; a bad one is refused."""
+    body = {"bundles": {"numBundles": 8}}
+    assert _call(broker, "PUT", f"{V2}/namespaces/public/ns8", body) == (204, None)
+    status, bundles = _call(broker, "GET", f"{V2}/namespaces/public/ns8/bundles")
+    assert status == 200 and bundles["numBundles"] == 8 and len(bundles["boundaries"]) == 9
+    bad = {"bundles": {"boundaries": ["0x00000000", "0x10000000"]}}
+    assert _call(broker, "PUT", f"{V2}/namespaces/public/nsbad", bad)[0] == 400
+    assert _call(broker, "GET", f"{V2}/namespaces/public/nsbad")[0] == 404
+    in_ns8 = pulsar.Client(broker.service_url)
+    try:  # the policies, bundles included, are read for a topic of the namespace
+        in_ns8.create_producer("persistent://public/ns8/t").send(b"x")
+    finally:
+        in_ns8.close()

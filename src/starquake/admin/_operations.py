@@ -16,6 +16,10 @@ class Brokers(Group):
         """The web addresses (``host:port``) of the cluster's brokers."""
         return list(self._call("GET", f"{V2}/brokers/{quote(cluster)}"))
 
+    def leader_broker(self) -> dict[str, Any]:
+        """The leader broker: ``{"serviceUrl", "brokerId"}``."""
+        return dict(self._call("GET", f"{V2}/brokers/leaderBroker"))
+
     def healthcheck(self) -> str:
         """``ok`` when the broker is healthy (PulsarAdminError otherwise)."""
         return self._admin.request("GET", f"{V2}/brokers/health").body.decode().strip()

@@ -23,6 +23,12 @@ def brokers_list(ctx: AdminContext, cluster: str | None) -> None:
     ctx.show(ctx.admin.brokers.list(name), header="broker")
 
 
+@admin_command(brokers, "leader-broker")
+def brokers_leader(ctx: AdminContext) -> None:
+    """Show the leader broker."""
+    ctx.show(ctx.admin.brokers.leader_broker())
+
+
 @admin_command(brokers, "healthcheck")
 def brokers_healthcheck(ctx: AdminContext) -> None:
     """Check that the broker works: prints ok (exit code 1 and the reason otherwise)."""

@@ -7,11 +7,13 @@
 - ``GET /admin/v2/brokers/configuration``: the names of the settings that can change while the
   broker runs (none here: every setting is read at start-up);
 - ``GET /admin/v2/brokers/configuration/values``: those settings' values (an empty object);
+- ``GET /admin/v2/brokers/leaderBroker``: the leader broker, ``{"serviceUrl", "brokerId"}``
+  (this one when standalone; 503 while a cluster has none);
 - ``GET /admin/v2/brokers/configuration/runtime``: every setting as the broker was configured
   (defaults included), values as strings (secrets masked).
 
 They come before the ``/admin/v2/brokers/{cluster}`` route, which would take
-``health`` and ``configuration`` for cluster names.
+``health``, ``leaderBroker`` and ``configuration`` for cluster names.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import logging
 import re
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from starquake.broker.admin.replies import Reply
 from starquake.broker.admin.routing import Route
@@ -93,11 +96,25 @@ async def runtime(service: BrokerService, call: Call) -> Reply:
     return json_reply(200, runtime_configuration(service))
 
 
+async def leader_broker(service: BrokerService, call: Call) -> Reply:
+    """The leader broker (this one when standalone): ``{"serviceUrl", "brokerId"}``."""
+    membership = service.placement.membership
+    if membership is None:
+        url = service.web_service_url
+        return json_reply(200, {"serviceUrl": url, "brokerId": urlsplit(url).netloc})
+    leader = await membership.election.leader()
+    if leader is None:
+        return json_reply(503, {"reason": "no leader broker has been elected yet"})
+    url = leader.http_url or leader.http_url_tls
+    return json_reply(200, {"serviceUrl": url, "brokerId": leader.broker_id})
+
+
 _BROKERS = "/admin/v2/brokers"
 
 ROUTES = [
     Route("GET", r"/status\.html", status, Need.NOTHING),
     Route("GET", f"{_BROKERS}/health", health, Need.SUPER_USER),
+    Route("GET", f"{_BROKERS}/leaderBroker", leader_broker, Need.SUPER_USER),
     Route("GET", f"{_BROKERS}/configuration", dynamic_names, Need.SUPER_USER),
     Route("GET", f"{_BROKERS}/configuration/values", dynamic_values, Need.SUPER_USER),
     Route("GET", f"{_BROKERS}/configuration/runtime", runtime, Need.SUPER_USER),

@@ -3,11 +3,14 @@
 - ``GET /admin/v2/clusters``; ``GET|PUT|POST|DELETE /admin/v2/clusters/{cluster}`` with a
   ClusterData body (``serviceUrl``, ``serviceUrlTls``, ``brokerServiceUrl``,
   ``brokerServiceUrlTls``...), kept in the metadata store;
-  ``GET /admin/v2/brokers/{cluster}`` (this broker's web address ``host:port``).
+  ``GET /admin/v2/brokers/{cluster}`` (the live brokers' ids, web addresses ``host:port``:
+  this broker's alone when standalone).
 - ``GET /admin/v2/tenants``; ``GET|PUT|POST|DELETE /admin/v2/tenants/{tenant}`` with a
   TenantInfo body ``{"adminRoles": [...], "allowedClusters": [...]}``.
 - ``GET /admin/v2/namespaces/{tenant}``; ``GET|PUT|DELETE /admin/v2/namespaces/{tenant}/{ns}``
-  (GET answers the namespace's policies; PUT takes optional policies).
+  (GET answers the namespace's policies, ``bundles`` included; PUT takes optional policies,
+  ``bundles`` as ``boundaries`` or ``numBundles``: default ``defaultNumberOfNamespaceBundles``
+  equal ranges); ``GET .../{ns}/bundles``: ``{"boundaries": [...], "numBundles": n}``.
 
 Success without a body is 204; an unknown resource 404, an existing one 409, a name Pulsar
 would refuse or a precondition that does not hold 412, a body that is not the expected JSON
@@ -35,6 +38,7 @@ from starquake.broker.policy_types import Policies
 from starquake.broker.resources import ConflictError, NotFoundError
 from starquake.broker.security.authorization import revalidate
 from starquake.broker.web import Call, Need, json_reply
+from starquake.cluster.bundles import NamespaceBundles
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -131,10 +135,14 @@ async def delete_cluster(service: BrokerService, call: Call) -> Reply:
 
 
 async def brokers(service: BrokerService, call: Call) -> Reply:
-    """The brokers of this cluster (this one's web address)."""
+    """The live brokers of this cluster, by id (web address ``host:port``): those registered
+    in a cluster, else this one."""
     if call.params["cluster"] != service.resources.cluster_name:
         raise NotFoundError(f"Cluster {call.params['cluster']} does not exist")
-    return json_reply(200, [urlsplit(service.web_service_url).netloc])
+    membership = service.placement.membership
+    if membership is None:
+        return json_reply(200, [urlsplit(service.web_service_url).netloc])
+    return json_reply(200, [b.broker_id for b in await membership.registry.brokers()])
 
 
 # --- tenants ------------------------------------------------------------------------------
@@ -193,7 +201,36 @@ async def get_namespace(service: BrokerService, call: Call) -> Reply:
     """A namespace's policies."""
     namespace = f"{call.params['tenant']}/{call.params['namespace']}"
     policies = service.resources.namespace_policies(namespace)
-    return json_reply(200, {"bundles": {"numBundles": 1}, **policies})
+    bundles = service.placement.bundles(namespace).to_policies()
+    return json_reply(200, {**policies, "bundles": bundles})
+
+
+async def get_bundles(service: BrokerService, call: Call) -> Reply:
+    """A namespace's bundles: ``{"boundaries": [...], "numBundles": n}``."""
+    namespace = f"{call.params['tenant']}/{call.params['namespace']}"
+    if not service.resources.namespace_exists(namespace):
+        raise NotFoundError(f"Namespace {namespace} does not exist")
+    return json_reply(200, service.placement.bundles(namespace).to_policies())
+
+
+def _bundles_asked(value: object) -> NamespaceBundles | None:
+    """The bundles a new namespace's body asks for (``boundaries``, else ``numBundles``
+    equal ranges); None when it names none (the broker's default split)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadRequest("bundles must be an object with boundaries or numBundles")
+    try:
+        if value.get("boundaries") is not None:
+            return NamespaceBundles.from_policies(value)
+        count = value.get("numBundles")
+        if count is None:
+            return None
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise ValueError("numBundles must be a whole number")
+        return NamespaceBundles.equal(count)
+    except ValueError as exc:
+        raise BadRequest(f"bundles: {exc}") from None
 
 
 async def create_namespace(service: BrokerService, call: Call) -> Reply:
@@ -203,10 +240,12 @@ async def create_namespace(service: BrokerService, call: Call) -> Reply:
     policies = json_body(call.body, {})
     if not isinstance(policies, dict):
         raise BadRequest("the body must be a Policies object")
-    policies.pop("bundles", None)  # one bundle: nothing to keep
+    bundles = _bundles_asked(policies.pop("bundles", None))
     # checked as stored (PolicyError, 400, names the field); a null is a policy not set, as
     # Pulsar's admin clients send the fields they leave unset
     Policies.from_stored(policies, namespace, strict=True)
+    if bundles is not None:
+        policies["bundles"] = bundles.to_policies()
     await asyncio.to_thread(service.resources.create_namespace, namespace, policies)
     service.policies_changed(namespace)  # it may replace the one created at first start
     revalidate(service, namespace)
@@ -246,6 +285,7 @@ ROUTES = [
     Route("DELETE", _TENANT, delete_tenant, Need.SUPER_USER),
     Route("GET", rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})", namespaces, Need.TENANT_ADMIN),
     Route("GET", _NAMESPACE, get_namespace, Need.TENANT_ADMIN),
+    Route("GET", _NAMESPACE + "/bundles", get_bundles, Need.TENANT_ADMIN),
     Route("PUT", _NAMESPACE, create_namespace, Need.TENANT_ADMIN, "Policies (optional)"),
     Route("DELETE", _NAMESPACE, delete_namespace, Need.TENANT_ADMIN),
 ]
