@@ -301,3 +301,18 @@ def test_namespace_topics_unload_and_clear_backlog(
     producer.close()
     assert backlogs(cli_broker, topics[0]) == {"a": 1, "b": 1}
     assert admin(cli_broker, "namespaces", "unload", "public/nowhere").exit_code == 1
+
+    # one bundle: only its topics unload
+    bundles = cli_broker.service.placement.bundles(namespace)
+    in_bundle = {t: bundles.find(t).name for t in topics}
+    for topic in topics:
+        client.create_producer(topic).close()  # loaded
+    first = in_bundle[topics[0]]
+    loaded = {t: cli_broker.service.topics[t] for t in topics}
+    ok(cli_broker, "namespaces", "unload", namespace, "--bundle", first)
+    for topic in topics:
+        assert loaded[topic].closed == (in_bundle[topic] == first), topic
+    other = next(b.name for b in bundles.bundles if b.name != first)
+    ok(cli_broker, "namespaces", "unload", namespace, "-b", other)
+    bad = admin(cli_broker, "namespaces", "unload", namespace, "-b", "0x00000000_0x00000001")
+    assert bad.exit_code == 1  # 404: not a bundle of the namespace

@@ -24,6 +24,7 @@ from raw_connection import RawConnection
 import starquake.client
 from starquake.broker.cluster_join import join_cluster
 from starquake.broker.embedded import EmbeddedBroker
+from starquake.broker.errors import ServiceNotReadyError
 from starquake.cluster.membership import ClusterMembership
 from starquake.cluster.nodes import JetStreamNode
 from starquake.common.topic_name import TopicName
@@ -195,3 +196,20 @@ def test_every_broker_lists_the_live_brokers_and_the_same_leader(
         assert leader["serviceUrl"] == f"http://{leader['brokerId']}"
         leaders.append(leader)
     assert leaders[0] == leaders[1]
+
+
+def test_unloading_a_bundle_gives_it_up(pair: list[EmbeddedBroker]) -> None:
+    topic = TOPICS[3]
+    owner = _owner(pair, topic)
+    service = owner.service
+    bundles = service.placement.bundles("public/default")
+    bundle = bundles.find(topic).name
+    name = TopicName.parse(topic)
+    assert service.placement.membership is not None
+    assert service.placement.membership.owns(topic, "public/default", bundles)
+    path = f"/admin/v2/namespaces/public/default/{bundle}/unload"
+    assert admin_json(owner, "PUT", path)[0] == 204
+    assert not service.placement.membership.owns(topic, "public/default", bundles)
+    with pytest.raises(ServiceNotReadyError):
+        service.placement.check_served(name)
+    _owner(pair, topic)  # the next lookup places the bundle again

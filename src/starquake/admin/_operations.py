@@ -70,9 +70,13 @@ class NamespaceOperations(Group):
         path = f"{V2}/namespaces/{namespace_path(namespace)}/topics?mode={quote(mode)}"
         return list(self._call("GET", path))
 
-    def unload(self, namespace: str) -> None:
-        """Unload every topic of the namespace (their clients reconnect)."""
-        self._call("PUT", f"{V2}/namespaces/{namespace_path(namespace)}/unload")
+    def unload(self, namespace: str, bundle: str | None = None) -> None:
+        """Unload every topic of the namespace, or of one ``bundle`` of it (their clients
+        reconnect)."""
+        path = f"{V2}/namespaces/{namespace_path(namespace)}"
+        if bundle is not None:
+            path += f"/{quote(bundle)}"
+        self._call("PUT", path + "/unload")
 
     def clear_backlog(self, namespace: str, subscription: str | None = None) -> None:
         """Acknowledge every message of every subscription (or of the subscriptions named

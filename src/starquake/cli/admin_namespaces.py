@@ -46,9 +46,11 @@ def namespaces_topics(ctx: AdminContext, namespace: str, mode: str) -> None:
 
 @admin_command(namespaces, "unload")
 @click.argument("namespace")
-def namespaces_unload(ctx: AdminContext, namespace: str) -> None:
-    """Unload every topic of a namespace (clients reconnect; topics load again on use)."""
-    ctx.admin.namespaces.unload(namespace)
+@click.option("-b", "--bundle", default=None, help="only this bundle ({start}_{end})")
+def namespaces_unload(ctx: AdminContext, namespace: str, bundle: str | None) -> None:
+    """Unload every topic of a namespace, or of one bundle of it (clients reconnect; topics
+    load again on use)."""
+    ctx.admin.namespaces.unload(namespace, bundle)
 
 
 @admin_command(namespaces, "clear-backlog")

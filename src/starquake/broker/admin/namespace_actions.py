@@ -1,7 +1,9 @@
 """Namespace-wide operations, with Pulsar's paths under ``/admin/v2/namespaces/{tenant}/{ns}``:
 
 - ``PUT /unload``: unload every loaded topic of the namespace (their clients reconnect and the
-  topics load again on use); 204;
+  topics load again on use; in a cluster the broker gives the namespace's bundles up); 204;
+- ``PUT /{bundle}/unload`` (a bundle named ``0x00000000_0x40000000``): the same for one
+  bundle's topics; 404 for a bundle the namespace does not have;
 - ``POST /clearBacklog``: every subscription of every persistent topic acknowledges all its
   messages; ``POST /clearBacklog/{subscription}``: only the subscriptions of that name; 204.
 
@@ -19,6 +21,7 @@ from starquake.broker.admin.routing import Route
 from starquake.broker.resources import NotFoundError
 from starquake.broker.subscription import Subscription
 from starquake.broker.web import Call, Need
+from starquake.cluster.ownership import BundleRef
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAMESPACE = rf"/admin/v2/namespaces/(?P<tenant>{SEGMENT})/(?P<namespace>{SEGMENT})"
+_BUNDLE = r"0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}"
 
 
 def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
@@ -38,14 +42,36 @@ def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
 
 
 async def unload(service: BrokerService, call: Call) -> Reply:
-    """Unload every loaded topic of the namespace."""
+    """Unload every loaded topic of the namespace; in a cluster, give its bundles up."""
     namespace = namespace_of(service, call.params)
     unloaded = 0
     for topic in list(service.topics.values()):
         if topic.name.namespace_name == namespace:
             service.unload_topic(topic)
             unloaded += 1
+    membership = service.placement.membership
+    if membership is not None:
+        for ref in membership.ownership.owned():
+            if ref.namespace == namespace:
+                await membership.release(ref)
     log.info("namespace %s unloaded (%d topic(s))", namespace, unloaded)
+    return NO_CONTENT
+
+
+async def unload_bundle(service: BrokerService, call: Call) -> Reply:
+    """Unload the loaded topics of one bundle; in a cluster, give the bundle up (the next
+    lookup of one of its topics chooses an owner again)."""
+    namespace = namespace_of(service, call.params)
+    name = call.params["bundle"]
+    bundles = service.placement.bundles(namespace)
+    if name not in {bundle.name for bundle in bundles.bundles}:
+        raise NotFoundError(f"Bundle {name} of namespace {namespace} does not exist")
+    ref = BundleRef(namespace, name)
+    unloaded = service.placement.close_bundle(ref, service)
+    membership = service.placement.membership
+    if membership is not None:
+        await membership.release(ref)
+    log.info("bundle %s/%s unloaded (%d topic(s))", namespace, name, unloaded)
     return NO_CONTENT
 
 
@@ -65,6 +91,7 @@ async def clear_backlog(service: BrokerService, call: Call) -> Reply:
 
 ROUTES = [
     Route("PUT", NAMESPACE + "/unload", unload, Need.TENANT_ADMIN),
+    Route("PUT", NAMESPACE + rf"/(?P<bundle>{_BUNDLE})/unload", unload_bundle, Need.TENANT_ADMIN),
     Route("POST", NAMESPACE + "/clearBacklog", clear_backlog, Need.TENANT_ADMIN),
     Route(
         "POST",
