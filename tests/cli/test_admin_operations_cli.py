@@ -316,3 +316,13 @@ def test_namespace_topics_unload_and_clear_backlog(
     ok(cli_broker, "namespaces", "unload", namespace, "-b", other)
     bad = admin(cli_broker, "namespaces", "unload", namespace, "-b", "0x00000000_0x00000001")
     assert bad.exit_code == 1  # 404: not a bundle of the namespace
+
+    # split a bundle in two at the middle of its range
+    ok(cli_broker, "namespaces", "split-bundle", namespace, "-b", "0x40000000_0x80000000")
+    split = cli_broker.service.placement.bundles(namespace)
+    halves = ["0x40000000_0x60000000", "0x60000000_0x80000000"]
+    assert [b.name for b in split.bundles][1:3] == halves
+    policies = ok(cli_broker, "namespaces", "policies", namespace)
+    assert policies["bundles"]["numBundles"] == 5
+    for refused in (["-b", "0x40000000_0x80000000"], ["-b", first, "-san", "topic_count"]):
+        assert admin(cli_broker, "namespaces", "split-bundle", namespace, *refused).exit_code == 1

@@ -213,3 +213,29 @@ def test_unloading_a_bundle_gives_it_up(pair: list[EmbeddedBroker]) -> None:
     with pytest.raises(ServiceNotReadyError):
         service.placement.check_served(name)
     _owner(pair, topic)  # the next lookup places the bundle again
+
+
+def test_splitting_a_bundle_gives_it_up_and_places_its_halves_again(
+    pair: list[EmbeddedBroker],
+) -> None:
+    topic = TOPICS[4]
+    owner = _owner(pair, topic)
+    client = pulsar.Client(owner.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        producer = client.create_producer(topic)
+        loaded = owner.service.topics[topic]
+        bundle = owner.service.placement.bundles("public/default").find(topic).name
+        # every broker of a cluster sees one namespace policy; these two keep their own
+        for broker in (owner, *[b for b in pair if b is not owner]):
+            path = f"/admin/v2/namespaces/public/default/{bundle}/split"
+            assert admin_json(broker, "PUT", path)[0] == 204
+        assert loaded.closed  # its bundle is gone: placed again at the next lookup
+        member = owner.service.placement.membership
+        assert member is not None
+        assert all(ref.bundle != bundle for ref in member.ownership.owned())
+        producer.send(b"after the split")  # the producer looks the topic up again
+        halves = owner.service.placement.bundles("public/default")
+        assert halves.find(topic).name != bundle
+        assert len(halves.bundles) == 5
+    finally:
+        client.close()

@@ -78,6 +78,17 @@ class NamespaceOperations(Group):
             path += f"/{quote(bundle)}"
         self._call("PUT", path + "/unload")
 
+    def split_bundle(
+        self, namespace: str, bundle: str, algorithm: str = "range_equally_divide"
+    ) -> None:
+        """Split ``bundle`` of the namespace in two at the middle of its range."""
+        path = f"{V2}/namespaces/{namespace_path(namespace)}/{quote(bundle)}/split"
+        self._call("PUT", f"{path}?splitAlgorithmName={quote(algorithm)}")
+
+    def bundles(self, namespace: str) -> dict[str, Any]:
+        """The namespace's bundles: ``{"boundaries": [...], "numBundles": n}``."""
+        return dict(self._call("GET", f"{V2}/namespaces/{namespace_path(namespace)}/bundles"))
+
     def clear_backlog(self, namespace: str, subscription: str | None = None) -> None:
         """Acknowledge every message of every subscription (or of the subscriptions named
         ``subscription``) on the namespace's topics."""

@@ -61,12 +61,16 @@ class TopicPlacement:
 
     def bundles(self, namespace: str) -> NamespaceBundles:
         """The namespace's bundles (its policies', else the default split)."""
-        stored = self._policies(namespace).get("bundles")
+        return self.bundles_in(self._policies(namespace))
+
+    def bundles_in(self, policies: dict[str, Any]) -> NamespaceBundles:
+        """The bundles that namespace ``policies`` give (the default split without any)."""
+        stored = policies.get("bundles")
         if isinstance(stored, dict) and "boundaries" in stored:
             try:
                 return NamespaceBundles.from_policies(stored)
             except ValueError as exc:
-                log.warning("namespace %s has unusable bundles (%s): default split", namespace, exc)
+                log.warning("unusable namespace bundles (%s): the default split", exc)
         return self._default
 
     def check_served(self, topic: TopicName) -> None:
@@ -80,21 +84,28 @@ class TopicPlacement:
                 f"Namespace bundle for topic ({topic}) not served by this instance"
             )
 
-    def in_bundle(self, topic: TopicName, ref: BundleRef) -> bool:
-        """Whether ``topic`` belongs to the bundle ``ref``."""
+    def in_bundle(
+        self, topic: TopicName, ref: BundleRef, bundles: NamespaceBundles | None = None
+    ) -> bool:
+        """Whether ``topic`` belongs to the bundle ``ref`` (of ``bundles``, or of the
+        namespace's bundles now)."""
         namespace = topic.namespace_name
         if namespace != ref.namespace:
             return False
-        return bundle_of(str(topic), namespace, self.bundles(namespace)) == ref
+        split = bundles if bundles is not None else self.bundles(namespace)
+        return bundle_of(str(topic), namespace, split) == ref
 
-    def close_bundle(self, ref: BundleRef, loaded: PlacedTopics) -> int:
-        """Close the loaded topics of bundle ``ref``, which this broker no longer owns (their
-        clients look them up again and reach the new owner); how many."""
-        persistent = [t for t in loaded.topics.values() if self.in_bundle(t.name, ref)]
+    def close_bundle(
+        self, ref: BundleRef, loaded: PlacedTopics, bundles: NamespaceBundles | None = None
+    ) -> int:
+        """Close the loaded topics of bundle ``ref`` (of ``bundles``: by default the
+        namespace's now), which this broker no longer serves (their clients look them up
+        again and reach the new owner); how many."""
+        persistent = [t for t in loaded.topics.values() if self.in_bundle(t.name, ref, bundles)]
         for topic in persistent:
             loaded.unload_topic(topic)
         others = loaded.nonpersistent_topics
-        transient = [n for n, t in others.items() if self.in_bundle(t.name, ref)]
+        transient = [n for n, t in others.items() if self.in_bundle(t.name, ref, bundles)]
         for name in transient:
             others.pop(name).close()
         log.warning(

@@ -53,6 +53,23 @@ def namespaces_unload(ctx: AdminContext, namespace: str, bundle: str | None) -> 
     ctx.admin.namespaces.unload(namespace, bundle)
 
 
+@admin_command(namespaces, "split-bundle")
+@click.argument("namespace")
+@click.option("-b", "--bundle", required=True, help="the bundle to split ({start}_{end})")
+@click.option(
+    "-san",
+    "--split-algorithm-name",
+    default="range_equally_divide",
+    show_default=True,
+    help="how to split (range_equally_divide: at the middle of the range)",
+)
+def namespaces_split_bundle(
+    ctx: AdminContext, namespace: str, bundle: str, split_algorithm_name: str
+) -> None:
+    """Split a bundle of a namespace in two."""
+    ctx.admin.namespaces.split_bundle(namespace, bundle, split_algorithm_name)
+
+
 @admin_command(namespaces, "clear-backlog")
 @click.argument("namespace")
 @click.option("-s", "--sub", default=None, help="only the subscriptions of this name")

@@ -4,6 +4,9 @@
   topics load again on use; in a cluster the broker gives the namespace's bundles up); 204;
 - ``PUT /{bundle}/unload`` (a bundle named ``0x00000000_0x40000000``): the same for one
   bundle's topics; 404 for a bundle the namespace does not have;
+- ``PUT /{bundle}/split`` (``splitAlgorithmName=range_equally_divide``, the only one): the
+  bundle becomes two at the middle of its range (stored in the namespace's policies; in a
+  cluster the split bundle is given up and its topics placed again); 204;
 - ``POST /clearBacklog``: every subscription of every persistent topic acknowledges all its
   messages; ``POST /clearBacklog/{subscription}``: only the subscriptions of that name; 204.
 
@@ -12,15 +15,17 @@ An unknown namespace is 404.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starquake.broker import topic_admin
-from starquake.broker.admin.replies import NO_CONTENT, SEGMENT, Reply
+from starquake.broker.admin.replies import NO_CONTENT, SEGMENT, BadRequest, Reply
 from starquake.broker.admin.routing import Route
 from starquake.broker.resources import NotFoundError
 from starquake.broker.subscription import Subscription
 from starquake.broker.web import Call, Need
+from starquake.cluster.bundles import NamespaceBundles
 from starquake.cluster.ownership import BundleRef
 from starquake.common.topic_name import TopicName
 
@@ -75,6 +80,41 @@ async def unload_bundle(service: BrokerService, call: Call) -> Reply:
     return NO_CONTENT
 
 
+SPLIT_ALGORITHMS = ("range_equally_divide",)
+
+
+async def split_bundle(service: BrokerService, call: Call) -> Reply:
+    """Split one bundle at the middle of its range (``range_equally_divide``), stored as the
+    namespace's new boundaries. In a cluster the broker gives the split bundle up and closes
+    its topics, which are placed again, bundle by bundle, at their next lookup."""
+    namespace = namespace_of(service, call.params)
+    name = call.params["bundle"].lower()
+    algorithm = call.params.get("splitAlgorithmName") or SPLIT_ALGORITHMS[0]
+    if algorithm not in SPLIT_ALGORITHMS:
+        raise BadRequest(f"unsupported split algorithm {algorithm} (supported: {SPLIT_ALGORITHMS})")
+    placement = service.placement
+    before: list[NamespaceBundles] = []
+
+    def split(policies: dict[str, Any]) -> None:
+        bundles = placement.bundles_in(policies)
+        if name not in {bundle.name for bundle in bundles.bundles}:
+            raise NotFoundError(f"Bundle {name} of namespace {namespace} does not exist")
+        try:
+            policies["bundles"] = bundles.split(name).to_policies()
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        before[:] = [bundles]
+
+    await asyncio.to_thread(service.resources.update_namespace_policies, namespace, split)
+    ref = BundleRef(namespace, name)
+    membership = placement.membership
+    if membership is not None:
+        placement.close_bundle(ref, service, before[0])
+        await membership.release(ref)
+    log.info("bundle %s/%s split", namespace, name)
+    return NO_CONTENT
+
+
 async def clear_backlog(service: BrokerService, call: Call) -> Reply:
     """Acknowledge every message of the namespace's subscriptions (or of those of one name)."""
     namespace = namespace_of(service, call.params)
@@ -92,6 +132,7 @@ async def clear_backlog(service: BrokerService, call: Call) -> Reply:
 ROUTES = [
     Route("PUT", NAMESPACE + "/unload", unload, Need.TENANT_ADMIN),
     Route("PUT", NAMESPACE + rf"/(?P<bundle>{_BUNDLE})/unload", unload_bundle, Need.TENANT_ADMIN),
+    Route("PUT", NAMESPACE + rf"/(?P<bundle>{_BUNDLE})/split", split_bundle, Need.SUPER_USER),
     Route("POST", NAMESPACE + "/clearBacklog", clear_backlog, Need.TENANT_ADMIN),
     Route(
         "POST",
