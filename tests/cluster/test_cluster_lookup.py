@@ -239,3 +239,27 @@ def test_splitting_a_bundle_gives_it_up_and_places_its_halves_again(
         assert len(halves.bundles) == 5
     finally:
         client.close()
+
+
+def test_topic_admin_requests_are_sent_to_the_owner(pair: list[EmbeddedBroker]) -> None:
+    topic = f"persistent://public/default/admin-{uuid.uuid4().hex[:8]}"
+    owner = _owner(pair, topic)
+    other = next(b for b in pair if b is not owner)
+    client = pulsar.Client(owner.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        client.create_producer(topic).send(b"counted")
+    finally:
+        client.close()
+    path = "/admin/v2/persistent/public/default/" + topic.rsplit("/", 1)[1] + "/stats"
+    web = urllib.parse.urlsplit(other.web_service_url)
+    conn = http.client.HTTPConnection(web.hostname or "127.0.0.1", web.port, timeout=15)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+    finally:
+        conn.close()
+    assert response.status == 307
+    assert response.getheader("Location") == owner.web_service_url + path
+    status, stats = admin_json(owner, "GET", path)
+    assert status == 200 and stats["msgInCounter"] == 1

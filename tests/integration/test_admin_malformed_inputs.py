@@ -44,6 +44,7 @@ GOOD = {
     "role": "someone",
     "cluster": "standalone",
     "name": "app.js",
+    "bundle": "0x00000000_0x40000000",
 }
 NUMBERS = ["99999999999999999999", "-99999999999999999999", "-1", "abc", "1e3", "0x10", " 1"]
 NAMES = ["x" * 300, "bad:name", "a b", "%E2%98%83", "%00"]

@@ -34,6 +34,10 @@ def _need_java() -> None:
     pytest.skip(message)
 
 
+WORKER_DID_NOT_CONNECT = "Python worker failed to connect back"
+"""Spark's error when a Python worker it started did not connect to it within 10 s."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test of the shared SparkSession that times out ends its worker process (and the JVM)
     instead of failing alone: interrupted inside a call to the JVM, it would leave the session's
@@ -44,10 +48,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the set-up of a worker's first Spark test, which takes minutes on a heavily loaded machine;
     counted in that test's time, a slow start ended the worker, and its replacement started a
     session again in its first test, and so on through every Spark test left. The session's
-    start has its own bound (``SESSION_START_LIMIT``)."""
+    start has its own bound (``SESSION_START_LIMIT``).
+
+    A Spark test that failed because a Python worker Spark started did not connect back runs
+    once more: Spark waits a fixed 10 s for it (not a setting), which a heavily loaded machine
+    can exceed while the worker process starts; any other failure stands."""
     for item in items:
         if "spark" not in getattr(item, "fixturenames", ()):
             continue
+        item.add_marker(pytest.mark.flaky(reruns=1, only_rerun=[WORKER_DID_NOT_CONNECT]))
         marker = item.get_closest_marker("timeout")
         seconds = None
         if marker is not None:

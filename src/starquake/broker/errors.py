@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from starquake.protocol.errors import ServerError
+
+if TYPE_CHECKING:
+    from starquake.common.topic_name import TopicName
 
 
 class BrokerServiceError(Exception):
@@ -67,6 +72,14 @@ class ServiceNotReadyError(BrokerServiceError):
     """The broker cannot serve the request now (the client retries)."""
 
     code = ServerError.ServiceNotReady
+
+
+class TopicNotServedError(ServiceNotReadyError):
+    """The topic belongs to a bundle another broker of the cluster serves."""
+
+    def __init__(self, topic: TopicName) -> None:
+        super().__init__(f"Namespace bundle for topic ({topic}) not served by this instance")
+        self.topic = topic
 
 
 class MetadataError(BrokerServiceError):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker.contexts import UnloadableTopic
-from starquake.broker.errors import ServiceNotReadyError
+from starquake.broker.errors import ServiceNotReadyError, TopicNotServedError
 from starquake.cluster.bundles import NamespaceBundles
 from starquake.cluster.lookup import bundle_of
 from starquake.cluster.membership import ClusterMembership, NoOwnerError
@@ -80,9 +80,7 @@ class TopicPlacement:
             return
         namespace = topic.namespace_name
         if not membership.owns(str(topic), namespace, self.bundles(namespace)):
-            raise ServiceNotReadyError(
-                f"Namespace bundle for topic ({topic}) not served by this instance"
-            )
+            raise TopicNotServedError(topic)
 
     def in_bundle(
         self, topic: TopicName, ref: BundleRef, bundles: NamespaceBundles | None = None

@@ -69,6 +69,8 @@ class Call:
     body: bytes = b""
     role: str | None = None
     """The authenticated role (None: authentication is off)."""
+    target: str = ""
+    """The request's path and query, as received."""
 
 
 Endpoint = Callable[[Call], Awaitable[Reply]]
@@ -135,7 +137,7 @@ class WebServer:
         self._routes.append(_Served(method, re.compile(pattern), endpoint, need))
 
     async def _dispatch(
-        self, method: str, target: str, body: bytes, role: str | None = None
+        self, method: str, target: str, body: bytes, role: str | None = None, raw_target: str = ""
     ) -> Reply:
         path, _, query = target.partition("?")
         for served in self._routes:
@@ -150,7 +152,7 @@ class WebServer:
             params = dict(urllib.parse.parse_qsl(query))
             params.update(names)
             try:
-                return await served.endpoint(Call(params, body, role))
+                return await served.endpoint(Call(params, body, role, raw_target))
             except Exception:
                 log.exception("%s %s failed", method, path)
                 return json_reply(500, {"reason": "internal error; see the broker log"})
@@ -255,7 +257,8 @@ class WebServer:
         target = request.path  # percent-decoded, as topic names are matched
         if request.query_string:
             target += "?" + request.query_string
-        return _response(await self._dispatch(request.method, target, body, role))
+        raw = request.raw_path  # as sent (percent-encoded): for a redirect to another broker
+        return _response(await self._dispatch(request.method, target, body, role, raw))
 
 
 async def _refuse(request: web.Request, exc: WebAuthenticationError) -> web.Response:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from starquake.broker.admin.replies import guarded
+from starquake.broker.errors import TopicNotServedError
 from starquake.broker.web import Call, Endpoint, Need, Reply, WebServer
 
 if TYPE_CHECKING:
@@ -80,7 +81,16 @@ def route_for(routes: Iterable[Route], method: str, path: str) -> tuple[Route, d
 
 def _bind(handler: Handler, service: BrokerService) -> Endpoint:
     async def endpoint(call: Call) -> Reply:
-        return await handler(service, call)
+        try:
+            return await handler(service, call)
+        except TopicNotServedError as exc:
+            # another broker of the cluster serves the topic: send the request there (307,
+            # as Pulsar does); none yet: this broker takes the bundle and serves it
+            owner = await service.placement.owner(exc.topic, False)
+            if owner is None:
+                return await handler(service, call)
+            location = (owner.http_url or owner.http_url_tls) + call.target
+            return 307, "application/json", b"", {"Location": location}
 
     return guarded(endpoint)
 
