@@ -58,9 +58,10 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     # the admin REST client: the standard library only, so that the command line starts fast
     "admin": ({"common", "protocol", "client"}, set()),
     # click parses the command line, rich draws tables, hdrh measures latencies (perf); jwt and
-    # cryptography make keys and tokens (tokens, imported by its commands only)
+    # cryptography make keys and tokens (tokens, imported by its commands only); cluster runs
+    # the JetStream nodes of ``starquake cluster start``
     "cli": (
-        {"common", "client", "admin", "broker"},
+        {"common", "client", "admin", "broker", "cluster"},
         {"uvloop", "click", "rich", "hdrh", "jwt", "cryptography"},
     ),
 }

@@ -85,6 +85,7 @@ async def join_cluster(
     cluster: str,
     urls: BrokerUrls,
     lease_seconds: float,
+    give_up_after: float = 30,
 ) -> ClusterMembership:
     """Join ``cluster`` over the JetStream nodes ``servers``; lookups answer for the cluster
     from then on. Raises what connecting raises when the nodes do not answer."""
@@ -96,6 +97,7 @@ async def join_cluster(
         lease_seconds=lease_seconds,
         on_bundle_lost=lambda ref: placement.close_bundle(ref, broker),
         load=LoadMeter(broker),
+        give_up_after=give_up_after,
     )
     placement.membership = member
     return member

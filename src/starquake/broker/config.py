@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from starquake.broker import pulsar_settings
-from starquake.broker.config_ranges import CHOICES, MAX_PARTITIONS, OPTIONAL_PORTS, RANGES
+from starquake.broker.config_ranges import (
+    CHOICES,
+    MAX_PARTITIONS,
+    OPTIONAL_PORTS,
+    RANGES,
+    nats_servers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +80,14 @@ class BrokerConfig:
     clusterName: str = "standalone"
     configurationMetadataStoreUrl: str = ""
     """Where the configuration metadata (clusters, tenants, namespaces and their policies,
-    partitioned topics, topic policies, schemas) is kept: empty, in the broker's own metadata
-    store (``dataDir``); ``nats://host:port[,host:port...]``, in the JetStream key-value bucket
-    ``sq_metadata`` that brokers sharing it all see (each broker's topics, cursors and ledger
-    ids stay in its own store)."""
+    partitioned topics, topic policies, schemas) is kept: empty, in the broker's own store
+    (``dataDir``); ``nats://host:port[,...]``, in the JetStream key-value bucket ``sq_metadata``
+    that brokers sharing it all see (topics, cursors and ledger ids stay in each broker's)."""
+    metadataStoreUrl: str = ""
+    """``nats://host:port[,...]``: join the cluster whose broker registry and bundle ownership
+    these JetStream nodes keep (empty: standalone). Ledgers stay in ``dataDir`` for now."""
+    starquakeOwnershipLeaseSeconds: float = 10.0
+    """Seconds a bundle stays with a broker that stopped renewing (renewed every third)."""
     metadataStoreOperationTimeoutSeconds: int = 30
     """Seconds a configuration store write (and the connection at start) may take."""
 
@@ -106,8 +116,7 @@ class BrokerConfig:
 
     # Topics and subscriptions.
     defaultNumberOfNamespaceBundles: int = 4
-    """Bundles (hash ranges of topic names) of a namespace without its own split; in a
-    cluster each bundle is served by one broker (a standalone broker serves all)."""
+    """Bundles (topic-name hash ranges) of a namespace; in a cluster one broker serves each."""
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
@@ -305,6 +314,7 @@ class BrokerConfig:
                 )
         _ = self.data_dir_mode
         _ = self.configuration_store_servers
+        _ = self.metadata_store_servers
         refused = pulsar_settings.refusal(self.extra)
         if refused is not None:
             raise ConfigError(refused)
@@ -330,16 +340,18 @@ class BrokerConfig:
     def configuration_store_servers(self) -> list[str]:
         """The servers of ``configurationMetadataStoreUrl`` (``nats://host:port`` each; none
         when it is empty); ConfigError for another form."""
-        url = self.configurationMetadataStoreUrl.strip()
-        if not url:
-            return []
-        scheme, sep, hosts = url.partition("://")
-        servers = [h.strip() for h in hosts.split(",") if h.strip()]
-        if scheme != "nats" or not sep or not servers or any("/" in h for h in servers):
-            raise ConfigError(
-                f"configurationMetadataStoreUrl: {url!r} is not nats://host:port[,host:port...]"
-            )
-        return [f"nats://{host}" for host in servers]
+        return self._servers("configurationMetadataStoreUrl")
+
+    @property
+    def metadata_store_servers(self) -> list[str]:
+        """The servers of ``metadataStoreUrl``, as for the configuration store."""
+        return self._servers("metadataStoreUrl")
+
+    def _servers(self, key: str) -> list[str]:
+        servers = nats_servers(getattr(self, key))
+        if servers is None:
+            raise ConfigError(f"{key}: {getattr(self, key)!r} is not nats://host:port[,...]")
+        return servers
 
     @property
     def partition_limit(self) -> int:

@@ -28,6 +28,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "maxMessageSize": (1, _INT),
     "keepAliveIntervalSeconds": (1, _YEAR_SECONDS),
     "metadataStoreOperationTimeoutSeconds": (1, 3600),
+    "starquakeOwnershipLeaseSeconds": (1, 3600),
     "maxPendingSendBytesPerConnection": (0, _LONG),
     "defaultNumPartitions": (1, MAX_PARTITIONS),
     "defaultNumberOfNamespaceBundles": (1, _INT),
@@ -76,3 +77,16 @@ CHOICES: dict[str, frozenset[str]] = {
     ),
     "tokenPublicAlg": frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"}),
 }
+
+
+def nats_servers(value: str) -> list[str] | None:
+    """The servers of a ``nats://host:port[,host:port...]`` setting (none when it is empty);
+    None when it has another form."""
+    url = value.strip()
+    if not url:
+        return []
+    scheme, sep, hosts = url.partition("://")
+    servers = [h.strip() for h in hosts.split(",") if h.strip()]
+    if scheme != "nats" or not sep or not servers or any("/" in h for h in servers):
+        return None
+    return [f"nats://{host}" for host in servers]

@@ -20,6 +20,7 @@ every partition. They use the same field names as namespace policies.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -163,13 +164,15 @@ class PulsarResources:
             if (stored is None or _SET_BY_ADMIN not in stored) and stored != cluster:
                 self._store.put(key, _dump(cluster))
                 self._clusters[self.cluster_name] = cluster
-        if "public" not in self._tenants:
+        if "public" not in self._tenants:  # another broker sharing them may create them too
             info = {"adminRoles": sorted(admin_roles or []), "allowedClusters": [self.cluster_name]}
-            self.create_tenant("public", info)
-            self._mark_first_start("tenant:public", True)
+            with contextlib.suppress(ConflictError):
+                self.create_tenant("public", info)
+                self._mark_first_start("tenant:public", True)
         if default_namespace and "public/default" not in self._namespaces:
-            self.create_namespace("public/default")
-            self._mark_first_start("namespace:public/default", True)
+            with contextlib.suppress(ConflictError):
+                self.create_namespace("public/default")
+                self._mark_first_start("namespace:public/default", True)
 
     def _mark_first_start(self, name: str, created: bool) -> bool:
         """Record that the broker created ``name`` itself (or, ``created`` False, that it was

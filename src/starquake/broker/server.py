@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from starquake.broker import admin, config_sync, pulsar_settings
+from starquake.broker.cluster_join import join_cluster
 from starquake.broker.config import SYSTEM_PROPERTIES, BrokerConfig, ConfigError
 from starquake.broker.connection import ServerCnx
 from starquake.broker.listener import REFUSE, Listener, bind, raise_open_file_limit
@@ -177,6 +178,7 @@ class BrokerServer:
         except StorageError as exc:  # e.g. a damaged stored cluster record
             raise BrokerStartError(str(exc)) from exc
         service.start(urls)
+        await self._join_cluster(service, urls)
         for server in self._servers:
             server.start()
         self.web.serve()
@@ -187,6 +189,26 @@ class BrokerServer:
             config.dataDir,
             (time.monotonic() - started) * 1000,
         )
+
+    async def _join_cluster(self, service: BrokerService, urls: BrokerUrls) -> None:
+        """With ``metadataStoreUrl``: join the cluster (lookups answer for it from then on)."""
+        config = self.config
+        servers = config.metadata_store_servers
+        if not servers:
+            return
+        try:
+            await join_cluster(
+                service,
+                servers,
+                config.clusterName,
+                urls,
+                config.starquakeOwnershipLeaseSeconds,
+                give_up_after=config.metadataStoreOperationTimeoutSeconds,
+            )
+        except Exception as exc:
+            raise BrokerStartError(
+                f"metadataStoreUrl {config.metadataStoreUrl}: cannot join the cluster: {exc}"
+            ) from None
 
     async def _listen_binary(
         self, service: BrokerService, ssl_context: ssl.SSLContext | None
@@ -240,6 +262,9 @@ class BrokerServer:
         await self.web.stop()
         service = self.service
         if service is not None:
+            membership = service.placement.membership
+            if membership is not None:  # give the bundles up at once: others take them over
+                await membership.leave()
             connections = list(service.connections)
             for cnx in connections:
                 cnx.close()

@@ -102,6 +102,7 @@ class _LazyGroup(click.Group):
     LAZY = {
         "admin": ("starquake.cli.admin_commands", "admin"),
         "client": ("starquake.cli.client_tool", "client"),
+        "cluster": ("starquake.cli.cluster", "cluster"),
         "perf": ("starquake.cli.perf", "perf"),
         "tokens": ("starquake.cli.tokens", "tokens"),
     }
