@@ -55,6 +55,23 @@ def _loaded(broker: EmbeddedBroker, topic: str) -> PersistentTopic:
     return loaded
 
 
+def _batch_of_five(
+    broker: EmbeddedBroker, client: pulsar.Client, topic: str, subscription: str | None = None
+) -> tuple[PersistentTopic, Position]:
+    """One batch entry of 5 messages (after creating ``subscription`` if given): the loaded
+    topic and the entry's position."""
+    if subscription is not None:
+        client.subscribe(topic, subscription).close()
+    producer = client.create_producer(
+        topic, batching_enabled=True, batching_max_publish_delay_ms=50
+    )
+    for i in range(5):
+        producer.send_async(b"m%d" % i, None)
+    producer.flush()
+    loaded = _loaded(broker, topic)
+    return loaded, loaded.ledger.last_confirmed
+
+
 async def _close_gate(reads: SuspendingReads) -> asyncio.Event:
     """Hold every read from now on until the returned event is set (on the broker's loop)."""
     gate = asyncio.Event()
@@ -73,14 +90,7 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 def test_an_ack_does_without_a_batch_size_that_is_not_at_hand(
     broker: EmbeddedBroker, client: pulsar.Client, topic: str, reads: SuspendingReads
 ) -> None:
-    producer = client.create_producer(
-        topic, batching_enabled=True, batching_max_publish_delay_ms=50
-    )
-    for i in range(5):
-        producer.send_async(b"m%d" % i, None)
-    producer.flush()
-    loaded = _loaded(broker, topic)
-    position = loaded.ledger.last_confirmed
+    loaded, position = _batch_of_five(broker, client, topic)
 
     async def scenario() -> tuple[int | None, int | None, int]:
         loaded.entry_infos.clear()
@@ -101,15 +111,7 @@ def test_an_ack_does_without_a_batch_size_that_is_not_at_hand(
 def test_a_partial_ack_of_unknown_size_takes_the_ack_set_as_given(
     broker: EmbeddedBroker, client: pulsar.Client, topic: str
 ) -> None:
-    client.subscribe(topic, "s").close()
-    producer = client.create_producer(
-        topic, batching_enabled=True, batching_max_publish_delay_ms=50
-    )
-    for i in range(5):
-        producer.send_async(b"m%d" % i, None)
-    producer.flush()
-    loaded = _loaded(broker, topic)
-    position = loaded.ledger.last_confirmed
+    loaded, position = _batch_of_five(broker, client, topic, "s")
     cursor = loaded.subscriptions["s"].cursor
 
     async def scenario() -> None:
@@ -127,15 +129,7 @@ def test_a_partial_ack_of_unknown_size_takes_the_ack_set_as_given(
 def test_a_known_batch_size_bounds_the_ack_set(
     broker: EmbeddedBroker, client: pulsar.Client, topic: str
 ) -> None:
-    client.subscribe(topic, "s").close()
-    producer = client.create_producer(
-        topic, batching_enabled=True, batching_max_publish_delay_ms=50
-    )
-    for i in range(5):
-        producer.send_async(b"m%d" % i, None)
-    producer.flush()
-    loaded = _loaded(broker, topic)
-    position = loaded.ledger.last_confirmed
+    loaded, position = _batch_of_five(broker, client, topic, "s")
     cursor = loaded.subscriptions["s"].cursor
 
     async def scenario() -> None:

@@ -63,6 +63,20 @@ def pair(
         yield [broker for broker, _ in members]
 
 
+def _redirect(broker: EmbeddedBroker, path: str) -> str | None:
+    """Where ``GET path`` at ``broker`` redirects (asserting a 307), not following it."""
+    web = urllib.parse.urlsplit(broker.web_service_url)
+    conn = http.client.HTTPConnection(web.hostname or "127.0.0.1", web.port, timeout=15)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+    finally:
+        conn.close()
+    assert response.status == 307, response.status
+    return response.getheader("Location")
+
+
 def _owner(brokers: list[EmbeddedBroker], topic: str) -> EmbeddedBroker:
     """The broker serving ``topic`` (asking the first one; the answer takes the bundle)."""
     name = TopicName.parse(topic)
@@ -126,17 +140,8 @@ def test_http_lookup_at_the_wrong_broker_redirects_to_the_owner(
     topic = TOPICS[1]
     owner = _owner(pair, topic)
     other = next(b for b in pair if b is not owner)
-    web = urllib.parse.urlsplit(other.web_service_url)
     path = "/lookup/v2/topic/persistent/public/default/" + topic.rsplit("/", 1)[1]
-    conn = http.client.HTTPConnection(web.hostname or "127.0.0.1", web.port, timeout=15)
-    try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        response.read()
-    finally:
-        conn.close()
-    assert response.status == 307
-    assert response.getheader("Location") == (f"{owner.web_service_url}{path}?authoritative=true")
+    assert _redirect(other, path) == f"{owner.web_service_url}{path}?authoritative=true"
 
 
 def test_clients_follow_a_bundle_to_its_new_owner(
@@ -251,15 +256,6 @@ def test_topic_admin_requests_are_sent_to_the_owner(pair: list[EmbeddedBroker]) 
     finally:
         client.close()
     path = "/admin/v2/persistent/public/default/" + topic.rsplit("/", 1)[1] + "/stats"
-    web = urllib.parse.urlsplit(other.web_service_url)
-    conn = http.client.HTTPConnection(web.hostname or "127.0.0.1", web.port, timeout=15)
-    try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        response.read()
-    finally:
-        conn.close()
-    assert response.status == 307
-    assert response.getheader("Location") == owner.web_service_url + path
+    assert _redirect(other, path) == owner.web_service_url + path
     status, stats = admin_json(owner, "GET", path)
     assert status == 200 and stats["msgInCounter"] == 1

@@ -157,6 +157,10 @@ def test_namespace_bundles(broker: EmbeddedBroker) -> None:
     assert _call(broker, "PUT", f"{V2}/namespaces/public/ns8", body) == (204, None)
     status, bundles = _call(broker, "GET", f"{V2}/namespaces/public/ns8/bundles")
     assert status == 200 and bundles["numBundles"] == 8 and len(bundles["boundaries"]) == 9
+    unset = {"bundles": {"boundaries": None, "numBundles": 0}}  # as Java's admin sends it
+    assert _call(broker, "PUT", f"{V2}/namespaces/public/ns0", unset) == (204, None)
+    status, bundles = _call(broker, "GET", f"{V2}/namespaces/public/ns0/bundles")
+    assert status == 200 and bundles["numBundles"] == 4
     bad = {"bundles": {"boundaries": ["0x00000000", "0x10000000"]}}
     assert _call(broker, "PUT", f"{V2}/namespaces/public/nsbad", bad)[0] == 400
     assert _call(broker, "GET", f"{V2}/namespaces/public/nsbad")[0] == 404

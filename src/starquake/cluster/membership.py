@@ -96,24 +96,23 @@ class ClusterMembership:
     ) -> ClusterMembership:
         """Register ``me`` in the cluster whose JetStream nodes are ``servers`` and start
         renewing; raises what connecting raises when the nodes do not answer in time."""
-        brokers = await LeaseTable.connect(
-            servers,
-            bucket=brokers_bucket(cluster),
-            ttl=lease_seconds,
-            replicas=replicas,
-            give_up_after=give_up_after,
-        )
+        tables: list[LeaseTable] = []
         try:
-            owners = await LeaseTable.connect(
-                servers,
-                bucket=owners_bucket(cluster),
-                ttl=lease_seconds,
-                replicas=replicas,
-                give_up_after=give_up_after,
-            )
+            for bucket in (brokers_bucket(cluster), owners_bucket(cluster)):
+                tables.append(
+                    await LeaseTable.connect(
+                        servers,
+                        bucket=bucket,
+                        ttl=lease_seconds,
+                        replicas=replicas,
+                        give_up_after=give_up_after,
+                    )
+                )
         except BaseException:
-            await brokers.close()
+            for table in tables:
+                await table.close()
             raise
+        brokers, owners = tables
         member = cls(me, brokers, owners, cluster, on_bundle_lost, load)
         try:
             await member.registry.register(member._report())

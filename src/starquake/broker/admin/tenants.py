@@ -224,7 +224,7 @@ def _bundles_asked(value: object) -> NamespaceBundles | None:
         if value.get("boundaries") is not None:
             return NamespaceBundles.from_policies(value)
         count = value.get("numBundles")
-        if count is None:
+        if count is None or count == 0:  # as Pulsar's admin clients send an unset one
             return None
         if not isinstance(count, int) or isinstance(count, bool):
             raise ValueError("numBundles must be a whole number")
