@@ -31,6 +31,7 @@ VALUES = {
     "role": "app",
     "cluster": "standalone",
     "name": "app.js",
+    "bundle": "0x00000000_0x40000000",
 }
 PUBLIC = {Need.NOTHING}
 ANY_ROLE = {Need.NOTHING, Need.ANY_ROLE}
