@@ -11,6 +11,7 @@ whose reads are held at a gate (``tests/suspending_reads.py``).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -184,6 +185,7 @@ def test_expiry_awaits_its_search_and_moves_nothing_for_a_deleted_subscription(
         producer.send(b"m%d" % i)
     loaded = _loaded(broker, topic)
     last = loaded.ledger.last_confirmed
+    time.sleep(0.01)  # every message older than "now" in milliseconds: all expire
 
     async def scenario() -> tuple[bool, bool, Position]:
         kept, deleted = (loaded.subscriptions[n] for n in ("kept", "deleted"))
