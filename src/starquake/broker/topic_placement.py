@@ -99,20 +99,17 @@ class TopicPlacement:
         """Close the loaded topics of bundle ``ref`` (of ``bundles``: by default the
         namespace's now), which this broker no longer serves (their clients look them up
         again and reach the new owner); how many."""
-        persistent = [t for t in loaded.topics.values() if self.in_bundle(t.name, ref, bundles)]
+        split = bundles if bundles is not None else self.bundles(ref.namespace)
+        persistent = [t for t in loaded.topics.values() if self.in_bundle(t.name, ref, split)]
         for topic in persistent:
             loaded.unload_topic(topic)
         others = loaded.nonpersistent_topics
-        transient = [n for n, t in others.items() if self.in_bundle(t.name, ref, bundles)]
+        transient = [n for n, t in others.items() if self.in_bundle(t.name, ref, split)]
         for name in transient:
             others.pop(name).close()
-        log.warning(
-            "bundle %s/%s no longer owned here: %d topic(s) closed",
-            ref.namespace,
-            ref.bundle,
-            len(persistent) + len(transient),
-        )
-        return len(persistent) + len(transient)
+        closed = len(persistent) + len(transient)
+        log.info("bundle %s/%s: %d topic(s) closed", ref.namespace, ref.bundle, closed)
+        return closed
 
     async def owner(self, topic: TopicName, authoritative: bool) -> BrokerInfo | None:
         """The broker that serves ``topic`` (None: this one; it takes the bundle if due)."""

@@ -46,6 +46,14 @@ def namespace_of(service: BrokerService, params: dict[str, str]) -> str:
     return namespace
 
 
+def _bundle_named(bundles: NamespaceBundles, namespace: str, name: str) -> str:
+    """The name of the bundle ``name`` names (hex digits in either case); 404 if none."""
+    try:
+        return bundles.bundle_named(name).name
+    except ValueError:
+        raise NotFoundError(f"Bundle {name} of namespace {namespace} does not exist") from None
+
+
 async def unload(service: BrokerService, call: Call) -> Reply:
     """Unload every loaded topic of the namespace; in a cluster, give its bundles up."""
     namespace = namespace_of(service, call.params)
@@ -67,10 +75,7 @@ async def unload_bundle(service: BrokerService, call: Call) -> Reply:
     """Unload the loaded topics of one bundle; in a cluster, give the bundle up (the next
     lookup of one of its topics chooses an owner again)."""
     namespace = namespace_of(service, call.params)
-    name = call.params["bundle"]
-    bundles = service.placement.bundles(namespace)
-    if name not in {bundle.name for bundle in bundles.bundles}:
-        raise NotFoundError(f"Bundle {name} of namespace {namespace} does not exist")
+    name = _bundle_named(service.placement.bundles(namespace), namespace, call.params["bundle"])
     ref = BundleRef(namespace, name)
     unloaded = service.placement.close_bundle(ref, service)
     membership = service.placement.membership
@@ -88,7 +93,7 @@ async def split_bundle(service: BrokerService, call: Call) -> Reply:
     namespace's new boundaries. In a cluster the broker gives the split bundle up and closes
     its topics, which are placed again, bundle by bundle, at their next lookup."""
     namespace = namespace_of(service, call.params)
-    name = call.params["bundle"].lower()
+    asked = call.params["bundle"]
     algorithm = call.params.get("splitAlgorithmName") or SPLIT_ALGORITHMS[0]
     if algorithm not in SPLIT_ALGORITHMS:
         raise BadRequest(f"unsupported split algorithm {algorithm} (supported: {SPLIT_ALGORITHMS})")
@@ -97,8 +102,7 @@ async def split_bundle(service: BrokerService, call: Call) -> Reply:
 
     def split(policies: dict[str, Any]) -> None:
         bundles = placement.bundles_in(policies)
-        if name not in {bundle.name for bundle in bundles.bundles}:
-            raise NotFoundError(f"Bundle {name} of namespace {namespace} does not exist")
+        name = _bundle_named(bundles, namespace, asked)
         try:
             policies["bundles"] = bundles.split(name).to_policies()
         except ValueError as exc:
@@ -106,6 +110,7 @@ async def split_bundle(service: BrokerService, call: Call) -> Reply:
         before[:] = [bundles]
 
     await asyncio.to_thread(service.resources.update_namespace_policies, namespace, split)
+    name = _bundle_named(before[0], namespace, asked)
     ref = BundleRef(namespace, name)
     membership = placement.membership
     if membership is not None:

@@ -201,7 +201,7 @@ async def get_namespace(service: BrokerService, call: Call) -> Reply:
     """A namespace's policies."""
     namespace = f"{call.params['tenant']}/{call.params['namespace']}"
     policies = service.resources.namespace_policies(namespace)
-    bundles = service.placement.bundles(namespace).to_policies()
+    bundles = service.placement.bundles_in(policies).to_policies()
     return json_reply(200, {**policies, "bundles": bundles})
 
 
