@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from starquake.cluster.bundles import FULL_UPPER, NamespaceBundles, topic_hash
+from starquake.cluster.bundles import FULL_UPPER, MAX_BUNDLES, NamespaceBundles, topic_hash
 
 
 def test_four_default_bundles_are_named_as_pulsar_names_them() -> None:
@@ -112,3 +112,17 @@ def test_a_split_halves_the_range_and_keeps_the_others() -> None:
     tiny = NamespaceBundles([0, 1, FULL_UPPER])
     with pytest.raises(ValueError, match="too small"):
         tiny.split("0x00000000_0x00000001")
+
+
+def test_a_namespace_has_at_most_max_bundles() -> None:
+    """An equal split, stored boundaries or a split past the bound is refused (a namespace
+    asking for 2^32 bundles would otherwise hold billions of boundaries in memory)."""
+    full = NamespaceBundles.equal(MAX_BUNDLES)
+    for make in (
+        lambda: NamespaceBundles.equal(MAX_BUNDLES + 1),
+        lambda: NamespaceBundles.equal(1 << 32),
+        lambda: full.split(full.bundles[0].name),
+        lambda: NamespaceBundles([*range(MAX_BUNDLES + 1), FULL_UPPER]),
+    ):
+        with pytest.raises(ValueError, match=f"{MAX_BUNDLES}"):
+            make()

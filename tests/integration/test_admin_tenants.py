@@ -164,6 +164,9 @@ def test_namespace_bundles(broker: EmbeddedBroker) -> None:
     bad = {"bundles": {"boundaries": ["0x00000000", "0x10000000"]}}
     assert _call(broker, "PUT", f"{V2}/namespaces/public/nsbad", bad)[0] == 400
     assert _call(broker, "GET", f"{V2}/namespaces/public/nsbad")[0] == 404
+    huge = {"bundles": {"numBundles": 1 << 32}}  # past the bound: refused, nothing created
+    assert _call(broker, "PUT", f"{V2}/namespaces/public/nsbad", huge)[0] == 400
+    assert _call(broker, "GET", f"{V2}/namespaces/public/nsbad")[0] == 404
     in_ns8 = pulsar.Client(broker.service_url)
     try:  # the policies, bundles included, are read for a topic of the namespace
         in_ns8.create_producer("persistent://public/ns8/t").send(b"x")

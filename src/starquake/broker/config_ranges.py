@@ -31,7 +31,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "starquakeOwnershipLeaseSeconds": (1, 3600),
     "maxPendingSendBytesPerConnection": (0, _LONG),
     "defaultNumPartitions": (1, MAX_PARTITIONS),
-    "defaultNumberOfNamespaceBundles": (1, _INT),
+    "defaultNumberOfNamespaceBundles": (1, 128),  # MAX_BUNDLES
     "maxNumPartitionsPerPartitionedTopic": (0, MAX_PARTITIONS),
     "dispatcherMaxReadBatchSize": (1, _INT),
     "subscriptionKeySharedConsistentHashingReplicaPoints": (1, _INT),

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 FULL_LOWER = 0x00000000
 FULL_UPPER = 0xFFFFFFFF
 _SPACE = 1 << 32
+MAX_BUNDLES = 128
+"""The most bundles a namespace may have (Pulsar's ``loadBalancerNamespaceMaximumBundles``
+default): a namespace asking for more, or a split past it, is refused."""
 
 
 def topic_hash(topic: str) -> int:
@@ -60,13 +63,15 @@ class NamespaceBundles:
             raise ValueError("bundle boundaries must start at 0x00000000 and end at 0xffffffff")
         if any(later <= earlier for earlier, later in itertools.pairwise(boundaries)):
             raise ValueError("bundle boundaries must increase strictly")
+        if len(boundaries) - 1 > MAX_BUNDLES:
+            raise ValueError(f"a namespace may have at most {MAX_BUNDLES} bundles")
         self._boundaries = list(boundaries)
 
     @classmethod
     def equal(cls, count: int) -> NamespaceBundles:
         """``count`` equal ranges, as a new namespace gets them."""
-        if not 0 < count <= _SPACE:
-            raise ValueError("the number of bundles must be in (0, 2^32]")
+        if not 0 < count <= MAX_BUNDLES:
+            raise ValueError(f"the number of bundles must be from 1 to {MAX_BUNDLES}")
         step = _SPACE // count
         return cls([step * i for i in range(count)] + [FULL_UPPER])
 
