@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from starquake.broker.ledger_storage import FileLedgerStorage, LedgerStorage
 from starquake.storage import ManagedLedger, ManagedLedgerFactory
 
 READS = ("read_entries", "read_entry", "replay_entries", "find_first")
@@ -61,6 +62,11 @@ class SuspendingReads:
         setattr(ledger, "try_read_entries", lambda *args, **kwargs: None)  # noqa: B010
         setattr(ledger, "_suspending_reads", self)  # noqa: B010
         return ledger
+
+    def install_on_broker(self, storage: LedgerStorage) -> None:
+        """Every ledger a broker's file storage opens from now on gets waiting reads."""
+        assert isinstance(storage, FileLedgerStorage)
+        self.install_on_factory(storage.factory)
 
     def install_on_factory(self, factory: ManagedLedgerFactory) -> None:
         """Every ledger ``factory`` opens from now on gets waiting reads."""

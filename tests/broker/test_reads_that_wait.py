@@ -37,7 +37,7 @@ def reads() -> SuspendingReads:
 @pytest.fixture
 def broker(tmp_path: Path, reads: SuspendingReads) -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(tmp_path / "data", backlogQuotaCheckEnabled=False) as running:
-        reads.install_on_factory(running.service.factory)
+        reads.install_on_broker(running.service.storage)
         yield running
 
 

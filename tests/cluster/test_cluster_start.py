@@ -111,6 +111,6 @@ def test_a_broker_whose_metadata_store_does_not_answer_exits_naming_it(tmp_path:
         with contextlib.suppress(RuntimeError):
             broker.start(timeout=60)
         assert broker.proc is not None and broker.proc.wait(60) != 0
-        assert "metadataStoreUrl nats://127.0.0.1:1: cannot join the cluster" in broker.log()
+        assert "metadataStoreUrl nats://127.0.0.1:1: " in broker.log()
     finally:
         broker.cleanup()

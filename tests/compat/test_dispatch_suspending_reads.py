@@ -37,7 +37,7 @@ def slow_broker(
 ) -> Iterator[EmbeddedBroker]:
     data: Path = tmp_path_factory.mktemp("suspending") / "data"
     with EmbeddedBroker(data) as running:
-        reads.install_on_factory(running.service.factory)
+        reads.install_on_broker(running.service.storage)
         yield running
 
 

@@ -9,25 +9,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 from starquake.broker.log_throttle import LogThrottle
-from starquake.storage import ManagedLedger, ManagedLedgerFactory, PendingCommit, Position
+from starquake.storage import ManagedLedger, PendingCommit, Position
 
 log = logging.getLogger(__name__)
 
-CommittedCallback = Callable[[list[tuple[ManagedLedger, Position]]], None]
-FailedCallback = Callable[[list[ManagedLedger], BaseException], None]
+CommittedCallback = Callable[[Sequence[tuple[ManagedLedger, Position]]], None]
+FailedCallback = Callable[[Sequence[ManagedLedger], BaseException], None]
 CommitObserver = Callable[[PendingCommit], None]
 
 
+class CommitSource(Protocol):
+    """Where the group commit takes its work: the file ledgers' pending appends."""
+
+    def take_pending(self) -> PendingCommit | None:
+        """The work waiting to be committed, or None."""
+
+
 class GroupCommitter:
-    """Runs commits of a :class:`ManagedLedgerFactory` one after another while work is pending."""
+    """Runs the commits of a :class:`CommitSource` one after another while work is pending."""
 
     def __init__(
         self,
-        factory: ManagedLedgerFactory,
+        factory: CommitSource,
         on_committed: CommittedCallback,
         on_failed: FailedCallback,
     ) -> None:

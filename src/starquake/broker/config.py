@@ -28,6 +28,9 @@ from starquake.broker.config_ranges import (
     RANGES,
     nats_servers,
 )
+from starquake.broker.config_text import ConfigError as ConfigError
+from starquake.broker.config_text import parse_conf_file
+from starquake.broker.config_text import parse_overrides as parse_overrides
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +52,6 @@ OTHER_VARIABLES = frozenset(
 )
 """``STARQUAKE_*`` environment variables that are not configuration keys (the command line
 tools' and the tests' own)."""
-
-
-class ConfigError(ValueError):
-    """A configuration key or value that cannot be used."""
 
 
 @dataclass
@@ -80,12 +79,25 @@ class BrokerConfig:
     clusterName: str = "standalone"
     configurationMetadataStoreUrl: str = ""
     """Where the configuration metadata (clusters, tenants, namespaces and their policies,
-    partitioned topics, topic policies, schemas) is kept: empty, in the broker's own store
-    (``dataDir``); ``nats://host:port[,...]``, in the JetStream key-value bucket ``sq_metadata``
-    that brokers sharing it all see (topics, cursors and ledger ids stay in each broker's)."""
+    partitioned topics, topic policies, schemas) is kept: ``nats://host:port[,...]``, in the
+    JetStream key-value bucket ``sq_metadata`` that brokers sharing it all see; empty, where
+    ``metadataStoreUrl`` says (as Pulsar), else in the broker's own store (``dataDir``)."""
     metadataStoreUrl: str = ""
-    """``nats://host:port[,...]``: join the cluster whose broker registry and bundle ownership
-    these JetStream nodes keep (empty: standalone). Ledgers stay in ``dataDir`` for now."""
+    """``nats://host:port[,...]``: cluster mode. The broker joins the cluster whose broker
+    registry and bundle ownership these JetStream nodes keep, and its topics' entries, cursors
+    and state are stored there, so that any broker can serve any topic (empty: standalone,
+    everything in ``dataDir``)."""
+    managedLedgerDefaultEnsembleSize: int = 1
+    """Cluster mode: storage nodes a ledger is spread over; JetStream keeps every copy of a
+    stream on its own node, so this only has to be at least the write quorum."""
+    managedLedgerDefaultWriteQuorum: int = 1
+    """Cluster mode: copies JetStream keeps of each entry (1, 3 or 5: its streams' replicas)."""
+    managedLedgerDefaultAckQuorum: int = 1
+    """Cluster mode: copies that must hold an entry before its send receipt; JetStream answers
+    at a majority of the write quorum, so at most that."""
+    starquakeLedgerStreams: int = 4
+    """Cluster mode: JetStream streams the ledgers are spread over (each a Raft group); the
+    same on every broker of a cluster."""
     starquakeOwnershipLeaseSeconds: float = 10.0
     """Seconds a bundle stays with a broker that stopped renewing (renewed every third)."""
     metadataStoreOperationTimeoutSeconds: int = 30
@@ -340,7 +352,7 @@ class BrokerConfig:
     def configuration_store_servers(self) -> list[str]:
         """The servers of ``configurationMetadataStoreUrl`` (``nats://host:port`` each; none
         when it is empty); ConfigError for another form."""
-        return self._servers("configurationMetadataStoreUrl")
+        return self._servers("configurationMetadataStoreUrl") or self.metadata_store_servers
 
     @property
     def metadata_store_servers(self) -> list[str]:
@@ -430,31 +442,6 @@ def _convert(key: str, value: Any, kind: type) -> Any:
     except ValueError:
         raise ConfigError(f"{key}: {text!r} is not a valid {kind.__name__}") from None
     return text
-
-
-def parse_conf_file(path: Path) -> dict[str, str]:
-    """Read a ``broker.conf``: ``key=value`` lines; blank lines and ``#`` comments skipped."""
-    values: dict[str, str] = {}
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if "=" not in line:
-            raise ConfigError(f"{path}:{lineno}: expected key=value, got {raw!r}")
-        key, value = line.split("=", 1)
-        values[key.strip()] = value.strip()
-    return values
-
-
-def parse_overrides(items: list[str]) -> dict[str, str]:
-    """Parse ``key=value`` strings from ``-D`` flags."""
-    values: dict[str, str] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"-D expects key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        values[key.strip()] = value.strip()
-    return values
 
 
 def load_config(

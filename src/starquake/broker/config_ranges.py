@@ -29,6 +29,10 @@ RANGES: dict[str, tuple[float, float]] = {
     "keepAliveIntervalSeconds": (1, _YEAR_SECONDS),
     "metadataStoreOperationTimeoutSeconds": (1, 3600),
     "starquakeOwnershipLeaseSeconds": (1, 3600),
+    "managedLedgerDefaultEnsembleSize": (1, 5),
+    "managedLedgerDefaultWriteQuorum": (1, 5),
+    "managedLedgerDefaultAckQuorum": (1, 5),
+    "starquakeLedgerStreams": (1, 64),
     "maxPendingSendBytesPerConnection": (0, _LONG),
     "defaultNumPartitions": (1, MAX_PARTITIONS),
     "defaultNumberOfNamespaceBundles": (1, 128),  # MAX_BUNDLES

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker.config import BrokerConfig
 from starquake.broker.resource_keys import CONFIGURATION_PREFIXES as RESOURCE_PREFIXES
+from starquake.broker.resource_keys import TOPIC_STATE_PREFIXES
 from starquake.broker.resources import PulsarResources
 from starquake.broker.schemas.registry import SchemaRegistry
 from starquake.common.topic_name import TopicName
@@ -44,27 +45,34 @@ CONFIGURATION_PREFIXES = (*RESOURCE_PREFIXES, _SCHEMAS)
 
 
 def open_configuration_store(config: BrokerConfig) -> JetStreamConfigurationStore | None:
-    """The shared configuration store of ``configurationMetadataStoreUrl`` (None when it is
-    empty), connected and loaded; blocking, so call it off the event loop. StorageError with one
-    line naming the URL when the store does not answer within
-    ``metadataStoreOperationTimeoutSeconds``."""
+    """The shared configuration store of ``configurationMetadataStoreUrl`` (None when it and
+    ``metadataStoreUrl`` are empty), connected and loaded; blocking, so call it off the event
+    loop. In cluster mode (``metadataStoreUrl``) it keeps the topics' state of
+    ``TOPIC_STATE_PREFIXES`` too. StorageError with one line naming the URL when the store
+    does not answer within ``metadataStoreOperationTimeoutSeconds``."""
     servers = config.configuration_store_servers
     if not servers:
         return None
     from starquake.cluster.config_store import JetStreamConfigurationStore
 
+    key = "configurationMetadataStoreUrl"
+    if not config.configurationMetadataStoreUrl:
+        key = "metadataStoreUrl"
+    prefixes = CONFIGURATION_PREFIXES
+    if config.metadata_store_servers:
+        prefixes = (*prefixes, *TOPIC_STATE_PREFIXES)
     timeout = config.metadataStoreOperationTimeoutSeconds
     try:
         store = JetStreamConfigurationStore.open(
-            servers, CONFIGURATION_PREFIXES, give_up_after=timeout, timeout=timeout
+            servers, prefixes, give_up_after=timeout, timeout=timeout
         )
     except StorageError as exc:
         reason = " ".join(str(exc).split())
         raise StorageError(
-            f"configurationMetadataStoreUrl {config.configurationMetadataStoreUrl}: the "
-            f"configuration store does not answer within {timeout} s ({reason})"
+            f"{key} {getattr(config, key)}: the configuration store does not answer within "
+            f"{timeout} s ({reason})"
         ) from None
-    log.info("configuration metadata in %s", config.configurationMetadataStoreUrl)
+    log.info("configuration metadata in %s", getattr(config, key))
     return store
 
 

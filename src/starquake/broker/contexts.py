@@ -24,9 +24,10 @@ from typing import Protocol
 
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.config import BrokerConfig
+from starquake.broker.ledger_storage import LedgerStorage
 from starquake.broker.observations import PublishLatency
 from starquake.broker.resources import PulsarResources
-from starquake.storage import ManagedLedger, ManagedLedgerFactory, MetadataStore
+from starquake.storage import ManagedLedger, MetadataStore
 
 __all__ = ["PolicyContext", "StorageContext", "TopicContext", "UnloadableTopic"]
 
@@ -52,8 +53,8 @@ class StorageContext(PolicyContext, Protocol):
         """The metadata store (cursor positions, snapshots, compaction horizons)."""
 
     @property
-    def factory(self) -> ManagedLedgerFactory:
-        """The factory of the managed ledgers (opens, deletes, allocates ledger ids)."""
+    def storage(self) -> LedgerStorage:
+        """Where the managed ledgers live (opens, deletes, allocates ledger ids)."""
 
     @property
     def committer(self) -> GroupCommitter:

@@ -31,6 +31,7 @@ from enum import Enum
 from urllib.parse import quote
 
 from starquake.broker.config import BrokerConfig
+from starquake.broker.resource_keys import DEDUP_SNAPSHOTS
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import entry_metadata
 from starquake.protocol.wire import pb
@@ -290,7 +291,7 @@ class MessageDeduplication:
     @staticmethod
     def metadata_key(topic_name: str) -> str:
         """Metadata-store key of a topic's snapshot (outside the managed ledger's cursor keys)."""
-        return "/starquake/dedup/" + quote(topic_name, safe="")
+        return DEDUP_SNAPSHOTS + "/" + quote(topic_name, safe="")
 
     def snapshot_due(self) -> bool:
         """At least ``snapshot_interval_entries`` entries were persisted since the last snapshot."""

@@ -31,6 +31,14 @@ DEPTHS = {CLUSTERS: 1, TENANTS: 1, POLICIES: 2, PARTITIONED: 4, TOPIC_POLICIES: 
 CONFIGURATION_PREFIXES = (*DEPTHS, FIRST_START.rsplit("/", 1)[0])
 """Every key the resources keep is under one of these."""
 
+TERMINATED = "/admin/terminated"
+"""``TERMINATED/<full topic name>``: the last position of a terminated topic (``ledger:entry``)."""
+DEDUP_SNAPSHOTS = "/starquake/dedup"
+"""``DEDUP_SNAPSHOTS/<quoted full topic name>``: a topic's deduplication snapshot."""
+TOPIC_STATE_PREFIXES = (TERMINATED, DEDUP_SNAPSHOTS)
+"""The per-topic state kept outside the managed ledger that a topic's next owner reads when it
+loads the topic (in cluster mode, in the store all brokers share)."""
+
 
 def walk(store: MetadataStore, root: str, depth: int) -> Iterator[list[str]]:
     """The path segments below ``root`` of every key ``depth`` segments below it."""

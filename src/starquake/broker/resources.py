@@ -337,7 +337,7 @@ class PulsarResources:
             if users:
                 raise BrokerServiceError(f"Cluster {cluster} is still allowed to tenants {users}")
             self._store.delete(f"{keys.CLUSTERS}/{cluster}")
-            del self._clusters[cluster]
+            self._clusters.pop(cluster, None)  # the watch may have been first
 
     def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
         """Replace a tenant's admin roles and allowed clusters."""
@@ -357,7 +357,7 @@ class PulsarResources:
                 raise ConflictError(f"Tenant {tenant} still has namespaces")
             self._mark_first_start(f"tenant:{tenant}", False)
             self._store.delete(f"{keys.TENANTS}/{tenant}")
-            del self._tenants[tenant]
+            self._tenants.pop(tenant, None)  # the watch may have been first
 
     def create_namespace(self, namespace: str, policies: dict[str, Any] | None = None) -> None:
         """Create a namespace of an existing tenant (ConflictError if it exists)."""
@@ -420,7 +420,7 @@ class PulsarResources:
                 raise NotFoundError(f"Namespace {namespace} does not exist")
             self._mark_first_start(f"namespace:{namespace}", False)
             self._store.delete(f"{keys.POLICIES}/{namespace}")
-            del self._namespaces[namespace]
+            self._namespaces.pop(namespace, None)  # the watch may have been first
 
     def _partitioned_key(self, topic: TopicName) -> str:
         return "/".join(
@@ -497,4 +497,4 @@ class PulsarResources:
             if str(topic) not in self._partitioned:
                 raise NotFoundError(f"Partitioned topic {topic} does not exist")
             self._store.delete(self._partitioned_key(topic))
-            del self._partitioned[str(topic)]
+            self._partitioned.pop(str(topic), None)  # the watch may have been first

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from starquake.broker import admin, config_sync, pulsar_settings
 from starquake.broker.cluster_join import join_cluster
+from starquake.broker.cluster_storage import open_cluster_ledgers
 from starquake.broker.config import SYSTEM_PROPERTIES, BrokerConfig, ConfigError
 from starquake.broker.connection import ServerCnx
 from starquake.broker.listener import REFUSE, Listener, bind, raise_open_file_limit
@@ -22,6 +23,7 @@ from starquake.broker.security.web_authorization import web_authorizer
 from starquake.broker.service import BrokerService
 from starquake.broker.urls import BrokerUrls
 from starquake.broker.web import WebLimits, WebServer
+from starquake.cluster.js_factory import JetStreamLedgerFactory
 from starquake.storage import FileFaults, StorageError, StorageFaults
 
 log = logging.getLogger(__name__)
@@ -141,21 +143,7 @@ class BrokerServer:
             ssl_context = await tls.load_server_ssl_context(config)
         except ConfigError as exc:
             raise BrokerStartError(str(exc)) from None
-        try:
-            shared = await asyncio.to_thread(config_sync.open_configuration_store, config)
-        except (StorageError, ConfigError) as exc:
-            raise BrokerStartError(str(exc)) from None
-        try:
-            service = BrokerService(config, self._faults, shared)
-        except BaseException as exc:
-            if shared is not None:
-                await asyncio.to_thread(shared.close)
-            if isinstance(exc, (StorageError, ConfigError)):
-                raise BrokerStartError(str(exc)) from exc
-            if isinstance(exc, OSError):  # the data directory cannot be created, read or written
-                raise BrokerStartError(f"dataDir {config.dataDir}: {exc}") from exc
-            raise
-        self.service = service
+        service = self.service = await self._open_service()
         await self._listen_binary(service, ssl_context)
         admin.install(self.web, service)
         if service.authorization.enabled:
@@ -189,6 +177,33 @@ class BrokerServer:
             config.dataDir,
             (time.monotonic() - started) * 1000,
         )
+
+    async def _open_service(self) -> BrokerService:
+        """The broker's service over its storage: ``dataDir``, and in cluster mode the shared
+        configuration store and the ledgers in JetStream (each closed again on failure)."""
+        config = self.config
+        try:
+            shared = await asyncio.to_thread(config_sync.open_configuration_store, config)
+        except (StorageError, ConfigError) as exc:
+            raise BrokerStartError(str(exc)) from None
+        try:
+            ledgers = await open_cluster_ledgers(config)
+        except (StorageError, ConfigError) as exc:
+            if shared is not None:
+                await asyncio.to_thread(shared.close)
+            raise BrokerStartError(f"metadataStoreUrl {config.metadataStoreUrl}: {exc}") from None
+        try:
+            return BrokerService(config, self._faults, shared, ledgers)
+        except BaseException as exc:
+            if ledgers is not None:
+                await ledgers.close()
+            if shared is not None:
+                await asyncio.to_thread(shared.close)
+            if isinstance(exc, (StorageError, ConfigError)):
+                raise BrokerStartError(str(exc)) from exc
+            if isinstance(exc, OSError):  # the data directory cannot be created, read or written
+                raise BrokerStartError(f"dataDir {config.dataDir}: {exc}") from exc
+            raise
 
     async def _join_cluster(self, service: BrokerService, urls: BrokerUrls) -> None:
         """With ``metadataStoreUrl``: join the cluster (lookups answer for it from then on)."""
@@ -231,6 +246,8 @@ class BrokerServer:
             self._servers.clear()
             service.abort()
             self.service = None
+            if isinstance(service.storage, JetStreamLedgerFactory):
+                await service.storage.close()  # its connections to the nodes
             raise
 
     async def _listen(
@@ -262,13 +279,15 @@ class BrokerServer:
         await self.web.stop()
         service = self.service
         if service is not None:
-            membership = service.placement.membership
-            if membership is not None:  # give the bundles up at once: others take them over
-                await membership.leave()
             connections = list(service.connections)
             for cnx in connections:
                 cnx.close()
             await service.stop()
+            membership = service.placement.membership
+            if membership is not None:
+                # the topics' last appends and cursors are stored: give the bundles up at
+                # once, other brokers take them over
+                await membership.leave()
             # A peer that stopped reading leaves its connection waiting to flush: the broker
             # is going away, so drop what it will never take rather than leak the socket.
             for cnx in connections:

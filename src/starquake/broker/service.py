@@ -8,7 +8,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,7 +33,9 @@ from starquake.broker.errors import (
     PersistenceError,
     ServiceNotReadyError,
     TopicNotFoundError,
+    TopicNotServedError,
 )
+from starquake.broker.ledger_storage import LedgerStorage
 from starquake.broker.metadata_writer import MetadataWriter
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.observations import ConnectionCounts, PublishLatency
@@ -67,27 +69,29 @@ class BrokerService:
         config: BrokerConfig,
         faults: StorageFaults | None = None,
         configuration_store: MetadataStore | None = None,
+        ledger_storage: LedgerStorage | None = None,
     ) -> None:
         """``faults`` injects storage faults (tests only); ``configuration_store``: the store
         of the configuration metadata shared by brokers (``configurationMetadataStoreUrl``),
-        whose changes reach this broker's copies from then on (construct on the event loop)."""
+        whose changes reach this broker's copies from then on (construct on the event loop);
+        ``ledger_storage``: where the managed ledgers live (None: files in ``dataDir``)."""
         self.config = config
         self.instance_id = uuid.uuid4().hex[:6]
         # None when authenticationEnabled is off; reads key files (ConfigError if wrong)
         self.authentication = AuthenticationService.from_config(config)
-        storage = open_storage(config, faults, configuration_store)
-        self.data_lock, self.metadata, self.resources, self.factory = storage
+        opened = open_storage(config, faults, configuration_store, ledger_storage)
+        self.data_lock, self.metadata, self.resources, self.storage = opened
         self.authorization = AuthorizationService(config, self.resources)
         self.schemas = SchemaRegistry(self.metadata)
         if configuration_store is not None:
             config_sync.attach(self, configuration_store)
         self.compaction = CompactionService(self)
-        self.committer = GroupCommitter(self.factory, self._on_committed, self._on_commit_failed)
+        self.committer = GroupCommitter(self.storage, self._on_committed, self._on_commit_failed)
+        self.storage.listen(self._on_committed, self._on_commit_failed)
         self.topics: dict[str, PersistentTopic] = {}
         self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._by_ledger: dict[str, PersistentTopic] = {}
-        self._cursor_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
         self.connection_counts = ConnectionCounts()
@@ -165,7 +169,7 @@ class BrokerService:
         for task in list(self.background):
             with contextlib.suppress(Exception):
                 await task
-        await asyncio.to_thread(self.factory.close)
+        await self.storage.close()
         self.committer.close()
         await asyncio.to_thread(self.metadata.close)  # a shared store closes its connection
         self.data_lock.release()
@@ -180,13 +184,13 @@ class BrokerService:
 
     # --- group commit callbacks ---------------------------------------------------------------
 
-    def _on_committed(self, results: list[tuple[ManagedLedger, Position]]) -> None:
+    def _on_committed(self, results: Sequence[tuple[ManagedLedger, Position]]) -> None:
         for ledger, last in results:
             topic = self._by_ledger.get(ledger.name)
             if topic is not None:
                 topic.on_committed(last)
 
-    def _on_commit_failed(self, ledgers: list[ManagedLedger], exc: BaseException) -> None:
+    def _on_commit_failed(self, ledgers: Sequence[ManagedLedger], exc: BaseException) -> None:
         for ledger in ledgers:
             topic = self._by_ledger.get(ledger.name)
             if topic is not None:
@@ -195,21 +199,9 @@ class BrokerService:
     # --- cursors and trimming -----------------------------------------------------------------
 
     async def persist_cursors(self) -> None:
-        """Store every durable cursor change made so far; raises if the store fails.
-
-        Writes run one at a time, in the order their snapshots were taken, so an older state
-        never overwrites a newer one. A failed write is retried by the next call.
-        """
-        async with self._cursor_lock:
-            snapshots = self.factory.take_cursor_snapshots()
-            if not snapshots:
-                return
-            try:
-                await asyncio.to_thread(self.metadata.put_many, snapshots)
-            except BaseException:
-                self.factory.cursor_snapshots_failed(snapshots)
-                raise
-            self.factory.cursor_snapshots_written(snapshots)
+        """Store every durable cursor change made so far; raises if the store fails (a failed
+        write is retried by the next call)."""
+        await self.storage.persist_cursors()
 
     async def _persist_cursors_loop(self) -> None:
         interval = self.config.managedLedgerCursorPositionFlushSeconds
@@ -305,7 +297,7 @@ class BrokerService:
     def topic_exists(self, topic: TopicName) -> bool:
         """Whether ``topic`` is loaded, stored, or a (partition of a) partitioned topic."""
         name = str(topic)
-        if name in self.topics or self.factory.exists(name):
+        if name in self.topics or self.storage.exists(name):
             return True
         if topic.is_partition:
             base = topic.partitioned_topic_name
@@ -334,9 +326,8 @@ class BrokerService:
     ) -> TopicApi:
         """The loaded topic, loading or (if allowed) creating it.
 
-        Loading scans the topic's ledger files (and repairs a torn tail after a crash) in a worker
-        thread, so a large recovery never stalls the event loop; concurrent requests for the same
-        topic share one load.
+        Loading opens the topic's managed ledger (:meth:`LedgerStorage.open_ledger`, which
+        never stalls the event loop); concurrent requests for the same topic share one load.
         """
         name = str(topic)
         loaded = self.topics.get(name)
@@ -362,12 +353,7 @@ class BrokerService:
     async def _load(self, topic: TopicName) -> PersistentTopic:
         name = str(topic)
         try:
-            if self.factory.check_openable(name) is None:
-                cuts = self.factory.take_cuts_for(name)
-                prepared = await asyncio.to_thread(self.factory.prepare, name, cuts)
-                ledger = self.factory.open_prepared(prepared)
-            else:
-                ledger = self.factory.open(name)
+            ledger = await self.storage.open_ledger(name)
         except LedgerBusyError:
             raise ServiceNotReadyError(f"Topic {name} is being reloaded; retry") from None
         except StorageError as exc:
@@ -461,6 +447,12 @@ class BrokerService:
             log.info("created non-persistent topic %s", name)
         return existing
 
+    async def check_serving(self, topic: TopicName) -> None:
+        """Raise TopicNotServedError when another broker of the cluster serves ``topic`` (a
+        bundle nobody serves is taken by this broker)."""
+        if await self.placement.owner(topic, True) is not None:
+            raise TopicNotServedError(topic)
+
     def unload_topic(self, topic: UnloadableTopic) -> None:
         """Close a loaded topic and its ledger and forget it (it loads again on next use)."""
         if self.topics.get(topic.full_name) is topic:
@@ -485,7 +477,7 @@ class BrokerService:
         partitioned = topic_listing.partitioned_counts(self.resources, namespace)
 
         def gather() -> list[str]:
-            stored = itertools.chain(loaded, self.factory.list_names())
+            stored = itertools.chain(loaded, self.storage.list_names())
             return topic_listing.persistent_topics(stored, partitioned, namespace)
 
         return await asyncio.to_thread(gather)

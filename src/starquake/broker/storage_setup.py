@@ -8,6 +8,8 @@ from pathlib import Path
 from starquake.broker.config import BrokerConfig
 from starquake.broker.config_sync import CONFIGURATION_PREFIXES
 from starquake.broker.data_dir import prepare_data_dir
+from starquake.broker.ledger_storage import FileLedgerStorage, LedgerStorage
+from starquake.broker.resource_keys import TOPIC_STATE_PREFIXES
 from starquake.broker.resources import PulsarResources
 from starquake.storage import (
     DataDirectoryLock,
@@ -37,11 +39,14 @@ def open_storage(
     config: BrokerConfig,
     faults: StorageFaults | None,
     configuration_store: MetadataStore | None = None,
-) -> tuple[DataDirectoryLock, MetadataStore, PulsarResources, ManagedLedgerFactory]:
+    ledger_storage: LedgerStorage | None = None,
+) -> tuple[DataDirectoryLock, MetadataStore, PulsarResources, LedgerStorage]:
     """Lock ``dataDir`` and open what is stored there; on failure, what was opened is closed
     (and the lock released) before the error propagates. ``faults``: tests only.
     ``configuration_store``: the store shared by brokers for the configuration metadata
-    (closed with the rest)."""
+    (closed with the rest); the per-topic state of ``TOPIC_STATE_PREFIXES`` goes there too
+    when ``ledger_storage`` (the managed ledgers, when not in ``dataDir``) is given, so that
+    any broker can load any topic."""
     data = Path(config.dataDir)
     prepare_data_dir(data, config.data_dir_mode)
     lock = DataDirectoryLock(data)
@@ -53,16 +58,21 @@ def open_storage(
         lock.release()
         raise
     if configuration_store is not None:
-        metadata = RoutedMetadataStore(metadata, configuration_store, CONFIGURATION_PREFIXES)
+        shared = CONFIGURATION_PREFIXES
+        if ledger_storage is not None:
+            shared = (*shared, *TOPIC_STATE_PREFIXES)
+        metadata = RoutedMetadataStore(metadata, configuration_store, shared)
     try:
         # a damaged stored value (tenant, namespace, partitioned topic, policies, ledger
         # ids) stops the start naming its key rather than being acted on
         resources = PulsarResources(metadata, config.clusterName)
-        factory = ManagedLedgerFactory(
-            data / "ledgers", metadata, storage_config(config), faults=faults
-        )
+        if ledger_storage is None:
+            factory = ManagedLedgerFactory(
+                data / "ledgers", metadata, storage_config(config), faults=faults
+            )
+            ledger_storage = FileLedgerStorage(factory, metadata)
     except BaseException:
         metadata.close()
         lock.release()
         raise
-    return lock, metadata, resources, factory
+    return lock, metadata, resources, ledger_storage

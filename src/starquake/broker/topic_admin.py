@@ -20,8 +20,10 @@ from starquake.broker.errors import (
     NotAllowedError,
     SubscriptionNotFoundError,
     TopicNotFoundError,
+    TopicNotServedError,
 )
 from starquake.broker.message_expiry import cursor_moved, expire_older_than
+from starquake.broker.resource_keys import TERMINATED
 from starquake.broker.resources import ConflictError
 from starquake.broker.schemas.registry import SchemaRegistry, schema_id
 from starquake.broker.subscription import Subscription
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TERMINATED_PREFIX = "/admin/terminated/"
+TERMINATED_PREFIX = TERMINATED + "/"
 
 
 class PreconditionFailed(BrokerServiceError):
@@ -85,6 +87,10 @@ class TopicAdminContext(StorageContext, Protocol):
 
     def unload_topic(self, topic: UnloadableTopic) -> None:
         """Close a loaded topic and its ledger and forget it."""
+
+    async def check_serving(self, topic: TopicName) -> None:
+        """Raise TopicNotServedError when another broker of the cluster serves ``topic`` (a
+        bundle nobody serves is taken by this broker)."""
 
 
 # --- topics ---------------------------------------------------------------------------------
@@ -167,12 +173,15 @@ async def delete_topic(service: TopicAdminContext, topic: TopicName, *, force: b
     loaded = service.topics.get(name)
     if loaded is None and not service.topic_exists(topic):
         raise TopicNotFoundError(f"Topic {name} not found")
+    if loaded is None:
+        # its owner deletes it (a redirect), or a topic loaded there would go on writing
+        await service.check_serving(topic)
     if loaded is not None:
         if _in_use(loaded) and not force:
             raise PreconditionFailed("Topic has active producers/subscriptions")
         service.unload_topic(loaded)
     await service.compaction.forget(name)  # its compacted files go with the directory
-    service.factory.delete(name)
+    await service.storage.delete(name)
     await asyncio.to_thread(service.metadata.put_many, [(terminated_key(name), None)])
     await _delete_schemas(service, topic)
     await policy_events.forget_topic(service, topic)
@@ -190,7 +199,13 @@ async def _delete_schemas(service: TopicAdminContext, topic: TopicName) -> None:
 async def delete_partitioned_topic(
     service: TopicAdminContext, topic: TopicName, *, force: bool
 ) -> None:
-    """Delete a partitioned topic: every partition, then its metadata."""
+    """Delete a partitioned topic: every partition, then its metadata.
+
+    In a cluster each partition is deleted by the broker serving it: this broker deletes the
+    ones it serves, then (TopicNotServedError) the request goes on to the owner of one that
+    is left, which does the same; the last one deletes the metadata. Partitions already
+    deleted (or never stored) are passed over.
+    """
     count = service.resources.partitions(topic)
     if count == 0:
         raise TopicNotFoundError(f"Partitioned topic {topic} not found")
@@ -200,10 +215,19 @@ async def delete_partitioned_topic(
             loaded = service.loaded_topic(partition)
             if loaded is not None and _in_use(loaded):
                 raise PreconditionFailed("Topic has active producers/subscriptions")
+    elsewhere: TopicName | None = None
     for partition in partitions:
-        # every persistent partition exists; a non-persistent one only once a client used it
-        if partition.is_persistent or service.loaded_topic(partition) is not None:
+        loaded = service.loaded_topic(partition)
+        if loaded is None and not (
+            partition.is_persistent and service.storage.exists(str(partition))
+        ):
+            continue  # not stored: a non-persistent one only exists while a client uses it
+        try:
             await delete_topic(service, partition, force=True)
+        except TopicNotServedError:
+            elsewhere = elsewhere or partition
+    if elsewhere is not None:
+        raise TopicNotServedError(elsewhere)
     await asyncio.to_thread(service.resources.delete_partitioned_topic, topic)
     await _delete_schemas(service, topic)
     await policy_events.forget_topic(service, topic)

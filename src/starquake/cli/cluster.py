@@ -1,12 +1,13 @@
 """``starquake cluster start``: a development cluster on this machine, in the foreground.
 
-It starts ``--storage-nodes`` NATS JetStream nodes (one JetStream cluster; the ledgers and
-the metadata) and ``--brokers`` brokers (``starquake standalone`` processes joined to the
-cluster through ``metadataStoreUrl`` and ``configurationMetadataStoreUrl``), each with its own
-directory under ``--data-dir`` and its own ports (from ``--base-port`` on, or free ones). Once
-every broker serves it prints the service URL (every broker's binary address, as Pulsar's
-clients take a multi-host URL) and the web URLs. SIGTERM or Ctrl-C stops the brokers, then the
-nodes; a broker that dies is reported, not restarted.
+It starts ``--storage-nodes`` NATS JetStream nodes (one JetStream cluster; the ledgers, 3
+copies of each entry with 3 or more nodes, else 1; and the metadata) and ``--brokers``
+brokers (``starquake standalone`` processes joined to the cluster through ``metadataStoreUrl``
+and ``configurationMetadataStoreUrl``), each with its own directory under ``--data-dir`` and
+its own ports (from ``--base-port`` on, or free ones). Once every broker serves it prints the
+service URL (every broker's binary address, as Pulsar's clients take a multi-host URL) and the
+web URLs. SIGTERM or Ctrl-C stops the brokers, then the nodes; a broker that dies is
+reported, not restarted.
 """
 
 from __future__ import annotations
@@ -186,10 +187,14 @@ def start(
         for node in nodes:
             node.start()
         store = "nats://" + ",".join(f"127.0.0.1:{n.client_port}" for n in nodes)
+        copies = 3 if node_count >= 3 else 1  # JetStream's replica counts are odd
         settings = [
             f"metadataStoreUrl={store}",
             f"configurationMetadataStoreUrl={store}",
             f"clusterName={cluster_name}",
+            f"managedLedgerDefaultEnsembleSize={copies}",
+            f"managedLedgerDefaultWriteQuorum={copies}",
+            f"managedLedgerDefaultAckQuorum={copies // 2 + 1}",
             *defines,
         ]
         for broker in brokers:

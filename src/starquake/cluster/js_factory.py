@@ -9,6 +9,11 @@ cursors (every ``cursor_flush_seconds``, as the broker flushes the file backend'
 Opening a managed ledger takes it over from any previous owner, in this process or another
 (:mod:`starquake.cluster.js_recovery`); the previous owner's appends and metadata writes are
 refused from then on.
+
+It is also the broker's ``LedgerStorage`` in cluster mode (``open_ledger``, ``exists``,
+``list_names``, ``delete``, ...): the names of the stored managed ledgers are known from a
+watch of their ledger lists (one key each; their cursors' keys are not watched), started by
+:meth:`JetStreamLedgerFactory.connect`.
 """
 
 from __future__ import annotations
@@ -16,26 +21,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+from starquake.cluster.jetstream import NATS_ERRORS
 from starquake.cluster.js_ledgers import JetStreamLedgers
 from starquake.cluster.js_managed_ledger import JetStreamManagedLedger
+from starquake.cluster.js_ml_metadata import LEDGERS_ROOT, ManagedLedgerInfo, ledger_path
 from starquake.cluster.js_recovery import recover_managed_ledger
 from starquake.cluster.kv_metadata import JetStreamMetadataStore
+from starquake.storage import ManagedLedger, PendingCommit
 from starquake.storage.config import ManagedLedgerConfig
 from starquake.storage.factory import directory_name
-from starquake.storage.position import LedgerFencedError, Position, StorageError
+from starquake.storage.position import (
+    LedgerBusyError,
+    LedgerFencedError,
+    Position,
+    StorageError,
+)
 from starquake.storage.state import EntryCache
 
 __all__ = ["JetStreamLedgerFactory"]
 
 log = logging.getLogger(__name__)
 
-CommittedCallback = Callable[[list[tuple[JetStreamManagedLedger, Position]]], None]
-FailedCallback = Callable[[list[JetStreamManagedLedger], BaseException], None]
+CommittedCallback = Callable[[Sequence[tuple[ManagedLedger, Position]]], None]
+FailedCallback = Callable[[Sequence[ManagedLedger], BaseException], None]
 
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 _TAKEOVER_ATTEMPTS = 3
@@ -72,6 +88,8 @@ class JetStreamLedgerFactory:
         self._flusher: asyncio.Task[None] | None = None
         self._owned: list[Any] = []
         self._closed = False
+        self._names_lock = threading.Lock()
+        self._names: set[str] = set()
 
     @classmethod
     async def connect(
@@ -82,21 +100,49 @@ class JetStreamLedgerFactory:
         streams: int = 4,
         replicas: int = 1,
         request_timeout: float = 10,
+        give_up_after: float = 30,
         **options: Any,
     ) -> JetStreamLedgerFactory:
-        """A factory with its own connections to ``servers`` (closed with it); ``request_timeout``:
-        how long an append waits for JetStream's answer before it fails."""
+        """A factory with its own connections to ``servers`` (closed with it), watching the
+        names of the stored managed ledgers; ``request_timeout``: how long an append waits
+        for JetStream's answer before it fails; StorageError when the servers do not answer
+        within ``give_up_after`` seconds."""
         ledgers = await JetStreamLedgers.connect(
-            servers, streams=streams, replicas=replicas, request_timeout=request_timeout
+            servers,
+            streams=streams,
+            replicas=replicas,
+            request_timeout=request_timeout,
+            give_up_after=give_up_after,
         )
         try:
-            metadata = await JetStreamMetadataStore.connect(servers, replicas=replicas)
+            metadata = await JetStreamMetadataStore.connect(
+                servers, replicas=replicas, give_up_after=give_up_after
+            )
         except StorageError:
             await ledgers.close()
             raise
         factory = cls(ledgers, metadata, base_dir, **options)
         factory._owned = [ledgers, metadata]
+        try:
+            await asyncio.wait_for(factory._watch_names(), give_up_after)
+        except (StorageError, TimeoutError, *NATS_ERRORS) as exc:
+            await factory.close()
+            raise StorageError(f"cannot watch the managed ledgers' names: {exc!r}") from None
         return factory
+
+    async def _watch_names(self) -> None:
+        loaded = asyncio.Event()
+
+        def seen(path: str, value: bytes | None, version: int) -> None:
+            name = unquote(path.rsplit("/", 1)[1])
+            with self._names_lock:
+                if value is None:
+                    self._names.discard(name)
+                else:
+                    self._names.add(name)
+
+        await self.metadata.watch(LEDGERS_ROOT, seen, loaded.set, children_only=True)
+        await loaded.wait()
 
     # ------------------------------------------------------------------ host of the ledgers
 
@@ -161,6 +207,70 @@ class JetStreamLedgerFactory:
     def get(self, name: str) -> JetStreamManagedLedger | None:
         """The open instance of ``name``, if any."""
         return self._open.get(name)
+
+    # ------------------------------------------------------------------ as LedgerStorage
+
+    def take_pending(self) -> PendingCommit | None:
+        """Nothing for a group commit: each managed ledger writes its own records."""
+        return None
+
+    def listen(self, on_committed: CommittedCallback, on_failed: FailedCallback) -> None:
+        """Report appends made durable, or failed, to these hooks from now on."""
+        self._on_committed, self._on_failed = on_committed, on_failed
+
+    async def open_ledger(self, name: str) -> ManagedLedger:
+        """:meth:`open`; LedgerBusyError when another owner took it over while it opened."""
+        try:
+            return await self.open(name)
+        except LedgerBusyError:
+            raise
+        except LedgerFencedError as exc:
+            raise LedgerBusyError(f"managed ledger {name}: {exc}; retry") from None
+
+    def exists(self, name: str) -> bool:
+        """Whether ``name`` is open here or has a stored ledger list (as the watch saw it)."""
+        with self._names_lock:
+            return name in self._open or name in self._names
+
+    def list_names(self) -> list[str]:
+        """The managed ledgers with a stored ledger list (as the watch saw them), sorted."""
+        with self._names_lock:
+            return sorted(self._names)
+
+    async def allocate_ledger_id(self) -> int:
+        """A ledger id never handed out before in the cluster."""
+        return await self.ledgers.allocate_ledger_id()
+
+    async def persist_cursors(self) -> None:
+        """:meth:`flush_cursors`."""
+        await self.flush_cursors()
+
+    async def delete(self, name: str) -> None:
+        """Delete the managed ledger ``name``: the open instance here discards its unwritten
+        appends; its cursors' states, its ledgers' records, then its ledger list go.
+
+        Interrupted, it leaves the ledger list (the managed ledger still exists, some of its
+        ledgers maybe without records): deleting it again finishes the work."""
+        for registry in (self._open, self._closing):
+            ml = registry.pop(name, None)
+            if ml is not None:
+                ml.drop()
+        path = ledger_path(name)
+        for child in await self.metadata.list_children(path):
+            await self.metadata.delete(f"{path}/{child}")
+        found = await self.metadata.get(path)
+        if found is not None:
+            info = ManagedLedgerInfo.decode(found)
+            for ledger_id in [stored.ledger_id for stored in info.ledgers] + [
+                lid for lid, _ in info.purge
+            ]:
+                await self.ledgers.delete(ledger_id)
+            await self.metadata.delete(path)
+        with self._names_lock:
+            self._names.discard(name)
+        directory = self.base_dir / directory_name(name)
+        await asyncio.to_thread(shutil.rmtree, directory, True)
+        log.info("managed ledger %s deleted", name)
 
     async def flush_cursors(self) -> None:
         """Store every changed durable cursor now."""

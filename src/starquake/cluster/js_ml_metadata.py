@@ -28,12 +28,16 @@ from urllib.parse import quote
 from starquake.cluster.js_ledgers import LedgerIndex
 from starquake.storage import StorageError
 
-__all__ = ["ManagedLedgerInfo", "StoredLedger", "cursor_path", "ledger_path"]
+__all__ = ["LEDGERS_ROOT", "ManagedLedgerInfo", "StoredLedger", "cursor_path", "ledger_path"]
+
+
+LEDGERS_ROOT = "/managed-ledgers"
+"""Every managed ledger's ledger list is one level below this path, its cursors two."""
 
 
 def ledger_path(name: str) -> str:
     """The metadata path of managed ledger ``name``'s ledger list."""
-    return "/managed-ledgers/" + quote(name, safe="")
+    return LEDGERS_ROOT + "/" + quote(name, safe="")
 
 
 def cursor_path(name: str, cursor: str) -> str:

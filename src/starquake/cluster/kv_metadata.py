@@ -85,7 +85,7 @@ class JetStreamMetadataStore:
         self._nc = nc
         self._kv = kv
         self._watches: set[asyncio.Task[None]] = set()
-        self._watched: list[tuple[str, WatchCallback]] = []
+        self._watched: list[tuple[str, WatchCallback, bool]] = []
         self._current: list[asyncio.Task[None]] = []  # the task of each of _watched
 
     @classmethod
@@ -160,20 +160,30 @@ class JetStreamMetadataStore:
         return sorted({_unescape(e.key[len(prefix) :].split(".", 1)[0]) for e in entries})
 
     async def watch(
-        self, path: str, callback: WatchCallback, ready: Callable[[], None] | None = None
+        self,
+        path: str,
+        callback: WatchCallback,
+        ready: Callable[[], None] | None = None,
+        *,
+        children_only: bool = False,
     ) -> None:
-        """Call ``callback(path, value, version)`` for every value at or below ``path``: the
-        current ones first (then ``ready()``), then each change (``value`` None: deleted),
-        until closed. After a reconnection to the servers the watch starts again (a server
-        may have lost its consumer): the current values come again, then the changes."""
-        self._current.append(await self._watch(path, callback, ready))
-        self._watched.append((path, callback))
+        """Call ``callback(path, value, version)`` for every value at or below ``path`` (with
+        ``children_only``, only one level below it): the current ones first (then
+        ``ready()``), then each change (``value`` None: deleted), until closed. After a
+        reconnection to the servers the watch starts again (a server may have lost its
+        consumer): the current values come again, then the changes."""
+        self._current.append(await self._watch(path, callback, ready, children_only))
+        self._watched.append((path, callback, children_only))
 
     async def _watch(
-        self, path: str, callback: WatchCallback, ready: Callable[[], None] | None
+        self,
+        path: str,
+        callback: WatchCallback,
+        ready: Callable[[], None] | None,
+        children_only: bool,
     ) -> asyncio.Task[None]:
         prefix = "" if path == "/" else path_to_key(path) + "."
-        watcher = await self._kv.watch(f"{prefix}>")
+        watcher = await self._kv.watch(prefix + ("*" if children_only else ">"))
 
         async def run() -> None:
             try:
@@ -201,10 +211,12 @@ class JetStreamMetadataStore:
         """A new watch for each one, replacing it once started (JetStream may need a moment
         after a server restart)."""
         deadline = time.monotonic() + _REWATCH_SECONDS
-        for i, (path, callback) in enumerate(list(self._watched)):
+        for i, (path, callback, children_only) in enumerate(list(self._watched)):
 
-            async def attempt(path: str = path, callback: WatchCallback = callback) -> Any:
-                return await self._watch(path, callback, None)
+            async def attempt(
+                path: str = path, callback: WatchCallback = callback, only: bool = children_only
+            ) -> Any:
+                return await self._watch(path, callback, None, only)
 
             try:
                 task = await until_ready(deadline, f"watch of {path}", attempt)

@@ -22,7 +22,7 @@ from starquake.common.eager import start_eagerly
 
 from .position import StorageError
 
-__all__ = ["read_at_hand", "read_now"]
+__all__ = ["MAX_GOING_ON", "read_at_hand", "read_now", "reads_going_on"]
 
 T = TypeVar("T")
 
@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 
 _going_on: set[asyncio.Task[None]] = set()
 """Reads that suspended and go on in tasks (the loop keeps only weak references to tasks)."""
+
+MAX_GOING_ON = 1024
+"""Reads going on in tasks at most; a read that suspends beyond is cancelled (its caller does
+without it, as when it fails), so callers that keep asking cannot pile up tasks."""
 
 
 def read_now(read: Coroutine[Any, Any, T]) -> T:
@@ -47,7 +51,8 @@ def read_at_hand(read: Coroutine[Any, Any, T], on_result: Callable[[T], None]) -
     """Run ``read`` until it completes or first suspends. Completed: hand its result to
     ``on_result`` and return True. Suspended: return False; the read goes on in a task on the
     running loop and ``on_result`` gets the result when it comes (a read that then fails is
-    logged and dropped). A read that fails without suspending raises here."""
+    logged and dropped; with :data:`MAX_GOING_ON` reads already going on, it is cancelled at
+    once). A read that fails without suspending raises here."""
 
     async def deliver() -> None:
         on_result(await read)
@@ -55,9 +60,17 @@ def read_at_hand(read: Coroutine[Any, Any, T], on_result: Callable[[T], None]) -
     task = start_eagerly(deliver())
     if task is None:
         return True
+    if len(_going_on) >= MAX_GOING_ON:
+        task.cancel()
+        return False
     _going_on.add(task)
     task.add_done_callback(_finished)
     return False
+
+
+def reads_going_on() -> int:
+    """How many reads of :func:`read_at_hand` go on in tasks now."""
+    return len(_going_on)
 
 
 def _finished(task: asyncio.Task[None]) -> None:

@@ -124,7 +124,7 @@ class _Overview:
 
 async def overview(service: BrokerService, role: str | None, params: dict[str, str]) -> Reply:
     """The dashboard overview for ``role``, narrowed by ``tenant`` and ``namespace``."""
-    stored = await asyncio.to_thread(service.factory.list_names)
+    stored = await asyncio.to_thread(service.storage.list_names)
     stored = [*service.topics, *stored]
     answer = _Overview(service, role, stored)
     tenants = []

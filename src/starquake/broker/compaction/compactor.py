@@ -216,7 +216,7 @@ class Compactor:
     ) -> tuple[CompactedLedger, _Outcome]:
         """Write what ``selection`` keeps into a new compacted ledger, finished and reopened;
         an unfinished file is removed."""
-        ledger_id = self.service.factory.allocate_ledger_id()
+        ledger_id = await self.service.storage.allocate_ledger_id()
         path = self.topic.ledger.directory / compacted_file_name(ledger_id)
         writer = await asyncio.to_thread(CompactedLedgerWriter, path, ledger_id)
         try:

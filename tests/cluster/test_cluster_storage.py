@@ -1,0 +1,275 @@
+"""Cluster mode's storage through real broker processes over a real nats-server: a broker
+with ``metadataStoreUrl`` keeps its topics' entries, cursors and state in JetStream, so that
+when it is killed (kill -9) another broker of the cluster takes its bundles over and serves
+every receipted message and every subscription from where it was acknowledged, to the official
+client given both brokers' URLs. Every broker sees every stored topic (listings), a deleted
+topic is gone on all of them, and quorum settings JetStream cannot honour are refused."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+from admin_http import admin_json
+from broker_process import BrokerProcess, close_after_kill, process_client
+from polling import wait_for
+
+from starquake.broker.cluster_storage import ledger_replicas
+from starquake.broker.config import BrokerConfig, ConfigError
+from starquake.cluster.nodes import JetStreamNode
+
+LEASE = 3
+
+
+@contextlib.contextmanager
+def _brokers(
+    base: Path, node: JetStreamNode, *defines: str, count: int = 2
+) -> Iterator[list[BrokerProcess]]:
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+    brokers = [
+        BrokerProcess(
+            base / f"b{i}",
+            f"metadataStoreUrl={node.url}",
+            f"clusterName={cluster}",
+            f"starquakeOwnershipLeaseSeconds={LEASE}",
+            *defines,
+            log_level="INFO",
+        )
+        for i in range(count)
+    ]
+    try:
+        for broker in brokers:
+            broker.start(timeout=60)
+        yield brokers
+    finally:
+        for broker in brokers:
+            broker.cleanup()
+
+
+def _service_url(brokers: list[BrokerProcess]) -> str:
+    return "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+
+
+def _owner(brokers: list[BrokerProcess], topic: str) -> BrokerProcess:
+    status, body = admin_json(brokers[0], "GET", f"/lookup/v2/topic/{topic.replace('://', '/')}")
+    assert status == 200, (status, body)
+    for broker in brokers:
+        if body["brokerUrl"] == broker.url:
+            return broker
+    raise AssertionError(f"no broker of {body}")
+
+
+def _names(broker: BrokerProcess) -> list[str]:
+    status, body = admin_json(broker, "GET", "/admin/v2/persistent/public/default")
+    assert status == 200, (status, body)
+    return list(body)
+
+
+def test_a_killed_brokers_topics_are_served_by_another_with_nothing_lost(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    topic = f"persistent://public/default/moves-{uuid.uuid4().hex[:6]}"
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        try:
+            consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+            producer = client.create_producer(topic, batching_enabled=False)
+            sent = [f"m-{i}".encode() for i in range(200)]
+            for payload in sent:
+                producer.send(payload)
+            for _ in range(50):
+                consumer.acknowledge(consumer.receive(10_000))
+            time.sleep(2.5)  # the broker stores acknowledgments every second
+            owner = _owner(brokers, topic)
+            survivor = next(b for b in brokers if b is not owner)
+            owner.kill()
+        finally:
+            close_after_kill(client)
+        assert topic in _names(survivor)
+
+        client = process_client(survivor.url, operation_timeout_seconds=30)
+        try:
+            # the dead owner's bundle lease expires, then the survivor takes the topic over
+            consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+            got = []
+            for _ in range(150):
+                msg = consumer.receive(30_000)
+                got.append(msg.data())
+                consumer.acknowledge(msg)
+            assert got == sent[50:]
+            with pytest.raises(pulsar.Timeout):
+                consumer.receive(1000)
+            producer = client.create_producer(topic, batching_enabled=False)
+            more = producer.send(b"after")
+            assert consumer.receive(10_000).data() == b"after"
+            reader = client.create_reader(topic, pulsar.MessageId.earliest)
+            everything = []
+            while reader.has_message_available():
+                everything.append(reader.read_next(10_000).data())
+            assert everything == [*sent, b"after"]
+            assert more.ledger_id() > 0
+            assert _owner([survivor], topic) is survivor
+        finally:
+            client.close()
+
+
+def _receipt(message_id: pulsar.MessageId) -> tuple[int, int]:
+    return message_id.ledger_id(), message_id.entry_id()
+
+
+def test_deduplication_and_termination_move_with_their_topics(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    deduplicated = f"persistent://public/default/dedup-{uuid.uuid4().hex[:6]}"
+    with _brokers(tmp_path, jetstream_node, "brokerDeduplicationEnabled=true") as brokers:
+        owner = _owner(brokers, deduplicated)
+        # a topic to terminate on the same broker (a quarter of the names share its bundle)
+        terminated = next(
+            name
+            for name in (f"persistent://public/default/ended-{uuid.uuid4().hex}" for _ in range(64))
+            if _owner(brokers, name) is owner
+        )
+        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        try:
+            writer = client.create_producer(
+                deduplicated, producer_name="writer", batching_enabled=False
+            )
+            for i in range(20):
+                writer.send(f"w{i}".encode(), sequence_id=i)
+            client.create_producer(terminated).send(b"last")
+        finally:
+            client.close()
+        path = "/admin/v2/" + terminated.replace("://", "/") + "/terminate"
+        status, last = admin_json(owner, "POST", path)
+        assert status == 200, (status, last)
+        owner.kill()
+        survivor = next(b for b in brokers if b.running)
+        client = process_client(survivor.url, operation_timeout_seconds=30)
+        try:
+            writer = client.create_producer(
+                deduplicated, producer_name="writer", batching_enabled=False
+            )
+            assert writer.last_sequence_id() == 19
+            for i in (4, 19):  # a retry of a stored message is not stored again
+                assert _receipt(writer.send(f"w{i}".encode(), sequence_id=i)) == (-1, -1)
+            writer.send(b"w20", sequence_id=20)
+            reader = client.create_reader(deduplicated, pulsar.MessageId.earliest)
+            stored = []
+            while reader.has_message_available():
+                stored.append(reader.read_next(10_000).data())
+            assert stored == [f"w{i}".encode() for i in range(21)]
+            with pytest.raises(pulsar.TopicTerminated):
+                client.create_producer(terminated).send(b"more")
+        finally:
+            client.close()
+
+
+def _delete(url: str) -> int:
+    """DELETE ``url``, following redirects (as Pulsar's admin client does) to a 204; how many
+    redirects it took."""
+    for hops in range(8):
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+        try:
+            conn.request("DELETE", parts.path + (f"?{parts.query}" if parts.query else ""))
+            response = conn.getresponse()
+            body = response.read()
+        finally:
+            conn.close()
+        if response.status != 307:
+            assert response.status == 204, (response.status, body)
+            return hops
+        url = response.getheader("Location") or ""
+    raise AssertionError(f"still redirected after 8 hops: {url}")
+
+
+def test_a_partitioned_topic_spread_over_brokers_is_deleted_by_each_owner(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    topic = f"persistent://public/default/parts-{uuid.uuid4().hex[:6]}"
+    partitions = [f"{topic}-partition-{i}" for i in range(8)]
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        path = "/admin/v2/" + topic.replace("://", "/") + "/partitions"
+        status, body = admin_json(brokers[0], "PUT", path, 8)
+        assert status == 204, (status, body)
+        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        try:
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(32):
+                producer.send(f"{i}".encode(), partition_key=f"k{i}")
+        finally:
+            client.close()
+        owners = {_owner(brokers, p).url for p in partitions}
+        assert len(owners) == 2, "eight partitions in four bundles all on one broker"
+        for broker in brokers:
+            wait_for(lambda b=broker: set(partitions) <= set(_names(b)), "partitions listed")
+        hops = _delete(brokers[0].web_service_url + path + "?force=true")
+        assert 0 < hops <= 3
+        for broker in brokers:
+            wait_for(lambda b=broker: not set(partitions) & set(_names(b)), "none listed")
+            status, body = admin_json(broker, "GET", path)
+            assert status == 404 or body == {"partitions": 0}, (status, body)
+
+
+def test_every_broker_lists_the_stored_topics_and_a_deleted_one_goes_everywhere(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    topics = [f"persistent://public/default/listed-{uuid.uuid4().hex[:6]}-{i}" for i in range(6)]
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        try:
+            for topic in topics:
+                client.create_producer(topic).send(b"x")
+        finally:
+            client.close()
+        for broker in brokers:
+            wait_for(lambda b=broker: set(topics) <= set(_names(b)), "every topic listed")
+        owners = {_owner(brokers, t).url for t in topics}
+        assert len(owners) == 2, "six topics in four bundles all on one broker"
+        gone = topics[0]
+        asked = next(b for b in brokers if b is not _owner(brokers, gone))
+        # the broker asked sends the request on to the topic's owner, which deletes it
+        hops = _delete(asked.web_service_url + "/admin/v2/" + gone.replace("://", "/"))
+        assert hops == 1
+        for broker in brokers:
+            wait_for(lambda b=broker: gone not in _names(b), "the deleted topic unlisted")
+        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        try:
+            reader = client.create_reader(gone, pulsar.MessageId.earliest)
+            assert not reader.has_message_available()
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize(
+    ("ensemble", "write", "ack", "refusal"),
+    [
+        (1, 1, 1, None),
+        (3, 3, 2, None),
+        (3, 3, 1, None),
+        (5, 5, 3, None),
+        (2, 2, 2, "managedLedgerDefaultWriteQuorum: 2"),
+        (3, 3, 3, "managedLedgerDefaultAckQuorum (3) is more than a majority"),
+        (1, 3, 2, "managedLedgerDefaultEnsembleSize (1) must be at least"),
+    ],
+)
+def test_quorum_settings_map_onto_jetstream_replicas_or_are_refused(
+    ensemble: int, write: int, ack: int, refusal: str | None
+) -> None:
+    config = BrokerConfig(
+        managedLedgerDefaultEnsembleSize=ensemble,
+        managedLedgerDefaultWriteQuorum=write,
+        managedLedgerDefaultAckQuorum=ack,
+    )
+    if refusal is None:
+        assert ledger_replicas(config) == write
+    else:
+        with pytest.raises(ConfigError, match=refusal.replace("(", r"\(").replace(")", r"\)")):
+            ledger_replicas(config)
