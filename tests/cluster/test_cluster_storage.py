@@ -12,18 +12,18 @@ import http.client
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill, process_client
+from broker_process import BrokerProcess, close_after_kill, process_client, read_all
 from polling import wait_for
 
 from starquake.broker.cluster_storage import ledger_replicas
 from starquake.broker.config import BrokerConfig, ConfigError
-from starquake.cluster.nodes import JetStreamNode
+from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 
 LEASE = 3
 
@@ -273,3 +273,42 @@ def test_quorum_settings_map_onto_jetstream_replicas_or_are_refused(
     else:
         with pytest.raises(ConfigError, match=refusal.replace("(", r"\(").replace(")", r"\)")):
             ledger_replicas(config)
+
+
+def test_sends_wait_while_the_store_is_lost_and_go_on_when_it_returns(tmp_path: Path) -> None:
+    """The only storage node stops under a producer: no receipt comes for what is not stored,
+    the broker keeps serving, and once the node is back every send completes (the client
+    resends what failed) and everything receipted is stored, in order."""
+    (node,) = jetstream_nodes(1, tmp_path / "jetstream")
+    node.start()
+    topic = f"persistent://public/default/lost-{uuid.uuid4().hex[:6]}"
+    try:
+        with _brokers(tmp_path, node, count=1) as (broker,):
+            client = process_client(broker.url, operation_timeout_seconds=120)
+            try:
+                producer = client.create_producer(
+                    topic, batching_enabled=False, send_timeout_millis=120_000
+                )
+                before = [producer.send(f"m{i}".encode()) for i in range(10)]
+                node.stop()
+                done: dict[int, pulsar.Result] = {}
+
+                def callback(i: int) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
+                    return lambda result, _: done.__setitem__(i, result)
+
+                for i in range(10, 20):
+                    producer.send_async(f"m{i}".encode(), callback(i))
+                time.sleep(LEASE + 3)
+                assert pulsar.Result.Ok not in done.values(), done
+                assert broker.running
+                node.start()
+                wait_for(lambda: len(done) == 10, "the sends to complete", timeout=90)
+                assert set(done.values()) == {pulsar.Result.Ok}, done
+            finally:
+                client.close()
+            stored = [payload for payload, _ in read_all(broker.url, topic)]
+            assert stored[:10] == [f"m{i}".encode() for i in range(10)]
+            assert all(m in stored for m in (f"m{i}".encode() for i in range(20)))
+            assert len(before) == 10
+    finally:
+        node.stop()

@@ -36,6 +36,7 @@ from starquake.broker.errors import (
     TopicNotServedError,
 )
 from starquake.broker.ledger_storage import LedgerStorage
+from starquake.broker.log_throttle import LogThrottle
 from starquake.broker.metadata_writer import MetadataWriter
 from starquake.broker.nonpersistent import NonPersistentTopic
 from starquake.broker.observations import ConnectionCounts, PublishLatency
@@ -91,6 +92,8 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
+        # clients retry while the store does not answer: one line per 10 s
+        self._load_refusals = LogThrottle(log)
         self._by_ledger: dict[str, PersistentTopic] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
@@ -354,8 +357,9 @@ class BrokerService:
         name = str(topic)
         try:
             ledger = await self.storage.open_ledger(name)
-        except LedgerBusyError:
-            raise ServiceNotReadyError(f"Topic {name} is being reloaded; retry") from None
+        except LedgerBusyError as exc:
+            self._load_refusals.log(logging.WARNING, "topic %s not loaded now: %s", name, exc)
+            raise ServiceNotReadyError(f"Topic {name} cannot be loaded now; retry") from None
         except StorageError as exc:
             log.error("cannot load topic %s: %s", name, exc)
             raise PersistenceError(f"Cannot load topic {name}: {exc}") from exc

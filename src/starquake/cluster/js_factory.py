@@ -219,13 +219,16 @@ class JetStreamLedgerFactory:
         self._on_committed, self._on_failed = on_committed, on_failed
 
     async def open_ledger(self, name: str) -> ManagedLedger:
-        """:meth:`open`; LedgerBusyError when another owner took it over while it opened."""
+        """:meth:`open`; LedgerBusyError (retry) when another owner took it over while it
+        opened, or when JetStream did not answer (the store may be back for the retry)."""
         try:
             return await self.open(name)
         except LedgerBusyError:
             raise
-        except LedgerFencedError as exc:
-            raise LedgerBusyError(f"managed ledger {name}: {exc}; retry") from None
+        except StorageError as exc:
+            if self._closed:
+                raise
+            raise LedgerBusyError(f"managed ledger {name} cannot be opened now: {exc}") from None
 
     def exists(self, name: str) -> bool:
         """Whether ``name`` is open here or has a stored ledger list (as the watch saw it)."""
