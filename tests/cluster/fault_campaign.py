@@ -170,9 +170,8 @@ class Load:
         self.errors: list[str] = []
 
     def start(self) -> None:
-        for short in (*PLAIN, PARTITIONED):
+        for short in (*PLAIN, PARTITIONED, "dedup"):
             self._spawn(f"producer {short}", lambda s=short: self._produce(s))
-        self._spawn("producer dedup", self._produce_deduplicated)
         for short, kind in SUBSCRIPTIONS.items():
             self._spawn(f"consumer {short}", lambda s=short, k=kind: self._consume(s, k))
 
@@ -189,6 +188,9 @@ class Load:
         self._threads.append(thread)
 
     def _produce(self, short: str) -> None:
+        """Numbered sends to ``short``; to the deduplicated topic with explicit sequence ids,
+        a failed one sent again (stored at most once), elsewhere the next number goes on."""
+        deduplicated = short == "dedup"
         client = _quiet_client(self._url)
         name = f"p-{short}"
         try:
@@ -198,43 +200,22 @@ class Load:
                 batching_enabled=False,
                 send_timeout_millis=30_000,
             )
-            seq = 0
+            seq = producer.last_sequence_id() + 1
             while not self._stopping.is_set():
                 payload = f"{name}|{seq}".encode()
                 try:
-                    producer.send(payload, partition_key=f"k{seq % 16}")
+                    if deduplicated:
+                        producer.send(payload, sequence_id=seq)
+                    else:
+                        producer.send(payload, partition_key=f"k{seq % 16}")
                 except pulsar.PulsarException:
                     with self._lock:
                         self.failures += 1
+                    if deduplicated:
+                        continue
                 else:
                     with self._lock:
                         self.receipted[name].append(seq)
-                seq += 1
-                time.sleep(self._rng.uniform(0, 0.004))
-        finally:
-            with contextlib.suppress(pulsar.PulsarException):
-                client.close()
-
-    def _produce_deduplicated(self) -> None:
-        client = _quiet_client(self._url)
-        name = "p-dedup"
-        try:
-            producer = client.create_producer(
-                topic_name("dedup"),
-                producer_name=name,
-                batching_enabled=False,
-                send_timeout_millis=30_000,
-            )
-            seq = producer.last_sequence_id() + 1
-            while not self._stopping.is_set():
-                try:
-                    producer.send(f"{name}|{seq}".encode(), sequence_id=seq)
-                except pulsar.PulsarException:
-                    with self._lock:
-                        self.failures += 1
-                    continue  # the same sequence id again: stored at most once
-                with self._lock:
-                    self.receipted[name].append(seq)
                 seq += 1
                 time.sleep(self._rng.uniform(0, 0.004))
         finally:
