@@ -176,7 +176,7 @@ async def delete_topic(service: TopicAdminContext, topic: TopicName, *, force: b
     if loaded is None:
         # its owner deletes it (a redirect), or a topic loaded there would go on writing
         await service.check_serving(topic)
-    if loaded is not None:
+    else:
         if _in_use(loaded) and not force:
             raise PreconditionFailed("Topic has active producers/subscriptions")
         service.unload_topic(loaded)
