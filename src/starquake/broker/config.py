@@ -234,7 +234,7 @@ class BrokerConfig:
     seconds later, reading nothing meanwhile, so that a client retrying in a loop cannot open
     hundreds of connections a second (a Starquake setting; 0: close at once; beyond 4096 such
     connections, new refusals close at once)."""
-    passwordCheckCpuPercent: int = 25
+    passwordCheckCpuPercent: int = 10
     """Most CPU the basic-auth password checks (bcrypt) take, in percent of one core, averaged
     over a few seconds; checks beyond wait their turn, or are refused at once when their
     user's or address's places are full (a Starquake setting)."""
