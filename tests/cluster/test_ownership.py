@@ -21,6 +21,7 @@ from starquake.cluster.leases import LeaseTable
 from starquake.cluster.lookup import LookupAnswer, TopicLookup, bundle_of
 from starquake.cluster.nodes import JetStreamNode
 from starquake.cluster.ownership import BundleOwnership, BundleRef
+from starquake.cluster.presence import BrokerPresence
 from starquake.cluster.registry import (
     BrokerInfo,
     BrokerLoad,
@@ -49,8 +50,14 @@ async def _until(check: Callable[[], Awaitable[bool]], within: float, what: str)
     return time.monotonic() - start
 
 
-async def _table(node: JetStreamNode, bucket: str) -> LeaseTable:
-    return await LeaseTable.connect([node.url], bucket=bucket, ttl=TTL)
+async def _table(node: JetStreamNode, bucket: str, ttl: float = TTL) -> LeaseTable:
+    return await LeaseTable.connect([node.url], bucket=bucket, ttl=ttl)
+
+
+async def _present(table: LeaseTable, info: BrokerInfo) -> BrokerPresence:
+    presence = BrokerPresence(table.connection, info)
+    await presence.start()
+    return presence
 
 
 def test_registry_lists_live_brokers_and_drops_the_dead(jetstream_node: JetStreamNode) -> None:
@@ -198,9 +205,10 @@ def test_one_leader_spreads_bundles_and_is_replaced_when_it_dies(
         infos = [_broker(i) for i in range(3)]
         registries = [BrokerRegistry(t) for t in registry_tables]
         elections = [LeaderElection(t, i) for t, i in zip(owner_tables, infos, strict=True)]
+        presences = [await _present(t, i) for t, i in zip(owner_tables, infos, strict=True)]
         assigners = [
-            BundleAssigner(t.connection, cluster, r, e)
-            for t, r, e in zip(owner_tables, registries, elections, strict=True)
+            BundleAssigner(t.connection, cluster, r, e, p)
+            for t, r, e, p in zip(owner_tables, registries, elections, presences, strict=True)
         ]
         try:
             for registry, info in zip(registries, infos, strict=True):
@@ -240,6 +248,41 @@ def test_one_leader_spreads_bundles_and_is_replaced_when_it_dies(
     asyncio.run(scenario())
 
 
+async def _member(
+    node: JetStreamNode, suffix: str, n: int, ttl: float
+) -> tuple[list[LeaseTable], BrokerRegistry, TopicLookup, Any]:
+    """Broker ``n`` of cluster ``c{suffix}``: its tables, registry, lookup and parts."""
+    owners_t = await _table(node, f"owners_{suffix}", ttl)
+    brokers_t = await _table(node, f"brokers_{suffix}", ttl)
+    info = _broker(n)
+    registry = BrokerRegistry(brokers_t)
+    await registry.register(info)
+    election = LeaderElection(owners_t, info)
+    presence = await _present(owners_t, info)
+    assigner = BundleAssigner(owners_t.connection, f"c{suffix}", registry, election, presence)
+    ownership = BundleOwnership(owners_t, info)
+    return (
+        [owners_t, brokers_t],
+        registry,
+        TopicLookup(ownership, assigner, presence),
+        (election, assigner, ownership, info),
+    )
+
+
+async def _follow(
+    lookups: dict[str, TopicLookup], first: str, topic: str, bundles: NamespaceBundles
+) -> LookupAnswer:
+    """Look ``topic`` up through broker ``first`` and follow the redirects."""
+    answer = await lookups[first].lookup(topic, "t/ns", bundles, authoritative=False)
+    hops = 0
+    while not answer.here:
+        hops += 1
+        assert hops <= 2, f"{topic}: redirected in a loop"
+        target = answer.broker.broker_id
+        answer = await lookups[target].lookup(topic, "t/ns", bundles, authoritative=True)
+    return answer
+
+
 def test_lookups_through_any_broker_agree_and_skip_a_dead_one(
     jetstream_node: JetStreamNode,
 ) -> None:
@@ -248,35 +291,7 @@ def test_lookups_through_any_broker_agree_and_skip_a_dead_one(
     topics = [f"persistent://t/ns/topic-{i}-partition-{p}" for i in range(5) for p in range(4)]
 
     async def member(n: int) -> tuple[list[LeaseTable], BrokerRegistry, TopicLookup, Any]:
-        owners_t = await _table(jetstream_node, f"owners_{suffix}")
-        brokers_t = await _table(jetstream_node, f"brokers_{suffix}")
-        info = _broker(n)
-        registry = BrokerRegistry(brokers_t)
-        await registry.register(info)
-        election = LeaderElection(owners_t, info)
-        assigner = BundleAssigner(owners_t.connection, f"c{suffix}", registry, election)
-        ownership = BundleOwnership(owners_t, info)
-        return (
-            [owners_t, brokers_t],
-            registry,
-            TopicLookup(ownership, assigner),
-            (
-                election,
-                assigner,
-                ownership,
-                info,
-            ),
-        )
-
-    async def follow(lookups: dict[str, TopicLookup], first: str, topic: str) -> LookupAnswer:
-        answer = await lookups[first].lookup(topic, "t/ns", bundles, authoritative=False)
-        hops = 0
-        while not answer.here:
-            hops += 1
-            assert hops <= 2, f"{topic}: redirected in a loop"
-            target = answer.broker.broker_id
-            answer = await lookups[target].lookup(topic, "t/ns", bundles, authoritative=True)
-        return answer
+        return await _member(jetstream_node, suffix, n, TTL)
 
     async def scenario() -> None:
         members = [await member(n) for n in range(3)]
@@ -288,7 +303,7 @@ def test_lookups_through_any_broker_agree_and_skip_a_dead_one(
                 await m[3][1].follow_leadership()
             served: dict[str, str] = {}
             for i, topic in enumerate(topics):
-                answer = await follow(lookups, ids[i % 3], topic)
+                answer = await _follow(lookups, ids[i % 3], topic, bundles)
                 served[topic] = answer.broker.broker_id
                 assert answer.bundle == bundle_of(topic, "t/ns", bundles)
             # the same bundle, the same broker; every broker sees the same owners
@@ -303,7 +318,8 @@ def test_lookups_through_any_broker_agree_and_skip_a_dead_one(
                 assert {
                     t: a.broker.broker_id for t, a in zip(topics, answers, strict=True)
                 } == served
-            # broker 0 dies: its registration and bundles expire; lookups go to live ones
+            # broker 0 hangs (its connection lives, it renews nothing): its registration and
+            # bundles expire; lookups go to live ones
             dead = members[0][3][3].broker_id
             live = members[1:]
 
@@ -321,8 +337,54 @@ def test_lookups_through_any_broker_agree_and_skip_a_dead_one(
             await _until(renewed_everything_else, 2 * TTL + 5, "the dead broker stayed")
             del lookups[dead]
             for i, topic in enumerate(topics):
-                answer = await follow(lookups, sorted(lookups)[i % 2], topic)
+                answer = await _follow(lookups, sorted(lookups)[i % 2], topic, bundles)
                 assert answer.broker.broker_id != dead
+        finally:
+            for m in members:
+                await m[3][1].close()
+                for t in m[0]:
+                    await t.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_killed_broker_loses_its_bundles_before_its_leases_end(
+    jetstream_node: JetStreamNode,
+) -> None:
+    """A broker whose connection to NATS is gone (a killed process) is counted gone at the
+    next lookup of one of its bundles: its leases end then, not at their expiry (60 s here),
+    the bundle goes to a live broker, and the leader stops giving it bundles."""
+    suffix = uuid.uuid4().hex[:6]
+    bundles = NamespaceBundles.equal(4)
+    topics = [f"persistent://t/ns/topic-{i}" for i in range(16)]
+
+    async def scenario() -> None:
+        members = [await _member(jetstream_node, suffix, n, 60.0) for n in range(3)]
+        lookups = {m[3][3].broker_id: m[2] for m in members}
+        try:
+            for m in members:
+                await m[3][0].campaign()
+                await m[3][1].follow_leadership()
+            ids = sorted(lookups)
+            served = {t: (await _follow(lookups, ids[0], t, bundles)).broker for t in topics}
+            victim = Counter(b.broker_id for b in served.values()).most_common(1)[0][0]
+            dead = next(m for m in members if m[3][3].broker_id == victim)
+            for table in dead[0]:  # its sockets close, as the OS closes a killed process's
+                await table.close()
+            members.remove(dead)
+            del lookups[victim]
+            live = sorted(lookups)
+            for i, topic in enumerate(topics):
+                answer = await _follow(lookups, live[i % 2], topic, bundles)
+                assert answer.broker.broker_id != victim, topic
+                if served[topic].broker_id != victim:
+                    assert answer.broker.broker_id == served[topic].broker_id, topic
+            registered = [b.broker_id for b in await members[0][1].brokers()]
+            assert victim not in registered
+            owners = await members[0][3][2].owners()
+            assert victim not in {o.broker_id for o in owners.values()}
+            leader = await members[0][3][0].leader()
+            assert leader is None or leader.broker_id != victim
         finally:
             for m in members:
                 await m[3][1].close()

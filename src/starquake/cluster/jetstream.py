@@ -51,16 +51,65 @@ async def until_ready(deadline: float, what: str, attempt: Callable[[], Awaitabl
             await asyncio.sleep(0.2)
 
 
+class ConnectionLoss:
+    """Tells the calls in flight on a connection that it dropped: their answers will never
+    come (a request's reply goes to the connection it was sent on), so they need not wait for
+    their timeout. Give :meth:`disconnected` and :meth:`reconnected` to :func:`connect`."""
+
+    def __init__(self) -> None:
+        self._lost: asyncio.Future[None] | None = None
+
+    def current(self) -> asyncio.Future[None]:
+        """Done once the connection as it is now drops (already done while disconnected)."""
+        if self._lost is None:
+            self._lost = asyncio.get_running_loop().create_future()
+        return self._lost
+
+    async def disconnected(self) -> None:
+        lost = self.current()
+        if not lost.done():
+            lost.set_result(None)
+
+    async def reconnected(self) -> None:
+        self._lost = None
+
+    async def call(self, what: str, request: Awaitable[T]) -> T:
+        """``request``'s answer; StorageError naming ``what`` when the connection is down or
+        drops before the answer (the request may or may not have been carried out)."""
+        lost = self.current()
+        call = asyncio.ensure_future(request)
+        if lost.done():
+            call.cancel()
+            raise StorageError(f"{what}: not connected to JetStream")
+        await asyncio.wait((call, lost), return_when=asyncio.FIRST_COMPLETED)
+        if not call.done():
+            call.cancel()
+            raise StorageError(f"{what}: the connection to JetStream dropped before the answer")
+        return call.result()
+
+
 async def connect(
     servers: list[str],
     give_up_after: float = 30,
     reconnected: Callable[[], Awaitable[None]] | None = None,
+    loss: ConnectionLoss | None = None,
 ) -> Any:
     """A connection to ``servers``, which reconnects by itself later for as long as it lives
     (and then awaits ``reconnected()``); StorageError once ``give_up_after`` seconds passed
-    without one."""
+    without one. ``loss`` learns when the connection drops and comes back."""
     deadline = time.monotonic() + give_up_after
-    options: dict[str, Any] = {} if reconnected is None else {"reconnected_cb": reconnected}
+    options: dict[str, Any] = {}
+    if loss is not None:
+        options["disconnected_cb"] = loss.disconnected
+
+    async def on_reconnect() -> None:
+        if loss is not None:
+            await loss.reconnected()
+        if reconnected is not None:
+            await reconnected()
+
+    if loss is not None or reconnected is not None:
+        options["reconnected_cb"] = on_reconnect
 
     async def attempt() -> Any:
         return await asyncio.wait_for(

@@ -55,6 +55,13 @@ FailedCallback = Callable[[Sequence[ManagedLedger], BaseException], None]
 
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 _TAKEOVER_ATTEMPTS = 3
+# How long an open goes on trying while JetStream does not answer (a stream whose leader
+# died elects another within 4-9 s plus its campaign) before the broker answers
+# ServiceNotReady, and the pause between tries. Pulsar's topic load waits for its storage too
+# (up to topicLoadTimeoutSeconds, 60 s); a client retrying by itself backs off exponentially
+# and would come back seconds after the store did.
+OPEN_RETRY_SECONDS = 15.0
+_OPEN_RETRY_PAUSE = 0.25
 
 
 class JetStreamLedgerFactory:
@@ -168,10 +175,7 @@ class JetStreamLedgerFactory:
         """Open (taking over, or creating) the managed ledger ``name``; the same instance
         until it is closed or fenced. LedgerFencedError when another owner stored the
         ledger list while this one opened it (open again to take it over)."""
-        if self._closed:
-            raise StorageError("factory is closed")
-        if not name or name in (".", ".."):
-            raise StorageError(f"invalid managed ledger name {name!r}")
+        self._check_open(name)
         ml = self._open.get(name)
         if ml is not None and not ml.fenced:
             return ml
@@ -188,6 +192,13 @@ class JetStreamLedgerFactory:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         log.info("managed ledger %s opened at %s", name, ml.last_confirmed)
         return ml
+
+    def _check_open(self, name: str) -> None:
+        """StorageError when no ledger can be opened, whatever JetStream answers."""
+        if self._closed:
+            raise StorageError("factory is closed")
+        if not name or name in (".", ".."):
+            raise StorageError(f"invalid managed ledger name {name!r}")
 
     async def _take_over(self, name: str) -> JetStreamManagedLedger:
         directory = self.base_dir / directory_name(name)
@@ -220,15 +231,23 @@ class JetStreamLedgerFactory:
 
     async def open_ledger(self, name: str) -> ManagedLedger:
         """:meth:`open`; LedgerBusyError (retry) when another owner took it over while it
-        opened, or when JetStream did not answer (the store may be back for the retry)."""
-        try:
-            return await self.open(name)
-        except LedgerBusyError:
-            raise
-        except StorageError as exc:
-            if self._closed:
+        opened, or when JetStream did not answer for :data:`OPEN_RETRY_SECONDS` (tried
+        again meanwhile; the store may be back for the client's retry)."""
+        deadline = time.monotonic() + OPEN_RETRY_SECONDS
+        while True:
+            self._check_open(name)
+            try:
+                return await self.open(name)
+            except LedgerBusyError:
                 raise
-            raise LedgerBusyError(f"managed ledger {name} cannot be opened now: {exc}") from None
+            except StorageError as exc:
+                if self._closed:
+                    raise
+                if time.monotonic() + _OPEN_RETRY_PAUSE > deadline:
+                    raise LedgerBusyError(
+                        f"managed ledger {name} cannot be opened now: {exc}"
+                    ) from None
+            await asyncio.sleep(_OPEN_RETRY_PAUSE)
 
     def exists(self, name: str) -> bool:
         """Whether ``name`` is open here or has a stored ledger list (as the watch saw it)."""

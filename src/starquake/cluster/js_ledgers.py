@@ -13,7 +13,9 @@ record, so records are a chain. A new owner *fences* the ledger by appending a f
 expects a sequence that is no longer the last, JetStream refuses it, and the writer learns it
 is fenced. Everything before the first fence is the ledger's content; nothing after it ever
 is. Ledger ids come from the sequence of the stream ``SQ_IDS``: unique and increasing across
-the cluster. Every failure to reach JetStream is a StorageError (fencing: LedgerFencedError).
+the cluster. Every failure to reach JetStream is a StorageError (fencing: LedgerFencedError);
+an append whose connection drops before JetStream answers fails then, not at its timeout (the
+answer could only come on that connection), and so does one tried while disconnected.
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ from typing import Any
 from nats.js.api import StreamConfig
 from nats.js.errors import APIError, NotFoundError
 
-from starquake.cluster.jetstream import WRONG_LAST_SEQUENCE, connect, storage_errors, until_ready
+from starquake.cluster.jetstream import (
+    WRONG_LAST_SEQUENCE,
+    ConnectionLoss,
+    connect,
+    storage_errors,
+    until_ready,
+)
 from starquake.storage import LedgerFencedError, StorageError
 
 ENTRIES_HEADER = "Sq-Entries"
@@ -83,10 +91,13 @@ class LedgerIndex:
 class JetStreamLedgers:
     """The ledgers of a cluster in JetStream (one instance per broker process)."""
 
-    def __init__(self, nc: Any, streams: int, timeout: float = 10) -> None:
+    def __init__(
+        self, nc: Any, streams: int, timeout: float = 10, loss: ConnectionLoss | None = None
+    ) -> None:
         self._nc = nc
         self._js = nc.jetstream(timeout=timeout)
         self.streams = streams
+        self._loss = loss or ConnectionLoss()
 
     @classmethod
     async def connect(
@@ -101,8 +112,9 @@ class JetStreamLedgers:
         """Connect, creating the ledger streams and the id stream if they do not exist;
         ``request_timeout``: how long a call waits for JetStream's answer (then a StorageError)."""
         deadline = time.monotonic() + give_up_after
-        nc = await connect(servers, give_up_after)
-        store = cls(nc, streams, request_timeout)
+        loss = ConnectionLoss()
+        nc = await connect(servers, give_up_after, loss=loss)
+        store = cls(nc, streams, request_timeout, loss)
         configs = [StreamConfig(name="SQ_IDS", subjects=["sq.ids"], max_msgs=1)]
         configs += [
             StreamConfig(name=f"SQ_LEDGERS_{i}", subjects=[f"sq.ledger.{i}.>"])
@@ -139,9 +151,11 @@ class JetStreamLedgers:
     async def publish_record(self, ledger_id: int, body: bytes, headers: dict[str, str]) -> int:
         """Append one message to the ledger's chain: its stream sequence. LedgerFencedError
         when the chain's last message is not the one ``headers`` expects."""
-        with storage_errors(f"ledger {ledger_id}"):  # no answer: stored or not
+        what = f"ledger {ledger_id}"
+        with storage_errors(what):  # no answer: stored or not
             try:
-                ack = await self._js.publish(self._subject(ledger_id), body, headers=headers)
+                publish = self._js.publish(self._subject(ledger_id), body, headers=headers)
+                ack = await self._loss.call(what, publish)
             except APIError as exc:
                 if exc.err_code in WRONG_LAST_SEQUENCE:
                     raise LedgerFencedError(f"ledger {ledger_id} was fenced") from None

@@ -23,6 +23,7 @@ from nats.errors import Error as NatsError
 
 from starquake.cluster.leases import Lease, LeaseLostError, LeaseTable
 from starquake.cluster.ownership import BundleRef
+from starquake.cluster.presence import BrokerPresence
 from starquake.cluster.registry import BrokerInfo, BrokerRegistry, least_loaded, parse_info
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,10 @@ class BundleAssigner:
         cluster: str,
         registry: BrokerRegistry,
         election: LeaderElection,
+        presence: BrokerPresence,
     ) -> None:
         self._nc = nc
+        self._presence = presence
         self._subject = assign_subject(cluster)
         self._registry = registry
         self._election = election
@@ -104,7 +107,8 @@ class BundleAssigner:
             await msg.respond(chosen.to_json())
 
     async def choose(self) -> BrokerInfo:
-        """The least-loaded live broker, counting what was given since its last report."""
+        """The least-loaded live broker, counting what was given since its last report (a
+        registered broker whose process is gone is left out, and its registration ended)."""
         now = time.monotonic()
         horizon = now - self._registry.ttl
         for broker_id in list(self._given):
@@ -113,7 +117,12 @@ class BundleAssigner:
                 self._given[broker_id] = recent
             else:
                 del self._given[broker_id]
-        brokers = await self._registry.brokers()
+        brokers = []
+        for broker in await self._registry.brokers():
+            if await self._presence.gone(broker):
+                await self._registry.remove(broker)
+            else:
+                brokers.append(broker)
         chosen = least_loaded(brokers, {b: len(ts) for b, ts in self._given.items()})
         self._given.setdefault(chosen.broker_id, []).append(now)
         return chosen

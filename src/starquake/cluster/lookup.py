@@ -6,6 +6,9 @@ bundle's owner serves it. A lookup that reaches:
 - the owner: *connect* here;
 - another broker: *redirect* to the owner, authoritatively (the client asks the owner next,
   and the owner answers for itself);
+- any broker while the bundle's owner is gone (its process no longer has a connection to
+  NATS, see ``presence.py``): its leases are ended now rather than when they expire, and
+  the bundle has no owner;
 - any broker while the bundle has no owner: the leader chooses one (see ``leader.py``); the
   chosen broker takes the bundle when it is this one, else the answer redirects there,
   authoritatively. A broker asked authoritatively takes an unowned bundle itself rather than
@@ -14,12 +17,16 @@ bundle's owner serves it. A lookup that reaches:
 
 from __future__ import annotations
 
+import logging
 from typing import NamedTuple
 
 from starquake.cluster.bundles import NamespaceBundles
 from starquake.cluster.leader import BundleAssigner
 from starquake.cluster.ownership import BundleOwnership, BundleRef
+from starquake.cluster.presence import BrokerPresence
 from starquake.cluster.registry import BrokerInfo
+
+log = logging.getLogger(__name__)
 
 
 class LookupAnswer(NamedTuple):
@@ -38,9 +45,12 @@ def bundle_of(topic: str, namespace: str, bundles: NamespaceBundles) -> BundleRe
 class TopicLookup:
     """Answers lookups from one broker's view of ownership."""
 
-    def __init__(self, ownership: BundleOwnership, assigner: BundleAssigner) -> None:
+    def __init__(
+        self, ownership: BundleOwnership, assigner: BundleAssigner, presence: BrokerPresence
+    ) -> None:
         self._ownership = ownership
         self._assigner = assigner
+        self._presence = presence
 
     async def lookup(
         self, topic: str, namespace: str, bundles: NamespaceBundles, authoritative: bool
@@ -49,6 +59,19 @@ class TopicLookup:
         ref = bundle_of(topic, namespace, bundles)
         me = self._ownership.me
         owner = await self._ownership.owner(ref)
+        if (
+            owner is not None
+            and owner.broker_id != me.broker_id
+            and await self._presence.gone(owner)
+        ):
+            ended = await self._ownership.end_leases_of(owner)
+            if ended:
+                log.info(
+                    "broker %s is gone (no connection to NATS): ended its %d lease(s)",
+                    owner.broker_id,
+                    ended,
+                )
+            owner = await self._ownership.owner(ref)
         if owner is None:
             if not authoritative:
                 chosen = await self._assigner.assign(ref)

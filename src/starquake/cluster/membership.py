@@ -31,6 +31,7 @@ from starquake.cluster.leader import BundleAssigner, LeaderElection
 from starquake.cluster.leases import LeaseLostError, LeaseTable
 from starquake.cluster.lookup import LookupAnswer, TopicLookup, bundle_of
 from starquake.cluster.ownership import BundleOwnership, BundleRef
+from starquake.cluster.presence import BrokerPresence
 from starquake.cluster.registry import BrokerInfo, BrokerLoad, BrokerRegistry
 
 __all__ = ["ClusterMembership", "NoOwnerError", "brokers_bucket", "owners_bucket"]
@@ -77,8 +78,11 @@ class ClusterMembership:
         self.registry = BrokerRegistry(brokers)
         self.ownership = BundleOwnership(owners, me)
         self.election = LeaderElection(owners, me)
-        self.assigner = BundleAssigner(owners.connection, cluster, self.registry, self.election)
-        self._lookup = TopicLookup(self.ownership, self.assigner)
+        self.presence = BrokerPresence(owners.connection, me)
+        self.assigner = BundleAssigner(
+            owners.connection, cluster, self.registry, self.election, self.presence
+        )
+        self._lookup = TopicLookup(self.ownership, self.assigner, self.presence)
         self._heartbeat: asyncio.Task[None] | None = None
 
     @classmethod
@@ -115,6 +119,7 @@ class ClusterMembership:
         brokers, owners = tables
         member = cls(me, brokers, owners, cluster, on_bundle_lost, load)
         try:
+            await member.presence.start()
             await member.registry.register(member._report())
             released = await member.ownership.release_predecessors()
             if released:
@@ -194,6 +199,7 @@ class ClusterMembership:
                 await self._heartbeat
             self._heartbeat = None
         with contextlib.suppress(NatsError, TimeoutError, OSError):
+            await self.presence.stop()
             for ref in self.ownership.owned():
                 await self.ownership.release(ref)
             await self.assigner.close()

@@ -132,6 +132,18 @@ class BundleOwnership:
             await self._table.release(lease)
             log.info("bundle %s/%s released", ref.namespace, ref.bundle)
 
+    async def end_leases_of(self, gone: BrokerInfo) -> int:
+        """End every lease the broker incarnation ``gone`` holds (its process is gone): its
+        bundles and, if it led, the leader's lease; how many. A lease renewed meanwhile is
+        left alone (the compare-and-set refuses)."""
+        ended = 0
+        for lease in await self._table.leases():
+            info = parse_info(lease.value)
+            if info is not None and info.incarnation == gone.incarnation:
+                await self._table.release(lease)
+                ended += 1
+        return ended
+
     async def release_predecessors(self) -> int:
         """Release every lease a dead predecessor at this broker's id still holds; how many."""
         released = 0

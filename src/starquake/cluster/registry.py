@@ -125,6 +125,14 @@ class BrokerRegistry:
             await self._table.release(self._lease)
             self._lease = None
 
+    async def remove(self, gone: BrokerInfo) -> None:
+        """End the registration of the broker incarnation ``gone`` (its process is gone; a
+        restarted broker's newer registration at the same id stays)."""
+        for lease in await self._table.leases():
+            info = parse_info(lease.value)
+            if info is not None and info.incarnation == gone.incarnation:
+                await self._table.release(lease)
+
     async def brokers(self) -> list[BrokerInfo]:
         """The live brokers, sorted by id (a registration that does not parse is left out)."""
         found = [parse_info(raw) for raw in (await self._table.holders()).values()]
