@@ -23,7 +23,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--faults", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--lease", type=float, default=5.0, help="starquakeOwnershipLeaseSeconds")
+    parser.add_argument("--lease", type=float, default=20.0, help="starquakeOwnershipLeaseSeconds")
     parser.add_argument("--dir", type=Path, help="where the cluster's data goes (kept)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cluster-faults-") as scratch:

@@ -93,7 +93,7 @@ class Report:
 class Cluster:
     """``nodes`` JetStream nodes and ``brokers`` broker processes under ``base``."""
 
-    def __init__(self, base: Path, nodes: int = 3, brokers: int = 3, lease: float = 5) -> None:
+    def __init__(self, base: Path, nodes: int = 3, brokers: int = 3, lease: float = 20) -> None:
         self.nodes = jetstream_nodes(nodes, base / "jetstream")
         store = "nats://" + ",".join(f"127.0.0.1:{n.client_port}" for n in self.nodes)
         copies = 3 if nodes >= 3 else 1
@@ -331,7 +331,7 @@ def run_campaign(
     seed: int,
     *,
     kinds: tuple[str, ...] = (),
-    lease: float = 5,
+    lease: float = 20,
     reach_deadline: float = 30,
     log: Callable[[str], None] = lambda _: None,
 ) -> Report:

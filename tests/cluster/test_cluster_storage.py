@@ -21,8 +21,8 @@ from admin_http import admin_json
 from broker_process import BrokerProcess, close_after_kill, process_client, read_all
 from polling import wait_for
 
-from starquake.broker.cluster_storage import ledger_replicas
 from starquake.broker.config import BrokerConfig, ConfigError
+from starquake.broker.quorum import ledger_replicas
 from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 
 LEASE = 3

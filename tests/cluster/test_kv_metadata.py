@@ -180,6 +180,62 @@ def test_a_replicated_value_survives_a_node_kill(jetstream_trio: list[JetStreamN
     assert _run(read()) == (b"{}", version)
 
 
+def test_a_bucket_made_with_one_copy_gets_more_and_then_survives_its_node(
+    jetstream_trio: list[JetStreamNode],
+) -> None:
+    """Clusters made before the metadata was replicated have one-copy buckets: opening one
+    with more replicas copies it to other nodes, so the kill of the node that held it alone
+    loses nothing (a bucket is never scaled down)."""
+    urls = [node.url for node in jetstream_trio]
+
+    async def write() -> str:
+        store = await JetStreamMetadataStore.connect(
+            urls, bucket="meta_grow", replicas=1, give_up_after=CLUSTER_FORMING_SECONDS
+        )
+        try:
+            await store.put("/admin/clusters/c1", b"one", expected_version=0)
+        finally:
+            await store.close()
+        store = await JetStreamMetadataStore.connect(
+            urls, bucket="meta_grow", replicas=3, give_up_after=CLUSTER_FORMING_SECONDS
+        )
+        try:
+            info = await store._kv._js.stream_info("KV_meta_grow")
+            assert info.config.num_replicas == 3
+            deadline = asyncio.get_running_loop().time() + CLUSTER_FORMING_SECONDS
+            while len(info.cluster.replicas or []) < 2 or not all(
+                r.current for r in info.cluster.replicas
+            ):
+                assert asyncio.get_running_loop().time() < deadline, info.cluster
+                await asyncio.sleep(0.2)
+                info = await store._kv._js.stream_info("KV_meta_grow")
+            return str(info.cluster.leader)
+        finally:
+            await store.close()
+
+    leader = _run(write())
+    (held_it,) = [node for node in jetstream_trio if node.name == leader]
+    held_it.kill()
+    others = [node.url for node in jetstream_trio if node is not held_it]
+
+    async def read() -> object:
+        store = await JetStreamMetadataStore.connect(
+            others, bucket="meta_grow", replicas=3, give_up_after=CLUSTER_FORMING_SECONDS
+        )
+        try:
+            deadline = asyncio.get_running_loop().time() + CLUSTER_FORMING_SECONDS
+            while True:  # the survivors elect a leader for the bucket first
+                try:
+                    return await store.get("/admin/clusters/c1")
+                except StorageError:
+                    assert asyncio.get_running_loop().time() < deadline
+                    await asyncio.sleep(0.5)
+        finally:
+            await store.close()
+
+    assert _run(read()) == b"one"
+
+
 def test_a_watch_goes_on_after_the_server_restarts(tmp_path: Path) -> None:
     (node,) = jetstream_nodes(1, tmp_path)
     node.start()

@@ -11,10 +11,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from starquake.cluster.bundles import NamespaceBundles
+from starquake.cluster.bundles import BundleRef, NamespaceBundles
 from starquake.cluster.membership import ClusterMembership
 from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
-from starquake.cluster.ownership import BundleRef
 from starquake.cluster.registry import BrokerInfo
 
 LEASE = 2.0

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from starquake.cluster.bundles import NamespaceBundles
+from starquake.cluster.bundles import BundleRef, NamespaceBundles, bundle_of
 from starquake.cluster.leader import BundleAssigner, LeaderElection
 from starquake.cluster.leases import LeaseTable
-from starquake.cluster.lookup import LookupAnswer, TopicLookup, bundle_of
+from starquake.cluster.lookup import LookupAnswer, TopicLookup
 from starquake.cluster.nodes import JetStreamNode
-from starquake.cluster.ownership import BundleOwnership, BundleRef
+from starquake.cluster.ownership import BundleOwnership
 from starquake.cluster.presence import BrokerPresence
 from starquake.cluster.registry import (
     BrokerInfo,

@@ -86,9 +86,11 @@ async def join_cluster(
     urls: BrokerUrls,
     lease_seconds: float,
     give_up_after: float = 30,
+    replicas: int = 1,
 ) -> ClusterMembership:
-    """Join ``cluster`` over the JetStream nodes ``servers``; lookups answer for the cluster
-    from then on. Raises what connecting raises when the nodes do not answer."""
+    """Join ``cluster`` over the JetStream nodes ``servers`` (its registry and leases kept in
+    ``replicas`` copies); lookups answer for the cluster from then on. Raises what connecting
+    raises when the nodes do not answer."""
     placement = broker.placement
     member = await ClusterMembership.join(
         servers,
@@ -97,6 +99,7 @@ async def join_cluster(
         lease_seconds=lease_seconds,
         on_bundle_lost=lambda ref: placement.close_bundle(ref, broker),
         load=LoadMeter(broker),
+        replicas=replicas,
         give_up_after=give_up_after,
     )
     placement.membership = member

@@ -98,7 +98,7 @@ class BrokerConfig:
     starquakeLedgerStreams: int = 4
     """Cluster mode: JetStream streams the ledgers are spread over (each a Raft group); the
     same on every broker of a cluster."""
-    starquakeOwnershipLeaseSeconds: float = 10.0
+    starquakeOwnershipLeaseSeconds: float = 20.0
     """Seconds a bundle stays with a broker that stopped renewing (renewed every third)."""
     metadataStoreOperationTimeoutSeconds: int = 30
     """Seconds a configuration store write (and the connection at start) may take."""

@@ -25,6 +25,7 @@ import threading
 from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker.config import BrokerConfig
+from starquake.broker.quorum import ledger_replicas
 from starquake.broker.resource_keys import CONFIGURATION_PREFIXES as RESOURCE_PREFIXES
 from starquake.broker.resource_keys import TOPIC_STATE_PREFIXES
 from starquake.broker.resources import PulsarResources
@@ -64,7 +65,11 @@ def open_configuration_store(config: BrokerConfig) -> JetStreamConfigurationStor
     timeout = config.metadataStoreOperationTimeoutSeconds
     try:
         store = JetStreamConfigurationStore.open(
-            servers, prefixes, give_up_after=timeout, timeout=timeout
+            servers,
+            prefixes,
+            give_up_after=timeout,
+            timeout=timeout,
+            replicas=ledger_replicas(config),
         )
     except StorageError as exc:
         reason = " ".join(str(exc).split())

@@ -10,21 +10,23 @@ import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from starquake.broker import admin, config_sync, pulsar_settings
-from starquake.broker.cluster_join import join_cluster
-from starquake.broker.cluster_storage import open_cluster_ledgers
 from starquake.broker.config import SYSTEM_PROPERTIES, BrokerConfig, ConfigError
 from starquake.broker.connection import ServerCnx
 from starquake.broker.listener import REFUSE, Listener, bind, raise_open_file_limit
 from starquake.broker.pulsar_settings import pulsar_key
+from starquake.broker.quorum import ledger_replicas
 from starquake.broker.security import tls
 from starquake.broker.security.web_authorization import web_authorizer
 from starquake.broker.service import BrokerService
 from starquake.broker.urls import BrokerUrls
 from starquake.broker.web import WebLimits, WebServer
-from starquake.cluster.js_factory import JetStreamLedgerFactory
 from starquake.storage import FileFaults, StorageError, StorageFaults
+
+if TYPE_CHECKING:
+    from starquake.cluster.js_factory import JetStreamLedgerFactory
 
 log = logging.getLogger(__name__)
 TLS_HANDSHAKE_TIMEOUT = 30.0
@@ -187,7 +189,7 @@ class BrokerServer:
         except (StorageError, ConfigError) as exc:
             raise BrokerStartError(str(exc)) from None
         try:
-            ledgers = await open_cluster_ledgers(config)
+            ledgers = await self._cluster_ledgers()
         except (StorageError, ConfigError) as exc:
             if shared is not None:
                 await asyncio.to_thread(shared.close)
@@ -205,12 +207,23 @@ class BrokerServer:
                 raise BrokerStartError(f"dataDir {config.dataDir}: {exc}") from exc
             raise
 
+    async def _cluster_ledgers(self) -> JetStreamLedgerFactory | None:
+        """The ledgers in JetStream in cluster mode, else None (the NATS client is imported
+        only then: standalone needs no cluster extra)."""
+        if not self.config.metadata_store_servers:
+            return None
+        from starquake.broker.cluster_storage import open_cluster_ledgers
+
+        return await open_cluster_ledgers(self.config)
+
     async def _join_cluster(self, service: BrokerService, urls: BrokerUrls) -> None:
         """With ``metadataStoreUrl``: join the cluster (lookups answer for it from then on)."""
         config = self.config
         servers = config.metadata_store_servers
         if not servers:
             return
+        from starquake.broker.cluster_join import join_cluster
+
         try:
             await join_cluster(
                 service,
@@ -219,6 +232,7 @@ class BrokerServer:
                 urls,
                 config.starquakeOwnershipLeaseSeconds,
                 give_up_after=config.metadataStoreOperationTimeoutSeconds,
+                replicas=ledger_replicas(config),
             )
         except Exception as exc:
             raise BrokerStartError(
@@ -246,7 +260,7 @@ class BrokerServer:
             self._servers.clear()
             service.abort()
             self.service = None
-            if isinstance(service.storage, JetStreamLedgerFactory):
+            if self.config.metadata_store_servers:
                 await service.storage.close()  # its connections to the nodes
             raise
 

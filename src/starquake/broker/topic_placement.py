@@ -17,16 +17,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker.contexts import UnloadableTopic
 from starquake.broker.errors import ServiceNotReadyError, TopicNotServedError
-from starquake.cluster.bundles import NamespaceBundles
-from starquake.cluster.lookup import bundle_of
-from starquake.cluster.membership import ClusterMembership, NoOwnerError
-from starquake.cluster.ownership import BundleRef
-from starquake.cluster.registry import BrokerInfo
+from starquake.cluster.bundles import BundleRef, NamespaceBundles, NoOwnerError, bundle_of
 from starquake.common.topic_name import TopicName
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # cluster mode's NATS parts are imported only when it is on
     from starquake.broker.nonpersistent import NonPersistentTopic
     from starquake.broker.topic import PersistentTopic
+    from starquake.cluster.membership import ClusterMembership
+    from starquake.cluster.registry import BrokerInfo
 
 __all__ = ["PlacedTopics", "TopicPlacement"]
 

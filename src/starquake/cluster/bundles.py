@@ -17,6 +17,7 @@ import bisect
 import itertools
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 FULL_LOWER = 0x00000000
 FULL_UPPER = 0xFFFFFFFF
@@ -122,3 +123,19 @@ class NamespaceBundles:
         if middle <= bundle.lower:
             raise ValueError(f"bundle {name} is too small to split")
         return NamespaceBundles(sorted([*self._boundaries, middle]))
+
+
+class BundleRef(NamedTuple):
+    """A namespace bundle: its namespace and its name."""
+
+    namespace: str  # tenant/namespace
+    bundle: str  # 0xLOWER_0xUPPER
+
+
+def bundle_of(topic: str, namespace: str, bundles: NamespaceBundles) -> BundleRef:
+    """The bundle holding ``topic`` (its full name; a partition's own name)."""
+    return BundleRef(namespace, bundles.find(topic).name)
+
+
+class NoOwnerError(Exception):
+    """No broker serves a topic now, and none could be chosen (the client retries)."""

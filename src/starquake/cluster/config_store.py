@@ -78,21 +78,23 @@ class JetStreamConfigurationStore:
         bucket: str = "sq_metadata",
         give_up_after: float = 10,
         timeout: float = 10,
+        replicas: int = 1,
     ) -> JetStreamConfigurationStore:
-        """Connect, open (or create) ``bucket`` and fill the replica (blocking: call off the
-        event loop); StorageError naming the servers once ``give_up_after`` seconds passed."""
+        """Connect, open (or create) ``bucket`` with ``replicas`` copies of each value and fill
+        the replica (blocking: call off the event loop); StorageError naming the servers once
+        ``give_up_after`` seconds passed."""
         store = cls(servers, prefixes, timeout)
         store._thread.start()
         try:
-            store._call(store._start(bucket, give_up_after), give_up_after + timeout)
+            store._call(store._start(bucket, give_up_after, replicas), give_up_after + timeout)
         except BaseException:
             store.close()
             raise
         return store
 
-    async def _start(self, bucket: str, give_up_after: float) -> None:
+    async def _start(self, bucket: str, give_up_after: float, replicas: int) -> None:
         self._store = await JetStreamMetadataStore.connect(
-            self.servers, bucket=bucket, give_up_after=give_up_after
+            self.servers, bucket=bucket, replicas=replicas, give_up_after=give_up_after
         )
         loaded = [asyncio.Event() for _ in self._prefixes]
         for prefix, event in zip(self._prefixes, loaded, strict=True):

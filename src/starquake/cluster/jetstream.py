@@ -133,16 +133,20 @@ async def open_bucket(
     reconnected: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[Any, Any]:
     """Connect to ``servers`` and open the key-value bucket of ``config``, creating it if it
-    does not exist: ``(connection, bucket)``; ``reconnected`` as for :func:`connect`."""
+    does not exist: ``(connection, bucket)``; ``reconnected`` as for :func:`connect`. A bucket
+    that exists with fewer copies than ``config.replicas`` is given more (JetStream copies
+    its values to the new replicas), never fewer."""
     deadline = time.monotonic() + give_up_after
     nc = await connect(servers, give_up_after, reconnected)
     js = nc.jetstream(timeout=5)
 
     async def attempt() -> Any:
         try:
-            return await js.key_value(config.bucket)
+            kv = await js.key_value(config.bucket)
         except BucketNotFoundError:
             return await js.create_key_value(config)
+        await _at_least_replicas(js, f"KV_{config.bucket}", config.replicas)
+        return kv
 
     try:
         return nc, await until_ready(
@@ -151,6 +155,15 @@ async def open_bucket(
     except StorageError:
         await nc.close()
         raise
+
+
+async def _at_least_replicas(js: Any, stream: str, replicas: int) -> None:
+    info = await js.stream_info(stream)
+    have = info.config.num_replicas or 1
+    if have < replicas:
+        info.config.num_replicas = replicas
+        await js.update_stream(info.config)
+        log.info("stream %s now keeps %d copies (was %d)", stream, replicas, have)
 
 
 async def kv_last(js: Any, bucket: str, key: str) -> tuple[bytes | None, int]:

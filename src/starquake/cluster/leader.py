@@ -21,8 +21,8 @@ from typing import Any
 
 from nats.errors import Error as NatsError
 
+from starquake.cluster.bundles import BundleRef
 from starquake.cluster.leases import Lease, LeaseLostError, LeaseTable
-from starquake.cluster.ownership import BundleRef
 from starquake.cluster.presence import BrokerPresence
 from starquake.cluster.registry import BrokerInfo, BrokerRegistry, least_loaded, parse_info
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from starquake.cluster.bundles import NamespaceBundles
+from starquake.cluster.bundles import BundleRef, NamespaceBundles, bundle_of
 from starquake.cluster.leader import BundleAssigner
-from starquake.cluster.ownership import BundleOwnership, BundleRef
+from starquake.cluster.ownership import BundleOwnership
 from starquake.cluster.presence import BrokerPresence
 from starquake.cluster.registry import BrokerInfo
 
@@ -35,11 +35,6 @@ class LookupAnswer(NamedTuple):
     broker: BrokerInfo
     here: bool
     bundle: BundleRef
-
-
-def bundle_of(topic: str, namespace: str, bundles: NamespaceBundles) -> BundleRef:
-    """The bundle holding ``topic`` (its full name; a partition's own name)."""
-    return BundleRef(namespace, bundles.find(topic).name)
 
 
 class TopicLookup:

@@ -26,21 +26,17 @@ from collections.abc import Callable
 
 from nats.errors import Error as NatsError
 
-from starquake.cluster.bundles import NamespaceBundles
+from starquake.cluster.bundles import BundleRef, NamespaceBundles, NoOwnerError, bundle_of
 from starquake.cluster.leader import BundleAssigner, LeaderElection
 from starquake.cluster.leases import LeaseLostError, LeaseTable
-from starquake.cluster.lookup import LookupAnswer, TopicLookup, bundle_of
-from starquake.cluster.ownership import BundleOwnership, BundleRef
+from starquake.cluster.lookup import LookupAnswer, TopicLookup
+from starquake.cluster.ownership import BundleOwnership
 from starquake.cluster.presence import BrokerPresence
 from starquake.cluster.registry import BrokerInfo, BrokerLoad, BrokerRegistry
 
 __all__ = ["ClusterMembership", "NoOwnerError", "brokers_bucket", "owners_bucket"]
 
 log = logging.getLogger(__name__)
-
-
-class NoOwnerError(Exception):
-    """No broker serves a topic now, and none could be chosen (the client retries)."""
 
 
 def _bucket_part(cluster: str) -> str:

@@ -11,17 +11,12 @@ another incarnation) is released at once rather than waited out.
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
 
+from starquake.cluster.bundles import BundleRef
 from starquake.cluster.leases import Lease, LeaseLostError, LeaseTable
 from starquake.cluster.registry import BrokerInfo, parse_info
 
 log = logging.getLogger(__name__)
-
-
-class BundleRef(NamedTuple):
-    namespace: str  # tenant/namespace
-    bundle: str  # 0xLOWER_0xUPPER
 
 
 def lease_name(ref: BundleRef) -> str:

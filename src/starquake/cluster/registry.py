@@ -14,9 +14,10 @@ import json
 import math
 import secrets
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from starquake.cluster.leases import Lease, LeaseTable
+if TYPE_CHECKING:  # the registry's bucket needs NATS; its values do not
+    from starquake.cluster.leases import Lease, LeaseTable
 
 # A broker using more than this share of its CPU takes no new bundles while another does not
 # (Pulsar's loadBalancerBrokerOverloadedThresholdPercentage).
@@ -114,6 +115,8 @@ class BrokerRegistry:
     async def refresh(self, info: BrokerInfo) -> None:
         """Write this broker's registration again (a load report); LeaseLostError when it
         expired meanwhile (the broker was cut off for longer than the time to live)."""
+        from starquake.cluster.leases import Lease
+
         if self._lease is None:
             raise RuntimeError("refresh before register")
         self._lease = await self._table.renew(

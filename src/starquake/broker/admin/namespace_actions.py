@@ -25,8 +25,7 @@ from starquake.broker.admin.routing import Route
 from starquake.broker.resources import NotFoundError
 from starquake.broker.subscription import Subscription
 from starquake.broker.web import Call, Need
-from starquake.cluster.bundles import NamespaceBundles
-from starquake.cluster.ownership import BundleRef
+from starquake.cluster.bundles import BundleRef, NamespaceBundles
 from starquake.common.topic_name import TopicName
 
 if TYPE_CHECKING:
