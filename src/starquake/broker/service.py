@@ -94,6 +94,7 @@ class BrokerService:
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         # clients retry while the store does not answer: one line per 10 s
         self._load_refusals = LogThrottle(log)
+        self._cursor_failures = LogThrottle(log)
         self._by_ledger: dict[str, PersistentTopic] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()
@@ -213,6 +214,10 @@ class BrokerService:
             # storage changes cursors too (e.g. skipping a damaged entry): always look
             try:
                 await self.persist_cursors()
+            except StorageError as exc:  # the store is away: one line now and then
+                self._cursor_failures.log(
+                    logging.WARNING, "persisting cursor positions failed; retrying: %s", exc
+                )
             except Exception:
                 log.exception("persisting cursor positions failed; retrying")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from starquake.cluster.jetstream import NATS_ERRORS
+from starquake.cluster.jetstream import NATS_ERRORS, storage_errors
 from starquake.cluster.js_ledgers import JetStreamLedgers
 from starquake.cluster.js_managed_ledger import JetStreamManagedLedger
 from starquake.cluster.js_ml_metadata import LEDGERS_ROOT, ManagedLedgerInfo, ledger_path
@@ -264,8 +264,9 @@ class JetStreamLedgerFactory:
         return await self.ledgers.allocate_ledger_id()
 
     async def persist_cursors(self) -> None:
-        """:meth:`flush_cursors`."""
-        await self.flush_cursors()
+        """:meth:`flush_cursors`; StorageError when JetStream refuses or does not answer."""
+        with storage_errors("storing cursor positions"):
+            await self.flush_cursors()
 
     async def delete(self, name: str) -> None:
         """Delete the managed ledger ``name``: the open instance here discards its unwritten
