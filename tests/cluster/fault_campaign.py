@@ -254,13 +254,16 @@ class Load:
             thread.join(120)
 
 
-def reachable_within(service_url: str, deadline: float) -> float:
+def reachable_within(
+    service_url: str, deadline: float, log: Callable[[str], None] = lambda _: None
+) -> float:
     """Seconds until a send to every topic got a receipt (each through a new producer),
-    or ``deadline`` if some did not by then."""
+    or ``deadline`` if some did not by then; ``log`` hears of each topic that took over 2 s."""
     started = time.monotonic()
     client = _quiet_client(service_url, timeout=int(deadline))
     try:
         for short in (*PLAIN, PARTITIONED, "dedup"):
+            topic_started = time.monotonic()
             while time.monotonic() - started < deadline:
                 try:
                     producer = client.create_producer(
@@ -269,8 +272,12 @@ def reachable_within(service_url: str, deadline: float) -> float:
                     producer.send(b"probe")  # never read back: not a numbered payload
                     producer.close()
                     break
-                except pulsar.PulsarException:
+                except pulsar.PulsarException as exc:
+                    log(f"  {short}: {exc}")
                     time.sleep(0.2)
+            took = time.monotonic() - topic_started
+            if took > 2:
+                log(f"  {short} took {took:.1f} s")
     finally:
         with contextlib.suppress(pulsar.PulsarException):
             client.close()
@@ -356,7 +363,7 @@ def run_campaign(
                     label = f"node {victim.name}"
                 victim.kill()
                 report.faults.append(label)
-                took = reachable_within(cluster.service_url, reach_deadline)
+                took = reachable_within(cluster.service_url, reach_deadline, log)
                 report.reachable_after.append(took)
                 log(
                     f"fault {number + 1}/{faults}: kill -9 {label}; every topic reachable in "

@@ -17,6 +17,13 @@ from starquake.cluster.js_factory import JetStreamLedgerFactory
 
 __all__ = ["open_cluster_ledgers"]
 
+# How long an append or fence waits for JetStream. A stream whose leader died does not answer
+# until the survivors elect another (4-9 s): an append waiting out a long timeout kept its
+# producers stalled seconds past the election, while one that gives up early is retried (the
+# topic is loaded again, waiting for the store) within a moment of it. A slow answer that
+# was in fact stored costs a reload; the fence then finds the record.
+LEDGER_REQUEST_TIMEOUT = 3.0
+
 _RECORD_BYTES = 1024 * 1024
 _RECORD_OVERHEAD = 1024
 """Room for a record's framing beside its largest entry."""
@@ -34,6 +41,7 @@ async def open_cluster_ledgers(config: BrokerConfig) -> JetStreamLedgerFactory |
         Path(config.dataDir) / "ledgers",
         streams=config.starquakeLedgerStreams,
         replicas=ledger_replicas(config),
+        request_timeout=LEDGER_REQUEST_TIMEOUT,
         give_up_after=config.metadataStoreOperationTimeoutSeconds,
         config=storage_config(config),
         max_record_bytes=max(_RECORD_BYTES, config.maxMessageSize + _RECORD_OVERHEAD),

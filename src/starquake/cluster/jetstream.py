@@ -212,26 +212,43 @@ async def live_entries(kv: Any, pattern: str, *, values: bool = True) -> list[Kv
     ``LISTING_INACTIVE_SECONDS`` after the listing (the client's default, five minutes, let
     frequent listings pile consumers up to the server's limit)."""
     js, stream, prefix = kv._js, kv._stream, kv._pre  # the bucket's stream and subjects
+    entries = []
+    messages = await snapshot(
+        js, stream, prefix + pattern, DeliverPolicy.LAST_PER_SUBJECT, headers_only=not values
+    )
+    for msg in messages:
+        if not _is_deletion(msg.headers):
+            key = msg.subject[len(prefix) :]
+            data = bytes(msg.data or b"") if values else b""
+            entries.append(KvEntry(key, data, int(msg.metadata.sequence.stream)))
+    return entries
+
+
+async def snapshot(
+    js: Any, stream: str, subject: str, deliver: DeliverPolicy, *, headers_only: bool
+) -> list[Any]:
+    """The messages of ``stream`` on ``subject`` that are there now (``deliver``: all, or
+    the last of each subject), in stream order, in batches of ``LISTING_BATCH`` through a
+    pull consumer the server removes ``LISTING_INACTIVE_SECONDS`` after it was last used.
+    How many messages to give is known when the consumer is made, so the snapshot ends
+    exactly there (``headers_only``: the bodies' sizes are in the header ``Nats-Msg-Size``)."""
     config = ConsumerConfig(
-        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        deliver_policy=deliver,
         ack_policy=AckPolicy.NONE,
-        headers_only=not values,
+        headers_only=headers_only,
         inactive_threshold=LISTING_INACTIVE_SECONDS,
         mem_storage=True,
         num_replicas=1,
     )
-    sub = await js.pull_subscribe(prefix + pattern, stream=stream, config=config)
-    entries = []
+    sub = await js.pull_subscribe(subject, stream=stream, config=config)
+    messages: list[Any] = []
     try:
         pending = (await sub.consumer_info()).num_pending or 0
         while pending > 0:
             for msg in await sub.fetch(min(pending, LISTING_BATCH), timeout=5):
                 pending = min(pending - 1, msg.metadata.num_pending or 0)
-                if not _is_deletion(msg.headers):
-                    key = msg.subject[len(prefix) :]
-                    data = bytes(msg.data or b"") if values else b""
-                    entries.append(KvEntry(key, data, int(msg.metadata.sequence.stream)))
+                messages.append(msg)
     finally:
         with contextlib.suppress(*NATS_ERRORS):
             await sub.unsubscribe()
-    return entries
+    return messages

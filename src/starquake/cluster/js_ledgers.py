@@ -28,13 +28,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats.js.api import StreamConfig
+from nats.js.api import DeliverPolicy, StreamConfig
 from nats.js.errors import APIError, NotFoundError
 
 from starquake.cluster.jetstream import (
     WRONG_LAST_SEQUENCE,
     ConnectionLoss,
     connect,
+    snapshot,
     storage_errors,
     until_ready,
 )
@@ -43,6 +44,7 @@ from starquake.storage import LedgerFencedError, StorageError
 ENTRIES_HEADER = "Sq-Entries"
 FENCE_HEADER = "Sq-Fence"
 EXPECT_LAST = "Nats-Expected-Last-Subject-Sequence"
+SIZE_HEADER = "Nats-Msg-Size"  # a headers-only delivery's body size
 _LENGTH = struct.Struct(">I")
 
 
@@ -162,30 +164,28 @@ class JetStreamLedgers:
                 raise
         return int(ack.seq)
 
-    async def _next_message(self, ledger_id: int, after: int) -> Any | None:
-        with storage_errors(f"ledger {ledger_id}"):
-            try:
-                return await self._js.get_msg(
-                    self._stream(ledger_id),
-                    seq=after + 1,
-                    subject=self._subject(ledger_id),
-                    next=True,
-                )
-            except NotFoundError:
-                return None
-
     async def scan(self, ledger_id: int) -> tuple[LedgerIndex, bool]:
-        """The ledger's index up to its fence (if any) and whether it is fenced."""
+        """The ledger's index up to its fence (if any) and whether it is fenced: the records'
+        headers only, read in batches (a ledger of thousands of records in a few round
+        trips)."""
         index = LedgerIndex()
-        after = 0
-        while (msg := await self._next_message(ledger_id, after)) is not None:
-            after = int(msg.seq)
+        with storage_errors(f"ledger {ledger_id}"):
+            messages = await snapshot(
+                self._js,
+                self._stream(ledger_id),
+                self._subject(ledger_id),
+                DeliverPolicy.ALL,
+                headers_only=True,
+            )
+        for msg in messages:
+            sequence = int(msg.metadata.sequence.stream)
             headers = msg.headers or {}
             if FENCE_HEADER in headers:
-                index.last_sequence = after
+                index.last_sequence = sequence
                 return index, True
             first, _, count = headers.get(ENTRIES_HEADER, "").partition(":")
-            index.add(int(first), int(count), after, len(msg.data or b""))
+            size = int(headers.get(SIZE_HEADER, 0))
+            index.add(int(first), int(count), sequence, size)
         return index, False
 
     async def fence(self, ledger_id: int) -> LedgerIndex:
