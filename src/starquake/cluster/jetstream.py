@@ -135,18 +135,20 @@ async def open_bucket(
     """Connect to ``servers`` and open the key-value bucket of ``config``, creating it if it
     does not exist: ``(connection, bucket)``; ``reconnected`` as for :func:`connect`. A bucket
     that exists with fewer copies than ``config.replicas`` is given more (JetStream copies
-    its values to the new replicas), never fewer."""
+    its values to the new replicas), never fewer; ``config.direct`` turns direct reads on (any
+    replica answers a read, so reads go on while the stream elects a leader, possibly a moment
+    behind it: only for values whose writes are compare-and-set)."""
     deadline = time.monotonic() + give_up_after
     nc = await connect(servers, give_up_after, reconnected)
     js = nc.jetstream(timeout=5)
 
     async def attempt() -> Any:
         try:
-            kv = await js.key_value(config.bucket)
+            await js.key_value(config.bucket)
         except BucketNotFoundError:
             return await js.create_key_value(config)
-        await _at_least_replicas(js, f"KV_{config.bucket}", config.replicas)
-        return kv
+        await _upgrade(js, f"KV_{config.bucket}", config.replicas, bool(config.direct))
+        return await js.key_value(config.bucket)  # as it is now
 
     try:
         return nc, await until_ready(
@@ -157,24 +159,29 @@ async def open_bucket(
         raise
 
 
-async def _at_least_replicas(js: Any, stream: str, replicas: int) -> None:
+async def _upgrade(js: Any, stream: str, replicas: int, direct: bool) -> None:
+    """Give a bucket's stream at least ``replicas`` copies, and direct reads if asked."""
     info = await js.stream_info(stream)
     have = info.config.num_replicas or 1
-    if have < replicas:
-        info.config.num_replicas = replicas
-        await js.update_stream(info.config)
-        log.info("stream %s now keeps %d copies (was %d)", stream, replicas, have)
+    if have >= replicas and (info.config.allow_direct or not direct):
+        return
+    info.config.num_replicas = max(have, replicas)
+    info.config.allow_direct = bool(info.config.allow_direct) or direct
+    await js.update_stream(info.config)
+    log.info("stream %s: %d copies (was %d)", stream, max(have, replicas), have)
 
 
 async def kv_last(js: Any, bucket: str, key: str) -> tuple[bytes | None, int]:
     """Key ``key`` of bucket ``bucket`` as its last message says: ``(value, revision)``, the
     value None when the key is absent, deleted or expired (revision 0 when it never was).
+    A direct read (the bucket must allow them): any replica answers, possibly a moment behind
+    the leader; compare-and-set writes decide, never this read.
 
     The key-value client's own ``get`` takes the marker the server writes when a value
     expires (header ``Nats-Marker-Reason``) for a value, and its ``create`` then refuses to
     take the key until the marker itself expires; this reads the marker as a deletion."""
     try:
-        msg = await js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{key}")
+        msg = await js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{key}", direct=True)
     except NotFoundError:
         return None, 0
     headers = msg.headers or {}

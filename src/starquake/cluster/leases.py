@@ -62,7 +62,12 @@ class LeaseTable:
         give_up_after: float = 30,
     ) -> LeaseTable:
         config = KeyValueConfig(
-            bucket=bucket, replicas=replicas, history=1, ttl=ttl, limit_marker_ttl=ttl
+            bucket=bucket,
+            replicas=replicas,
+            history=1,
+            ttl=ttl,
+            limit_marker_ttl=ttl,
+            direct=True,  # lookups read leases while the bucket elects a leader
         )
         nc, kv = await open_bucket(servers, config, give_up_after)
         return cls(nc, kv, bucket, ttl)
