@@ -205,7 +205,8 @@ class JetStreamLedgerFactory:
         for attempt in range(_TAKEOVER_ATTEMPTS):
             ml = JetStreamManagedLedger(self, name, directory)
             try:
-                await recover_managed_ledger(ml, self.ledgers, self.metadata, self._clock())
+                with storage_errors(f"managed ledger {name}"):  # e.g. metadata not answering
+                    await recover_managed_ledger(ml, self.ledgers, self.metadata, self._clock())
                 return ml
             except LedgerFencedError:
                 # the previous owner stored its ledger list meanwhile (a rollover): fence
