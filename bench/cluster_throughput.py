@@ -11,7 +11,10 @@ of CPU per message, for the brokers, the JetStream nodes and this process (the c
 ``/proc``; and what the machine's cores would carry at that cost.
 
     .venv/bin/python bench/cluster_throughput.py [--messages 100000] [--runs 3]
-        [--partitions 6] [--size 100] [--configs embedded,r1x1,r1x2,r1x3,r3x1,r3x2,r3x3]
+        [--partitions 6] [--size 100] [--batch 1000] [--configs embedded,r1x1,...,r3x3]
+
+``--batch 1`` sends every message as its own entry (no batching): the brokers' and nodes' cost
+per entry shows; with batches the client's own cost per message dominates.
 """
 
 from __future__ import annotations
@@ -141,8 +144,8 @@ def one_run(config: Config, args: argparse.Namespace) -> dict[str, Any]:
             ).close()
             producer = client.create_producer(
                 topic,
-                batching_enabled=True,
-                batching_max_messages=1000,
+                batching_enabled=args.batch > 1,
+                batching_max_messages=max(args.batch, 2),
                 batching_max_publish_delay_ms=5,
                 max_pending_messages=10_000,
                 block_if_queue_full=True,
@@ -197,6 +200,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=1000, help="messages per batch (1: unbatched)")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     args = parser.parse_args()
     chosen = [CONFIGS[name] for name in args.configs.split(",")]
@@ -248,7 +252,8 @@ def main() -> int:
     print(align_columns(lines))
     print(
         f"medians of {args.runs} run(s), {args.messages:,} messages of {args.size} bytes, "
-        f"{args.partitions} partitions, this machine: {cores} cores; every process shares them"
+        f"batches of {args.batch}, {args.partitions} partitions, this machine: {cores} cores; "
+        "every process shares them"
     )
     return 0
 
