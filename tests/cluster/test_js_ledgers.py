@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from starquake.cluster.js_ledgers import JetStreamLedgers, decode_record, encode_record
-from starquake.cluster.nodes import JetStreamNode
+from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 from starquake.storage import LedgerFencedError, StorageError
 
 # A new three-node JetStream cluster elects its leaders first: seconds idle, minutes on a
@@ -153,3 +156,47 @@ def test_replicated_ledgers_survive_a_node_kill(jetstream_trio: list[JetStreamNo
             await ledgers.close()
 
     asyncio.run(scenario())
+
+
+def test_an_append_fails_when_its_connection_drops_not_at_its_timeout(tmp_path: Path) -> None:
+    """The node stops answering (SIGSTOP) while an append waits, then dies (SIGKILL): the
+    append fails as soon as the connection drops, long before its 60 s timeout, and so does
+    an append tried while disconnected; once a node is back, appends go on."""
+    (node,) = jetstream_nodes(1, tmp_path)
+    node.start()
+
+    async def scenario() -> None:
+        ledgers = await JetStreamLedgers.connect([node.url], request_timeout=60)
+        try:
+            writer = ledgers.writer(await ledgers.allocate_ledger_id())
+            await writer.append([b"stored"])
+            assert node.proc is not None
+            node.proc.send_signal(signal.SIGSTOP)
+            waiting = asyncio.ensure_future(writer.append([b"unanswered"]))
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
+            started = time.monotonic()
+            node.proc.send_signal(signal.SIGKILL)
+            node.proc.wait(10)
+            with pytest.raises(StorageError, match="dropped before the answer"):
+                await waiting
+            assert time.monotonic() - started < 30
+            with pytest.raises(StorageError, match="not connected"):
+                await ledgers.writer(1_000_000).append([b"while down"])
+            await asyncio.to_thread(node.start)
+            for _ in range(100):
+                try:
+                    fresh = ledgers.writer(await ledgers.allocate_ledger_id())
+                    await fresh.append([b"back"])
+                    break
+                except StorageError:
+                    await asyncio.sleep(0.2)
+            else:
+                raise AssertionError("no append after the node came back")
+        finally:
+            await ledgers.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        node.kill()
