@@ -31,6 +31,7 @@ from starquake.broker.config_ranges import (
 from starquake.broker.config_text import ConfigError as ConfigError
 from starquake.broker.config_text import parse_conf_file
 from starquake.broker.config_text import parse_overrides as parse_overrides
+from starquake.common.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -362,7 +363,8 @@ class BrokerConfig:
     def _servers(self, key: str) -> list[str]:
         servers = nats_servers(getattr(self, key))
         if servers is None:
-            raise ConfigError(f"{key}: {getattr(self, key)!r} is not nats://host:port[,...]")
+            value = redact_url(getattr(self, key))
+            raise ConfigError(f"{key}: {value!r} is not nats://[credentials@]host:port[,...]")
         return servers
 
     @property

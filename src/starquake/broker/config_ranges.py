@@ -84,8 +84,9 @@ CHOICES: dict[str, frozenset[str]] = {
 
 
 def nats_servers(value: str) -> list[str] | None:
-    """The servers of a ``nats://host:port[,host:port...]`` setting (none when it is empty);
-    None when it has another form."""
+    """The servers of a ``nats://[credentials@]host:port[,host:port...]`` setting (none when
+    it is empty); None when it has another form. Credentials (``user:password`` or a token)
+    before the first host are NATS's for every host."""
     url = value.strip()
     if not url:
         return []
@@ -93,4 +94,7 @@ def nats_servers(value: str) -> list[str] | None:
     servers = [h.strip() for h in hosts.split(",") if h.strip()]
     if scheme != "nats" or not sep or not servers or any("/" in h for h in servers):
         return None
+    credentials, at, _ = servers[0].rpartition("@")
+    if at:
+        servers = [s if "@" in s else f"{credentials}@{s}" for s in servers]
     return [f"nats://{host}" for host in servers]

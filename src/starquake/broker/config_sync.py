@@ -30,6 +30,7 @@ from starquake.broker.resource_keys import CONFIGURATION_PREFIXES as RESOURCE_PR
 from starquake.broker.resource_keys import TOPIC_STATE_PREFIXES
 from starquake.broker.resources import PulsarResources
 from starquake.broker.schemas.registry import SchemaRegistry
+from starquake.common.redact import redact_url
 from starquake.common.topic_name import TopicName
 from starquake.storage import MetadataStore, StorageError
 
@@ -74,10 +75,11 @@ def open_configuration_store(config: BrokerConfig) -> JetStreamConfigurationStor
     except StorageError as exc:
         reason = " ".join(str(exc).split())
         raise StorageError(
-            f"{key} {getattr(config, key)}: the configuration store does not answer within "
+            f"{key} {redact_url(getattr(config, key))}: the configuration store does not "
+            "answer within "
             f"{timeout} s ({reason})"
         ) from None
-    log.info("configuration metadata in %s", getattr(config, key))
+    log.info("configuration metadata in %s", redact_url(getattr(config, key)))
     return store
 
 

@@ -23,6 +23,7 @@ from starquake.broker.security.web_authorization import web_authorizer
 from starquake.broker.service import BrokerService
 from starquake.broker.urls import BrokerUrls
 from starquake.broker.web import WebLimits, WebServer
+from starquake.common.redact import redact_url
 from starquake.storage import FileFaults, StorageError, StorageFaults
 
 if TYPE_CHECKING:
@@ -193,7 +194,8 @@ class BrokerServer:
         except (StorageError, ConfigError) as exc:
             if shared is not None:
                 await asyncio.to_thread(shared.close)
-            raise BrokerStartError(f"metadataStoreUrl {config.metadataStoreUrl}: {exc}") from None
+            store = redact_url(config.metadataStoreUrl)
+            raise BrokerStartError(f"metadataStoreUrl {store}: {exc}") from None
         try:
             return BrokerService(config, self._faults, shared, ledgers)
         except BaseException as exc:
@@ -236,7 +238,8 @@ class BrokerServer:
             )
         except Exception as exc:
             raise BrokerStartError(
-                f"metadataStoreUrl {config.metadataStoreUrl}: cannot join the cluster: {exc}"
+                f"metadataStoreUrl {redact_url(config.metadataStoreUrl)}: "
+                f"cannot join the cluster: {exc}"
             ) from None
 
     async def _listen_binary(

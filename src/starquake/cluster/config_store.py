@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from starquake.cluster.jetstream import NATS_ERRORS
 from starquake.cluster.kv_metadata import JetStreamMetadataStore
+from starquake.common.redact import redact_url
 from starquake.storage import BadVersionError, StorageError, Versioned
 from starquake.storage.metadata import direct_children
 
@@ -133,11 +134,13 @@ class JetStreamConfigurationStore:
             return future.result(wait)
         except concurrent.futures.TimeoutError:
             future.cancel()
+            where = redact_url(",".join(self.servers))
             raise StorageError(
-                f"configuration store {','.join(self.servers)}: no answer within {wait:g} s"
+                f"configuration store {where}: no answer within {wait:g} s"
             ) from None
         except NATS_ERRORS as exc:
-            raise StorageError(f"configuration store {','.join(self.servers)}: {exc!r}") from None
+            where = redact_url(",".join(self.servers))
+            raise StorageError(f"configuration store {where}: {exc!r}") from None
 
     def _write(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._closed or self._store is None:

@@ -13,6 +13,7 @@ import nats
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig
 from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
+from starquake.common.redact import redact_url
 from starquake.storage import StorageError
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,8 @@ async def connect(
             max(0.1, deadline - time.monotonic()),
         )
 
-    return await until_ready(deadline, f"JetStream at {servers} unavailable", attempt)
+    where = redact_url(",".join(servers))
+    return await until_ready(deadline, f"JetStream at {where} unavailable", attempt)
 
 
 async def open_bucket(
@@ -152,7 +154,9 @@ async def open_bucket(
 
     try:
         return nc, await until_ready(
-            deadline, f"JetStream at {servers} unavailable (bucket {config.bucket})", attempt
+            deadline,
+            f"JetStream at {redact_url(','.join(servers))} unavailable (bucket {config.bucket})",
+            attempt,
         )
     except StorageError:
         await nc.close()

@@ -8,6 +8,7 @@ nodes form one JetStream cluster.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -52,6 +53,8 @@ class JetStreamNode:
     routes: list[int]
     sync_always: bool = False
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    user: str = ""  # with a password: clients must log in (routes between nodes need not)
+    password: str = field(default="", repr=False)
 
     @property
     def url(self) -> str:
@@ -69,6 +72,11 @@ class JetStreamNode:
             f"max_payload: {MAX_PAYLOAD}",
             f"jetstream {{\n  store_dir: {self.data_dir / 'store'}\n  {sync}}}",
         ]
+        if self.user:
+            lines.append(
+                f"authorization {{\n  user: {json.dumps(self.user)}\n"
+                f"  password: {json.dumps(self.password)}\n}}"
+            )
         if len(self.routes) > 1:
             routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
             lines.append(

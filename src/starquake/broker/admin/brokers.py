@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from starquake.broker.admin.replies import Reply
 from starquake.broker.admin.routing import Route
 from starquake.broker.web import Call, Need, json_reply
+from starquake.common.redact import redact_url
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -49,9 +50,9 @@ def runtime_configuration(service: BrokerService) -> dict[str, str]:
             continue
         value = getattr(config, field.name)
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        out[field.name] = MASK if text and _SECRET.search(field.name) else text
+        out[field.name] = MASK if text and _SECRET.search(field.name) else redact_url(text)
     for key, text in config.extra.items():
-        out[key] = MASK if text and _SECRET.search(key) else text
+        out[key] = MASK if text and _SECRET.search(key) else redact_url(text)
     return dict(sorted(out.items()))
 
 
