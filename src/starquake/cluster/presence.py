@@ -8,7 +8,9 @@ other nodes learn it over their routes; from then on a request to its subject is
 error on the asking broker's side says nothing. A live broker whose NATS node died has no
 subscription either until it reconnects to another node, which takes milliseconds; so a
 broker is counted gone only when two requests :data:`RECHECK_AFTER` seconds apart both find
-nobody, and a gone verdict is about one incarnation (a restarted broker has a new one).
+nobody. A verdict is about one incarnation (a restarted broker has a new one) and is asked
+again after :data:`GONE_FOR` seconds (a broker wrongly counted gone, whose connection came
+back, is then alive again instead of losing every bundle it takes).
 
 A wrong verdict costs a bundle move, never data: the broker that takes the bundle over fences
 its ledgers, so the previous owner's next append fails and it closes the topic.
@@ -29,6 +31,7 @@ from starquake.cluster.registry import BrokerInfo
 RECHECK_AFTER = 0.25  # seconds between the two requests that find nobody
 ASK_TIMEOUT = 1.0  # a live broker's answer later than this: alive as far as we know
 ALIVE_FOR = 1.0  # an answer counts for this long (lookups of many partitions ask once)
+GONE_FOR = 10.0  # so does a verdict of gone
 MAX_REMEMBERED = 4096  # incarnations kept in each cache
 
 
@@ -44,7 +47,7 @@ class BrokerPresence:
         self._me = me
         self._subscription: Any = None
         self._alive_at: dict[str, float] = {}  # incarnation -> when it last answered
-        self._gone: set[str] = set()
+        self._gone_at: dict[str, float] = {}  # incarnation -> when it was found gone
 
     async def start(self) -> None:
         """Answer the others' requests from now on (until :meth:`stop`)."""
@@ -67,10 +70,12 @@ class BrokerPresence:
         """True when ``info``'s process has no connection to NATS (twice, a moment apart)."""
         if info.incarnation == self._me.incarnation:
             return False
-        if info.incarnation in self._gone:
+        now = time.monotonic()
+        found_gone = self._gone_at.get(info.incarnation)
+        if found_gone is not None and now - found_gone < GONE_FOR:
             return True
         answered = self._alive_at.get(info.incarnation)
-        if answered is not None and time.monotonic() - answered < ALIVE_FOR:
+        if answered is not None and now - answered < ALIVE_FOR:
             return False
         for attempt in range(2):
             if attempt:
@@ -82,10 +87,9 @@ class BrokerPresence:
             except (NatsError, TimeoutError, OSError):
                 return False  # cut off or slow: nothing known
             self._remember(self._alive_at, info.incarnation, time.monotonic())
+            self._gone_at.pop(info.incarnation, None)
             return False
-        if len(self._gone) >= MAX_REMEMBERED:
-            self._gone.clear()
-        self._gone.add(info.incarnation)
+        self._remember(self._gone_at, info.incarnation, time.monotonic())
         self._alive_at.pop(info.incarnation, None)
         return True
 
