@@ -37,11 +37,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSparkBr
     base = tmp_path_factory.mktemp("spark-cluster")
     (node,) = jetstream_nodes(1, base / "jetstream")
     node.start()
+    cluster_name = f"spark{uuid.uuid4().hex[:6]}"
     brokers = [
         BrokerProcess(
             base / f"b{i}",
             f"metadataStoreUrl={node.url}",
-            f"clusterName=spark{uuid.uuid4().hex[:6]}",
+            f"clusterName={cluster_name}",
             "brokerDeleteInactiveTopicsEnabled=false",
         )
         for i in range(2)
