@@ -33,8 +33,9 @@ from starquake.cluster.lookup import LookupAnswer, TopicLookup
 from starquake.cluster.ownership import BundleOwnership
 from starquake.cluster.presence import BrokerPresence
 from starquake.cluster.registry import BrokerInfo, BrokerLoad, BrokerRegistry
+from starquake.storage import StorageError
 
-__all__ = ["ClusterMembership", "NoOwnerError", "brokers_bucket", "owners_bucket"]
+__all__ = ["ClusterMembership", "ClusterView", "NoOwnerError", "brokers_bucket", "owners_bucket"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,16 @@ def brokers_bucket(cluster: str) -> str:
 def owners_bucket(cluster: str) -> str:
     """The bucket of the cluster's bundle leases and leader lease."""
     return f"sq_{_bucket_part(cluster)}_owners"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterView:
+    """The cluster as the store says now: live brokers (with their load reports), the leader's
+    id (None while none is elected) and the owner of every owned bundle."""
+
+    brokers: list[BrokerInfo]
+    leader: str | None
+    owners: dict[BundleRef, BrokerInfo]
 
 
 class ClusterMembership:
@@ -148,6 +159,17 @@ class ClusterMembership:
             raise NoOwnerError(str(exc)) from exc
         except (NatsError, TimeoutError, OSError, ValueError) as exc:
             raise NoOwnerError(f"the cluster's store did not answer: {exc}") from exc
+
+    async def view(self) -> ClusterView:
+        """The brokers, the leader and the bundles' owners; StorageError when the store does
+        not answer."""
+        try:
+            brokers = await self.registry.brokers()
+            leader = await self.election.leader()
+            owners = await self.ownership.owners()
+        except (NatsError, TimeoutError, OSError) as exc:
+            raise StorageError(f"the cluster's store did not answer: {exc!r}") from exc
+        return ClusterView(brokers, None if leader is None else leader.broker_id, owners)
 
     async def release(self, ref: BundleRef) -> None:
         """Give a bundle up (an unload: its topics must be closed first)."""

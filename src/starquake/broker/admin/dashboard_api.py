@@ -9,6 +9,11 @@ loaded partitions. Figures come from loaded topics only: a stored topic no clien
 since the broker started shows ``loaded: false`` and no figures (reading them would load it).
 ``tenant`` and ``namespace`` query parameters narrow the answer.
 
+In cluster mode, a super user (anyone, with authorization off) also gets ``clusterView``: the
+live brokers with their load reports (topics, bundles, rates, CPU), which one leads and which
+one this is, and the owner of every owned bundle (``error`` instead when the cluster's store
+does not answer). The topic figures stay this broker's own: those of the topics it serves.
+
 The page polls this every two seconds, one request per refresh whatever the number of topics.
 """
 
@@ -24,6 +29,7 @@ from starquake.broker.admin.routing import Route
 from starquake.broker.system_topics import is_system_topic
 from starquake.broker.web import Call, Need, Reply, json_reply
 from starquake.common.topic_name import TopicName
+from starquake.storage import StorageError
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -122,6 +128,41 @@ class _Overview:
         return sorted(rows.values(), key=lambda r: (r["name"].split("://")[1], r["name"]))
 
 
+async def cluster_view(service: BrokerService, role: str | None) -> dict[str, Any] | None:
+    """The cluster's brokers and bundle owners for a super user in cluster mode, else None."""
+    membership = service.placement.membership
+    authorization = service.authorization
+    if membership is None or (authorization.enabled and not authorization.is_super_user(role)):
+        return None
+    try:
+        view = await membership.view()
+    except StorageError as exc:
+        return {"self": membership.me.broker_id, "error": str(exc)}
+    brokers = [
+        {
+            "id": b.broker_id,
+            "serviceUrl": b.broker_url or b.broker_url_tls,
+            "webUrl": b.http_url or b.http_url_tls,
+            "topics": b.load.topics,
+            "bundles": b.load.bundles,
+            "msgRateIn": b.load.msg_rate_in,
+            "msgRateOut": b.load.msg_rate_out,
+            "cpuPercent": b.load.cpu_percent,
+        }
+        for b in view.brokers
+    ]
+    bundles = [
+        {"namespace": ref.namespace, "bundle": ref.bundle, "owner": owner.broker_id}
+        for ref, owner in sorted(view.owners.items())
+    ]
+    return {
+        "self": membership.me.broker_id,
+        "leader": view.leader,
+        "brokers": brokers,
+        "bundles": bundles,
+    }
+
+
 async def overview(service: BrokerService, role: str | None, params: dict[str, str]) -> Reply:
     """The dashboard overview for ``role``, narrowed by ``tenant`` and ``namespace``."""
     stored = await asyncio.to_thread(service.storage.list_names)
@@ -132,17 +173,18 @@ async def overview(service: BrokerService, role: str | None, params: dict[str, s
     for tenant, namespaces in visible.items():
         entries = [{"name": ns, "topics": answer.namespace(ns)} for ns in namespaces]
         tenants.append({"name": tenant, "namespaces": entries})
-    return json_reply(
-        200,
-        {
-            "cluster": service.config.clusterName,
-            "authentication": service.authentication is not None,
-            "role": role,
-            "time": int(time.time() * 1000),
-            "totals": _figures_json(answer.totals),
-            "tenants": tenants,
-        },
-    )
+    answer_json: dict[str, Any] = {
+        "cluster": service.config.clusterName,
+        "authentication": service.authentication is not None,
+        "role": role,
+        "time": int(time.time() * 1000),
+        "totals": _figures_json(answer.totals),
+        "tenants": tenants,
+    }
+    view = await cluster_view(service, role)
+    if view is not None:
+        answer_json["clusterView"] = view
+    return json_reply(200, answer_json)
 
 
 async def overview_endpoint(service: BrokerService, call: Call) -> Reply:

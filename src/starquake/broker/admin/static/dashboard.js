@@ -222,6 +222,44 @@
       h("tbody", {}, rows.map(topicRow)));
   }
 
+  function clusterSection(view) {
+    if (!view) return null;
+    if (view.error) {
+      return section("Cluster", null, h("p", { class: "error", text: `The cluster's store did not answer: ${view.error}` }));
+    }
+    const brokers = asArray(view.brokers);
+    const bundles = asArray(view.bundles);
+    const brokerRows = brokers.map((b) => {
+      const marks = [b.id === view.leader ? "leader" : "", b.id === view.self ? "this broker" : ""].filter(Boolean);
+      return h("tr", { "data-broker": b.id },
+        h("td", {}, h("span", { text: b.id }), marks.length ? h("span", { class: "muted", text: ` (${marks.join(", ")})` }) : null),
+        h("td", { text: b.serviceUrl || "" }),
+        h("td", { class: "num", text: fmtInt(b.topics) }),
+        h("td", { class: "num", text: fmtInt(b.bundles) }),
+        h("td", { class: "num", text: fmtRate(b.msgRateIn) }),
+        h("td", { class: "num", text: fmtRate(b.msgRateOut) }),
+        h("td", { class: "num", text: `${Number(b.cpuPercent || 0).toFixed(0)} %` }));
+    });
+    const bundleRows = bundles.map((b) =>
+      h("tr", { "data-bundle": `${b.namespace}/${b.bundle}` },
+        h("td", { text: b.namespace }), h("td", { text: b.bundle }), h("td", { text: b.owner })));
+    return section("Cluster", plural(brokers.length, "broker"),
+      h("table", { class: "grid brokers" },
+        h("thead", {}, h("tr", {},
+          h("th", { text: "Broker" }), h("th", { text: "Service URL" }),
+          h("th", { class: "num", text: "Topics" }), h("th", { class: "num", text: "Bundles" }),
+          h("th", { class: "num", text: "In msg/s" }), h("th", { class: "num", text: "Out msg/s" }),
+          h("th", { class: "num", text: "CPU" }))),
+        h("tbody", {}, brokerRows)),
+      bundles.length
+        ? h("table", { class: "grid bundles" },
+          h("thead", {}, h("tr", {},
+            h("th", { text: "Namespace" }), h("th", { text: "Bundle" }), h("th", { text: "Owner" }))),
+          h("tbody", {}, bundleRows))
+        : h("p", { class: "muted", text: "No bundle is owned yet (bundles are taken at their first lookup)." }),
+      h("p", { class: "muted", text: "Topic figures below are this broker's: the topics it serves." }));
+  }
+
   function renderOverview(route, data) {
     const groups = asArray(data.tenants);
     const totals = data.totals || {};
@@ -235,9 +273,10 @@
       card("Out msg/s", fmtRate(totals.msgRateOut)),
       card("Backlog", fmtInt(totals.backlog), "total-backlog"),
       card("Storage", fmtBytes(totals.storageSize)));
+    const cluster = clusterSection(data.clusterView);
     if (!groups.length) {
       const who = data.role ? `role ${data.role}` : "you";
-      return [summary, h("p", { class: "muted empty", text: `Nothing here that ${who} may read.` })];
+      return [summary, cluster, h("p", { class: "muted empty", text: `Nothing here that ${who} may read.` })];
     }
     const sections = groups.map((group) =>
       h("section", { class: "tenant", "data-tenant": group.name },
@@ -257,7 +296,7 @@
               ? topicTable(visible)
               : h("p", { class: "muted", text: rows.length ? "No topic matches the filter." : "No topics." }));
         })));
-    return [summary, charts(data.history), ...sections];
+    return [summary, cluster, charts(data.history), ...sections];
   }
 
   // --- topic view -----------------------------------------------------------------------------
