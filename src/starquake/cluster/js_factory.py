@@ -238,7 +238,8 @@ class JetStreamLedgerFactory:
         while True:
             self._check_open(name)
             try:
-                return await self.open(name)
+                with storage_errors(f"managed ledger {name}"):  # e.g. a cursor not stored
+                    return await self.open(name)
             except LedgerBusyError:
                 raise
             except StorageError as exc:
