@@ -269,6 +269,15 @@ async def _member(
     )
 
 
+async def _close_members(
+    members: list[tuple[list[LeaseTable], BrokerRegistry, TopicLookup, Any]],
+) -> None:
+    for m in members:
+        await m[3][1].close()
+        for t in m[0]:
+            await t.close()
+
+
 async def _follow(
     lookups: dict[str, TopicLookup], first: str, topic: str, bundles: NamespaceBundles
 ) -> LookupAnswer:
@@ -340,10 +349,7 @@ def test_lookups_through_any_broker_agree_and_skip_a_dead_one(
                 answer = await _follow(lookups, sorted(lookups)[i % 2], topic, bundles)
                 assert answer.broker.broker_id != dead
         finally:
-            for m in members:
-                await m[3][1].close()
-                for t in m[0]:
-                    await t.close()
+            await _close_members(members)
 
     asyncio.run(scenario())
 
@@ -386,9 +392,6 @@ def test_a_killed_broker_loses_its_bundles_before_its_leases_end(
             leader = await members[0][3][0].leader()
             assert leader is None or leader.broker_id != victim
         finally:
-            for m in members:
-                await m[3][1].close()
-                for t in m[0]:
-                    await t.close()
+            await _close_members(members)
 
     asyncio.run(scenario())
