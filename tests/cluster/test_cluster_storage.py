@@ -26,18 +26,19 @@ from starquake.broker.quorum import ledger_replicas
 from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 
 LEASE = 3
+# one cluster per store: the tests of this module share one JetStream node (per worker)
+CLUSTER = f"c{uuid.uuid4().hex[:6]}"
 
 
 @contextlib.contextmanager
 def _brokers(
     base: Path, node: JetStreamNode, *defines: str, count: int = 2
 ) -> Iterator[list[BrokerProcess]]:
-    cluster = f"c{uuid.uuid4().hex[:6]}"
     brokers = [
         BrokerProcess(
             base / f"b{i}",
             f"metadataStoreUrl={node.url}",
-            f"clusterName={cluster}",
+            f"clusterName={CLUSTER}",
             f"starquakeOwnershipLeaseSeconds={LEASE}",
             *defines,
             log_level="INFO",
@@ -312,3 +313,26 @@ def test_sends_wait_while_the_store_is_lost_and_go_on_when_it_returns(tmp_path: 
             assert len(before) == 10
     finally:
         node.stop()
+
+
+def test_a_broker_of_another_cluster_is_refused_by_the_store(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    """The store keeps one cluster's topics (managed ledgers are named by topic alone): a
+    broker given another clusterName exits naming both, before it serves anything."""
+    with _brokers(tmp_path, jetstream_node, count=1):
+        stranger = BrokerProcess(
+            tmp_path / "stranger",
+            f"metadataStoreUrl={jetstream_node.url}",
+            "clusterName=another-cluster",
+        )
+        try:
+            with contextlib.suppress(RuntimeError):  # it may exit before or after it listens
+                stranger.start(timeout=60)
+            assert stranger.proc is not None and stranger.proc.wait(60) != 0
+            assert (
+                f"clusterName another-cluster: this store keeps the topics of cluster {CLUSTER}"
+                in stranger.log()
+            )
+        finally:
+            stranger.cleanup()

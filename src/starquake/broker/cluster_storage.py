@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from starquake.broker.config import BrokerConfig
+from starquake.broker.config import BrokerConfig, ConfigError
 from starquake.broker.quorum import ledger_replicas
 from starquake.broker.storage_setup import storage_config
+from starquake.cluster.jetstream import storage_errors
 from starquake.cluster.js_factory import JetStreamLedgerFactory
+from starquake.storage import ABSENT, BadVersionError
 
 __all__ = ["open_cluster_ledgers"]
 
@@ -36,7 +38,7 @@ async def open_cluster_ledgers(config: BrokerConfig) -> JetStreamLedgerFactory |
     servers = config.metadata_store_servers
     if not servers:
         return None
-    return await JetStreamLedgerFactory.connect(
+    factory = await JetStreamLedgerFactory.connect(
         servers,
         Path(config.dataDir) / "ledgers",
         streams=config.starquakeLedgerStreams,
@@ -47,3 +49,31 @@ async def open_cluster_ledgers(config: BrokerConfig) -> JetStreamLedgerFactory |
         max_record_bytes=max(_RECORD_BYTES, config.maxMessageSize + _RECORD_OVERHEAD),
         cursor_flush_seconds=0,  # the broker stores cursors every flush interval
     )
+    try:
+        await _claim_store(factory, config.clusterName)
+    except BaseException:
+        await factory.close()
+        raise
+    return factory
+
+
+CLUSTER_NAME_KEY = "/starquake/cluster-name"
+
+
+async def _claim_store(factory: JetStreamLedgerFactory, cluster: str) -> None:
+    """Record ``cluster`` as the one cluster whose topics this store keeps, or check that it
+    is the one recorded: the managed ledgers are named by topic alone, so the brokers of two
+    clusters on one store would serve the same topics and fence each other's ledgers.
+    ConfigError naming both when another cluster has it."""
+    with storage_errors("recording the cluster's name"):
+        try:
+            await factory.metadata.put(CLUSTER_NAME_KEY, cluster.encode(), ABSENT)
+            return
+        except BadVersionError:
+            stored = await factory.metadata.get(CLUSTER_NAME_KEY)
+    if stored is not None and stored.decode() != cluster:
+        raise ConfigError(
+            f"clusterName {cluster}: this store keeps the topics of cluster "
+            f"{stored.decode()} (give every broker of a cluster the same clusterName, and "
+            "each cluster its own store)"
+        )
