@@ -86,21 +86,33 @@ class JetStreamNode:
         return "\n".join(lines) + "\n"
 
     def start(self, timeout: float = 20) -> None:
-        """Start the node (again, on the same ports and store) and wait until it listens."""
+        """Start the node (again, on the same ports and store) and wait until it listens.
+
+        It counts as listening once its own log says so: a connection to the port alone could
+        reach another process that took the port first (this node then exits, unable to bind,
+        and its clients would talk to that other process)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "nats.conf"
         conf.write_text(self.config_text())
-        with open(self.data_dir / "nats.log", "ab") as log:
+        log_path = self.data_dir / "nats.log"
+        offset = log_path.stat().st_size if log_path.exists() else 0
+        with open(log_path, "ab") as log:
             self.proc = subprocess.Popen([server_binary(), "-c", str(conf)], stdout=log, stderr=log)
+        listening = f"Listening for client connections on 127.0.0.1:{self.client_port}".encode()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise NodeStartError(f"{self.name} exited; see {self.data_dir / 'nats.log'}")
-            try:
-                socket.create_connection(("127.0.0.1", self.client_port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
+                raise NodeStartError(f"{self.name} exited; see {log_path}")
+            with open(log_path, "rb") as log:
+                log.seek(offset)
+                said = listening in log.read()
+            if said:
+                try:
+                    socket.create_connection(("127.0.0.1", self.client_port), 0.2).close()
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.05)
         self.kill()
         raise NodeStartError(f"{self.name} did not listen within {timeout:.0f}s")
 
