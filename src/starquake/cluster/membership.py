@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import re
 import time
 from collections.abc import Callable
@@ -195,14 +196,22 @@ class ClusterMembership:
     async def _keep_alive(self) -> None:
         ttl = self.registry.ttl
         renewed_at = time.monotonic()
+        warned_at = -math.inf  # one warning per lease time while the store is away
+        failures = 0
         while True:
             await asyncio.sleep(ttl / 3)
             started = time.monotonic()
             try:
                 await self._beat()
                 renewed_at = started
+                if failures:
+                    log.info("cluster heartbeat works again (%d round(s) failed)", failures)
+                    failures, warned_at = 0, -math.inf
             except (NatsError, TimeoutError, OSError) as exc:
-                log.warning("cluster heartbeat failed: %s", exc)
+                failures += 1
+                if started - warned_at >= ttl:
+                    warned_at = started
+                    log.warning("cluster heartbeat failed: %s", exc)
                 if time.monotonic() - renewed_at >= ttl:
                     # not renewed within the lease time: another broker may own the bundles
                     # now, so stop serving them even though the store cannot say
