@@ -31,15 +31,12 @@ _RECORD_OVERHEAD = 1024
 """Room for a record's framing beside its largest entry."""
 
 
-async def open_cluster_ledgers(config: BrokerConfig) -> JetStreamLedgerFactory | None:
-    """The managed ledgers in the JetStream nodes of ``metadataStoreUrl`` (None when it is
-    empty: standalone). ConfigError for quorum settings JetStream cannot honour; StorageError
-    when the nodes do not answer within ``metadataStoreOperationTimeoutSeconds``."""
-    servers = config.metadata_store_servers
-    if not servers:
-        return None
+async def open_cluster_ledgers(config: BrokerConfig) -> JetStreamLedgerFactory:
+    """The managed ledgers in the JetStream nodes of ``metadataStoreUrl`` (cluster mode only).
+    ConfigError for quorum settings JetStream cannot honour or a store of another cluster;
+    StorageError when the nodes do not answer within ``metadataStoreOperationTimeoutSeconds``."""
     factory = await JetStreamLedgerFactory.connect(
-        servers,
+        config.metadata_store_servers,
         Path(config.dataDir) / "ledgers",
         streams=config.starquakeLedgerStreams,
         replicas=ledger_replicas(config),

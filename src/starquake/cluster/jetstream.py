@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import nats
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig
-from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StreamConfig
+from nats.js.errors import APIError, NotFoundError
 
 from starquake.common.redact import redact_url
 from starquake.storage import StorageError
@@ -146,10 +146,10 @@ async def open_bucket(
 
     async def attempt() -> Any:
         try:
-            await js.key_value(config.bucket)
-        except BucketNotFoundError:
+            info = await js.stream_info(f"KV_{config.bucket}")
+        except NotFoundError:
             return await js.create_key_value(config)
-        await _upgrade(js, f"KV_{config.bucket}", config.replicas, bool(config.direct))
+        await _upgrade(js, info.config, config.replicas, bool(config.direct))
         return await js.key_value(config.bucket)  # as it is now
 
     try:
@@ -163,16 +163,15 @@ async def open_bucket(
         raise
 
 
-async def _upgrade(js: Any, stream: str, replicas: int, direct: bool) -> None:
+async def _upgrade(js: Any, stream: StreamConfig, replicas: int, direct: bool) -> None:
     """Give a bucket's stream at least ``replicas`` copies, and direct reads if asked."""
-    info = await js.stream_info(stream)
-    have = info.config.num_replicas or 1
-    if have >= replicas and (info.config.allow_direct or not direct):
+    have = stream.num_replicas or 1
+    if have >= replicas and (stream.allow_direct or not direct):
         return
-    info.config.num_replicas = max(have, replicas)
-    info.config.allow_direct = bool(info.config.allow_direct) or direct
-    await js.update_stream(info.config)
-    log.info("stream %s: %d copies (was %d)", stream, max(have, replicas), have)
+    stream.num_replicas = max(have, replicas)
+    stream.allow_direct = bool(stream.allow_direct) or direct
+    await js.update_stream(stream)
+    log.info("stream %s: %d copies (was %d)", stream.name, stream.num_replicas, have)
 
 
 async def kv_last(js: Any, bucket: str, key: str) -> tuple[bytes | None, int]:

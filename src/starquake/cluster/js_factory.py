@@ -234,9 +234,9 @@ class JetStreamLedgerFactory:
         """:meth:`open`; LedgerBusyError (retry) when another owner took it over while it
         opened, or when JetStream did not answer for :data:`OPEN_RETRY_SECONDS` (tried
         again meanwhile; the store may be back for the client's retry)."""
+        self._check_open(name)  # not worth retrying (a factory closed meanwhile: below)
         deadline = time.monotonic() + OPEN_RETRY_SECONDS
         while True:
-            self._check_open(name)
             try:
                 with storage_errors(f"managed ledger {name}"):  # e.g. a cursor not stored
                     return await self.open(name)

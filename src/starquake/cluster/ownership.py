@@ -14,7 +14,7 @@ import logging
 
 from starquake.cluster.bundles import BundleRef
 from starquake.cluster.leases import Lease, LeaseLostError, LeaseTable
-from starquake.cluster.registry import BrokerInfo, parse_info
+from starquake.cluster.registry import BrokerInfo, end_leases_of, parse_info
 
 log = logging.getLogger(__name__)
 
@@ -129,15 +129,8 @@ class BundleOwnership:
 
     async def end_leases_of(self, gone: BrokerInfo) -> int:
         """End every lease the broker incarnation ``gone`` holds (its process is gone): its
-        bundles and, if it led, the leader's lease; how many. A lease renewed meanwhile is
-        left alone (the compare-and-set refuses)."""
-        ended = 0
-        for lease in await self._table.leases():
-            info = parse_info(lease.value)
-            if info is not None and info.incarnation == gone.incarnation:
-                await self._table.release(lease)
-                ended += 1
-        return ended
+        bundles and, if it led, the leader's lease; how many."""
+        return await end_leases_of(self._table, gone)
 
     async def release_predecessors(self) -> int:
         """Release every lease a dead predecessor at this broker's id still holds; how many."""

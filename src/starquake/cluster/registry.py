@@ -131,10 +131,7 @@ class BrokerRegistry:
     async def remove(self, gone: BrokerInfo) -> None:
         """End the registration of the broker incarnation ``gone`` (its process is gone; a
         restarted broker's newer registration at the same id stays)."""
-        for lease in await self._table.leases():
-            info = parse_info(lease.value)
-            if info is not None and info.incarnation == gone.incarnation:
-                await self._table.release(lease)
+        await end_leases_of(self._table, gone)
 
     async def brokers(self) -> list[BrokerInfo]:
         """The live brokers, sorted by id (a registration that does not parse is left out)."""
@@ -143,6 +140,18 @@ class BrokerRegistry:
 
     async def broker(self, broker_id: str) -> BrokerInfo | None:
         return parse_info(await self._table.holder(broker_id))
+
+
+async def end_leases_of(table: LeaseTable, gone: BrokerInfo) -> int:
+    """End every lease of ``table`` whose value is the broker incarnation ``gone``; how many.
+    A lease renewed meanwhile is left alone (the compare-and-set refuses)."""
+    ended = 0
+    for lease in await table.leases():
+        info = parse_info(lease.value)
+        if info is not None and info.incarnation == gone.incarnation:
+            await table.release(lease)
+            ended += 1
+    return ended
 
 
 def registry_value_fields(info: BrokerInfo) -> dict[str, Any]:
