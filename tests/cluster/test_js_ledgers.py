@@ -5,6 +5,7 @@ it stored, ids are unique across writers, trimming removes a ledger, R3 survives
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import signal
 import time
@@ -158,6 +159,25 @@ def test_replicated_ledgers_survive_a_node_kill(jetstream_trio: list[JetStreamNo
     asyncio.run(scenario())
 
 
+def _thread_states(pid: int) -> list[str]:
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            states.append(task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0])
+    return states
+
+
+async def _until_stopped(pid: int) -> None:
+    """Until every thread of process ``pid`` is stopped (SIGSTOP takes effect per thread, each
+    when it is next scheduled: on a loaded machine a thread can still answer meanwhile)."""
+    for _ in range(200):
+        states = await asyncio.to_thread(_thread_states, pid)
+        if states and all(state in ("T", "t") for state in states):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"process {pid} did not stop")
+
+
 def test_an_append_fails_when_its_connection_drops_not_at_its_timeout(tmp_path: Path) -> None:
     """The node stops answering (SIGSTOP) while an append waits, then dies (SIGKILL): the
     append fails as soon as the connection drops, long before its 60 s timeout, and so does
@@ -172,6 +192,7 @@ def test_an_append_fails_when_its_connection_drops_not_at_its_timeout(tmp_path: 
             await writer.append([b"stored"])
             assert node.proc is not None
             node.proc.send_signal(signal.SIGSTOP)
+            await _until_stopped(node.proc.pid)
             waiting = asyncio.ensure_future(writer.append([b"unanswered"]))
             await asyncio.sleep(0.5)
             if waiting.done():
