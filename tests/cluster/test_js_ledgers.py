@@ -15,7 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from starquake.cluster.jetstream import request_timeout, requests_capped, storage_errors
 from starquake.cluster.js_ledgers import JetStreamLedgers, decode_record, encode_record
+from starquake.cluster.kv_metadata import JetStreamMetadataStore
 from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 from starquake.storage import LedgerFencedError, StorageError
 
@@ -53,6 +55,13 @@ def test_appends_reads_and_dense_ids(jetstream_node: JetStreamNode) -> None:
                 got = await ledgers.read(ledger_id, index, start, 4)
                 assert got == list(enumerate(written))[start : start + 4]
             assert await ledgers.read(ledger_id, index, len(written), 10) == []
+            for size in [1, 2, 3] * 15:  # more records than one read fetches at once
+                batch = [b"%d" % (len(written) + i) for i in range(size)]
+                await writer.append(batch)
+                written += batch
+            for start, count in [(0, 1000), (7, 60), (9, 1), (len(written) - 2, 5), (30, 40)]:
+                got = await ledgers.read(ledger_id, index, start, count)
+                assert got == list(enumerate(written))[start : start + count]
             await ledgers.delete(ledger_id)
             with pytest.raises(StorageError, match="gone"):
                 await ledgers.read(ledger_id, index, 0, 1)
@@ -217,6 +226,57 @@ def test_an_append_fails_when_its_connection_drops_not_at_its_timeout(tmp_path: 
                 raise AssertionError("no append after the node came back")
         finally:
             await ledgers.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        node.kill()
+
+
+def test_requests_capped_bounds_every_wait_of_a_takeover_and_nothing_outside(
+    tmp_path: Path,
+) -> None:
+    """Inside ``requests_capped`` an append, a key-value read and a listing of a node that
+    stopped answering (SIGSTOP) fail after the cap, not after their own 60 s; outside it the
+    same contexts wait their own time again, and once the node answers they work."""
+    (node,) = jetstream_nodes(1, tmp_path)
+    node.start()
+
+    async def scenario() -> None:
+        ledgers = await JetStreamLedgers.connect([node.url], request_timeout=60)
+        metadata = await JetStreamMetadataStore.connect([node.url])
+        try:
+            writer = ledgers.writer(await ledgers.allocate_ledger_id())
+            await writer.append([b"stored"])
+            await metadata.put("/a/b", b"v")
+            assert node.proc is not None
+            node.proc.send_signal(signal.SIGSTOP)
+            await _until_stopped(node.proc.pid)
+            calls = {
+                "append": lambda: ledgers.writer(writer.ledger_id + 1).append([b"x"]),
+                "read": lambda: metadata.get_versioned("/a/b"),
+                "listing": lambda: metadata.list_children("/a"),
+                "scan": lambda: ledgers.scan(writer.ledger_id),
+            }
+            for what, call in calls.items():
+                started = time.monotonic()
+                with requests_capped(0.3), pytest.raises(StorageError), storage_errors(what):
+                    await call()  # a takeover reports NATS errors as StorageErrors
+                assert time.monotonic() - started < 10, what
+            assert request_timeout(60) == 60
+            pending = asyncio.ensure_future(metadata.get_versioned("/a/b"))
+            await asyncio.sleep(1.5)
+            assert not pending.done(), "outside the cap a request waits its own timeout"
+            node.proc.send_signal(signal.SIGCONT)
+            found = await pending
+            assert found is not None and found.value == b"v"
+            with requests_capped(5):
+                assert [
+                    data for _, data in await ledgers.read(writer.ledger_id, writer.index, 0, 10)
+                ] == [b"stored"]
+        finally:
+            await ledgers.close()
+            await metadata.close()
 
     try:
         asyncio.run(scenario())

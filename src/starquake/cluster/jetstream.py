@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import nats
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StreamConfig
 from nats.js.errors import APIError, NotFoundError
 
@@ -34,6 +36,51 @@ def storage_errors(what: str) -> Iterator[None]:
         yield
     except NATS_ERRORS as exc:
         raise StorageError(f"{what}: {exc!r}") from None
+
+
+# The longest a JetStream request made in this context waits for its answer (None: the
+# context's own timeout); see requests_capped
+_REQUEST_CAP: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "starquake_jetstream_request_cap", default=None
+)
+
+
+@contextlib.contextmanager
+def requests_capped(seconds: float | None) -> Iterator[None]:
+    """JetStream requests made inside (and in tasks started inside) wait at most ``seconds``
+    (None: no cap) for their answer, whatever their context's timeout: for a retry loop,
+    whose attempt begun while a stream elects its leader would otherwise wait out the whole
+    timeout after the election (a request to a stream without a leader is never answered)."""
+    token = _REQUEST_CAP.set(seconds)
+    try:
+        yield
+    finally:
+        _REQUEST_CAP.reset(token)
+
+
+def request_timeout(normal: float) -> float:
+    """``normal``, or the cap of :func:`requests_capped` where that is shorter."""
+    cap = _REQUEST_CAP.get()
+    return normal if cap is None else min(normal, cap)
+
+
+class _CappedContext(JetStreamContext):
+    """A JetStream context whose requests (its own, its managers' and its key-value
+    buckets') honour :func:`requests_capped`: they all read the timeout from ``_timeout``."""
+
+    @property
+    def _timeout(self) -> float:
+        return request_timeout(self._normal_timeout)
+
+    @_timeout.setter
+    def _timeout(self, value: float) -> None:
+        self._normal_timeout = value
+
+
+def jetstream_context(nc: Any, timeout: float) -> Any:
+    """A JetStream context on ``nc`` whose requests wait ``timeout`` seconds for an answer
+    (less inside :func:`requests_capped`)."""
+    return _CappedContext(nc, timeout=timeout)
 
 
 async def _log_error(exc: Exception) -> None:
@@ -142,7 +189,7 @@ async def open_bucket(
     behind it: only for values whose writes are compare-and-set)."""
     deadline = time.monotonic() + give_up_after
     nc = await connect(servers, give_up_after, reconnected)
-    js = nc.jetstream(timeout=5)
+    js = jetstream_context(nc, 5)
 
     async def attempt() -> Any:
         try:
@@ -255,7 +302,7 @@ async def snapshot(
     try:
         pending = (await sub.consumer_info()).num_pending or 0
         while pending > 0:
-            for msg in await sub.fetch(min(pending, LISTING_BATCH), timeout=5):
+            for msg in await sub.fetch(min(pending, LISTING_BATCH), timeout=request_timeout(5)):
                 pending = min(pending - 1, msg.metadata.num_pending or 0)
                 messages.append(msg)
     finally:

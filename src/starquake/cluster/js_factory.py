@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import shutil
 import threading
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from starquake.cluster.jetstream import NATS_ERRORS, storage_errors
+from starquake.cluster.jetstream import NATS_ERRORS, requests_capped, storage_errors
 from starquake.cluster.js_ledgers import JetStreamLedgers
 from starquake.cluster.js_managed_ledger import JetStreamManagedLedger
 from starquake.cluster.js_ml_metadata import LEDGERS_ROOT, ManagedLedgerInfo, ledger_path
@@ -62,6 +63,13 @@ _TAKEOVER_ATTEMPTS = 3
 # and would come back seconds after the store did.
 OPEN_RETRY_SECONDS = 15.0
 _OPEN_RETRY_PAUSE = 0.25
+# The first CAPPED_ATTEMPTS attempts' requests wait ATTEMPT_REQUEST_SECONDS for JetStream's
+# answer, later ones their usual time (for a store that is only slow). A load is often the
+# reload after a failed append while some stream elects a leader: a request sent to a stream
+# without one is never answered, so an attempt begun just before the election ends then
+# would otherwise wait out a whole request timeout (up to 5 s) after it.
+ATTEMPT_REQUEST_SECONDS = 1.0
+CAPPED_ATTEMPTS = 8
 
 
 class JetStreamLedgerFactory:
@@ -171,10 +179,11 @@ class JetStreamLedgerFactory:
 
     # ------------------------------------------------------------------ managed ledgers
 
-    async def open(self, name: str) -> JetStreamManagedLedger:
+    async def open(self, name: str, *, request_cap: float | None = None) -> JetStreamManagedLedger:
         """Open (taking over, or creating) the managed ledger ``name``; the same instance
         until it is closed or fenced. LedgerFencedError when another owner stored the
-        ledger list while this one opened it (open again to take it over)."""
+        ledger list while this one opened it (open again to take it over). ``request_cap``:
+        the longest the takeover's requests wait for an answer (None: their usual time)."""
         self._check_open(name)
         ml = self._open.get(name)
         if ml is not None and not ml.fenced:
@@ -185,7 +194,7 @@ class JetStreamLedgerFactory:
         if previous is not None:
             await previous.drain()  # its last appends land before the fence
             await previous.flush_cursors()
-        ml = await self._take_over(name)
+        ml = await self._take_over(name, request_cap)
         self._open[name] = ml
         ml.start()
         if self._flusher is None and self._flush_seconds > 0:
@@ -200,12 +209,15 @@ class JetStreamLedgerFactory:
         if not name or name in (".", ".."):
             raise StorageError(f"invalid managed ledger name {name!r}")
 
-    async def _take_over(self, name: str) -> JetStreamManagedLedger:
+    async def _take_over(self, name: str, request_cap: float | None) -> JetStreamManagedLedger:
         directory = self.base_dir / directory_name(name)
         for attempt in range(_TAKEOVER_ATTEMPTS):
             ml = JetStreamManagedLedger(self, name, directory)
             try:
-                with storage_errors(f"managed ledger {name}"):  # e.g. metadata not answering
+                with (
+                    storage_errors(f"managed ledger {name}"),  # e.g. metadata not answering
+                    requests_capped(request_cap),
+                ):
                     await recover_managed_ledger(ml, self.ledgers, self.metadata, self._clock())
                 return ml
             except LedgerFencedError:
@@ -235,21 +247,35 @@ class JetStreamLedgerFactory:
         opened, or when JetStream did not answer for :data:`OPEN_RETRY_SECONDS` (tried
         again meanwhile; the store may be back for the client's retry)."""
         self._check_open(name)  # not worth retrying (a factory closed meanwhile: below)
-        deadline = time.monotonic() + OPEN_RETRY_SECONDS
-        while True:
+        started = time.monotonic()
+        failed: StorageError | None = None
+        for attempt in itertools.count():
+            cap = ATTEMPT_REQUEST_SECONDS if attempt < CAPPED_ATTEMPTS else None
             try:
                 with storage_errors(f"managed ledger {name}"):  # e.g. a cursor not stored
-                    return await self.open(name)
+                    ml = await self.open(name, request_cap=cap)
             except LedgerBusyError:
                 raise
             except StorageError as exc:
                 if self._closed:
                     raise
-                if time.monotonic() + _OPEN_RETRY_PAUSE > deadline:
+                failed = exc
+                if time.monotonic() + _OPEN_RETRY_PAUSE > started + OPEN_RETRY_SECONDS:
                     raise LedgerBusyError(
                         f"managed ledger {name} cannot be opened now: {exc}"
                     ) from None
-            await asyncio.sleep(_OPEN_RETRY_PAUSE)
+                await asyncio.sleep(_OPEN_RETRY_PAUSE)
+                continue
+            if failed is not None:
+                log.info(
+                    "managed ledger %s: opened at attempt %d, %.1f s after the first (%s)",
+                    name,
+                    attempt + 1,
+                    time.monotonic() - started,
+                    failed,
+                )
+            return ml
+        raise AssertionError("unreachable")
 
     def exists(self, name: str) -> bool:
         """Whether ``name`` is open here or has a stored ledger list (as the watch saw it)."""

@@ -35,6 +35,7 @@ from starquake.cluster.jetstream import (
     WRONG_LAST_SEQUENCE,
     ConnectionLoss,
     connect,
+    jetstream_context,
     snapshot,
     storage_errors,
     until_ready,
@@ -90,6 +91,10 @@ class LedgerIndex:
         self.size += size
 
 
+# How many records a read fetches at once
+READ_WINDOW = 16
+
+
 class JetStreamLedgers:
     """The ledgers of a cluster in JetStream (one instance per broker process)."""
 
@@ -97,7 +102,7 @@ class JetStreamLedgers:
         self, nc: Any, streams: int, timeout: float = 10, loss: ConnectionLoss | None = None
     ) -> None:
         self._nc = nc
-        self._js = nc.jetstream(timeout=timeout)
+        self._js = jetstream_context(nc, timeout)
         self.streams = streams
         self._loss = loss or ConnectionLoss()
 
@@ -203,27 +208,35 @@ class JetStreamLedgers:
     async def read(
         self, ledger_id: int, index: LedgerIndex, first: int, max_entries: int
     ) -> list[tuple[int, bytes]]:
-        """Up to ``max_entries`` entries from ``first`` (only records of ``index``)."""
+        """Up to ``max_entries`` entries from ``first`` (only records of ``index``); the
+        records are fetched ``READ_WINDOW`` at a time, concurrently."""
         out: list[tuple[int, bytes]] = []
         if first >= index.entries or max_entries <= 0:
             return out
-        position = bisect.bisect_right(index.firsts, first) - 1
-        stream = self._stream(ledger_id)
-        while position < len(index.firsts) and len(out) < max_entries:
-            with storage_errors(f"ledger {ledger_id}"):
-                try:
-                    msg = await self._js.get_msg(stream, seq=index.sequences[position])
-                except NotFoundError:
-                    raise StorageError(f"ledger {ledger_id}: a record is gone (trimmed)") from None
-            start = index.firsts[position]
-            end = index.firsts[position + 1] if position + 1 < len(index.firsts) else index.entries
-            entries = decode_record(msg.data or b"", end - start)
-            for offset, data in enumerate(entries):
-                entry_id = start + offset
-                if entry_id >= first and len(out) < max_entries:
-                    out.append((entry_id, data))
-            position += 1
+        stop = min(first + max_entries, index.entries)  # the first entry id not wanted
+        begin = bisect.bisect_right(index.firsts, first) - 1
+        end = bisect.bisect_left(index.firsts, stop)  # the first record not wanted
+        for window in range(begin, end, READ_WINDOW):
+            positions = range(window, min(window + READ_WINDOW, end))
+            bodies = await asyncio.gather(
+                *(self._record(ledger_id, index.sequences[p]) for p in positions)
+            )
+            for position, body in zip(positions, bodies, strict=True):
+                start = index.firsts[position]
+                following = position + 1
+                last = index.firsts[following] if following < len(index.firsts) else index.entries
+                for offset, data in enumerate(decode_record(body, last - start)):
+                    if first <= start + offset < stop:
+                        out.append((start + offset, data))
         return out
+
+    async def _record(self, ledger_id: int, sequence: int) -> bytes:
+        with storage_errors(f"ledger {ledger_id}"):
+            try:
+                msg = await self._js.get_msg(self._stream(ledger_id), seq=sequence)
+            except NotFoundError:
+                raise StorageError(f"ledger {ledger_id}: a record is gone (trimmed)") from None
+        return bytes(msg.data or b"")
 
     async def delete(self, ledger_id: int, *, keep_fence: bool = False) -> None:
         """Remove every record of ``ledger_id`` (trimming). ``keep_fence``: keep the
