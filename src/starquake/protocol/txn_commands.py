@@ -116,7 +116,7 @@ def tc_client_connect_response(
 
 # The responses that name a transaction share their fields: request_id, the two id halves,
 # error and message; each is the field of BaseCommand named like its type.
-_RESPONSES = {
+_RESPONSES: dict[int, str] = {
     T.NEW_TXN_RESPONSE: "new_txn_response",
     T.ADD_PARTITION_TO_TXN_RESPONSE: "add_partition_to_txn_response",
     T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE: "add_subscription_to_txn_response",
