@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
     from starquake.client.core._handler import ClientCore
     from starquake.client.wire._connection import ClientConnection
 
-log = logging.getLogger(__name__)
 
 ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 T = pb.BaseCommand

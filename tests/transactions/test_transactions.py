@@ -1,0 +1,180 @@
+"""Transactions end to end: our client, a broker with transactionCoordinatorEnabled."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import new_topic, received
+from raw_connection import RawConnection, T
+
+from starquake import client as pulsar
+from starquake.broker.embedded import EmbeddedBroker
+from starquake.protocol import txn_commands
+from starquake.protocol.errors import ServerError
+
+EARLIEST = pulsar.InitialPosition.Earliest
+
+
+def _subscribe(client: pulsar.Client, topic: str) -> pulsar.Consumer:
+    return client.subscribe(topic, "sub", initial_position=EARLIEST)
+
+
+def test_commit_shows_the_messages_of_three_topics_only_then(txn_client: pulsar.Client) -> None:
+    topics = [new_topic() for _ in range(3)]
+    consumers = [_subscribe(txn_client, t) for t in topics]
+    producers = [txn_client.create_producer(t) for t in topics]
+    txn = txn_client.new_transaction()
+    for i, producer in enumerate(producers):
+        producer.send(f"m{i}-a".encode(), txn=txn)
+        producer.send_async(f"m{i}-b".encode(), None, txn=txn)
+    assert [received(c) for c in consumers] == [[], [], []]
+    txn.commit()
+    assert txn.state == "COMMITTED"
+    assert [received(c, 2000) for c in consumers] == [
+        [f"m{i}-a".encode(), f"m{i}-b".encode()] for i in range(3)
+    ]
+
+
+def test_aborted_messages_are_never_delivered(txn_client: pulsar.Client) -> None:
+    topic = new_topic()
+    consumer = _subscribe(txn_client, topic)
+    producer = txn_client.create_producer(topic)
+    txn = txn_client.new_transaction()
+    producer.send(b"aborted", txn=txn)
+    txn.abort()
+    producer.send(b"plain")
+    assert received(consumer, 1000) == [b"plain"]
+    consumer.close()
+    again = _subscribe(txn_client, topic)  # from the stored cursor: nothing left
+    assert received(again) == []
+    reader = txn_client.create_reader(topic, pulsar.MessageId.earliest)
+    assert [reader.read_next(2000).data()] == [b"plain"]
+    assert not reader.has_message_available()
+
+
+@pytest.mark.parametrize("first_ends", ["older", "newer"])
+def test_dispatch_stops_at_the_first_open_transaction(
+    txn_client: pulsar.Client, first_ends: str
+) -> None:
+    topic = new_topic()
+    consumer = _subscribe(txn_client, topic)
+    producer = txn_client.create_producer(topic)
+    older, newer = txn_client.new_transaction(), txn_client.new_transaction()
+    producer.send(b"before")
+    producer.send(b"older", txn=older)
+    producer.send(b"between")
+    producer.send(b"newer", txn=newer)
+    producer.send(b"after")
+    assert received(consumer) == [b"before"]  # held at the older transaction's first entry
+    if first_ends == "older":
+        older.commit()
+        assert received(consumer, 1000) == [b"older", b"between"]  # held at the newer one
+        newer.abort()
+        assert received(consumer, 1000) == [b"after"]
+    else:
+        newer.commit()
+        assert received(consumer) == []  # the older one still holds everything after it
+        older.abort()
+        assert received(consumer, 1000) == [b"between", b"newer", b"after"]
+
+
+def test_second_commit_is_refused_by_the_client(txn_client: pulsar.Client) -> None:
+    txn = txn_client.new_transaction()
+    txn.commit()
+    with pytest.raises(pulsar.InvalidTxnStatusError):
+        txn.commit()
+    with pytest.raises(pulsar.InvalidTxnStatusError):
+        txn.abort()
+
+
+def _connected(broker: EmbeddedBroker) -> RawConnection:
+    cnx = RawConnection(broker.broker_port)
+    cnx.handshake()
+    return cnx
+
+
+def test_end_txn_of_unknown_and_ended_transactions(txn_broker: EmbeddedBroker) -> None:
+    with _connected(txn_broker) as cnx:
+        cnx.send_command(txn_commands.end_txn(1, 0, 987_654_321, txn_commands.COMMIT))
+        unknown = cnx.next().end_txn_response
+        assert (unknown.request_id, unknown.error) == (1, ServerError.TransactionNotFound)
+        cnx.send_command(txn_commands.new_txn(2, 0, 60_000))
+        least = cnx.next().new_txn_response.txnid_least_bits
+        cnx.send_command(txn_commands.end_txn(3, 0, least, txn_commands.ABORT))
+        assert not cnx.next().end_txn_response.HasField("error")
+        # As Pulsar's coordinator: an ended transaction is forgotten.
+        cnx.send_command(txn_commands.end_txn(4, 0, least, txn_commands.COMMIT))
+        assert cnx.next().end_txn_response.error == ServerError.TransactionNotFound
+        cnx.send_command(txn_commands.add_partition_to_txn(5, 0, least, [new_topic()]))
+        assert cnx.next().add_partition_to_txn_response.error == ServerError.TransactionNotFound
+
+
+def test_end_txn_on_a_transaction_being_ended_otherwise(txn_broker: EmbeddedBroker) -> None:
+    with _connected(txn_broker) as cnx:
+        cnx.send_command(txn_commands.new_txn(1, 0, 60_000))
+        least = cnx.next().new_txn_response.txnid_least_bits
+        cnx.send_command(txn_commands.end_txn(2, 0, least, txn_commands.COMMIT))
+        cnx.send_command(txn_commands.end_txn(3, 0, least, txn_commands.ABORT))
+        answers = [cnx.next().end_txn_response for _ in range(2)]
+        replies = {r.request_id: r for r in answers}
+        assert not replies[2].HasField("error")
+        assert replies[3].error in (ServerError.InvalidTxnStatus, ServerError.TransactionNotFound)
+
+
+def test_unknown_coordinator(txn_broker: EmbeddedBroker) -> None:
+    with _connected(txn_broker) as cnx:
+        cnx.send_command(txn_commands.tc_client_connect_request(1, 7))
+        reply = cnx.next().tc_client_connect_response
+        assert reply.error == ServerError.TransactionCoordinatorNotFound
+        cnx.send_command(txn_commands.new_txn(2, 7, 1000))
+        assert cnx.next().new_txn_response.error == ServerError.TransactionCoordinatorNotFound
+
+
+def test_transactions_off_answer_not_allowed(broker: EmbeddedBroker, topic: str) -> None:
+    with _connected(broker) as cnx:
+        cnx.send_command(txn_commands.tc_client_connect_request(1, 0))
+        cnx.send_command(txn_commands.new_txn(2, 0, 1000))
+        cnx.send_command(txn_commands.end_txn(3, 0, 0, txn_commands.COMMIT))
+        replies = [cnx.next() for _ in range(3)]
+        assert [(r.type, r.error.request_id, r.error.error) for r in replies] == [
+            (T.ERROR, n, ServerError.NotAllowedError) for n in (1, 2, 3)
+        ]
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=5)
+    try:
+        with pytest.raises(pulsar.InvalidConfiguration):
+            client.new_transaction()
+    finally:
+        client.close()
+
+
+def test_a_transaction_past_its_timeout_is_aborted(txn_client: pulsar.Client) -> None:
+    topic = new_topic()
+    consumer = _subscribe(txn_client, topic)
+    producer = txn_client.create_producer(topic)
+    txn = txn_client.new_transaction(timeout_ms=300)
+    producer.send(b"timed out", txn=txn)
+    producer.send(b"plain")
+    assert received(consumer, 2000) == [b"plain"]  # held until the abort, then alone
+    with pytest.raises(pulsar.TransactionNotFound):
+        txn.commit()
+
+
+def test_transaction_ids_never_repeat(txn_client: pulsar.Client) -> None:
+    ids = {txn_client.new_transaction().txn_id for _ in range(5)}
+    assert len(ids) == 5
+    assert {most for most, _ in ids} == {0}
+
+
+def test_send_of_an_ended_transaction_is_refused(txn_client: pulsar.Client) -> None:
+    topic = new_topic()
+    producer = txn_client.create_producer(topic, send_timeout_millis=2000)
+    txn = txn_client.new_transaction()
+    producer.send(b"in", txn=txn)
+    txn.commit()
+    with pytest.raises(pulsar.InvalidTxnStatusError):  # refused by the client first
+        producer.send(b"late", txn=txn)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and txn.state != "COMMITTED":
+        time.sleep(0.05)
+    assert txn.state == "COMMITTED"
