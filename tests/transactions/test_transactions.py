@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from conftest import new_topic, received
 from raw_connection import RawConnection, T
 
 from starquake import client as pulsar
+from starquake.broker import inactive_topics
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.protocol import txn_commands
 from starquake.protocol.errors import ServerError
@@ -178,3 +180,33 @@ def test_send_of_an_ended_transaction_is_refused(txn_client: pulsar.Client) -> N
     while time.monotonic() < deadline and txn.state != "COMMITTED":
         time.sleep(0.05)
     assert txn.state == "COMMITTED"
+
+
+async def _inactive_deletion_and_trimming(broker: EmbeddedBroker) -> tuple[int, int]:
+    service = broker.service
+    deleted = await inactive_topics.delete_inactive_topics(service, now=time.monotonic() + 1e6)
+    return deleted, service.trim_ledgers()
+
+
+def test_the_coordinator_log_outlives_inactivity_rollover_and_trimming(tmp_path: Path) -> None:
+    settings = {
+        "transactionCoordinatorEnabled": True,
+        "managedLedgerMaxEntriesPerLedger": 2,
+        "brokerDeleteInactiveTopicsEnabled": True,
+        "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": 1,
+    }
+    with EmbeddedBroker(tmp_path / "data", **settings) as broker:
+        client = pulsar.Client(broker.service_url, enable_transaction=True)
+        try:
+            ids = [client.new_transaction().txn_id for _ in range(5)]
+        finally:
+            client.close()
+        broker.call(_inactive_deletion_and_trimming(broker))
+    with EmbeddedBroker(tmp_path / "data", **settings) as broker:
+        client = pulsar.Client(broker.service_url, enable_transaction=True)
+        try:
+            txn = client.new_transaction()
+            assert txn.txn_id[1] > max(least for _, least in ids)
+            txn.commit()  # its five predecessors were replayed as open, this one is known
+        finally:
+            client.close()

@@ -26,6 +26,7 @@ from typing import Protocol
 from starquake.broker.errors import NotAllowedError, TopicNotFoundError
 from starquake.broker.ledger_storage import LedgerStorage
 from starquake.broker.resources import ConflictError, PulsarResources
+from starquake.broker.subscription import Subscription
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
 from starquake.broker.transactions.buffer import TopicTransactionBuffer
@@ -86,6 +87,7 @@ class TransactionService:
             await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
             topic = await self._persistent_topic(name, create=True)
             assert topic.txn is not None
+            _hold_log(topic)
             coordinator = TransactionCoordinator(
                 tc_id, topic.ledger, topic.txn.appends, self._end_on_partitions
             )
@@ -170,3 +172,15 @@ class TransactionService:
             raise CoordinatorNotFoundError(f"{name} has no transaction buffer")
         await topic.txn.end(txn, commit)
         log.debug("transaction %s ended on %s", txn_text(txn), name)
+
+
+LOG_CURSOR = "__txn_coordinator"
+"""The durable cursor that keeps a transaction log from being trimmed: it never moves (the log
+is replayed whole at every start; trimming it is a later increment)."""
+
+
+def _hold_log(topic: PersistentTopic) -> None:
+    """Give the log topic its never-moving durable subscription."""
+    if LOG_CURSOR not in topic.subscriptions:
+        cursor = topic.ledger.open_cursor(LOG_CURSOR, "earliest")
+        topic.subscriptions[LOG_CURSOR] = Subscription(topic, LOG_CURSOR, cursor, durable=True)
