@@ -18,8 +18,10 @@ from starquake.protocol.errors import ServerError
 EARLIEST = pulsar.InitialPosition.Earliest
 
 
-def _subscribe(client: pulsar.Client, topic: str) -> pulsar.Consumer:
-    return client.subscribe(topic, "sub", initial_position=EARLIEST)
+def _subscribe(
+    client: pulsar.Client, topic: str, kind: pulsar.ConsumerType = pulsar.ConsumerType.Exclusive
+) -> pulsar.Consumer:
+    return client.subscribe(topic, "sub", kind, initial_position=EARLIEST)
 
 
 def test_commit_shows_the_messages_of_three_topics_only_then(txn_client: pulsar.Client) -> None:
@@ -55,12 +57,20 @@ def test_aborted_messages_are_never_delivered(txn_client: pulsar.Client) -> None
     assert not reader.has_message_available()
 
 
-@pytest.mark.parametrize("first_ends", ["older", "newer"])
+@pytest.mark.parametrize(
+    ("first_ends", "kind"),
+    [
+        ("older", pulsar.ConsumerType.Exclusive),
+        ("newer", pulsar.ConsumerType.Exclusive),
+        ("older", pulsar.ConsumerType.Shared),
+        ("newer", pulsar.ConsumerType.KeyShared),
+    ],
+)
 def test_dispatch_stops_at_the_first_open_transaction(
-    txn_client: pulsar.Client, first_ends: str
+    txn_client: pulsar.Client, first_ends: str, kind: pulsar.ConsumerType
 ) -> None:
     topic = new_topic()
-    consumer = _subscribe(txn_client, topic)
+    consumer = _subscribe(txn_client, topic, kind)
     producer = txn_client.create_producer(topic)
     older, newer = txn_client.new_transaction(), txn_client.new_transaction()
     producer.send(b"before")
@@ -79,6 +89,25 @@ def test_dispatch_stops_at_the_first_open_transaction(
         assert received(consumer) == []  # the older one still holds everything after it
         older.abort()
         assert received(consumer, 1000) == [b"between", b"newer", b"after"]
+
+
+def test_readers_see_no_message_hidden_by_transactions(txn_client: pulsar.Client) -> None:
+    topic = new_topic()
+    producer = txn_client.create_producer(topic)
+    producer.send(b"plain")
+    aborted = txn_client.new_transaction()
+    producer.send(b"aborted", txn=aborted)
+    aborted.abort()  # the last entries: an aborted message and its marker
+    reader = txn_client.create_reader(topic, pulsar.MessageId.earliest)
+    assert reader.read_next(2000).data() == b"plain"
+    assert not reader.has_message_available()
+    open_ = txn_client.new_transaction()
+    producer.send(b"open", txn=open_)
+    producer.send(b"after")
+    assert not reader.has_message_available()  # held at the open transaction
+    open_.commit()
+    assert [reader.read_next(2000).data() for _ in range(2)] == [b"open", b"after"]
+    assert not reader.has_message_available()
 
 
 def test_second_commit_is_refused_by_the_client(txn_client: pulsar.Client) -> None:

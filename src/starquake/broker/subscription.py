@@ -275,6 +275,14 @@ class Subscription:
             self._compacted_reads = CompactedReads(self, self.start_position)
         return self._compacted_reads.read(max_entries)
 
+    def held(self) -> bool:
+        """Whether reading waits at the max read position of the topic's transactions."""
+        buffer = self.topic.txn
+        if buffer is None:
+            return False
+        limit = buffer.max_read
+        return limit is not None and self.cursor.read_position >= limit
+
     def read_back(self, entry: Entry) -> None:
         """``entry`` was read but not dispatched: read it again next."""
         if self._compacted_reads is not None:

@@ -449,8 +449,11 @@ class PersistentTopic:
         return topic_stats.persistent_stats(self)
 
     async def last_message_position(self) -> LastMessage:
-        """Last durable entry and its last batch index (-1 when not batched or no entry)."""
+        """Last durable entry a consumer may get (transactions: before the max read position,
+        not a marker nor aborted) and its last batch index (-1: not batched, or no entry)."""
         last = self.ledger.last_confirmed
+        if self.txn is not None:
+            last = self.txn.last_visible(last)
         if last.entry_id < 0:
             return LastMessage(last, -1)
         entry = await self.ledger.read_entry(last)

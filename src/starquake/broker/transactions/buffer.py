@@ -124,6 +124,27 @@ class TopicTransactionBuffer:
             self.hidden.update(positions)
         self.ended[txn] = commit
 
+    def last_visible(self, last: Position) -> Position:
+        """The last position up to ``last`` that a consumer may get (before the max read
+        position, not hidden); the position before the first entry when there is none."""
+        limit = self.max_read
+        candidate = last
+        if limit is not None and candidate >= limit:
+            candidate = self._before(limit)
+        while candidate in self.hidden:
+            candidate = self._before(candidate)
+        return candidate
+
+    def _before(self, position: Position) -> Position:
+        """The stored position before ``position``."""
+        if position.entry_id > 0:
+            return Position(position.ledger_id, position.entry_id - 1)
+        ledger = self._topic.ledger
+        earlier = [i for i in ledger.ledgers() if i.ledger_id < position.ledger_id and i.entries]
+        if earlier:
+            return Position(earlier[-1].ledger_id, earlier[-1].entries - 1)
+        return ledger.position_before_first()
+
     # --- recovery -----------------------------------------------------------------------------
 
     async def recover(self) -> int:
