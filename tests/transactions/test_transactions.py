@@ -12,8 +12,10 @@ from raw_connection import RawConnection, T
 from starquake import client as pulsar
 from starquake.broker import inactive_topics
 from starquake.broker.embedded import EmbeddedBroker
-from starquake.protocol import txn_commands
+from starquake.protocol import client_commands, txn_commands
 from starquake.protocol.errors import ServerError
+from starquake.protocol.framing import encode_entry, encode_payload_command
+from starquake.protocol.wire import pb
 
 EARLIEST = pulsar.InitialPosition.Earliest
 
@@ -239,3 +241,41 @@ def test_the_coordinator_log_outlives_inactivity_rollover_and_trimming(tmp_path:
             txn.commit()  # its five predecessors were replayed as open, this one is known
         finally:
             client.close()
+
+
+def _txn_send(producer_id: int, sequence_id: int, txn: tuple[int, int]) -> bytes:
+    metadata = pb.MessageMetadata(producer_name="raw", sequence_id=sequence_id, publish_time=1)
+    metadata.txnid_most_bits, metadata.txnid_least_bits = txn
+    cmd = client_commands.send(producer_id, sequence_id, 1, sequence_id)
+    cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
+    return encode_payload_command(cmd, encode_entry(metadata, b"late"))
+
+
+def test_a_send_in_a_transaction_that_is_not_open_is_refused(txn_broker: EmbeddedBroker) -> None:
+    # A late send (one the client had in flight when its transaction ended) would otherwise
+    # open the transaction again on the topic and hold its dispatch back for ever.
+    with _connected(txn_broker) as cnx:
+        cnx.send_command(
+            client_commands.producer(
+                new_topic(),
+                1,
+                1,
+                producer_name="raw",
+                user_provided_name=True,
+                epoch=0,
+                access_mode=0,
+                metadata={},
+            )
+        )
+        assert cnx.next().type == T.PRODUCER_SUCCESS
+        cnx.send_command(txn_commands.new_txn(2, 0, 60_000))
+        least = cnx.next().new_txn_response.txnid_least_bits
+        cnx.send(_txn_send(1, 0, (0, least)))
+        assert cnx.next().type == T.SEND_RECEIPT
+        cnx.send_command(txn_commands.end_txn(3, 0, least, txn_commands.ABORT))
+        assert not cnx.next().end_txn_response.HasField("error")
+        cnx.send(_txn_send(1, 1, (0, least)))
+        refused = cnx.next().send_error
+        assert refused.error == ServerError.TransactionConflict  # ended on this topic
+        cnx.send(_txn_send(1, 2, (0, 123_456_789)))
+        assert cnx.next().send_error.error == ServerError.TransactionNotFound

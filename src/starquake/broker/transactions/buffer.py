@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from starquake.broker.transactions.durable import DurableAppends, Kicker
@@ -55,8 +55,15 @@ class BufferedTopic(Protocol):
 class TopicTransactionBuffer:
     """The transactions of one topic (see the module docstring)."""
 
-    def __init__(self, topic: BufferedTopic, committer: Kicker) -> None:
+    def __init__(
+        self,
+        topic: BufferedTopic,
+        committer: Kicker,
+        check_open: Callable[[TxnId], None] = lambda _: None,
+    ) -> None:
+        """``check_open`` raises when the coordinator knows the transaction is not open."""
         self._topic = topic
+        self._check_open = check_open
         self.appends = DurableAppends(topic.ledger, committer)
         self.open: dict[TxnId, list[Position]] = {}
         """The positions of each open transaction's entries, oldest transaction first."""
@@ -76,11 +83,14 @@ class TopicTransactionBuffer:
     # --- the produce side ---------------------------------------------------------------------
 
     def check_append(self, txn: TxnId) -> None:
-        """Refuse a message of a transaction that already ended (or is ending) here."""
+        """Refuse a message of a transaction that already ended (or is ending) here, or that
+        its coordinator (when it is this broker's) does not have open: its message would hold
+        the topic's dispatch back for ever."""
         if txn in self.ended or txn in self._ending:
             raise TransactionConflictError(
                 f"Transaction {txn_text(txn)} already ended on {self._topic.full_name}"
             )
+        self._check_open(txn)
 
     def appended(self, txn: TxnId, position: Position) -> None:
         """A message of ``txn`` was stored at ``position``."""

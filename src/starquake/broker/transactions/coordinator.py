@@ -54,6 +54,7 @@ class TransactionCoordinator:
         self._timers: dict[int, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ending: dict[int, asyncio.Task[None]] = {}
+        self._driving: set[int] = set()
         self.closed = False
 
     @property
@@ -106,7 +107,12 @@ class TransactionCoordinator:
             running = asyncio.get_running_loop().create_task(self._end(meta, commit))
             self._ending[meta.sequence] = running
             running.add_done_callback(lambda _: self._ending.pop(meta.sequence, None))
-        await asyncio.shield(running)
+        try:
+            await asyncio.shield(running)
+        except Exception:
+            if meta.status is target and meta.sequence not in self._driving:
+                self._spawn(self._drive(txn, commit))  # it is logged as ending: finish it
+            raise
 
     async def _end(self, meta: TxnMeta, commit: bool) -> None:
         txn = self.state.txn_id(meta.sequence)
@@ -147,15 +153,19 @@ class TransactionCoordinator:
 
     async def _drive(self, txn: TxnId, commit: bool) -> None:
         """End ``txn``, retrying until it is ended (or the coordinator closes)."""
-        while not self.closed:
-            try:
-                await self.end(txn, commit)
-                return
-            except Exception as exc:  # retried: the partitions may be back soon
-                if txn[1] not in self.state.txns:
+        self._driving.add(txn[1])
+        try:
+            while not self.closed:
+                try:
+                    await self.end(txn, commit)
                     return
-                log.warning("ending transaction %s failed, retrying: %s", txn_text(txn), exc)
-            await asyncio.sleep(RETRY_SECONDS)
+                except Exception as exc:  # retried: the partitions may be back soon
+                    if txn[1] not in self.state.txns:
+                        return
+                    log.warning("ending transaction %s failed, retrying: %s", txn_text(txn), exc)
+                await asyncio.sleep(RETRY_SECONDS)
+        finally:
+            self._driving.discard(txn[1])
 
     async def recover(self) -> int:
         """Replay the log; then drive the transactions being ended to their end and time out

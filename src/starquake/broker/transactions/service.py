@@ -141,7 +141,7 @@ class TransactionService:
         """Give a topic that is loading its transaction buffer, rebuilt from its entries."""
         if not self.enabled:
             return
-        buffer = TopicTransactionBuffer(topic, self._context.committer)
+        buffer = TopicTransactionBuffer(topic, self._context.committer, self._check_open)
         read = await buffer.recover()
         topic.txn = buffer
         self._buffers[topic.full_name] = buffer
@@ -152,6 +152,12 @@ class TransactionService:
                 read,
                 len(buffer.open),
             )
+
+    def _check_open(self, txn: TxnId) -> None:
+        """Raise unless ``txn`` is open, when its coordinator is one of this broker's."""
+        coordinator = self.coordinators.get(txn[0])
+        if coordinator is not None:
+            coordinator.state.check_open(txn)
 
     async def _end_on_partitions(self, txn: TxnId, partitions: list[str], commit: bool) -> None:
         """End ``txn`` on its partitions, and on any topic here that holds messages of it
