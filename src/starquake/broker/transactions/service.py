@@ -10,10 +10,10 @@ partition ``N``. Each coordinator's log is the managed ledger of
 Every persistent topic gets a transaction buffer when it loads (rebuilt from its entries), so
 its dispatch holds back what open and aborted transactions hide.
 
-Ending a transaction on its partitions is an in-process call to the topic here: every topic is
-this broker's in standalone mode. (In cluster mode a partition another broker serves would need
-END_TXN_ON_PARTITION sent to that broker; this is not done yet, and such an end fails and is
-retried.)
+Ending a transaction on its partitions is an in-process call to the topic: every topic is this
+broker's in standalone mode. Cluster mode has no transactions yet: a coordinator there needs an
+owner the brokers agree on (and to move on failure), and a partition another broker serves needs
+END_TXN_ON_PARTITION sent to that broker.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import contextlib
 import logging
 from typing import Protocol
 
+from starquake.broker.config import BrokerConfig
 from starquake.broker.errors import NotAllowedError, TopicNotFoundError
 from starquake.broker.ledger_storage import LedgerStorage
 from starquake.broker.resources import ConflictError, PulsarResources
@@ -47,6 +48,10 @@ STANDALONE_COORDINATORS = 1
 
 class TransactionsContext(Protocol):
     """What the transactions use of the broker."""
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's configuration."""
 
     @property
     def resources(self) -> PulsarResources:
@@ -78,7 +83,11 @@ class TransactionService:
 
     async def start(self, cluster: str) -> None:
         """Create the system namespace and assign topic when missing, then recover every
-        coordinator from its log."""
+        coordinator from its log. In cluster mode transactions stay off (one line says so):
+        a coordinator there needs an owner the cluster agrees on, not there yet."""
+        if self.enabled and self._context.config.metadata_store_servers:
+            log.warning("transactionCoordinatorEnabled has no effect in cluster mode yet")
+            self.enabled = False
         if not self.enabled:
             return
         count = await asyncio.to_thread(self._ensure_metadata, cluster)
