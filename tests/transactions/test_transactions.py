@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from raw_connection import RawConnection, T
 from starquake import client as pulsar
 from starquake.broker import inactive_topics
 from starquake.broker.embedded import EmbeddedBroker
+from starquake.client import asyncio as aio
 from starquake.protocol import client_commands, txn_commands
 from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import encode_entry, encode_payload_command
@@ -279,3 +281,40 @@ def test_a_send_in_a_transaction_that_is_not_open_is_refused(txn_broker: Embedde
         assert refused.error == ServerError.TransactionConflict  # ended on this topic
         cnx.send(_txn_send(1, 2, (0, 123_456_789)))
         assert cnx.next().send_error.error == ServerError.TransactionNotFound
+
+
+def test_a_partitioned_topic_in_a_transaction(
+    txn_broker: EmbeddedBroker, txn_client: pulsar.Client
+) -> None:
+    topic = new_topic()
+    txn_broker.create_partitioned_topic(topic, 2)
+    consumer = _subscribe(txn_client, topic)
+    producer = txn_client.create_producer(topic, batching_enabled=True)
+    txn = txn_client.new_transaction()
+    for i in range(4):  # round robin: both partitions take part
+        producer.send(f"m{i}".encode(), txn=txn)
+    assert received(consumer) == []
+    txn.commit()
+    assert sorted(received(consumer, 1000)) == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_the_asyncio_api(txn_broker: EmbeddedBroker) -> None:
+    async def scenario() -> list[bytes]:
+        client = aio.Client(txn_broker.service_url, enable_transaction=True)
+        try:
+            topic = new_topic()
+            consumer = await client.subscribe(topic, "sub", initial_position=EARLIEST)
+            producer = await client.create_producer(topic)
+            aborted = await client.new_transaction()
+            await producer.send(b"aborted", txn=aborted)
+            await aborted.abort()
+            committed = await client.new_transaction(timeout_ms=10_000)
+            await producer.send(b"committed", txn=committed)
+            await committed.commit()
+            assert (aborted.state, committed.state) == ("ABORTED", "COMMITTED")
+            msg = await consumer.receive()
+            return [msg.data()]
+        finally:
+            await client.close()
+
+    assert asyncio.run(scenario()) == [b"committed"]

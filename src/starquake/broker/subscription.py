@@ -268,8 +268,9 @@ class Subscription:
         the topic's transaction buffer hides is left out, and reads stop at its max read
         position."""
         if not compacted:
-            if self.topic.txn is not None:
-                return read_visible(self.cursor, self.topic.txn, max_entries)
+            buffer = self.topic.txn
+            if buffer is not None and (buffer.open or buffer.hidden):
+                return read_visible(self.cursor, buffer, max_entries)
             return self.cursor.read_entries(max_entries)
         if self._compacted_reads is None:
             self._compacted_reads = CompactedReads(self, self.start_position)
