@@ -13,6 +13,7 @@ from raw_connection import RawConnection, T
 from starquake import client as pulsar
 from starquake.broker import inactive_topics
 from starquake.broker.embedded import EmbeddedBroker
+from starquake.broker.transactions.state import CoordinatorState, TxnStatus
 from starquake.client import asyncio as aio
 from starquake.protocol import client_commands, txn_commands
 from starquake.protocol.errors import ServerError
@@ -318,3 +319,58 @@ def test_the_asyncio_api(txn_broker: EmbeddedBroker) -> None:
             await client.close()
 
     assert asyncio.run(scenario()) == [b"committed"]
+
+
+def test_a_topic_sent_to_without_being_added_ends_with_the_transaction(
+    txn_broker: EmbeddedBroker, txn_client: pulsar.Client
+) -> None:
+    topic = new_topic()
+    consumer = _subscribe(txn_client, topic)
+    with _connected(txn_broker) as cnx:
+        cnx.send_command(
+            client_commands.producer(
+                topic,
+                1,
+                1,
+                producer_name="raw",
+                user_provided_name=True,
+                epoch=0,
+                access_mode=0,
+                metadata={},
+            )
+        )
+        assert cnx.next().type == T.PRODUCER_SUCCESS
+        cnx.send_command(txn_commands.new_txn(2, 0, 60_000))
+        least = cnx.next().new_txn_response.txnid_least_bits
+        cnx.send(_txn_send(1, 0, (0, least)))  # no ADD_PARTITION_TO_TXN before
+        assert cnx.next().type == T.SEND_RECEIPT
+        assert received(consumer) == []
+        cnx.send_command(txn_commands.end_txn(3, 0, least, txn_commands.COMMIT))
+        assert not cnx.next().end_txn_response.HasField("error")
+    assert received(consumer, 1000) == [b"late"]
+
+
+def test_a_transaction_logged_as_committing_is_committed_at_restart(tmp_path: Path) -> None:
+    topics = [new_topic(), new_topic()]
+    with EmbeddedBroker(tmp_path / "data", transactionCoordinatorEnabled=True) as broker:
+        client = pulsar.Client(broker.service_url, enable_transaction=True)
+        try:
+            txn = client.new_transaction()
+            for topic in topics:
+                client.create_producer(topic).send(b"committing", txn=txn)
+            # The broker stops after logging COMMITTING, before any partition ended it.
+            coordinator = broker.service.transactions.coordinator(0)
+            record = CoordinatorState.status_record(txn.txn_id[1], TxnStatus.COMMITTING)
+            broker.call(coordinator._log(record))
+        finally:
+            client.close()
+    with EmbeddedBroker(tmp_path / "data", transactionCoordinatorEnabled=True) as broker:
+        client = pulsar.Client(broker.service_url, enable_transaction=True)
+        try:
+            consumers = [_subscribe(client, topic) for topic in topics]
+            assert [received(c, 2000) for c in consumers] == [[b"committing"], [b"committing"]]
+            with _connected(broker) as cnx:  # ended, hence forgotten
+                cnx.send_command(txn_commands.end_txn(1, *txn.txn_id, txn_commands.COMMIT))
+                assert cnx.next().end_txn_response.error == ServerError.TransactionNotFound
+        finally:
+            client.close()
