@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 RECOVERY_READ = 1000
 """Entries read at once while rebuilding the state."""
+ENDED_KEPT = 10_000
+"""Ended transactions remembered per topic (to refuse their late messages and to answer a
+repeated end); the oldest are forgotten beyond this."""
 
 
 class Woken(Protocol):
@@ -114,6 +117,7 @@ class TopicTransactionBuffer:
         ending = asyncio.get_running_loop().create_future()
         self._ending[txn] = ending
         try:
+            self.forget_trimmed()
             position, durable = self.appends.append(marker_entry(txn, commit))
             self.hidden.add(position)
             await durable
@@ -133,6 +137,16 @@ class TopicTransactionBuffer:
         if not commit:
             self.hidden.update(positions)
         self.ended[txn] = commit
+        if len(self.ended) > ENDED_KEPT:
+            del self.ended[next(iter(self.ended))]
+
+    def forget_trimmed(self) -> None:
+        """Drop the hidden positions of ledgers that were trimmed away."""
+        first = self._topic.ledger.first_position()
+        if first is None:
+            self.hidden.clear()
+        else:
+            self.hidden = {p for p in self.hidden if p >= first}
 
     def last_visible(self, last: Position) -> Position:
         """The last position up to ``last`` that a consumer may get (before the max read
