@@ -264,17 +264,20 @@ class Subscription:
     ) -> Coroutine[Any, Any, list[Entry]]:
         """Up to ``max_entries`` entries to dispatch: through the topic's compacted view for a
         ``read_compacted`` consumer, from the cursor otherwise (the read itself is returned,
-        to be awaited: no coroutine of its own on the hot path). With transactions on, what
-        the topic's transaction buffer hides is left out, and reads stop at its max read
-        position."""
+        to be awaited: no coroutine of its own on the hot path); see :meth:`read_live`."""
         if not compacted:
-            buffer = self.topic.txn
-            if buffer is not None and (buffer.open or buffer.hidden):
-                return read_visible(self.cursor, buffer, max_entries)
-            return self.cursor.read_entries(max_entries)
+            return self.read_live(max_entries)
         if self._compacted_reads is None:
             self._compacted_reads = CompactedReads(self, self.start_position)
         return self._compacted_reads.read(max_entries)
+
+    def read_live(self, max_entries: int) -> Coroutine[Any, Any, list[Entry]]:
+        """The next entries at the cursor; with transactions on, what the topic's transaction
+        buffer hides is left out, and reads stop at its max read position."""
+        buffer = self.topic.txn
+        if buffer is not None and (buffer.open or buffer.hidden):
+            return read_visible(self.cursor, buffer, max_entries)
+        return self.cursor.read_entries(max_entries)
 
     def held(self) -> bool:
         """Whether reading waits at the max read position of the topic's transactions."""
