@@ -481,6 +481,8 @@ class PersistentTopic:
         """Disconnect producers and consumers; the ledger stays open in the factory."""
         self.closed = True
         self.compaction.close()
+        if self.txn is not None:  # its commits are no longer reported here: ended elsewhere
+            self.txn.appends.on_commit_failed(ServiceNotReadyError("Topic is being closed"))
         for producer in list(self.producers.values()):
             producer.disconnect()
         for subscription in list(self.subscriptions.values()):
