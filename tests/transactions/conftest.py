@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,19 +27,3 @@ def txn_client(txn_broker: EmbeddedBroker) -> Iterator[pulsar.Client]:
         yield client
     finally:
         client.close()
-
-
-def new_topic() -> str:
-    return f"persistent://public/default/txn-{uuid.uuid4().hex[:12]}"
-
-
-def received(consumer: pulsar.Consumer, wait_ms: int = 300) -> list[bytes]:
-    """Every message the consumer gets until none comes for ``wait_ms`` (acknowledged)."""
-    got = []
-    while True:
-        try:
-            msg = consumer.receive(wait_ms)
-        except pulsar.Timeout:
-            return got
-        consumer.acknowledge(msg)
-        got.append(msg.data())

@@ -4,7 +4,7 @@ never past the first open transaction; ``read_compacted`` readers read as consum
 from __future__ import annotations
 
 from compaction_helpers import compact
-from conftest import new_topic
+from txn_helpers import new_topic
 
 from starquake import client as pulsar
 from starquake.broker.embedded import EmbeddedBroker
