@@ -34,7 +34,7 @@ def test_kill9_keeps_committed_and_ends_open_transactions_whole(txn_process: Bro
     committed = client.new_transaction()
     for i, producer in enumerate(producers):
         producer.send(f"committed-{i}".encode(), txn=committed)
-    open_ = client.new_transaction(timeout_ms=2000)
+    open_ = client.new_transaction(timeout_ms=3000)
     for i, producer in enumerate(producers):
         producer.send(f"open-{i}".encode(), txn=open_)
     committed.commit()  # answered: must survive the crash
@@ -50,7 +50,7 @@ def test_kill9_keeps_committed_and_ends_open_transactions_whole(txn_process: Bro
         # it is delivered once it ended.
         for i, producer in enumerate(client.create_producer(t) for t in topics):
             producer.send(f"after-{i}".encode())
-        assert [received(c, 1) for c in consumers] == [[b"after-0"], [b"after-1"]]
+        assert [received(c, 1, 10_000) for c in consumers] == [[b"after-0"], [b"after-1"]]
         later = client.new_transaction()
         assert later.txn_id[1] > max(committed.txn_id[1], open_.txn_id[1])
     finally:

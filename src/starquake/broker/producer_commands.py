@@ -319,9 +319,16 @@ def _txn_of(send: pb.CommandSend) -> tuple[int, int] | None:
 
 def _buffer_for(producer: Producer, txn: tuple[int, int]) -> TopicTransactionBuffer:
     """The transaction buffer that takes a message of ``txn`` for the producer's topic; as
-    Pulsar, NotAllowed when transactions are off (or the topic is not persistent)."""
+    Pulsar, NotAllowed when transactions are off (or the topic is not persistent).
+
+    A message of a transaction that is not open is refused with NotAllowed too (naming why):
+    Pulsar's Java client fails the send on that code, where it would reconnect and send it
+    again, for ever, on the transaction error codes."""
     buffer = producer.topic.txn
     if buffer is None:
         raise NotAllowedError("Transactions are not enabled.")
-    buffer.check_append(txn)
+    try:
+        buffer.check_append(txn)
+    except BrokerServiceError as exc:
+        raise NotAllowedError(exc.message) from None
     return buffer

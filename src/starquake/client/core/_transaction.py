@@ -46,11 +46,16 @@ class CoordinatorClient:
         self._core = core
         self._turn = itertools.count()
         self._connected: weakref.WeakSet[ClientConnection] = weakref.WeakSet()
+        self._urls: dict[int, str] = {}
 
     async def _connection(self, tc_id: int) -> ClientConnection:
-        """A connection to the broker serving coordinator ``tc_id``, connected to it."""
+        """A connection to the broker serving coordinator ``tc_id`` (looked up once, and again
+        after a failed request), connected to it."""
         core = self._core
-        url = await core.lookup.lookup(f"{ASSIGN_TOPIC}-partition-{tc_id}")
+        url = self._urls.get(tc_id)
+        if url is None:
+            url = await core.lookup.lookup(f"{ASSIGN_TOPIC}-partition-{tc_id}")
+            self._urls[tc_id] = url
         cnx = await core.pool.get_connection(url)
         if cnx not in self._connected:
             rid = core.next_request_id()
@@ -63,9 +68,13 @@ class CoordinatorClient:
     async def _request(self, tc_id: int, build: Any) -> Any:
         """Send the request ``build(request_id)`` to coordinator ``tc_id``; its response's
         body (raises the error it reports)."""
-        cnx = await self._connection(tc_id)
-        rid = self._core.next_request_id()
-        reply = await cnx.request(build(rid), rid, self._core.operation_timeout)
+        try:
+            cnx = await self._connection(tc_id)
+            rid = self._core.next_request_id()
+            reply = await cnx.request(build(rid), rid, self._core.operation_timeout)
+        except BaseException:
+            self._urls.pop(tc_id, None)  # the coordinator may have moved: look it up again
+            raise
         body = next(value for field, value in reply.ListFields() if field.name != "type")
         _raise_error(body)
         return body
