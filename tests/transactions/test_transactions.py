@@ -176,6 +176,14 @@ def test_transactions_off_answer_not_allowed(broker: EmbeddedBroker, topic: str)
         assert [(r.type, r.error.request_id, r.error.error) for r in replies] == [
             (T.ERROR, n, ServerError.NotAllowedError) for n in (1, 2, 3)
         ]
+        cnx.send_command(_raw_producer(topic))
+        assert cnx.next().type == T.PRODUCER_SUCCESS
+        cnx.send(_txn_send(1, 0, (0, 0)))
+        refused = cnx.next().send_error
+        assert (refused.error, refused.message) == (
+            ServerError.NotAllowedError,
+            "Transactions are not enabled.",
+        )
     client = pulsar.Client(broker.service_url, operation_timeout_seconds=5)
     try:
         with pytest.raises(pulsar.InvalidConfiguration):
@@ -246,6 +254,19 @@ def test_the_coordinator_log_outlives_inactivity_rollover_and_trimming(tmp_path:
             client.close()
 
 
+def _raw_producer(topic: str) -> T:
+    return client_commands.producer(
+        topic,
+        1,
+        1,
+        producer_name="raw",
+        user_provided_name=True,
+        epoch=0,
+        access_mode=0,
+        metadata={},
+    )
+
+
 def _txn_send(producer_id: int, sequence_id: int, txn: tuple[int, int]) -> bytes:
     metadata = pb.MessageMetadata(producer_name="raw", sequence_id=sequence_id, publish_time=1)
     metadata.txnid_most_bits, metadata.txnid_least_bits = txn
@@ -259,18 +280,7 @@ def test_a_send_in_a_transaction_that_is_not_open_is_refused(txn_broker: Embedde
     # open the transaction again on the topic and hold its dispatch back for ever.
     topic = new_topic()
     with _connected(txn_broker) as cnx:
-        cnx.send_command(
-            client_commands.producer(
-                topic,
-                1,
-                1,
-                producer_name="raw",
-                user_provided_name=True,
-                epoch=0,
-                access_mode=0,
-                metadata={},
-            )
-        )
+        cnx.send_command(_raw_producer(topic))
         assert cnx.next().type == T.PRODUCER_SUCCESS
         cnx.send_command(txn_commands.new_txn(2, 0, 60_000))
         least = cnx.next().new_txn_response.txnid_least_bits
@@ -335,18 +345,7 @@ def test_a_topic_sent_to_without_being_added_ends_with_the_transaction(
     topic = new_topic()
     consumer = _subscribe(txn_client, topic)
     with _connected(txn_broker) as cnx:
-        cnx.send_command(
-            client_commands.producer(
-                topic,
-                1,
-                1,
-                producer_name="raw",
-                user_provided_name=True,
-                epoch=0,
-                access_mode=0,
-                metadata={},
-            )
-        )
+        cnx.send_command(_raw_producer(topic))
         assert cnx.next().type == T.PRODUCER_SUCCESS
         cnx.send_command(txn_commands.new_txn(2, 0, 60_000))
         least = cnx.next().new_txn_response.txnid_least_bits
