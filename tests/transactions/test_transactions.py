@@ -381,3 +381,31 @@ def test_a_transaction_logged_as_committing_is_committed_at_restart(tmp_path: Pa
                 assert cnx.next().end_txn_response.error == ServerError.TransactionNotFound
         finally:
             client.close()
+
+
+def test_end_txn_on_partition_and_subscription_requests(
+    txn_broker: EmbeddedBroker, txn_client: pulsar.Client
+) -> None:
+    topic = new_topic()
+    consumer = _subscribe(txn_client, topic)
+    with _connected(txn_broker) as cnx:
+        cnx.send_command(_raw_producer(topic))
+        assert cnx.next().type == T.PRODUCER_SUCCESS
+        cnx.send_command(txn_commands.new_txn(2, 0, 60_000))
+        least = cnx.next().new_txn_response.txnid_least_bits
+        cnx.send_command(txn_commands.add_subscription_to_txn(3, 0, least, [(topic, "sub")]))
+        added = cnx.next().add_subscription_to_txn_response
+        assert (added.request_id, added.HasField("error")) == (3, False)
+        cnx.send(_txn_send(1, 0, (0, least)))
+        assert cnx.next().type == T.SEND_RECEIPT
+        # What a coordinator sends the broker of a partition: the topic shows the message.
+        cnx.send_command(txn_commands.end_txn_on_partition(4, 0, least, topic, txn_commands.COMMIT))
+        ended = cnx.next().end_txn_on_partition_response
+        assert (ended.request_id, ended.HasField("error")) == (4, False)
+        assert received(consumer, 1) == [b"late"]
+        on_subscription = T(type=T.END_TXN_ON_SUBSCRIPTION)
+        request = on_subscription.end_txn_on_subscription
+        request.request_id, request.txnid_most_bits, request.txnid_least_bits = 5, 0, least
+        request.subscription.topic, request.subscription.subscription = topic, "sub"
+        cnx.send_command(on_subscription)
+        assert cnx.next().end_txn_on_subscription_response.request_id == 5
