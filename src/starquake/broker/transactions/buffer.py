@@ -102,12 +102,15 @@ class TopicTransactionBuffer:
     async def end(self, txn: TxnId, commit: bool) -> None:
         """End ``txn`` on this topic (END_TXN_ON_PARTITION): write its marker and, once the
         marker is durable, show (commit) or drop (abort) its messages. Ending it again with
-        the same outcome does nothing."""
+        the same outcome does nothing; with the other outcome, it cannot be undone (logged)."""
         if txn in self.ended:
             if self.ended[txn] != commit:
-                raise TransactionConflictError(
-                    f"Transaction {txn_text(txn)} already ended otherwise on "
-                    f"{self._topic.full_name}"
+                log.warning(
+                    "transaction %s already %s on %s: its end as %s changes nothing",
+                    txn_text(txn),
+                    "committed" if self.ended[txn] else "aborted",
+                    self._topic.full_name,
+                    "committed" if commit else "aborted",
                 )
             return
         ending = self._ending.get(txn)
