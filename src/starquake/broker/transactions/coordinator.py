@@ -154,6 +154,7 @@ class TransactionCoordinator:
     async def _drive(self, txn: TxnId, commit: bool) -> None:
         """End ``txn``, retrying until it is ended (or the coordinator closes)."""
         self._driving.add(txn[1])
+        attempts = 0
         try:
             while not self.closed:
                 try:
@@ -162,7 +163,14 @@ class TransactionCoordinator:
                 except Exception as exc:  # retried: the partitions may be back soon
                     if txn[1] not in self.state.txns:
                         return
-                    log.warning("ending transaction %s failed, retrying: %s", txn_text(txn), exc)
+                    attempts += 1
+                    if attempts & (attempts - 1) == 0:  # 1st, 2nd, 4th, 8th...: not every second
+                        log.warning(
+                            "ending transaction %s failed (%d attempts), retrying: %s",
+                            txn_text(txn),
+                            attempts,
+                            exc,
+                        )
                 await asyncio.sleep(RETRY_SECONDS)
         finally:
             self._driving.discard(txn[1])
