@@ -232,3 +232,4 @@ async def read_visible(
             cursor.delete(passed)
         if visible or held or not cursor.has_more_entries():
             return visible
+        await asyncio.sleep(0)  # a long run of hidden entries never stalls the event loop
