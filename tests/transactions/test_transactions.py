@@ -409,3 +409,15 @@ def test_end_txn_on_partition_and_subscription_requests(
         request.subscription.topic, request.subscription.subscription = topic, "sub"
         cnx.send_command(on_subscription)
         assert cnx.next().end_txn_on_subscription_response.request_id == 5
+
+
+def test_commit_waits_for_the_sends_queued_before_it(txn_client: pulsar.Client) -> None:
+    topics = [new_topic(), new_topic()]
+    consumers = [_subscribe(txn_client, t) for t in topics]
+    producers = [txn_client.create_producer(t, block_if_queue_full=True) for t in topics]
+    txn = txn_client.new_transaction()
+    for i in range(300):
+        for producer in producers:
+            producer.send_async(b"%d" % i, None, txn=txn)
+    txn.commit()  # at once: the queued sends are part of the transaction
+    assert [len(received(c, 300)) for c in consumers] == [300, 300]

@@ -217,7 +217,14 @@ class Client:
     def new_transaction(self, timeout_ms: int = 60000) -> Transaction:
         """Open a transaction that the broker aborts unless it ends within ``timeout_ms``
         (needs ``enable_transaction=True``; InvalidConfiguration otherwise)."""
-        return Transaction(self._runner, self._runner.run(self._inner.new_transaction(timeout_ms)))
+        impl = self._runner.run(self._inner.new_transaction(timeout_ms))
+        return Transaction(self._runner, impl, self._sends_handed_over)
+
+    async def _sends_handed_over(self) -> None:
+        """(Loop) Every send queued by the producers so far is in the core."""
+        for handle in list(self._handles):
+            if isinstance(handle, Producer):
+                await handle.handed_over()
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions of ``topic``, or ``[topic]`` if it is not partitioned."""

@@ -265,6 +265,11 @@ class Producer:
         """(Loop) Hand the sends callers queued to the core (before the client closes)."""
         self._drain()
 
+    async def handed_over(self) -> None:
+        """(Loop) Return once every send queued so far is in the core (a transaction's sends
+        are then counted by it: its commit waits for them)."""
+        await self._submit_all()
+
     # --- blocking calls ---------------------------------------------------------------------
 
     def flush(self) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from starquake.client.core._transaction import Transaction as AsyncTransaction
 
@@ -14,9 +15,16 @@ class Transaction:
     """An open transaction; create it with :meth:`Client.new_transaction`, send messages in
     it with ``producer.send(..., txn=txn)``, then :meth:`commit` or :meth:`abort` it."""
 
-    def __init__(self, runner: LoopThread, impl: AsyncTransaction) -> None:
+    def __init__(
+        self,
+        runner: LoopThread,
+        impl: AsyncTransaction,
+        handed_over: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        """``handed_over``: returns once the sends the producers queued are in the core."""
         self._runner = runner
         self._impl = impl
+        self._handed_over = handed_over
 
     def __repr__(self) -> str:
         return repr(self._impl)
@@ -37,13 +45,18 @@ class Transaction:
         return self._impl.state
 
     def commit(self) -> None:
-        """Commit once every message sent in the transaction is stored: they all become
-        visible at once. InvalidTxnStatusError when it is not OPEN."""
-        self._runner.run(self._impl.commit())
+        """Commit once every message sent in the transaction is stored (``send_async`` ones
+        included): they all become visible at once. InvalidTxnStatusError when it is not
+        OPEN."""
+        self._runner.run(self._end(commit=True))
 
     def abort(self) -> None:
         """Abort: no message sent in the transaction is ever delivered."""
-        self._runner.run(self._impl.abort())
+        self._runner.run(self._end(commit=False))
+
+    async def _end(self, commit: bool) -> None:
+        await self._handed_over()
+        await (self._impl.commit() if commit else self._impl.abort())
 
 
 def core_transaction(txn: Transaction | AsyncTransaction | None) -> AsyncTransaction | None:
