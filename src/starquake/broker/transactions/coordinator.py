@@ -37,6 +37,7 @@ PartitionEnder = Callable[[TxnId, list[str], bool], Awaitable[None]]
 RETRY_SECONDS = 1.0
 """Pause between attempts to drive a recovered COMMITTING/ABORTING transaction to its end."""
 LOG_PRODUCER = "__txn_coordinator"
+MAX_TIMER_SECONDS = 86_400.0
 DEFAULT_TTL_MS = 60_000
 """The timeout of a transaction whose NEW_TXN names none."""
 
@@ -130,7 +131,9 @@ class TransactionCoordinator:
     # --- timeouts and recovery ----------------------------------------------------------------
 
     def _schedule_timeout(self, meta: TxnMeta) -> None:
-        delay = max(0.0, meta.timeout_at_ms / 1000 - time.time())
+        # At most a day at once (a timer far out is checked again then): event loops bound
+        # their timers.
+        delay = min(max(0.0, meta.timeout_at_ms / 1000 - time.time()), MAX_TIMER_SECONDS)
         loop = asyncio.get_running_loop()
         self._timers[meta.sequence] = loop.call_later(delay, self._timed_out, meta.sequence)
 
@@ -138,6 +141,9 @@ class TransactionCoordinator:
         self._timers.pop(sequence, None)
         meta = self.state.txns.get(sequence)
         if self.closed or meta is None or meta.status is not TxnStatus.OPEN:
+            return
+        if meta.timeout_at_ms / 1000 > time.time():
+            self._schedule_timeout(meta)
             return
         txn = self.state.txn_id(sequence)
         log.info("transaction %s timed out: aborting it", txn_text(txn))
