@@ -159,6 +159,8 @@ class BrokerConfig:
     delayedDeliveryTickTimeMillis: int = 1000
     isDelayedDeliveryDeliverAtTimeStrict: bool = False
     brokerDeduplicationEnabled: bool = False
+    transactionCoordinatorEnabled: bool = False
+    """Transactions: the coordinators run, topics hold back uncommitted messages."""
     brokerDeduplicationEntriesInterval: int = 1000
     """Entries persisted between two snapshots of a topic's deduplication state: a restart
     replays the entries after the last snapshot, so ledgers holding them are not trimmed."""

@@ -48,6 +48,7 @@ from starquake.broker.producer_commands import ProducerCommands
 from starquake.broker.security.cnx_auth import ConnectionAuthenticator
 from starquake.broker.security.tls import peer_common_name
 from starquake.broker.topic_commands import TopicCommands
+from starquake.broker.transactions.commands import TxnCommands
 from starquake.protocol import commands
 from starquake.protocol.errors import FrameTooLargeError, ProtocolError, ServerError
 from starquake.protocol.framing import FRAME_PADDING, FrameDecoder
@@ -136,6 +137,7 @@ class ServerCnx(asyncio.Protocol):
             T.SEEK: consuming.on_seek,
             T.GET_LAST_MESSAGE_ID: consuming.on_get_last_message_id,
             T.CONSUMER_STATS: consuming.on_consumer_stats,
+            **TxnCommands(self, self.service.transactions).table(),
         }
 
     # --- transport plumbing -------------------------------------------------------------------
@@ -490,8 +492,6 @@ class ServerCnx(asyncio.Protocol):
         self.write(
             commands.error(request_id, ServerError.NotAllowedError, f"{name} is not supported")
         )
-
-    # --- keep-alive ----------------------------------------------------------------------------
 
     def _on_ping(self, command: T, _: bytes | None) -> None:
         self.write(commands.pong())

@@ -8,7 +8,8 @@ subscriptions (``delete_when_no_subscriptions``) or while a subscription has a b
 ``maxInactiveDurationSeconds`` is deleted with its data (and, in the second mode, its caught-up
 subscriptions). A partition is deleted on its own; its partitioned topic's metadata stays, so
 the partition comes back on the next use, as Pulsar does by default. Non-persistent topics are
-simply dropped from memory.
+simply dropped from memory. As in Pulsar, system topics (the transaction coordinators' logs)
+are never deleted so.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from starquake.broker import applied_policies, topic_admin
+from starquake.broker import applied_policies, system_topics, topic_admin
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.resources import NotFoundError
 from starquake.broker.topic_admin import TopicAdminContext
@@ -59,7 +60,7 @@ async def delete_inactive_topics(service: InactiveTopicsContext, now: float | No
         now = time.monotonic()
     deleted = 0
     for topic in list(service.all_topics()):
-        if topic.closed:
+        if topic.closed or system_topics.is_system_topic(topic.name):
             continue
         try:
             policy = applied_policies.inactive_topic_policy(service, topic.name)

@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Protocol
 
-from starquake.broker import applied_policies, inactive_topics, topic_stats
+from starquake.broker import applied_policies, inactive_topics, system_topics, topic_stats
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.inactive_topics import InactiveTopicsContext
 from starquake.broker.message_expiry import expire_older_than
@@ -67,7 +67,7 @@ async def expire_messages(service: MaintenanceContext) -> int:
     moved = 0
     for topic in list(service.topics.values()):
         ttl = applied_policies.message_ttl(service, topic.name)
-        if not ttl:
+        if not ttl or system_topics.is_system_topic(topic.name):  # as Pulsar: no TTL there
             continue
         for subscription in list(topic.subscriptions.values()):
             if subscription.durable and await expire_older_than(subscription, ttl):

@@ -41,6 +41,7 @@ from starquake.storage import Position
 if TYPE_CHECKING:
     from starquake.broker.contexts import TopicContext
     from starquake.broker.producer import Producer
+    from starquake.broker.transactions.buffer import TopicTransactionBuffer
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,8 @@ class NonPersistentTopic:
     """A topic whose messages live only on their way from producer to consumers."""
 
     is_persistent = False
+    txn: TopicTransactionBuffer | None = None
+    """No transactions on a non-persistent topic."""
 
     def __init__(self, service: TopicContext, name: TopicName) -> None:
         self.service = service

@@ -12,6 +12,8 @@ from starquake.protocol.errors import ServerError
 
 if TYPE_CHECKING:
     from starquake.broker.entry_info import EntryInfo
+    from starquake.broker.transactions.buffer import TopicTransactionBuffer
+    from starquake.storage import Position
 
 
 class ProducerTransport(Protocol):
@@ -63,8 +65,13 @@ class ProducerTopic(Protocol):
         entry: bytes,
         *,
         last_chunk: bool = True,
-    ) -> None:
-        """Store or hand on a message; its receipt goes to the producer when done."""
+    ) -> Position | None:
+        """Store or hand on a message (its position; None: not stored here); its receipt goes
+        to the producer when done."""
+
+    @property
+    def txn(self) -> TopicTransactionBuffer | None:
+        """The topic's transaction buffer (None: no transactions on this topic)."""
 
     def remove_producer(self, producer: Producer) -> None:
         """Forget a producer that closed or disconnected."""

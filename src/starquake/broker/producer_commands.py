@@ -24,6 +24,7 @@ from starquake.broker.producer import Producer
 from starquake.broker.schemas.topic_schemas import add_producer_schema, validation_enforced
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
+from starquake.broker.transactions.buffer import TopicTransactionBuffer
 from starquake.protocol import commands
 from starquake.protocol.enums import ProducerAccessMode
 from starquake.protocol.errors import ChecksumMismatchError, ProtocolError
@@ -218,10 +219,14 @@ class ProducerCommands:
         last_chunk = not metadata.HasField("chunk_id") or (
             metadata.chunk_id >= metadata.num_chunks_from_msg - 1
         )
+        txn = _txn_of(send)
         try:
-            producer.topic.publish(
+            buffer = None if txn is None else _buffer_for(producer, txn)
+            position = producer.topic.publish(
                 producer, send.sequence_id, highest, info_of(metadata), entry, last_chunk=last_chunk
             )
+            if buffer is not None and position is not None and txn is not None:
+                buffer.appended(txn, position)
         except BrokerServiceError as exc:
             self.receipt_sent(send.producer_id, newest=True)
             self._cnx.fail(send, exc)
@@ -303,3 +308,27 @@ def _strip_broker_entry_metadata(entry: bytes) -> bytes:
         size = int.from_bytes(entry[2:6], "big")
         return entry[6 + size :]
     return entry
+
+
+def _txn_of(send: pb.CommandSend) -> tuple[int, int] | None:
+    """The transaction a SEND belongs to (None: none)."""
+    if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
+        return send.txnid_most_bits, send.txnid_least_bits
+    return None
+
+
+def _buffer_for(producer: Producer, txn: tuple[int, int]) -> TopicTransactionBuffer:
+    """The transaction buffer that takes a message of ``txn`` for the producer's topic; as
+    Pulsar, NotAllowed when transactions are off (or the topic is not persistent).
+
+    A message of a transaction that is not open is refused with NotAllowed too (naming why):
+    Pulsar's Java client fails the send on that code, where it would reconnect and send it
+    again, for ever, on the transaction error codes."""
+    buffer = producer.topic.txn
+    if buffer is None:
+        raise NotAllowedError("Transactions are not enabled.")
+    try:
+        buffer.check_append(txn)
+    except BrokerServiceError as exc:
+        raise NotAllowedError(exc.message) from None
+    return buffer

@@ -170,6 +170,7 @@ class BrokerServer:
             raise BrokerStartError(str(exc)) from exc
         service.start(urls)
         await self._join_cluster(service, urls)
+        await service.transactions.start(config.clusterName)  # recovered before clients come
         for server in self._servers:
             server.start()
         self.web.serve()
@@ -299,6 +300,7 @@ class BrokerServer:
             connections = list(service.connections)
             for cnx in connections:
                 cnx.close()
+            await service.transactions.stop()
             await service.stop()
             membership = service.placement.membership
             if membership is not None:

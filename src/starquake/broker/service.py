@@ -47,6 +47,7 @@ from starquake.broker.storage_setup import open_storage
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
 from starquake.broker.topic_placement import TopicPlacement
+from starquake.broker.transactions.service import TransactionService
 from starquake.broker.urls import BrokerUrls, LookupUrls, listener_urls
 from starquake.common.topic_name import InvalidTopicNameError as BadName
 from starquake.common.topic_name import TopicDomain, TopicName
@@ -114,6 +115,7 @@ class BrokerService:
         """The plaintext binary URL, or the TLS one when the plaintext port is off."""
         self.web_service_url = ""
         """The plaintext web URL, or the HTTPS one when the plaintext web port is off."""
+        self.transactions = TransactionService(self, config.transactionCoordinatorEnabled)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -381,6 +383,7 @@ class BrokerService:
                     "deduplication state of %s recovered (%d entries replayed)", name, replayed
                 )
             await self.compaction.restore(loaded)
+            await self.transactions.topic_loaded(loaded)
             terminated = self.metadata.get(topic_admin.terminated_key(name))
             if terminated is not None:
                 ledger_id, _, entry_id = terminated.decode().partition(":")

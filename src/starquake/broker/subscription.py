@@ -23,6 +23,7 @@ from starquake.broker.errors import (
 from starquake.broker.limits import check_consumer_limit
 from starquake.broker.rates import RateWindow
 from starquake.broker.topic_api import TopicApi
+from starquake.broker.transactions.buffer import TopicTransactionBuffer, read_visible
 from starquake.protocol import commands
 from starquake.protocol.enums import SubType
 from starquake.storage import Entry, InvalidPositionError, ManagedCursor, Position
@@ -63,6 +64,9 @@ class SubscriptionTopic(TopicApi, DispatchedTopic, CompactedTopic, Protocol):
 
     closed: bool
     """Whether the topic is closing or closed (unloaded or deleted)."""
+
+    txn: TopicTransactionBuffer | None
+    """The topic's transaction buffer (None: transactions are off)."""
 
     async def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
         """First entry published at or after ``timestamp_ms`` (after the last one if none)."""
@@ -260,12 +264,28 @@ class Subscription:
     ) -> Coroutine[Any, Any, list[Entry]]:
         """Up to ``max_entries`` entries to dispatch: through the topic's compacted view for a
         ``read_compacted`` consumer, from the cursor otherwise (the read itself is returned,
-        to be awaited: no coroutine of its own on the hot path)."""
+        to be awaited: no coroutine of its own on the hot path); see :meth:`read_live`."""
         if not compacted:
-            return self.cursor.read_entries(max_entries)
+            return self.read_live(max_entries)
         if self._compacted_reads is None:
             self._compacted_reads = CompactedReads(self, self.start_position)
         return self._compacted_reads.read(max_entries)
+
+    def read_live(self, max_entries: int) -> Coroutine[Any, Any, list[Entry]]:
+        """The next entries at the cursor; with transactions on, what the topic's transaction
+        buffer hides is left out, and reads stop at its max read position."""
+        buffer = self.topic.txn
+        if buffer is not None and (buffer.open or buffer.hidden):
+            return read_visible(self.cursor, buffer, max_entries)
+        return self.cursor.read_entries(max_entries)
+
+    def held(self) -> bool:
+        """Whether reading waits at the max read position of the topic's transactions."""
+        buffer = self.topic.txn
+        if buffer is None:
+            return False
+        limit = buffer.max_read
+        return limit is not None and self.cursor.read_position >= limit
 
     def read_back(self, entry: Entry) -> None:
         """``entry`` was read but not dispatched: read it again next."""

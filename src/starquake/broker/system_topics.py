@@ -6,11 +6,12 @@ Pulsar keeps internal state in topics of reserved names (its ``SystemTopicNames`
 system namespace ``pulsar/system`` the transaction coordinator's ``transaction_coordinator_assign``
 and ``__transaction_log_`` topics. A partition of such a topic is a system topic too.
 
-Starquake keeps that state in its metadata store instead, so no such topic is ever needed: users
-may not create one (the admin API answers 400 "Cannot create topic in system topic format!", as
-Pulsar does for the transaction topics; a producer or consumer that would auto-create one gets
-NotAllowed), and topic listings leave them out unless the admin list is asked
-``includeSystemTopic=true``.
+Starquake keeps most of that state in its metadata store instead; only the transaction
+coordinator's topics exist, created by the broker when ``transactionCoordinatorEnabled`` is on.
+Users may not create one (the admin API answers 400 "Cannot create topic in system topic
+format!", as Pulsar does for the transaction topics; a producer or consumer that would
+auto-create one gets NotAllowed), and topic listings leave them out unless the admin list is
+asked ``includeSystemTopic=true``.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from starquake.storage import EARLIEST, Entry, ManagedLedger, Position, StorageE
 if TYPE_CHECKING:
     from starquake.broker.contexts import TopicContext
     from starquake.broker.producer import Producer
+    from starquake.broker.transactions.buffer import TopicTransactionBuffer
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,8 @@ class PersistentTopic:
         """When the topic was last seen active (for the deletion of inactive topics)."""
         self.compaction = TopicCompaction()
         """The compacted view and the state of the topic's compactions."""
+        self.txn: TopicTransactionBuffer | None = None
+        """The transaction buffer (None: transactions are off)."""
         for cursor_name, cursor in ledger.cursors.items():
             self.subscriptions[cursor_name] = Subscription(self, cursor_name, cursor, durable=True)
 
@@ -151,8 +154,9 @@ class PersistentTopic:
         entry: bytes,
         *,
         last_chunk: bool = True,
-    ) -> None:
-        """Append ``entry``; the receipt follows once it is durable.
+    ) -> Position | None:
+        """Append ``entry`` (returns its position; None: a duplicate, not stored); the receipt
+        follows once it is durable.
 
         With deduplication on, a duplicate is not stored and gets a receipt with id -1:-1 at
         once; a message whose status is unknown (an earlier copy is still being persisted) is
@@ -167,7 +171,7 @@ class PersistentTopic:
         if dedup.enabled and self._is_duplicate(
             producer, sequence_id, highest_sequence_id, last_chunk
         ):
-            return
+            return None
         try:
             position = self.ledger.append(entry)
         except StorageError as exc:
@@ -198,6 +202,7 @@ class PersistentTopic:
         producer.msg_in_counter += info.num_messages
         producer.bytes_in_counter += len(entry)
         self.service.committer.kick()
+        return position
 
     def _refuse_publish(self) -> NoReturn:
         """Refuse a message for a topic that is closing or terminated."""
@@ -282,6 +287,8 @@ class PersistentTopic:
             )
         if run:
             self._count_latency(run_read, run)
+        if self.txn is not None:
+            self.txn.appends.on_committed(last)
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
         if not pending and self._drained:
@@ -344,6 +351,8 @@ class PersistentTopic:
             if self.dedup.enabled and not duplicate:
                 self.dedup.on_failed(producer.name, sequence_id, highest)
             producer.on_send_error(sequence_id, ServerError.PersistenceError, message)
+        if self.txn is not None:
+            self.txn.appends.on_commit_failed(exc)
         self._release_drained()
         self.service.unload_topic(self)
 
@@ -440,8 +449,11 @@ class PersistentTopic:
         return topic_stats.persistent_stats(self)
 
     async def last_message_position(self) -> LastMessage:
-        """Last durable entry and its last batch index (-1 when not batched or no entry)."""
+        """Last durable entry a consumer may get (transactions: before the max read position,
+        not a marker nor aborted) and its last batch index (-1: not batched, or no entry)."""
         last = self.ledger.last_confirmed
+        if self.txn is not None:
+            last = self.txn.last_visible(last)
         if last.entry_id < 0:
             return LastMessage(last, -1)
         entry = await self.ledger.read_entry(last)
@@ -469,6 +481,8 @@ class PersistentTopic:
         """Disconnect producers and consumers; the ledger stays open in the factory."""
         self.closed = True
         self.compaction.close()
+        if self.txn is not None:  # its commits are no longer reported here: ended elsewhere
+            self.txn.appends.on_commit_failed(ServiceNotReadyError("Topic is being closed"))
         for producer in list(self.producers.values()):
             producer.disconnect()
         for subscription in list(self.subscriptions.values()):

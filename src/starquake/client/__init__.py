@@ -137,6 +137,7 @@ from starquake.client.sync._client import (
     Producer,
     Reader,
     TableView,
+    Transaction,
 )
 from starquake.client.wire._failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
 
@@ -220,6 +221,7 @@ __all__ = [
     "TooManyLookupRequestException",
     "TopicNotFound",
     "TopicTerminated",
+    "Transaction",
     "TransactionConflict",
     "TransactionCoordinatorNotFoundError",
     "TransactionNotFound",

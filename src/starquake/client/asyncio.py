@@ -53,6 +53,11 @@ from starquake.client.consumer._table_view import TableView, open_table_view
 from starquake.client.consumer._timeouts import RedeliveryBackoff
 from starquake.client.core._handler import ClientCore
 from starquake.client.core._queue import MessageQueue
+from starquake.client.core._transaction import (
+    CoordinatorClient,
+    Transaction,
+    transactions_disabled,
+)
 from starquake.client.exceptions import PulsarException
 from starquake.client.producer._outgoing import OutgoingMessage
 from starquake.client.producer._partitioned import open_producer
@@ -81,6 +86,7 @@ __all__ = [
     "Reader",
     "RegexSubscriptionMode",
     "TableView",
+    "Transaction",
 ]
 
 
@@ -105,6 +111,7 @@ class Client:
         *,
         logger: Any = None,
         queue_factory: Callable[[], MessageQueue] = MessageQueue,
+        enable_transaction: bool = False,
         **runtime_options: Any,
     ) -> None:
         """``runtime_options``: the official client's ``io_threads``,
@@ -113,7 +120,8 @@ class Client:
         the official Python client ignores the log configuration file too), and
         ``stats_interval_in_seconds`` (accepted at its default only, NotImplementedError
         otherwise). ``queue_factory`` makes the receiver queues (the blocking client's are
-        thread-safe)."""
+        thread-safe); ``enable_transaction`` allows :meth:`new_transaction` (the Java
+        client's ``enableTransaction``)."""
         provider = service_provider(service_url, authentication, tls_trust_certs_file_path)
         if provider is not None:
             info = initial_service_info(provider)
@@ -123,6 +131,8 @@ class Client:
         options = CLIENT_OPTIONS.collect(locals(), runtime_options)
         fields = config_fields(ClientConfig, options) | tls_identity(authentication)
         self._core = ClientCore(ClientConfig(**fields), queue_factory)
+        self._transactions = options["enable_transaction"]
+        self._coordinator: CoordinatorClient | None = None
         assert isinstance(service_url, str)  # for the type checker: collect() raised otherwise
         self._log_handler = attach_logger(logger)
         self._service_info = ServiceInfo(service_url, authentication, tls_trust_certs_file_path)
@@ -307,6 +317,18 @@ class Client:
         check_type(Schema, schema, "schema")
         view = await open_table_view(self._core, topic, subscription_name, schema)
         return TableView(view, topic, subscription_name, schema)
+
+    async def new_transaction(self, timeout_ms: int = 60000) -> Transaction:
+        """Open a transaction that the broker aborts unless it ends within ``timeout_ms``
+        (the Java client's ``newTransaction().withTransactionTimeout(...).build()``); needs
+        a client made with ``enable_transaction=True`` (InvalidConfiguration otherwise)."""
+        if not self._transactions:
+            raise transactions_disabled()
+        check_type(int, timeout_ms, "timeout_ms")
+        if self._coordinator is None:
+            self._coordinator = CoordinatorClient(self._core)
+        txn_id = await self._coordinator.new_txn(timeout_ms)
+        return Transaction(self._coordinator, txn_id)
 
     async def get_topics_of_namespace(self, namespace: str) -> list[str]:
         """The persistent topics of ``tenant/namespace``, partitions named one by one

@@ -154,11 +154,14 @@ class Compactor:
         ledger = topic.ledger
         state = topic.compaction
         horizon = ledger.last_confirmed
+        if topic.txn is not None:  # as a consumer: not past the first open transaction
+            horizon = topic.txn.last_visible(horizon)
         previous = state.view
         if previous is not None and horizon <= previous.horizon:
             return None  # nothing was added since the last compaction
-        if previous is None and ledger.first_position() is None:
-            return None  # an empty topic
+        first = ledger.first_position()
+        if previous is None and (first is None or horizon < first):
+            return None  # an empty topic (or nothing a consumer may see yet)
         cursor = compaction_cursor(self.topic)
         if previous is not None:
             start = ledger.next_position(previous.horizon)
@@ -268,6 +271,7 @@ class Compactor:
         """The managed ledger's entries from ``start`` to ``horizon``, in chunks (read on the
         event loop)."""
         ledger = self.topic.ledger
+        hidden = self.topic.txn.hidden if self.topic.txn is not None else set()
         position = start
         while True:
             self._check()
@@ -278,10 +282,14 @@ class Compactor:
             chunk = [entry for entry in chunk if entry.position <= horizon]
             if not chunk:
                 return
-            yield chunk
-            if chunk[-1].position >= horizon:
+            last = chunk[-1].position
+            if hidden:  # aborted messages and transaction markers stay out of the view
+                chunk = [entry for entry in chunk if entry.position not in hidden]
+            if chunk:
+                yield chunk
+            if last >= horizon:
                 return
-            position = ledger.next_position(chunk[-1].position)
+            position = ledger.next_position(last)
 
     # --- worker-thread side -------------------------------------------------------------------
 

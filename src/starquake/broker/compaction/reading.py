@@ -20,7 +20,8 @@ not moved past them gets them again after a rewind.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker.compaction.view import CompactedEntry
 from starquake.broker.entry_info import LastMessage
@@ -63,6 +64,9 @@ class CompactedSubscription(Protocol):
     @property
     def dispatcher(self) -> DispatcherApi | None:
         """The subscription's dispatcher (None before any consumer)."""
+
+    def read_live(self, max_entries: int) -> Coroutine[Any, Any, list[Entry]]:
+        """The next entries of the live log at the cursor (what transactions hide left out)."""
 
 
 async def last_compacted_message(topic: CompactedTopic) -> LastMessage:
@@ -114,10 +118,10 @@ class CompactedReads:
         view = self._subscription.topic.compaction.view
         if view is None:
             self.position = None
-            return await cursor.read_entries(max_entries)
+            return await self._subscription.read_live(max_entries)
         if self.position is None:
             if cursor.read_position > view.horizon:
-                return await cursor.read_entries(max_entries)
+                return await self._subscription.read_live(max_entries)
             self.position = cursor.read_position  # a compaction passed the read position
         entries, following = view.read_from(self.position, max_entries, self._skip)
         if following is not None:
@@ -131,7 +135,7 @@ class CompactedReads:
         cursor.seek((horizon.ledger_id, horizon.entry_id + 1))
         if entries:
             return entries
-        return await cursor.read_entries(max_entries)
+        return await self._subscription.read_live(max_entries)
 
     def read_back(self, entry: Entry) -> None:
         """``entry`` was read but not dispatched: it is the next one to read."""

@@ -102,6 +102,9 @@ class DispatchedSubscription(Protocol):
     def rewind(self) -> None:
         """Move the read position back to the first unacknowledged entry."""
 
+    def held(self) -> bool:
+        """Whether reading waits at the topic's max read position (an open transaction)."""
+
 
 class Dispatcher:
     """Base class; subclasses implement :meth:`dispatch` and :meth:`redeliver`."""

@@ -202,14 +202,14 @@ class SharedDispatcher(Dispatcher):
                     continue
             if len(self.to_redeliver) >= MAX_REPLAY_BEFORE_PAUSE:
                 break
-            entries = await cursor.read_entries(limit)
+            entries = await self.subscription.read_entries(limit)
             if self.closed:
                 return
             if acks != self.acks:
                 self.recount()
             batch = self._new(entries)
             if not batch:
-                if cursor.has_more_entries():
+                if cursor.has_more_entries() and not self.subscription.held():
                     continue
                 break
             if not self.assign(batch, False):

@@ -18,6 +18,7 @@ from starquake.client.base._arg_checks import (
 from starquake.client.base._message import Message, MessageId
 from starquake.client.consumer._decoding import ValueDecoding
 from starquake.client.consumer._multi import ConsumerFront
+from starquake.client.core._transaction import Transaction
 from starquake.client.exceptions import AlreadyClosed, OperationNotSupported
 from starquake.client.producer._outgoing import OutgoingMessage
 from starquake.client.producer._partitioned import PartitionedProducer
@@ -57,11 +58,13 @@ class Producer:
         event_timestamp: int | None = None,
         deliver_at: int | None = None,
         deliver_after: timedelta | None = None,
+        txn: Transaction | None = None,
     ) -> MessageId:
         """Send a message and return its id once the broker has stored it (the arguments of
         the blocking ``Producer.send``, with ``disable_replication`` unset by default, as in
-        the official asyncio client)."""
+        the official asyncio client); ``txn``: the transaction it belongs to."""
         msg = build_message(self._schema, ASYNC_MESSAGE_OPTIONS, locals())
+        msg.txn = txn
         return await self._impl.send(msg)
 
     async def send_outgoing(self, msg: OutgoingMessage) -> MessageId:

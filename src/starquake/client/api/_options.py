@@ -118,6 +118,7 @@ CLIENT_OPTIONS = OptionTable(
     # Starquake extensions
     Option("partitions_update_interval_seconds", 60),
     Option("keep_alive_interval_seconds", 30),
+    typed("enable_transaction", False, bool),  # the Java client's enableTransaction
     Option("queue_factory", MessageQueue),  # the blocking client's queues are thread-safe
 )
 
@@ -344,8 +345,9 @@ MESSAGE_OPTIONS = OptionTable(
     typed("event_timestamp", None, int, binding=c_size(64)),
     typed("deliver_at", None, int, binding=c_size(64)),
     typed("deliver_after", None, timedelta),
-    # the value, encoded by the producer's schema first; send_async's callback
-    plain=("content", "callback"),
+    # the value, encoded by the producer's schema first; send_async's callback; the
+    # transaction the message belongs to (the Java client's newMessage(txn))
+    plain=("content", "callback", "txn"),
 )
 # The official asyncio send leaves the flag unset by default.
 ASYNC_MESSAGE_OPTIONS = MESSAGE_OPTIONS.but(typed("disable_replication", None, bool, convert=bool))

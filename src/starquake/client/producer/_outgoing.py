@@ -11,11 +11,15 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from starquake.client.base._config import ProducerConfig
 from starquake.client.base._enums import BatchingType
 from starquake.client.base._message import MessageId
 from starquake.protocol.wire import pb
+
+if TYPE_CHECKING:
+    from starquake.client.core._transaction import Transaction
 
 
 @dataclass(slots=True)
@@ -31,6 +35,8 @@ class OutgoingMessage:
     deliver_at: int | None = None
     replication_clusters: list[str] | None = None
     disable_replication: bool = False
+    txn: Transaction | None = None
+    """The transaction the message is sent in (None: none)."""
 
     @property
     def size(self) -> int:
@@ -93,6 +99,8 @@ def message_metadata(
         meta.replicate_to.extend(msg.replication_clusters)
     if msg.disable_replication:
         meta.replicate_to.append("__local__")
+    if msg.txn is not None:
+        meta.txnid_most_bits, meta.txnid_least_bits = msg.txn.txn_id
     return meta
 
 

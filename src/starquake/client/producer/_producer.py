@@ -139,7 +139,10 @@ class ProducerImpl(HandlerBase):
         return await fut
 
     async def send_async(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
-        """Queue a message; wait for space if ``block_if_queue_full``, else raise when full."""
+        """Queue a message; wait for space if ``block_if_queue_full``, else raise when full.
+        A message of a transaction first registers this partition with the transaction."""
+        if msg.txn is not None:
+            await msg.txn.register_produced_topic(self.topic)
         while (
             self._config.block_if_queue_full
             and not self._closed
@@ -154,7 +157,10 @@ class ProducerImpl(HandlerBase):
                     self._space_waiters.remove(waiter)
             if self._pending_messages < self._config.max_pending_messages:
                 break
-        return self.send_nowait(msg)
+        fut = self.send_nowait(msg)
+        if msg.txn is not None:
+            msg.txn.track(fut)
+        return fut
 
     def _check_can_send(self) -> None:
         if self._fatal is not None:
@@ -179,7 +185,7 @@ class ProducerImpl(HandlerBase):
             seq = self._next_sequence_id
             self._next_sequence_id += 1
         self._pending_messages += 1
-        if self._config.batching_enabled and msg.deliver_at is None:
+        if self._config.batching_enabled and msg.deliver_at is None and msg.txn is None:
             self._batches.add(msg, seq, fut)
         else:
             self.flush_batches()
@@ -360,6 +366,9 @@ class ProducerImpl(HandlerBase):
             is_chunk=is_chunk,
             declare_highest=num_messages > 1,  # a key-based batch may go under its highest id
         )
+        if meta.HasField("txnid_most_bits"):  # a message of a transaction: the SEND names it
+            cmd.send.txnid_most_bits = meta.txnid_most_bits
+            cmd.send.txnid_least_bits = meta.txnid_least_bits
         return encode_payload_command(cmd, encode_entry(meta, payload))
 
     def _write_op(self, op: SendOp) -> None:

@@ -43,6 +43,7 @@ from starquake.client.sync._consumer import Consumer, Reader, Receiver
 from starquake.client.sync._loop import LoopThread
 from starquake.client.sync._producer import Producer
 from starquake.client.sync._table_view import TableView
+from starquake.client.sync._transaction import Transaction
 from starquake.client.wire._failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
 from starquake.common.schema_info import SchemaInfo
 
@@ -75,7 +76,11 @@ class Client:
         tls_private_key_file_path: str | None = None,
         tls_certificate_file_path: str | None = None,
         partitions_update_interval_seconds: int = 60,
+        *,
+        enable_transaction: bool = False,
     ) -> None:
+        """The official client's arguments; Starquake's ``enable_transaction`` allows
+        :meth:`new_transaction` (the Java client's ``enableTransaction``)."""
         self._inner = aio.Client(**CLIENT_OPTIONS.pick(locals()), queue_factory=ThreadSafeQueue)
         self._runner = LoopThread()
         self._inner.core.loop = self._runner.loop
@@ -209,6 +214,18 @@ class Client:
         inner = self._runner.run(self._inner.create_table_view(topic, subscription_name, schema))
         return TableView(self._runner, inner.view, topic, subscription_name, inner.schema)
 
+    def new_transaction(self, timeout_ms: int = 60000) -> Transaction:
+        """Open a transaction that the broker aborts unless it ends within ``timeout_ms``
+        (needs ``enable_transaction=True``; InvalidConfiguration otherwise)."""
+        impl = self._runner.run(self._inner.new_transaction(timeout_ms))
+        return Transaction(self._runner, impl, self._sends_handed_over)
+
+    async def _sends_handed_over(self) -> None:
+        """(Loop) Every send queued by the producers so far is in the core."""
+        for handle in list(self._handles):
+            if isinstance(handle, Producer):
+                await handle.handed_over()
+
     def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions of ``topic``, or ``[topic]`` if it is not partitioned."""
         return self._runner.run(self._inner.get_topic_partitions(topic))
@@ -270,4 +287,5 @@ __all__ = [
     "Reader",
     "RegexSubscriptionMode",
     "TableView",
+    "Transaction",
 ]

@@ -28,6 +28,7 @@ from starquake.client.exceptions import (
 from starquake.client.producer._outgoing import OutgoingMessage
 from starquake.client.producer._producer import ProducerImpl
 from starquake.client.sync._loop import ON_LOOP, LoopThread, Mailbox, PendingSend, Waiter
+from starquake.client.sync._transaction import Transaction, core_transaction
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
 R = TypeVar("R")
@@ -131,9 +132,12 @@ class Producer:
         event_timestamp: int | None = None,
         deliver_at: int | None = None,
         deliver_after: timedelta | None = None,
+        txn: Transaction | None = None,
     ) -> MessageId:
-        """Publish a message and block until the broker stored it; returns its id."""
+        """Publish a message and block until the broker stored it; returns its id. With
+        ``txn``, the message is part of that transaction (visible once it commits)."""
         msg = build_message(self._inner.schema, MESSAGE_OPTIONS, locals())
+        msg.txn = core_transaction(txn)
         if self._runner.in_loop_thread():
             raise RuntimeError(ON_LOOP)
         slots = self._slots
@@ -159,14 +163,17 @@ class Producer:
         event_timestamp: int | None = None,
         deliver_at: int | None = None,
         deliver_after: timedelta | None = None,
+        txn: Transaction | None = None,
     ) -> None:
-        """Queue a message; ``callback(result, message_id)`` runs once the broker answered.
+        """Queue a message; ``callback(result, message_id)`` runs once the broker answered
+        (``txn``: the transaction the message is part of).
 
         With ``block_if_queue_full`` this waits while ``max_pending_messages`` are pending;
         otherwise a full queue is reported to the callback (``Result.ProducerQueueIsFull``).
         The callback runs on the client's I/O thread and must not block on the client.
         """
         msg = build_message(self._inner.schema, MESSAGE_OPTIONS, locals())
+        msg.txn = core_transaction(txn)
         slots = self._slots
         if slots is not None and not slots.acquire(False):
             if not self._block:
@@ -196,6 +203,10 @@ class Producer:
             if msg is None:
                 _invoke(callback, Result.ProducerQueueIsFull, None)
                 continue
+            if msg.txn is not None:  # it registers its partition with the transaction first
+                coro = self._send_when_space(msg, callback, waiter)
+                self._stalled = self._runner.loop.create_task(coro)
+                return
             try:
                 fut = impl.send_nowait(msg)
             except ProducerQueueIsFull as exc:
@@ -253,6 +264,11 @@ class Producer:
     def hand_over(self) -> None:
         """(Loop) Hand the sends callers queued to the core (before the client closes)."""
         self._drain()
+
+    async def handed_over(self) -> None:
+        """(Loop) Return once every send queued so far is in the core (a transaction's sends
+        are then counted by it: its commit waits for them)."""
+        await self._submit_all()
 
     # --- blocking calls ---------------------------------------------------------------------
 

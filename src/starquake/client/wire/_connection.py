@@ -89,6 +89,11 @@ _RESPONSES: dict[int, Callable[[T], Any]] = {
     T.GET_OR_CREATE_SCHEMA_RESPONSE: lambda c: c.get_or_create_schema_response,
     T.CONSUMER_STATS_RESPONSE: lambda c: c.consumer_stats_response,
     T.ACK_RESPONSE: lambda c: c.ack_response,
+    T.TC_CLIENT_CONNECT_RESPONSE: lambda c: c.tc_client_connect_response,
+    T.NEW_TXN_RESPONSE: lambda c: c.new_txn_response,
+    T.ADD_PARTITION_TO_TXN_RESPONSE: lambda c: c.add_partition_to_txn_response,
+    T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE: lambda c: c.add_subscription_to_txn_response,
+    T.END_TXN_RESPONSE: lambda c: c.end_txn_response,
 }
 
 

@@ -160,6 +160,22 @@ AUTO_SPLIT: KeySharedMode.ValueType  # 0
 STICKY: KeySharedMode.ValueType  # 1
 Global___KeySharedMode: _TypeAlias = KeySharedMode  # noqa: Y015
 
+class _TxnAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TxnActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TxnAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    COMMIT: _TxnAction.ValueType  # 0
+    ABORT: _TxnAction.ValueType  # 1
+
+class TxnAction(_TxnAction, metaclass=_TxnActionEnumTypeWrapper):
+    """--- transactions ---"""
+
+COMMIT: TxnAction.ValueType  # 0
+ABORT: TxnAction.ValueType  # 1
+Global___TxnAction: _TypeAlias = TxnAction  # noqa: Y015
+
 @_typing.final
 class KeyValue(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -2002,6 +2018,441 @@ class CommandGetOrCreateSchemaResponse(_message.Message):
 Global___CommandGetOrCreateSchemaResponse: _TypeAlias = CommandGetOrCreateSchemaResponse  # noqa: Y015
 
 @_typing.final
+class CommandTcClientConnectRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TC_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    tc_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        tc_id: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "tc_id", b"tc_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "tc_id", b"tc_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandTcClientConnectRequest: _TypeAlias = CommandTcClientConnectRequest  # noqa: Y015
+
+@_typing.final
+class CommandTcClientConnectResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandTcClientConnectResponse: _TypeAlias = CommandTcClientConnectResponse  # noqa: Y015
+
+@_typing.final
+class CommandNewTxn(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXN_TTL_SECONDS_FIELD_NUMBER: _builtins.int
+    TC_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txn_ttl_seconds: _builtins.int
+    tc_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txn_ttl_seconds: _builtins.int | None = ...,
+        tc_id: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "tc_id", b"tc_id", "txn_ttl_seconds", b"txn_ttl_seconds"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "tc_id", b"tc_id", "txn_ttl_seconds", b"txn_ttl_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandNewTxn: _TypeAlias = CommandNewTxn  # noqa: Y015
+
+@_typing.final
+class CommandNewTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandNewTxnResponse: _TypeAlias = CommandNewTxnResponse  # noqa: Y015
+
+@_typing.final
+class CommandAddPartitionToTxn(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        partitions: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandAddPartitionToTxn: _TypeAlias = CommandAddPartitionToTxn  # noqa: Y015
+
+@_typing.final
+class CommandAddPartitionToTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandAddPartitionToTxnResponse: _TypeAlias = CommandAddPartitionToTxnResponse  # noqa: Y015
+
+@_typing.final
+class Subscription(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    subscription: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str | None = ...,
+        subscription: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Subscription: _TypeAlias = Subscription  # noqa: Y015
+
+@_typing.final
+class CommandAddSubscriptionToTxn(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    @_builtins.property
+    def subscription(self) -> _containers.RepeatedCompositeFieldContainer[Global___Subscription]: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        subscription: _abc.Iterable[Global___Subscription] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "subscription", b"subscription", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandAddSubscriptionToTxn: _TypeAlias = CommandAddSubscriptionToTxn  # noqa: Y015
+
+@_typing.final
+class CommandAddSubscriptionToTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandAddSubscriptionToTxnResponse: _TypeAlias = CommandAddSubscriptionToTxnResponse  # noqa: Y015
+
+@_typing.final
+class CommandEndTxn(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    TXN_ACTION_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    txn_action: Global___TxnAction.ValueType
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        txn_action: Global___TxnAction.ValueType | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "txn_action", b"txn_action", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "txn_action", b"txn_action", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandEndTxn: _TypeAlias = CommandEndTxn  # noqa: Y015
+
+@_typing.final
+class CommandEndTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandEndTxnResponse: _TypeAlias = CommandEndTxnResponse  # noqa: Y015
+
+@_typing.final
+class CommandEndTxnOnPartition(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    TXN_ACTION_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_OF_LOW_WATERMARK_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    topic: _builtins.str
+    txn_action: Global___TxnAction.ValueType
+    txnid_least_bits_of_low_watermark: _builtins.int
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        topic: _builtins.str | None = ...,
+        txn_action: Global___TxnAction.ValueType | None = ...,
+        txnid_least_bits_of_low_watermark: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "topic", b"topic", "txn_action", b"txn_action", "txnid_least_bits", b"txnid_least_bits", "txnid_least_bits_of_low_watermark", b"txnid_least_bits_of_low_watermark", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "topic", b"topic", "txn_action", b"txn_action", "txnid_least_bits", b"txnid_least_bits", "txnid_least_bits_of_low_watermark", b"txnid_least_bits_of_low_watermark", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandEndTxnOnPartition: _TypeAlias = CommandEndTxnOnPartition  # noqa: Y015
+
+@_typing.final
+class CommandEndTxnOnPartitionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandEndTxnOnPartitionResponse: _TypeAlias = CommandEndTxnOnPartitionResponse  # noqa: Y015
+
+@_typing.final
+class CommandEndTxnOnSubscription(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    TXN_ACTION_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_OF_LOW_WATERMARK_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    txn_action: Global___TxnAction.ValueType
+    txnid_least_bits_of_low_watermark: _builtins.int
+    @_builtins.property
+    def subscription(self) -> Global___Subscription: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        subscription: Global___Subscription | None = ...,
+        txn_action: Global___TxnAction.ValueType | None = ...,
+        txnid_least_bits_of_low_watermark: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "subscription", b"subscription", "txn_action", b"txn_action", "txnid_least_bits", b"txnid_least_bits", "txnid_least_bits_of_low_watermark", b"txnid_least_bits_of_low_watermark", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "subscription", b"subscription", "txn_action", b"txn_action", "txnid_least_bits", b"txnid_least_bits", "txnid_least_bits_of_low_watermark", b"txnid_least_bits_of_low_watermark", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandEndTxnOnSubscription: _TypeAlias = CommandEndTxnOnSubscription  # noqa: Y015
+
+@_typing.final
+class CommandEndTxnOnSubscriptionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandEndTxnOnSubscriptionResponse: _TypeAlias = CommandEndTxnOnSubscriptionResponse  # noqa: Y015
+
+@_typing.final
 class BaseCommand(_message.Message):
     """The command envelope: `type` names which one of the sub-commands is set. Each sub-command's
     field number equals its type number.
@@ -2174,6 +2625,20 @@ class BaseCommand(_message.Message):
     ACK_RESPONSE_FIELD_NUMBER: _builtins.int
     GET_OR_CREATE_SCHEMA_FIELD_NUMBER: _builtins.int
     GET_OR_CREATE_SCHEMA_RESPONSE_FIELD_NUMBER: _builtins.int
+    NEW_TXN_FIELD_NUMBER: _builtins.int
+    NEW_TXN_RESPONSE_FIELD_NUMBER: _builtins.int
+    ADD_PARTITION_TO_TXN_FIELD_NUMBER: _builtins.int
+    ADD_PARTITION_TO_TXN_RESPONSE_FIELD_NUMBER: _builtins.int
+    ADD_SUBSCRIPTION_TO_TXN_FIELD_NUMBER: _builtins.int
+    ADD_SUBSCRIPTION_TO_TXN_RESPONSE_FIELD_NUMBER: _builtins.int
+    END_TXN_FIELD_NUMBER: _builtins.int
+    END_TXN_RESPONSE_FIELD_NUMBER: _builtins.int
+    END_TXN_ON_PARTITION_FIELD_NUMBER: _builtins.int
+    END_TXN_ON_PARTITION_RESPONSE_FIELD_NUMBER: _builtins.int
+    END_TXN_ON_SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    END_TXN_ON_SUBSCRIPTION_RESPONSE_FIELD_NUMBER: _builtins.int
+    TC_CLIENT_CONNECT_REQUEST_FIELD_NUMBER: _builtins.int
+    TC_CLIENT_CONNECT_RESPONSE_FIELD_NUMBER: _builtins.int
     TOPIC_MIGRATED_FIELD_NUMBER: _builtins.int
     type: Global___BaseCommand.Type.ValueType
     @_builtins.property
@@ -2255,6 +2720,34 @@ class BaseCommand(_message.Message):
     @_builtins.property
     def get_or_create_schema_response(self) -> Global___CommandGetOrCreateSchemaResponse: ...
     @_builtins.property
+    def new_txn(self) -> Global___CommandNewTxn: ...
+    @_builtins.property
+    def new_txn_response(self) -> Global___CommandNewTxnResponse: ...
+    @_builtins.property
+    def add_partition_to_txn(self) -> Global___CommandAddPartitionToTxn: ...
+    @_builtins.property
+    def add_partition_to_txn_response(self) -> Global___CommandAddPartitionToTxnResponse: ...
+    @_builtins.property
+    def add_subscription_to_txn(self) -> Global___CommandAddSubscriptionToTxn: ...
+    @_builtins.property
+    def add_subscription_to_txn_response(self) -> Global___CommandAddSubscriptionToTxnResponse: ...
+    @_builtins.property
+    def end_txn(self) -> Global___CommandEndTxn: ...
+    @_builtins.property
+    def end_txn_response(self) -> Global___CommandEndTxnResponse: ...
+    @_builtins.property
+    def end_txn_on_partition(self) -> Global___CommandEndTxnOnPartition: ...
+    @_builtins.property
+    def end_txn_on_partition_response(self) -> Global___CommandEndTxnOnPartitionResponse: ...
+    @_builtins.property
+    def end_txn_on_subscription(self) -> Global___CommandEndTxnOnSubscription: ...
+    @_builtins.property
+    def end_txn_on_subscription_response(self) -> Global___CommandEndTxnOnSubscriptionResponse: ...
+    @_builtins.property
+    def tc_client_connect_request(self) -> Global___CommandTcClientConnectRequest: ...
+    @_builtins.property
+    def tc_client_connect_response(self) -> Global___CommandTcClientConnectResponse: ...
+    @_builtins.property
     def topic_migrated(self) -> Global___CommandTopicMigrated: ...
     def __init__(
         self,
@@ -2299,11 +2792,25 @@ class BaseCommand(_message.Message):
         ack_response: Global___CommandAckResponse | None = ...,
         get_or_create_schema: Global___CommandGetOrCreateSchema | None = ...,
         get_or_create_schema_response: Global___CommandGetOrCreateSchemaResponse | None = ...,
+        new_txn: Global___CommandNewTxn | None = ...,
+        new_txn_response: Global___CommandNewTxnResponse | None = ...,
+        add_partition_to_txn: Global___CommandAddPartitionToTxn | None = ...,
+        add_partition_to_txn_response: Global___CommandAddPartitionToTxnResponse | None = ...,
+        add_subscription_to_txn: Global___CommandAddSubscriptionToTxn | None = ...,
+        add_subscription_to_txn_response: Global___CommandAddSubscriptionToTxnResponse | None = ...,
+        end_txn: Global___CommandEndTxn | None = ...,
+        end_txn_response: Global___CommandEndTxnResponse | None = ...,
+        end_txn_on_partition: Global___CommandEndTxnOnPartition | None = ...,
+        end_txn_on_partition_response: Global___CommandEndTxnOnPartitionResponse | None = ...,
+        end_txn_on_subscription: Global___CommandEndTxnOnSubscription | None = ...,
+        end_txn_on_subscription_response: Global___CommandEndTxnOnSubscriptionResponse | None = ...,
+        tc_client_connect_request: Global___CommandTcClientConnectRequest | None = ...,
+        tc_client_connect_response: Global___CommandTcClientConnectResponse | None = ...,
         topic_migrated: Global___CommandTopicMigrated | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ack_response", b"ack_response", "active_consumer_change", b"active_consumer_change", "auth_challenge", b"auth_challenge", "auth_response", b"auth_response", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "consumer_stats", b"consumer_stats", "consumer_stats_response", b"consumer_stats_response", "error", b"error", "flow", b"flow", "get_last_message_id", b"get_last_message_id", "get_last_message_id_response", b"get_last_message_id_response", "get_or_create_schema", b"get_or_create_schema", "get_or_create_schema_response", b"get_or_create_schema_response", "get_schema", b"get_schema", "get_schema_response", b"get_schema_response", "get_topics_of_namespace", b"get_topics_of_namespace", "get_topics_of_namespace_response", b"get_topics_of_namespace_response", "lookup_topic", b"lookup_topic", "lookup_topic_response", b"lookup_topic_response", "message", b"message", "partition_metadata", b"partition_metadata", "partition_metadata_response", b"partition_metadata_response", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reached_end_of_topic", b"reached_end_of_topic", "redeliver_unacknowledged_messages", b"redeliver_unacknowledged_messages", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topic_migrated", b"topic_migrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ack_response", b"ack_response", "active_consumer_change", b"active_consumer_change", "add_partition_to_txn", b"add_partition_to_txn", "add_partition_to_txn_response", b"add_partition_to_txn_response", "add_subscription_to_txn", b"add_subscription_to_txn", "add_subscription_to_txn_response", b"add_subscription_to_txn_response", "auth_challenge", b"auth_challenge", "auth_response", b"auth_response", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "consumer_stats", b"consumer_stats", "consumer_stats_response", b"consumer_stats_response", "end_txn", b"end_txn", "end_txn_on_partition", b"end_txn_on_partition", "end_txn_on_partition_response", b"end_txn_on_partition_response", "end_txn_on_subscription", b"end_txn_on_subscription", "end_txn_on_subscription_response", b"end_txn_on_subscription_response", "end_txn_response", b"end_txn_response", "error", b"error", "flow", b"flow", "get_last_message_id", b"get_last_message_id", "get_last_message_id_response", b"get_last_message_id_response", "get_or_create_schema", b"get_or_create_schema", "get_or_create_schema_response", b"get_or_create_schema_response", "get_schema", b"get_schema", "get_schema_response", b"get_schema_response", "get_topics_of_namespace", b"get_topics_of_namespace", "get_topics_of_namespace_response", b"get_topics_of_namespace_response", "lookup_topic", b"lookup_topic", "lookup_topic_response", b"lookup_topic_response", "message", b"message", "new_txn", b"new_txn", "new_txn_response", b"new_txn_response", "partition_metadata", b"partition_metadata", "partition_metadata_response", b"partition_metadata_response", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reached_end_of_topic", b"reached_end_of_topic", "redeliver_unacknowledged_messages", b"redeliver_unacknowledged_messages", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "tc_client_connect_request", b"tc_client_connect_request", "tc_client_connect_response", b"tc_client_connect_response", "topic_migrated", b"topic_migrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ack_response", b"ack_response", "active_consumer_change", b"active_consumer_change", "auth_challenge", b"auth_challenge", "auth_response", b"auth_response", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "consumer_stats", b"consumer_stats", "consumer_stats_response", b"consumer_stats_response", "error", b"error", "flow", b"flow", "get_last_message_id", b"get_last_message_id", "get_last_message_id_response", b"get_last_message_id_response", "get_or_create_schema", b"get_or_create_schema", "get_or_create_schema_response", b"get_or_create_schema_response", "get_schema", b"get_schema", "get_schema_response", b"get_schema_response", "get_topics_of_namespace", b"get_topics_of_namespace", "get_topics_of_namespace_response", b"get_topics_of_namespace_response", "lookup_topic", b"lookup_topic", "lookup_topic_response", b"lookup_topic_response", "message", b"message", "partition_metadata", b"partition_metadata", "partition_metadata_response", b"partition_metadata_response", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reached_end_of_topic", b"reached_end_of_topic", "redeliver_unacknowledged_messages", b"redeliver_unacknowledged_messages", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topic_migrated", b"topic_migrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ack_response", b"ack_response", "active_consumer_change", b"active_consumer_change", "add_partition_to_txn", b"add_partition_to_txn", "add_partition_to_txn_response", b"add_partition_to_txn_response", "add_subscription_to_txn", b"add_subscription_to_txn", "add_subscription_to_txn_response", b"add_subscription_to_txn_response", "auth_challenge", b"auth_challenge", "auth_response", b"auth_response", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "consumer_stats", b"consumer_stats", "consumer_stats_response", b"consumer_stats_response", "end_txn", b"end_txn", "end_txn_on_partition", b"end_txn_on_partition", "end_txn_on_partition_response", b"end_txn_on_partition_response", "end_txn_on_subscription", b"end_txn_on_subscription", "end_txn_on_subscription_response", b"end_txn_on_subscription_response", "end_txn_response", b"end_txn_response", "error", b"error", "flow", b"flow", "get_last_message_id", b"get_last_message_id", "get_last_message_id_response", b"get_last_message_id_response", "get_or_create_schema", b"get_or_create_schema", "get_or_create_schema_response", b"get_or_create_schema_response", "get_schema", b"get_schema", "get_schema_response", b"get_schema_response", "get_topics_of_namespace", b"get_topics_of_namespace", "get_topics_of_namespace_response", b"get_topics_of_namespace_response", "lookup_topic", b"lookup_topic", "lookup_topic_response", b"lookup_topic_response", "message", b"message", "new_txn", b"new_txn", "new_txn_response", b"new_txn_response", "partition_metadata", b"partition_metadata", "partition_metadata_response", b"partition_metadata_response", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reached_end_of_topic", b"reached_end_of_topic", "redeliver_unacknowledged_messages", b"redeliver_unacknowledged_messages", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "tc_client_connect_request", b"tc_client_connect_request", "tc_client_connect_response", b"tc_client_connect_response", "topic_migrated", b"topic_migrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

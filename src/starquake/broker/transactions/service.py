@@ -1,0 +1,201 @@
+"""The transaction coordinators of this broker and the topics' transaction buffers.
+
+Started with the broker when ``transactionCoordinatorEnabled`` is on. As Pulsar's standalone
+does, the start creates tenant ``pulsar``, namespace ``pulsar/system`` and the partitioned topic
+``persistent://pulsar/system/transaction_coordinator_assign`` with one partition; coordinator
+``N`` serves the transactions whose most significant bits are ``N`` and is found by a LOOKUP of
+partition ``N``. Each coordinator's log is the managed ledger of
+``persistent://pulsar/system/__transaction_log_<N>``, replayed before the broker takes clients.
+
+Every persistent topic gets a transaction buffer when it loads (rebuilt from its entries), so
+its dispatch holds back what open and aborted transactions hide.
+
+Ending a transaction on its partitions is an in-process call to the topic: every topic is this
+broker's in standalone mode. Cluster mode has no transactions yet: a coordinator there needs an
+owner the brokers agree on (and to move on failure), and a partition another broker serves needs
+END_TXN_ON_PARTITION sent to that broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+from starquake.broker.config import BrokerConfig
+from starquake.broker.errors import NotAllowedError, TopicNotFoundError
+from starquake.broker.ledger_storage import LedgerStorage
+from starquake.broker.resources import ConflictError, PulsarResources
+from starquake.broker.subscription import Subscription
+from starquake.broker.topic import PersistentTopic
+from starquake.broker.topic_api import TopicApi
+from starquake.broker.transactions.buffer import TopicTransactionBuffer
+from starquake.broker.transactions.coordinator import TransactionCoordinator
+from starquake.broker.transactions.durable import Kicker
+from starquake.broker.transactions.errors import CoordinatorNotFoundError, TxnId, txn_text
+from starquake.common.topic_name import TopicName
+
+log = logging.getLogger(__name__)
+
+SYSTEM_TENANT = "pulsar"
+SYSTEM_NAMESPACE = "pulsar/system"
+ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+LOG_TOPIC_PREFIX = "persistent://pulsar/system/__transaction_log_"
+STANDALONE_COORDINATORS = 1
+"""Partitions of the assign topic Pulsar's standalone creates."""
+
+
+class TransactionsContext(Protocol):
+    """What the transactions use of the broker."""
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's configuration."""
+
+    @property
+    def resources(self) -> PulsarResources:
+        """The stored tenants, namespaces and partitioned topics."""
+
+    @property
+    def storage(self) -> LedgerStorage:
+        """Where the managed ledgers live."""
+
+    @property
+    def committer(self) -> Kicker:
+        """The group commit."""
+
+    async def get_topic(
+        self, topic: TopicName, *, create: bool = True, explicit: bool = False
+    ) -> TopicApi:
+        """The loaded topic, loading or (if allowed) creating it."""
+
+
+class TransactionService:
+    """The coordinators and buffers (see the module docstring)."""
+
+    def __init__(self, context: TransactionsContext, enabled: bool) -> None:
+        self._context = context
+        self.enabled = enabled
+        """``transactionCoordinatorEnabled``: off, nothing here runs."""
+        self.coordinators: dict[int, TransactionCoordinator] = {}
+        self._buffers: dict[str, TopicTransactionBuffer] = {}
+
+    async def start(self, cluster: str) -> None:
+        """Create the system namespace and assign topic when missing, then recover every
+        coordinator from its log. In cluster mode transactions stay off (one line says so):
+        a coordinator there needs an owner the cluster agrees on, not there yet."""
+        if self.enabled and self._context.config.metadata_store_servers:
+            log.warning("transactionCoordinatorEnabled has no effect in cluster mode yet")
+            self.enabled = False
+        if not self.enabled:
+            return
+        count = await asyncio.to_thread(self._ensure_metadata, cluster)
+        for tc_id in range(count):
+            name = f"{LOG_TOPIC_PREFIX}{tc_id}"
+            await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
+            topic = await self._persistent_topic(name, create=True)
+            assert topic.txn is not None
+            _hold_log(topic)
+            coordinator = TransactionCoordinator(
+                tc_id, topic.ledger, topic.txn.appends, self._end_on_partitions
+            )
+            replayed = await coordinator.recover()
+            self.coordinators[tc_id] = coordinator
+            log.info(
+                "transaction coordinator %d ready (%d log records replayed, %d open)",
+                tc_id,
+                replayed,
+                len(coordinator.state.txns),
+            )
+
+    def _ensure_metadata(self, cluster: str) -> int:
+        """Blocking: tenant, namespace and assign topic; returns the coordinator count."""
+        resources = self._context.resources
+        with contextlib.suppress(ConflictError):
+            if not resources.tenant_exists(SYSTEM_TENANT):
+                resources.create_tenant(
+                    SYSTEM_TENANT, {"adminRoles": [], "allowedClusters": [cluster]}
+                )
+        with contextlib.suppress(ConflictError):
+            if not resources.namespace_exists(SYSTEM_NAMESPACE):
+                resources.create_namespace(SYSTEM_NAMESPACE)
+        assign = TopicName.parse(ASSIGN_TOPIC)
+        if resources.partitions(assign) == 0:
+            with contextlib.suppress(ConflictError):
+                resources.create_partitioned_topic(assign, STANDALONE_COORDINATORS)
+        return resources.partitions(assign)
+
+    async def stop(self) -> None:
+        """Stop the coordinators' timers and recovery work."""
+        for coordinator in self.coordinators.values():
+            await coordinator.close()
+
+    def coordinator(self, tc_id: int) -> TransactionCoordinator:
+        """Coordinator ``tc_id``, or TransactionCoordinatorNotFound."""
+        coordinator = self.coordinators.get(tc_id)
+        if coordinator is None:
+            raise CoordinatorNotFoundError(f"Transaction coordinator {tc_id} not found")
+        return coordinator
+
+    # --- topics -------------------------------------------------------------------------------
+
+    async def _persistent_topic(self, name: str, *, create: bool) -> PersistentTopic:
+        topic = await self._context.get_topic(TopicName.parse(name), create=create, explicit=True)
+        if not isinstance(topic, PersistentTopic):
+            raise NotAllowedError(f"{name} is not a persistent topic: no transactions there")
+        return topic
+
+    async def topic_loaded(self, topic: PersistentTopic) -> None:
+        """Give a topic that is loading its transaction buffer, rebuilt from its entries."""
+        if not self.enabled:
+            return
+        buffer = TopicTransactionBuffer(topic, self._context.committer, self._check_open)
+        read = await buffer.recover()
+        topic.txn = buffer
+        self._buffers[topic.full_name] = buffer
+        if buffer.open or buffer.ended:
+            log.info(
+                "transaction buffer of %s recovered (%d entries read, %d transactions open)",
+                topic.full_name,
+                read,
+                len(buffer.open),
+            )
+
+    def _check_open(self, txn: TxnId) -> None:
+        """Raise unless ``txn`` is open, when its coordinator is one of this broker's."""
+        coordinator = self.coordinators.get(txn[0])
+        if coordinator is not None:
+            coordinator.state.check_open(txn)
+
+    async def _end_on_partitions(self, txn: TxnId, partitions: list[str], commit: bool) -> None:
+        """End ``txn`` on its partitions, and on any topic here that holds messages of it
+        without having been added to it (a client that skipped ADD_PARTITION_TO_TXN)."""
+        names = dict.fromkeys(partitions)
+        for name, buffer in list(self._buffers.items()):
+            if txn in buffer.open:
+                names[name] = None
+        await asyncio.gather(*(self.end_on_partition(name, txn, commit) for name in names))
+
+    async def end_on_partition(self, name: str, txn: TxnId, commit: bool) -> None:
+        """End ``txn`` on the topic ``name`` (a topic never produced to has nothing to end)."""
+        try:
+            topic = await self._persistent_topic(name, create=False)
+        except TopicNotFoundError:
+            return  # never produced to: nothing to end
+        if topic.txn is None:
+            raise CoordinatorNotFoundError(f"{name} has no transaction buffer")
+        await topic.txn.end(txn, commit)
+        log.debug("transaction %s ended on %s", txn_text(txn), name)
+
+
+LOG_CURSOR = "__txn_coordinator"
+"""The durable cursor that keeps a transaction log from being trimmed: it never moves (the log
+is replayed whole at every start; trimming it is a later increment)."""
+
+
+def _hold_log(topic: PersistentTopic) -> None:
+    """Give the log topic its never-moving durable subscription."""
+    if LOG_CURSOR not in topic.subscriptions:
+        cursor = topic.ledger.open_cursor(LOG_CURSOR, "earliest")
+        topic.subscriptions[LOG_CURSOR] = Subscription(topic, LOG_CURSOR, cursor, durable=True)
