@@ -11,6 +11,7 @@ import contextlib
 import http.client
 import time
 import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -336,3 +337,35 @@ def test_a_broker_of_another_cluster_is_refused_by_the_store(
             )
         finally:
             stranger.cleanup()
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in the metrics")
+
+
+def test_the_metrics_show_the_jetstream_appends(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    """In cluster mode each topic's group commit is one JetStream record: /metrics shows
+    their latency, entries and bytes (the file backend's commit histograms stay empty)."""
+    topic = f"persistent://public/default/metered-{uuid.uuid4().hex[:6]}"
+    with _brokers(tmp_path, jetstream_node, count=1) as (broker,):
+        client = process_client(broker.url, operation_timeout_seconds=30)
+        try:
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(20):
+                producer.send(b"m%d" % i)
+        finally:
+            client.close()
+        with urllib.request.urlopen(broker.web_service_url + "/metrics", timeout=30) as reply:
+            text = reply.read().decode()
+        records = _metric(text, "starquake_jetstream_record_entries_count")
+        assert 1 <= records <= 20
+        assert _metric(text, "starquake_jetstream_record_entries_sum") >= 20
+        assert _metric(text, "starquake_jetstream_record_bytes_sum") >= 20 * 3
+        assert _metric(text, "starquake_jetstream_append_latency_seconds_count") == records
+        assert _metric(text, "starquake_jetstream_append_failures_total") == 0
+        assert _metric(text, "starquake_storage_group_commit_entries_count") == 0

@@ -37,6 +37,7 @@ from starquake.cluster.js_ml_metadata import LEDGERS_ROOT, ManagedLedgerInfo, le
 from starquake.cluster.js_recovery import recover_managed_ledger
 from starquake.cluster.kv_metadata import JetStreamMetadataStore
 from starquake.storage import ManagedLedger, PendingCommit
+from starquake.storage.append_stats import AppendStats
 from starquake.storage.config import ManagedLedgerConfig
 from starquake.storage.factory import directory_name
 from starquake.storage.position import (
@@ -227,6 +228,11 @@ class JetStreamLedgerFactory:
                     raise
                 log.info("managed ledger %s: its previous owner stored it meanwhile", name)
         raise AssertionError("unreachable")
+
+    @property
+    def append_stats(self) -> AppendStats:
+        """The appends' latencies, sizes and failures, for the broker's metrics."""
+        return self.ledgers.stats
 
     def get(self, name: str) -> JetStreamManagedLedger | None:
         """The open instance of ``name``, if any."""

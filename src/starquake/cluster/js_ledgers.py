@@ -41,6 +41,7 @@ from starquake.cluster.jetstream import (
     until_ready,
 )
 from starquake.storage import LedgerFencedError, StorageError
+from starquake.storage.append_stats import AppendStats
 
 ENTRIES_HEADER = "Sq-Entries"
 FENCE_HEADER = "Sq-Fence"
@@ -105,6 +106,8 @@ class JetStreamLedgers:
         self._js = jetstream_context(nc, timeout)
         self.streams = streams
         self._loss = loss or ConnectionLoss()
+        self.stats = AppendStats()
+        """What the metrics learn of the appends (every writer's records)."""
 
     @classmethod
     async def connect(
@@ -290,12 +293,15 @@ class LedgerWriter:
                 EXPECT_LAST: str(self.index.last_sequence),
             }
             body = encode_record(entries)
+            started = time.perf_counter()
             try:
                 sequence = await self._ledgers.publish_record(self.ledger_id, body, headers)
             except BaseException:
                 # fenced, or no answer: the record may be stored or not, so this writer
                 # stops; whoever reopens the ledger fences it and finds out
                 self.fenced = True
+                self._ledgers.stats.failed()
                 raise
+            self._ledgers.stats.appended(time.perf_counter() - started, len(entries), len(body))
             self.index.add(first, len(entries), sequence, len(body))
             return first, first + len(entries) - 1

@@ -29,12 +29,13 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from starquake.broker.admin.metrics_collect import BrokerCollector
 from starquake.broker.admin.replies import Reply
 from starquake.broker.admin.routing import Route
 from starquake.broker.web import Call, Need, json_reply
+from starquake.storage.append_stats import AppendStats
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -96,7 +97,41 @@ class BrokerMetrics:
             registry=registry,
         )
         service.committer.observers.append(self.observe_commit)
+        stats = getattr(service.storage, "append_stats", None)
+        if isinstance(stats, AppendStats):  # cluster mode: each ledger commits by itself
+            self._observe_appends(registry, stats)
         self.owner = weakref.ref(service)
+
+    def _observe_appends(self, registry: CollectorRegistry, stats: AppendStats) -> None:
+        """Cluster mode's counterparts of the group commit's histograms: one observation per
+        record stored in JetStream (the group commit of one topic)."""
+        latency = Histogram(
+            "starquake_jetstream_append_latency_seconds",
+            "Time from writing a record of a topic's entries to JetStream until the stream "
+            "acknowledged it as stored on its quorum of replicas.",
+            buckets=_FSYNC_BUCKETS,
+            registry=registry,
+        )
+        entries = Histogram(
+            "starquake_jetstream_record_entries",
+            "Entries in one record stored in JetStream (one topic's group commit).",
+            buckets=_ENTRY_BUCKETS,
+            registry=registry,
+        )
+        size = Histogram(
+            "starquake_jetstream_record_bytes",
+            "Bytes of one record stored in JetStream (entries with their framing).",
+            buckets=_BYTE_BUCKETS,
+            registry=registry,
+        )
+
+        def observe(seconds: float, count: int, length: int) -> None:
+            latency.observe(seconds)
+            entries.observe(count)
+            size.observe(length)
+
+        stats.observers.append(observe)
+        registry.register(_AppendFailures(stats))
 
     def observe_commit(self, commit: PendingCommit) -> None:
         """Record a commit that succeeded (called on the loop, once per commit)."""
@@ -116,6 +151,22 @@ class BrokerMetrics:
         formatting (most of the time with many topics) runs in a worker thread."""
         snapshot = _Snapshot(list(self.registry.collect()))
         return await asyncio.to_thread(generate_latest, snapshot)
+
+
+class _AppendFailures:
+    """Cluster mode's counterpart of the group commit's failure counter."""
+
+    def __init__(self, stats: AppendStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "starquake_jetstream_append_failures",
+            "Records JetStream refused or did not acknowledge (their ledgers were fenced and "
+            "their topics loaded again).",
+        )
+        family.add_metric([], self._stats.failures)
+        yield family
 
 
 class _Snapshot:
