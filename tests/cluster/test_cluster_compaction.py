@@ -21,6 +21,7 @@ from polling import wait_for
 
 from starquake.cluster.js_ledgers import JetStreamLedgers
 from starquake.cluster.nodes import JetStreamNode
+from starquake.storage import StorageError
 
 CLUSTER = f"c{uuid.uuid4().hex[:6]}"
 
@@ -77,13 +78,15 @@ def _compacted_read(url: str, topic: str, count: int) -> list[tuple[str, bytes]]
 
 
 def _records(node: JetStreamNode, ledger_id: int) -> int:
-    """How many records of ``ledger_id`` JetStream holds."""
+    """How many records of ``ledger_id`` JetStream holds (-1: the scan failed)."""
 
     async def count() -> int:
         ledgers = await JetStreamLedgers.connect([node.url], streams=4)
         try:
             index, _ = await ledgers.scan(ledger_id)
             return len(index.sequences)
+        except StorageError:  # a scan that began before a purge: not known
+            return -1
         finally:
             await ledgers.close()
 

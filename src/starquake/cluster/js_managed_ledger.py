@@ -200,15 +200,19 @@ class JetStreamManagedLedger(JsLedgerReads):
         self._purge = [item for item in self._purge if item[0] != ledger_id]
 
     def release(self, ledger_id: int) -> None:
-        """Purge a held ledger from now on."""
+        """Purge a held ledger from now on (a closed instance leaves it listed: whoever
+        opens the managed ledger next purges it; its own list write would fence it)."""
         self._held.discard(ledger_id)
-        self._kick()
+        if not self._closed:
+            self._kick()
 
     async def store_list_now(self) -> None:
         """Store the ledger list as it is now, through the writer (one list write at a
         time); LedgerFencedError or StorageError when it could not be stored."""
         if self._fenced is not None:
             raise LedgerFencedError(f"managed ledger {self.name} is fenced: {self._fenced!r}")
+        if self._closed:
+            raise StorageError(f"managed ledger {self.name} is closed")
         waiter = asyncio.get_running_loop().create_future()
         self._list_waiters.append(waiter)
         self._kick()
