@@ -276,7 +276,8 @@ class JetStreamManagedLedger(JsLedgerReads):
 
     @property
     def directory(self) -> Path:
-        """A local directory of this managed ledger (compacted ledgers), created on demand."""
+        """A local directory of this managed ledger, created on demand (its data, compacted
+        ledgers included, is in JetStream)."""
         self._directory.mkdir(parents=True, exist_ok=True)
         return self._directory
 
