@@ -20,6 +20,7 @@ id once (0 duplicates), and every subscription received every receipted message.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import random
@@ -31,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nats
 import pulsar
 from admin_http import admin_json
 from broker_process import BrokerProcess
@@ -145,6 +147,35 @@ class Cluster:
         path = f"/admin/v2/persistent/public/default/{PARTITIONED}/partitions"
         status, body = admin_json(broker, "PUT", path, PARTITIONS)
         assert status in (204, 409), (status, body)
+
+
+def wait_until_healthy(nodes: list[JetStreamNode], deadline: float) -> float:
+    """Seconds until every JetStream stream has a leader and every replica is current (a
+    node started again has caught up), at most ``deadline``: a node fault is injected only
+    into a healthy cluster, as a replicated store tolerates one fault at a time (a second
+    node lost while the first still catches up leaves some streams without a quorum)."""
+
+    async def healthy() -> bool:
+        nc = await nats.connect(servers=[n.url for n in nodes], connect_timeout=2)
+        try:
+            for info in await nc.jetstream(timeout=2).streams_info():
+                cluster = info.cluster
+                if cluster is None:
+                    continue
+                replicas = cluster.replicas or []
+                if not cluster.leader or not all(r.current and not r.offline for r in replicas):
+                    return False
+            return True
+        finally:
+            await nc.close()
+
+    started = time.monotonic()
+    while time.monotonic() - started < deadline:
+        with contextlib.suppress(Exception):
+            if asyncio.run(healthy()):
+                break
+        time.sleep(0.5)
+    return time.monotonic() - started
 
 
 def topic_name(short: str) -> str:
@@ -374,6 +405,8 @@ def run_campaign(
                     victim.start(timeout=60)
                 else:
                     victim.start()
+                    took = wait_until_healthy(cluster.nodes, 120)
+                    log(f"  {label} started again; the store was healthy after {took:.1f} s")
         finally:
             load.stop()
         check(load, cluster.service_url, report)

@@ -125,13 +125,19 @@ def test_ledger_ids_are_unique_across_brokers(jetstream_node: JetStreamNode) -> 
         stores = [await JetStreamLedgers.connect([jetstream_node.url]) for _ in range(3)]
         try:
             ids = await asyncio.gather(*(s.allocate_ledger_id() for s in stores for _ in range(20)))
-            return list(ids)
+            placed = []  # ids on a chosen stream: on it, and increasing with every choice
+            for stream in [3, 0, 0, 2, 1, 3, None, 1]:
+                placed.append(await stores[len(placed) % 3].allocate_ledger_id(stream))
+                if stream is not None:
+                    assert stores[0].stream_of(placed[-1]) == stream
+            assert placed == sorted(placed) and placed[0] > max(ids)
+            return [*ids, *placed]
         finally:
             for s in stores:
                 await s.close()
 
     ids = asyncio.run(scenario())
-    assert len(set(ids)) == len(ids) == 60
+    assert len(set(ids)) == len(ids) == 68
 
 
 def test_replicated_ledgers_survive_a_node_kill(jetstream_trio: list[JetStreamNode]) -> None:

@@ -127,6 +127,9 @@ def test_rollover_and_recovery_by_a_new_factory(
         assert await read_all(again) == written
         assert [info.ledger_id for info in again.ledgers()][: len(ledger_ids)] == ledger_ids
         assert again.current_ledger_id > ledger_ids[-1]
+        # every rollover and the takeover started the next ledger on the first one's stream
+        streams = {lid % 2 for lid in [*ledger_ids, again.current_ledger_id]}
+        assert streams == {ledger_ids[0] % 2}
         restored = again.cursors["sub"]
         assert restored.mark_delete_position == got[2].position
         assert restored.individually_deleted_ranges() == stored_ranges

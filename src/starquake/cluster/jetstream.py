@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -241,7 +242,6 @@ async def kv_last(js: Any, bucket: str, key: str) -> tuple[bytes | None, int]:
 
 
 LISTING_INACTIVE_SECONDS = 2.0
-LISTING_BATCH = 500
 
 
 class KvEntry(NamedTuple):
@@ -285,10 +285,15 @@ async def snapshot(
     js: Any, stream: str, subject: str, deliver: DeliverPolicy, *, headers_only: bool
 ) -> list[Any]:
     """The messages of ``stream`` on ``subject`` that are there now (``deliver``: all, or
-    the last of each subject), in stream order, in batches of ``LISTING_BATCH`` through a
-    pull consumer the server removes ``LISTING_INACTIVE_SECONDS`` after it was last used.
-    How many messages to give is known when the consumer is made, so the snapshot ends
-    exactly there (``headers_only``: the bodies' sizes are in the header ``Nats-Msg-Size``)."""
+    the last of each subject), in stream order, through a pull consumer the server removes
+    ``LISTING_INACTIVE_SECONDS`` after it was last used. How many messages to give is known
+    when the consumer is made, so the snapshot ends exactly there (``headers_only``: the
+    bodies' sizes are in the header ``Nats-Msg-Size``).
+
+    They are asked for in one request and received on a plain subscription, not through
+    the client's ``fetch`` (which costs a task and a future per message: 65 µs of CPU per
+    message against 14 here; a ledger of 14,000 records took 2-3 s to scan). The request
+    fails once no message came for the request timeout."""
     config = ConsumerConfig(
         deliver_policy=deliver,
         ack_policy=AckPolicy.NONE,
@@ -296,16 +301,53 @@ async def snapshot(
         inactive_threshold=LISTING_INACTIVE_SECONDS,
         mem_storage=True,
         num_replicas=1,
+        filter_subject=subject,
     )
-    sub = await js.pull_subscribe(subject, stream=stream, config=config)
-    messages: list[Any] = []
+    consumer = await js.add_consumer(stream, config)
+    listing = _Listing(consumer.num_pending or 0)
+    if listing.remaining == 0:
+        return []
+    nc = js._nc
+    sub = await nc.subscribe(nc.new_inbox(), cb=listing.take)
     try:
-        pending = (await sub.consumer_info()).num_pending or 0
-        while pending > 0:
-            for msg in await sub.fetch(min(pending, LISTING_BATCH), timeout=request_timeout(5)):
-                pending = min(pending - 1, msg.metadata.num_pending or 0)
-                messages.append(msg)
+        request = json.dumps({"batch": listing.remaining, "no_wait": True}).encode()
+        ask = f"{js._prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer.name}"
+        await nc.publish(ask, request, reply=sub.subject)
+        while not listing.done.done():
+            seen = len(listing.messages)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(listing.done), request_timeout(5))
+            if not listing.done.done() and len(listing.messages) == seen:
+                raise TimeoutError(f"listing {subject}: no message for a while")
+        listing.check()
     finally:
         with contextlib.suppress(*NATS_ERRORS):
             await sub.unsubscribe()
-    return messages
+    return listing.messages
+
+
+class _Listing:
+    """The messages of a snapshot as they arrive."""
+
+    def __init__(self, pending: int) -> None:
+        self.remaining = pending
+        self.messages: list[Any] = []
+        self._refused = ""
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def take(self, msg: Any) -> None:
+        status = (msg.headers or {}).get("Status")
+        if status is not None:  # 404/408: nothing more now (deleted meanwhile); else refused
+            if status not in ("404", "408"):
+                self._refused = f"{status} {(msg.headers or {}).get('Description', '')}"
+            self.remaining = 0
+        else:
+            self.messages.append(msg)
+            self.remaining = min(self.remaining - 1, msg.metadata.num_pending or 0)
+        if self.remaining == 0 and not self.done.done():
+            self.done.set_result(None)
+
+    def check(self) -> None:
+        """A NATS error when the server refused the request."""
+        if self._refused:
+            raise nats.errors.Error(f"listing refused: {self._refused.strip()}")

@@ -387,7 +387,8 @@ class JetStreamManagedLedger(JsLedgerReads):
 
     async def _allocate_spare(self) -> bool:
         try:
-            self.spare_id = await self._ledgers.allocate_ledger_id()
+            stream = self._ledgers.stream_of(self._ids[-1]) if self._ids else None
+            self.spare_id = await self._ledgers.allocate_ledger_id(stream)
         except StorageError as exc:  # appends go on in the current ledger meanwhile
             log.warning("managed ledger %s: no ledger id for a rollover: %s", self.name, exc)
             return False

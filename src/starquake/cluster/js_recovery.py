@@ -4,7 +4,8 @@
 2. Fence every ledger the list does not show sealed (the previous owner's open ledger): its
    writer's next append is refused; the ledger is sealed at its last entry before the fence
    and its record index comes from scanning its subject.
-3. Begin a new ledger (and take a spare id for the first rollover) and store the list by
+3. Begin a new ledger on the last one's stream (and take a spare id there for the first
+   rollover) and store the list by
    compare-and-set at the version read: if another owner stored it meanwhile, opening fails
    with :class:`LedgerFencedError` (that owner won; opening again fences it in turn).
 4. Restore each durable cursor and store its state again at the version read, so that the
@@ -51,8 +52,12 @@ async def recover_managed_ledger(
             )
         ml.add_ledger(stored)
     ml.version = got.version if got is not None else 0
-    ml.start_ledger(await ledgers.allocate_ledger_id(), now)
-    ml.spare_id = await ledgers.allocate_ledger_id()
+    # the new ledger goes where the last one is: that stream just answered the fence (or
+    # served the previous owner), where another might be electing a leader
+    stream = ledgers.stream_of(info.ledgers[-1].ledger_id) if info.ledgers else None
+    first = await ledgers.allocate_ledger_id(stream)
+    ml.start_ledger(first, now)
+    ml.spare_id = await ledgers.allocate_ledger_id(ledgers.stream_of(first))
     ml.refresh_last_confirmed()
     ml.set_purge(info.purge)
     ml.compacted = info.compacted
