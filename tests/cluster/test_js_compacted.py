@@ -6,6 +6,7 @@ are purged; deleting the managed ledger deletes its compacted ledger."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -20,7 +21,7 @@ from starquake.cluster.js_compacted import JetStreamCompactedReader
 from starquake.cluster.js_factory import JetStreamLedgerFactory
 from starquake.cluster.js_ml_metadata import ManagedLedgerInfo, ledger_path
 from starquake.cluster.nodes import JetStreamNode
-from starquake.storage import Position, StorageError
+from starquake.storage import LedgerFencedError, Position, StorageError
 
 Make = Callable[..., Awaitable[JetStreamLedgerFactory]]
 
@@ -220,5 +221,34 @@ def test_a_compaction_that_did_not_commit_is_purged_by_the_next_owner(
         got = await opened.read_from(Position(0, 0), 10)
         assert [(r.position, bytes(r.data or b"")) for r in got] == [(Position(1, 0), b"kept")]
         assert await records_left(second, view.ledger_id) == 1
+
+    run(jetstream_node, tmp_path, scenario)
+
+
+def test_a_replaced_owner_cannot_write_a_compacted_ledger_the_next_owner_purged(
+    jetstream_node: JetStreamNode, tmp_path: Path
+) -> None:
+    name = topic()
+
+    async def scenario(make: Make) -> None:
+        first = await make()
+        ml = await first.open(name)
+        builder = await first.compacted_ledgers.create(ml)  # listed, nothing written yet
+        second = await make()
+        await second.open(name)  # fences, then purges the listed ledger
+        deadline = time.monotonic() + 10
+        while True:
+            with contextlib.suppress(StorageError):  # a scan during the purge
+                index, fenced = await second.ledgers.scan(builder.ledger_id)
+                if fenced:
+                    break
+            assert time.monotonic() < deadline, "the listed ledger was not fenced"
+            await asyncio.sleep(0.05)
+        assert index.sequences == []
+        with pytest.raises(LedgerFencedError):
+            await builder.append([(Position(1, 0), b"late")])
+            await builder.finish(Position(1, 0))
+        index, fenced = await second.ledgers.scan(builder.ledger_id)
+        assert fenced and index.sequences == []  # nothing of it landed
 
     run(jetstream_node, tmp_path, scenario)

@@ -200,7 +200,7 @@ class JetStreamCompactedLedgers:
         """A new ledger, listed for purging in the stored ledger list before it is written."""
         ml = _owned(ledger)
         ledger_id = await self._ledgers.allocate_ledger_id()
-        ml.hold(ledger_id)
+        ml.hold(ledger_id, writing=True)
         await ml.store_list_now()
         return JetStreamCompactedBuilder(self._ledgers, ml, ledger_id, self._limit)
 

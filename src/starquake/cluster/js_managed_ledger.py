@@ -27,7 +27,12 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
-from starquake.cluster.js_ledgers import JetStreamLedgers, LedgerIndex, LedgerWriter
+from starquake.cluster.js_ledgers import (
+    FENCE_HEADER,
+    JetStreamLedgers,
+    LedgerIndex,
+    LedgerWriter,
+)
 from starquake.cluster.js_ml_metadata import (
     CompactedInfo,
     ManagedLedgerInfo,
@@ -113,6 +118,7 @@ class JetStreamManagedLedger(JsLedgerReads):
         self._fenced_ids: set[int] = set()
         self._purge: list[tuple[int, bool]] = []
         self._held: set[int] = set()
+        self._fence_first: set[int] = set()
         """Ledgers listed under ``purge`` that must not be purged yet (compacted ledgers
         being written or still read)."""
         self.compacted: CompactedInfo | None = None
@@ -183,16 +189,19 @@ class JetStreamManagedLedger(JsLedgerReads):
         return info
 
     def set_purge(self, purge: list[tuple[int, bool]]) -> None:
-        """Trimmed ledgers whose subjects a previous owner may not have purged yet."""
+        """Trimmed ledgers whose subjects a previous owner may not have purged yet; those
+        flagged may have a writer still (fenced ones, compacted ones being written): they are
+        fenced before their purge, which keeps the fence."""
         self._purge = list(purge)
+        self._fence_first = {lid for lid, fenced in purge if fenced}
 
-    def hold(self, ledger_id: int) -> None:
+    def hold(self, ledger_id: int, *, writing: bool = False) -> None:
         """List ``ledger_id`` for purging (stored with the next ledger list: a crash leaves it
-        to the next owner to purge) but do not purge it until :meth:`release`."""
-        if ledger_id not in self._held:
-            self._held.add(ledger_id)
-            if (ledger_id, False) not in self._purge:
-                self._purge.append((ledger_id, False))
+        to the next owner to purge; ``writing``: fenced first, its writer may be alive) but
+        do not purge it until :meth:`release`."""
+        self._held.add(ledger_id)
+        if all(lid != ledger_id for lid, _ in self._purge):
+            self._purge.append((ledger_id, writing))
 
     def unlist(self, ledger_id: int) -> None:
         """Take ``ledger_id`` off the purge list (it became the committed compacted ledger)."""
@@ -203,7 +212,8 @@ class JetStreamManagedLedger(JsLedgerReads):
         """Purge a held ledger from now on (a closed instance leaves it listed: whoever
         opens the managed ledger next purges it; its own list write would fence it)."""
         self._held.discard(ledger_id)
-        if not self._closed:
+        if not self._closed:  # its writer is done: purge it whole
+            self._purge = [(lid, f and lid != ledger_id) for lid, f in self._purge]
             self._kick()
 
     async def store_list_now(self) -> None:
@@ -433,6 +443,9 @@ class JetStreamManagedLedger(JsLedgerReads):
         purge = [item for item in self._purge if item[0] not in self._held]
         try:
             for lid, fenced in purge:
+                if lid in self._fence_first:  # a writer elsewhere may still append to it
+                    await self._ledgers.publish_record(lid, b"", {FENCE_HEADER: "1"})
+                    self._fence_first.discard(lid)
                 await self._ledgers.delete(lid, keep_fence=fenced)
         except StorageError as exc:
             log.warning("managed ledger %s: cannot purge trimmed ledgers: %s", self.name, exc)
