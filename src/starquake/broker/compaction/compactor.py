@@ -9,8 +9,9 @@ compaction.
 Two passes, as Pulsar's two-phase compactor: the first finds the latest message of each key
 (keeping only message ids in memory), the second copies the kept entries into the new file,
 rebuilding batches that lose some of their messages. Entries of the managed ledger are read on
-the event loop in bounded chunks (its reads are fast and not thread-safe); parsing, rewriting
-and writing happen in a worker thread, one chunk at a time, so the loop is never held long.
+the event loop in bounded chunks (its reads are fast and not thread-safe); parsing and
+rewriting happen in a worker thread, one chunk at a time, so the loop is never held long, and
+so do a compacted ledger file's writes (a JetStream one's are requests awaited on the loop).
 
 Commit: the new compacted ledger is written completely and made durable (its store: files of
 the broker, or a JetStream ledger in cluster mode, :mod:`starquake.storage.compacted_store`),
