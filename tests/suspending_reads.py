@@ -7,7 +7,8 @@ real read and again after it, or until a gate opens: the data is fetched at one 
 handed over later, and whatever the broker does in between (acks, seeks, consumers leaving)
 happens while the read is in flight. Everything else is the real ledger. Cursors of the
 ledger read through the same instance and find nothing at hand (``try_read_entries`` answers
-None), so their reads wait too.
+None), so their reads wait too. The compacted ledgers a broker's storage writes or opens get
+waiting reads as well (:meth:`SuspendingReads.install_on_compacted`), as a JetStream one's do.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class SuspendingReads:
         self.gate: asyncio.Event | None = None
         """When set, reads wait for this event after fetching (instead of a random delay)."""
         self.suspended = 0
+        self.compacted_reads = 0
+        """Reads of compacted ledgers (each waits too)."""
 
     async def _wait(self) -> None:
         self.suspended += 1
@@ -80,3 +83,41 @@ class SuspendingReads:
 
         setattr(factory, "open", opened)  # noqa: B010
         setattr(factory, "open_prepared", prepared)  # noqa: B010
+
+    def install_on_compacted(self, storage: LedgerStorage) -> None:
+        """Every compacted ledger ``storage`` opens or writes from now on reads waiting."""
+        store = storage.compacted_ledgers
+        open_committed, create = store.open_committed, store.create
+
+        async def opened(*args: Any, **kwargs: Any) -> Any:
+            reader = await open_committed(*args, **kwargs)
+            return self._compacted(reader) if reader is not None else None
+
+        async def created(*args: Any, **kwargs: Any) -> Any:
+            builder = await create(*args, **kwargs)
+            finish = builder.finish
+
+            async def finished(*more: Any, **options: Any) -> Any:
+                return self._compacted(await finish(*more, **options))
+
+            setattr(builder, "finish", finished)  # noqa: B010
+            return builder
+
+        setattr(store, "open_committed", opened)  # noqa: B010
+        setattr(store, "create", created)  # noqa: B010
+
+    def _compacted(self, reader: Any) -> Any:
+        waiting = self._wrap(reader.read_from)
+
+        async def read_from(*args: Any, **kwargs: Any) -> Any:
+            self.compacted_reads += 1
+            return await waiting(*args, **kwargs)
+
+        setattr(reader, "read_from", read_from)  # noqa: B010
+        reopen = reader.reopen
+
+        async def reopened() -> Any:
+            return self._compacted(await reopen())
+
+        setattr(reader, "reopen", reopened)  # noqa: B010
+        return reader

@@ -3,6 +3,7 @@ skipped comes out once, in order, whatever the step sizes."""
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from starquake.storage.compacted import (
     compacted_file_name,
     open_compacted_ledger,
 )
+from starquake.storage.compacted_files import FileCompactedReader
 
 
 @given(
@@ -35,7 +37,7 @@ def test_stepwise_reads_return_every_entry_not_skipped(
         writer = CompactedLedgerWriter(path, 9)
         writer.append((p, f"{p}".encode()) for p in positions)
         writer.finish(Position(10, 0))
-        view = CompactedView(open_compacted_ledger(path, 9))
+        view = CompactedView(FileCompactedReader(open_compacted_ledger(path, 9)))
         try:
             origin = positions[start] if start < count else Position(99, 0)
             wanted = [p for p in positions if p >= origin and p not in skip_positions]
@@ -43,8 +45,8 @@ def test_stepwise_reads_return_every_entry_not_skipped(
             position: Position | None = origin
             steps = 0
             while position is not None:
-                entries, position = view.read_from(
-                    position, max_entries, skip_positions.__contains__, max_scan
+                entries, position = asyncio.run(
+                    view.read_from(position, max_entries, skip_positions.__contains__, max_scan)
                 )
                 assert len(entries) <= max_entries
                 got += entries
@@ -61,6 +63,6 @@ def test_last_message_of_a_view(tmp_path: Path) -> None:
     path = tmp_path / compacted_file_name(4)
     writer = CompactedLedgerWriter(path, 4)
     writer.finish(Position(1, 1))
-    view = CompactedView(open_compacted_ledger(path, 4))
-    assert view.last_message() is None and view.entries == 0
+    view = CompactedView(FileCompactedReader(open_compacted_ledger(path, 4)))
+    assert asyncio.run(view.last_message()) is None and view.entries == 0
     view.close()

@@ -5,7 +5,9 @@ cursor, stores cursors, trims, reopens through a new factory after a clean close
 the managed ledger over from an owner that is still running (which is then fenced). After
 every step the managed ledger holds exactly the appended entries, in order, but for whole
 ledgers trimmed after every entry in them was acknowledged as stored; after a reopen or a
-takeover the cursor is exactly what was last stored.
+takeover the cursor is exactly what was last stored. Compactions (a compacted ledger of the
+entries so far, committed while appends and rollovers store the ledger list too) leave the
+committed compacted ledger readable whole by every later owner, and the replaced ones purged.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def make_machine(url: str) -> type[RuleBasedStateMachine]:
             self.entries: list[tuple[Position, bytes]] = []
             self.stored: tuple[Position, list[tuple[Position, Position]]] | None = None
             self.counter = 0
+            self.view: tuple[int, list[tuple[Position, bytes]]] | None = None
+            self.replaced: list[int] = []
 
         def run(self, coro: Coroutine[Any, Any, T]) -> T:
             return self.loop.run_until_complete(coro)
@@ -89,6 +93,33 @@ def make_machine(url: str) -> type[RuleBasedStateMachine]:
                 assert not self.entries or position > self.entries[-1][0]
                 self.entries.append((position, data))
             self.run(self.ml.drain())
+
+        @rule(more=st.integers(min_value=0, max_value=4))
+        def compact(self, more: int) -> None:
+            if not self.entries:
+                return
+            ml, view = self.ml, list(self.entries)
+            store = self.factories[-1].compacted_ledgers
+
+            async def main() -> int:
+                builder = await store.create(ml)
+                await builder.append(view)
+                reader = await builder.finish(view[-1][0])
+                for _ in range(more):  # their list writes (rollovers) race the commit's
+                    data = f"e{self.counter}".encode()
+                    self.counter += 1
+                    self.entries.append((ml.append(data), data))
+                previous = await store.open_committed(ml)
+                await store.commit(ml, reader)
+                if previous is not None:
+                    await store.delete(ml, previous)
+                await ml.drain()
+                return reader.ledger_id
+
+            ledger_id = self.run(main())
+            if self.view is not None:
+                self.replaced.append(self.view[0])
+            self.view = (ledger_id, view)
 
         @rule()
         def roll_over(self) -> None:
@@ -158,6 +189,22 @@ def make_machine(url: str) -> type[RuleBasedStateMachine]:
             entries = self.run(self.ml.read_entries(EARLIEST, 10_000))
             assert [(e.position, bytes(e.data)) for e in entries] == self.entries
             assert self.ml.number_of_entries == len(self.entries)
+
+        @invariant()
+        def compacted(self) -> None:
+            factory = self.factories[-1] if self.factories else None
+            if factory is None:
+                return
+            reader = self.run(factory.compacted_ledgers.open_committed(self.ml))
+            if self.view is None:
+                assert reader is None
+                return
+            assert reader is not None and reader.ledger_id == self.view[0]
+            records = self.run(reader.read_from(Position(-1, -1), 10_000))
+            assert [(r.position, bytes(r.data or b"")) for r in records] == self.view[1]
+            for ledger_id in self.replaced[-2:]:  # purged once the new one is committed
+                index, _ = self.run(factory.ledgers.scan(ledger_id))
+                assert index.sequences == [], ledger_id
 
         def teardown(self) -> None:
             async def close_all() -> None:

@@ -4,7 +4,8 @@ The broker runs with real file-backed ledgers whose reads are made to suspend (`
 a random delay of up to 2 ms before and after each read, see ``tests/suspending_reads.py``), so
 every dispatch pass goes on in a task while acks, flow permits, seeks, consumers leaving and
 topic unloads happen. Each subscription type must still deliver every message, in the order its type
-promises, through the official client.
+promises, through the official client; a compacted view's reads wait too, and a reader with
+``read_compacted`` gets the view then the live log, also when it seeks back while reads wait.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from admin_http import admin_json
+from compaction_helpers import compact, pairs, read_count
 from official_client import official_client
 from suspending_reads import SuspendingReads
 
@@ -38,6 +40,7 @@ def slow_broker(
     data: Path = tmp_path_factory.mktemp("suspending") / "data"
     with EmbeddedBroker(data) as running:
         reads.install_on_broker(running.service.storage)
+        reads.install_on_compacted(running.service.storage)
         yield running
 
 
@@ -205,3 +208,67 @@ def test_reader_reads_to_the_end(client: pulsar.Client) -> None:
         values.append(int(reader.read_next(timeout_millis=10_000).data()))
     assert values == list(range(N))
     reader.close()
+
+
+def test_read_compacted_over_waiting_reads_gets_the_view_then_the_log(
+    client: pulsar.Client, slow_broker: EmbeddedBroker, reads: SuspendingReads
+) -> None:
+    topic = _topic("compacted")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(120):
+        producer.send_async(f"v{i}".encode(), None, partition_key=f"k{i % 15}")
+    producer.flush()
+    compact(slow_broker, topic)
+    for i in range(3):
+        producer.send(f"after{i}".encode(), partition_key=f"k{i}")
+    expected = [(f"k{i % 15}", f"v{i}".encode()) for i in range(105, 120)]
+    expected += [(f"k{i}", f"after{i}".encode()) for i in range(3)]
+    before = reads.compacted_reads
+    reader = client.create_reader(
+        topic, pulsar.MessageId.earliest, is_read_compacted=True, receiver_queue_size=2
+    )
+    assert pairs([reader.read_next(10_000) for _ in range(7)]) == expected[:7]
+    reader.seek(pulsar.MessageId.earliest)  # while its next reads are in flight
+    assert pairs(read_count(reader, len(expected))) == expected
+    assert reads.compacted_reads > before + 5  # the view's reads waited
+    reader.close()
+
+
+def test_read_compacted_failover_hands_the_rest_of_the_view_over(
+    client: pulsar.Client, slow_broker: EmbeddedBroker
+) -> None:
+    topic = _topic("compacted-failover")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(160):
+        producer.send_async(f"v{i}".encode(), None, partition_key=f"k{i % 40}")
+    producer.flush()
+    compact(slow_broker, topic)
+    expected = [(f"k{i % 40}", f"v{i}".encode()) for i in range(120, 160)]
+
+    def subscribe(name: str) -> pulsar.Consumer:
+        return client.subscribe(
+            topic,
+            "s",
+            consumer_type=pulsar.ConsumerType.Failover,
+            consumer_name=name,
+            initial_position=EARLIEST,
+            receiver_queue_size=3,
+            is_read_compacted=True,
+        )
+
+    first, second = subscribe("a"), subscribe("b")
+    try:
+        msg = first.receive(2000)
+        active, standby = first, second
+    except pulsar.Timeout:
+        msg = second.receive(10_000)
+        active, standby = second, first
+    taken = []
+    for _ in range(10):
+        taken.append((msg.partition_key(), msg.data()))
+        active.acknowledge(msg)
+        msg = active.receive(10_000)
+    assert taken == expected[:10]
+    active.close()  # the standby becomes active while the view's reads are in flight
+    got = pairs(read_count(standby, len(expected) - 10))
+    assert got == expected[10:]

@@ -11,6 +11,10 @@ interface. Two implementations:
 - :class:`~starquake.cluster.js_factory.JetStreamLedgerFactory` (cluster mode): the managed
   ledgers in JetStream; each managed ledger writes its own records and reports them through
   the hooks given to :meth:`LedgerStorage.listen`, and stores its cursors in JetStream.
+
+Each also keeps its managed ledgers' compacted ledgers (``compacted_ledgers``): files beside
+the managed ledgers' and a metadata key, or JetStream ledgers recorded in the managed ledgers'
+stored ledger lists.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from starquake.storage import (
     PendingCommit,
     Position,
 )
+from starquake.storage.compacted_files import FileCompactedLedgers
+from starquake.storage.compacted_store import CompactedLedgerStore
 
 __all__ = ["CommittedHook", "FailedHook", "FileLedgerStorage", "LedgerStorage"]
 
@@ -64,6 +70,10 @@ class LedgerStorage(Protocol):
     async def allocate_ledger_id(self) -> int:
         """A ledger id never handed out before (for a compacted ledger)."""
 
+    @property
+    def compacted_ledgers(self) -> CompactedLedgerStore:
+        """Where the managed ledgers' compacted ledgers live."""
+
     async def persist_cursors(self) -> None:
         """Store every durable cursor change made so far; raises if the store fails (a
         failed write is retried by the next call)."""
@@ -79,6 +89,8 @@ class FileLedgerStorage:
         self.factory = factory
         self._metadata = metadata
         self._cursor_lock = asyncio.Lock()
+        self.compacted_ledgers = FileCompactedLedgers(metadata, self.allocate_ledger_id)
+        """Compacted ledgers as files beside the managed ledgers', recorded in ``metadata``."""
 
     def take_pending(self) -> PendingCommit | None:
         """The file work of every managed ledger waiting for the group commit."""

@@ -180,7 +180,7 @@ async def delete_topic(service: TopicAdminContext, topic: TopicName, *, force: b
         if _in_use(loaded) and not force:
             raise PreconditionFailed("Topic has active producers/subscriptions")
         service.unload_topic(loaded)
-    await service.compaction.forget(name)  # its compacted files go with the directory
+    await service.compaction.forget(name)  # its compacted ledgers go with the managed ledger
     await service.storage.delete(name)
     await asyncio.to_thread(service.metadata.put_many, [(terminated_key(name), None)])
     await _delete_schemas(service, topic)

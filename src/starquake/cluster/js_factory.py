@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from starquake.cluster.jetstream import NATS_ERRORS, requests_capped, storage_errors
+from starquake.cluster.js_compacted import JetStreamCompactedLedgers
 from starquake.cluster.js_ledgers import JetStreamLedgers
 from starquake.cluster.js_managed_ledger import JetStreamManagedLedger
 from starquake.cluster.js_ml_metadata import LEDGERS_ROOT, ManagedLedgerInfo, ledger_path
@@ -106,6 +107,8 @@ class JetStreamLedgerFactory:
         self._closed = False
         self._names_lock = threading.Lock()
         self._names: set[str] = set()
+        self.compacted_ledgers = JetStreamCompactedLedgers(ledgers, max_record_bytes)
+        """The managed ledgers' compacted ledgers, ledgers of ``ledgers`` too."""
 
     @classmethod
     async def connect(
@@ -318,9 +321,12 @@ class JetStreamLedgerFactory:
         found = await self.metadata.get(path)
         if found is not None:
             info = ManagedLedgerInfo.decode(found)
-            for ledger_id in [stored.ledger_id for stored in info.ledgers] + [
-                lid for lid, _ in info.purge
-            ]:
+            compacted = [info.compacted.ledger_id] if info.compacted is not None else []
+            for ledger_id in (
+                [stored.ledger_id for stored in info.ledgers]
+                + [lid for lid, _ in info.purge]
+                + compacted
+            ):
                 await self.ledgers.delete(ledger_id)
             await self.metadata.delete(path)
         with self._names_lock:

@@ -27,8 +27,14 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
-from starquake.cluster.js_ledgers import JetStreamLedgers, LedgerIndex, LedgerWriter
+from starquake.cluster.js_ledgers import (
+    FENCE_HEADER,
+    JetStreamLedgers,
+    LedgerIndex,
+    LedgerWriter,
+)
 from starquake.cluster.js_ml_metadata import (
+    CompactedInfo,
     ManagedLedgerInfo,
     StoredLedger,
     cursor_path,
@@ -111,6 +117,13 @@ class JetStreamManagedLedger(JsLedgerReads):
         self._writers: dict[int, LedgerWriter] = {}
         self._fenced_ids: set[int] = set()
         self._purge: list[tuple[int, bool]] = []
+        self._held: set[int] = set()
+        self._fence_first: set[int] = set()
+        """Ledgers listed under ``purge`` that must not be purged yet (compacted ledgers
+        being written or still read)."""
+        self.compacted: CompactedInfo | None = None
+        """The committed compacted ledger, stored with the ledger list."""
+        self._list_waiters: list[asyncio.Future[None]] = []
         self._listed: set[int] = set()
         self.version = 0
         """Version of the stored ledger list this owner wrote (or read) last."""
@@ -156,7 +169,7 @@ class JetStreamManagedLedger(JsLedgerReads):
 
     def ledger_info(self) -> ManagedLedgerInfo:
         """The ledger list as it is to be stored now."""
-        info = ManagedLedgerInfo(purge=list(self._purge))
+        info = ManagedLedgerInfo(purge=list(self._purge), compacted=self.compacted)
         for lid in self._ids:
             state = self._states[lid]
             # a ledger sealed here but not fully written yet is stored open: whoever opens
@@ -176,8 +189,53 @@ class JetStreamManagedLedger(JsLedgerReads):
         return info
 
     def set_purge(self, purge: list[tuple[int, bool]]) -> None:
-        """Trimmed ledgers whose subjects a previous owner may not have purged yet."""
+        """Trimmed ledgers whose subjects a previous owner may not have purged yet; those
+        flagged may have a writer still (fenced ones, compacted ones being written): they are
+        fenced before their purge, which keeps the fence."""
         self._purge = list(purge)
+        self._fence_first = {lid for lid, fenced in purge if fenced}
+
+    def hold(self, ledger_id: int, *, writing: bool = False) -> None:
+        """List ``ledger_id`` for purging (stored with the next ledger list: a crash leaves it
+        to the next owner to purge; ``writing``: fenced first, its writer may be alive) but
+        do not purge it until :meth:`release`."""
+        self._held.add(ledger_id)
+        if all(lid != ledger_id for lid, _ in self._purge):
+            self._purge.append((ledger_id, writing))
+
+    def unlist(self, ledger_id: int) -> None:
+        """Take ``ledger_id`` off the purge list (it became the committed compacted ledger)."""
+        self._held.discard(ledger_id)
+        self._purge = [item for item in self._purge if item[0] != ledger_id]
+
+    def release(self, ledger_id: int) -> None:
+        """Purge a held ledger from now on (a closed instance leaves it listed: whoever
+        opens the managed ledger next purges it; its own list write would fence it)."""
+        self._held.discard(ledger_id)
+        if not self._closed:  # its writer is done: purge it whole
+            self._purge = [(lid, f and lid != ledger_id) for lid, f in self._purge]
+            self._kick()
+
+    async def store_list_now(self) -> None:
+        """Store the ledger list as it is now, through the writer (one list write at a
+        time); LedgerFencedError or StorageError when it could not be stored."""
+        if self._fenced is not None:
+            raise LedgerFencedError(f"managed ledger {self.name} is fenced: {self._fenced!r}")
+        if self._closed:
+            raise StorageError(f"managed ledger {self.name} is closed")
+        waiter = asyncio.get_running_loop().create_future()
+        self._list_waiters.append(waiter)
+        self._kick()
+        await waiter
+
+    def _answer_waiters(self, exc: BaseException | None) -> None:
+        waiters, self._list_waiters = self._list_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                if exc is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(exc)
 
     def start(self) -> None:
         """Begin background work found at recovery (purging trimmed ledgers)."""
@@ -228,7 +286,8 @@ class JetStreamManagedLedger(JsLedgerReads):
 
     @property
     def directory(self) -> Path:
-        """A local directory of this managed ledger (compacted ledgers), created on demand."""
+        """A local directory of this managed ledger, created on demand (its data, compacted
+        ledgers included, is in JetStream)."""
         self._directory.mkdir(parents=True, exist_ok=True)
         return self._directory
 
@@ -251,6 +310,7 @@ class JetStreamManagedLedger(JsLedgerReads):
             self._cache.drop(state)
         self._writers.clear()
         self._cursors.clear()
+        self._answer_waiters(self._fenced)
 
     def busy(self) -> bool:
         """True while appends or cursor states of this instance wait to be written."""
@@ -270,6 +330,7 @@ class JetStreamManagedLedger(JsLedgerReads):
         for state in self._states.values():
             state.pending = []
         self._writers.clear()
+        self._answer_waiters(exc)
         if first:
             self._js_host.failed(self, exc)
 
@@ -303,19 +364,29 @@ class JetStreamManagedLedger(JsLedgerReads):
 
     async def _write(self) -> None:
         """The writer: records in ledger order, one in flight; then spare ids and purges."""
-        purged = False
+        tried: set[tuple[int, bool]] = set()  # purges tried in this run
         try:
             while self._fenced is None:
                 state = next((self._states[i] for i in self._ids if self._states[i].pending), None)
-                if state is not None:
+                if self._list_waiters:
+                    waiting = len(self._list_waiters)
+                    await self.store_ledger_list()
+                    done, self._list_waiters = (
+                        self._list_waiters[:waiting],
+                        self._list_waiters[waiting:],
+                    )
+                    for waiter in done:
+                        if not waiter.done():
+                            waiter.set_result(None)
+                elif state is not None:
                     if state.ledger_id not in self._listed:
                         await self.store_ledger_list()
                     await self._write_record(state)
                 elif self.spare_id is None and not self._closed:
                     if not await self._allocate_spare():
                         break
-                elif self._purge and not purged:
-                    purged = True
+                elif due := [i for i in self._purge if i[0] not in self._held and i not in tried]:
+                    tried.update(due)
                     await self._purge_trimmed()
                 else:
                     break
@@ -369,9 +440,12 @@ class JetStreamManagedLedger(JsLedgerReads):
     async def _purge_trimmed(self) -> None:
         """Purge trimmed ledgers' subjects, then store the list without them (a failure
         leaves them listed for the next attempt; appends go on)."""
-        purge = list(self._purge)
+        purge = [item for item in self._purge if item[0] not in self._held]
         try:
             for lid, fenced in purge:
+                if lid in self._fence_first:  # a writer elsewhere may still append to it
+                    await self._ledgers.publish_record(lid, b"", {FENCE_HEADER: "1"})
+                    self._fence_first.discard(lid)
                 await self._ledgers.delete(lid, keep_fence=fenced)
         except StorageError as exc:
             log.warning("managed ledger %s: cannot purge trimmed ledgers: %s", self.name, exc)

@@ -60,6 +60,7 @@ async def recover_managed_ledger(
     ml.spare_id = await ledgers.allocate_ledger_id(ledgers.stream_of(first))
     ml.refresh_last_confirmed()
     ml.set_purge(info.purge)
+    ml.compacted = info.compacted
     await ml.store_ledger_list()
     for child in await metadata.list_children(ledger_path(ml.name)):
         await _take_cursor(ml, metadata, unquote(child))

@@ -9,28 +9,25 @@ compaction.
 Two passes, as Pulsar's two-phase compactor: the first finds the latest message of each key
 (keeping only message ids in memory), the second copies the kept entries into the new file,
 rebuilding batches that lose some of their messages. Entries of the managed ledger are read on
-the event loop in bounded chunks (its reads are fast and not thread-safe); parsing, rewriting
-and writing happen in a worker thread, one chunk at a time, so the loop is never held long.
+the event loop in bounded chunks (its reads are fast and not thread-safe); parsing and
+rewriting happen in a worker thread, one chunk at a time, so the loop is never held long, and
+so do a compacted ledger file's writes (a JetStream one's are requests awaited on the loop).
 
-Commit: the new file is written completely and fsynced, then the metadata key
-``/compaction/<ledger name>`` is written (from a worker thread) to name it; only then is the new
-view served, the ``__compaction`` cursor's mark-delete position moved to the horizon (it holds
-back the trimming of ledgers the compaction has not passed yet) and the previous file deleted.
-A crash before the metadata write leaves an unreferenced file, removed when the topic is next
-loaded; after it, the new view is the one loaded.
+Commit: the new compacted ledger is written completely and made durable (its store: files of
+the broker, or a JetStream ledger in cluster mode, :mod:`starquake.storage.compacted_store`),
+then recorded as the topic's (the commit point); only then is the new view served, the
+``__compaction`` cursor's mark-delete position moved to the horizon (it holds back the trimming
+of ledgers the compaction has not passed yet) and the previous compacted ledger deleted. A
+crash before the record leaves a compacted ledger nothing names, deleted when the topic is
+next loaded; after it, the new view is the one loaded.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
-from urllib.parse import quote
 
 from starquake.broker.compaction.entries import entry_facts, rebuild_batch
 from starquake.broker.compaction.selection import (
@@ -42,33 +39,23 @@ from starquake.broker.compaction.selection import (
 from starquake.broker.compaction.view import CompactedView
 from starquake.broker.subscription import Subscription
 from starquake.storage import Entry, ManagedCursor, Position, StorageError
-from starquake.storage.compacted import (
-    CompactedLedger,
-    CompactedLedgerWriter,
-    compacted_file_name,
-    open_compacted_ledger,
+from starquake.storage.compacted_store import (
+    CompactedLedgerBuilder,
+    CompactedLedgerReader,
+    CompactedLedgerStore,
 )
-from starquake.storage.segment import fsync_dir
 
 if TYPE_CHECKING:
     from starquake.broker.contexts import StorageContext
     from starquake.broker.topic import PersistentTopic
 
-__all__ = [
-    "COMPACTION_CURSOR",
-    "CompactionError",
-    "CompactionRecord",
-    "Compactor",
-    "compaction_cursor",
-    "metadata_key",
-]
+__all__ = ["COMPACTION_CURSOR", "CompactionError", "Compactor", "compaction_cursor"]
 
 log = logging.getLogger(__name__)
 
 COMPACTION_CURSOR = "__compaction"
 """The durable cursor that marks the compaction horizon (Pulsar's compaction subscription)."""
 
-METADATA_PREFIX = "/compaction/"
 CHUNK_ENTRIES = 1000
 CHUNK_BYTES = 4 * 1024 * 1024
 
@@ -89,39 +76,14 @@ class CompactionError(Exception):
     """A compaction that could not complete; the previous view stays."""
 
 
-def metadata_key(ledger_name: str) -> str:
-    """The metadata key naming the committed compacted ledger of a managed ledger."""
-    return METADATA_PREFIX + quote(ledger_name, safe="")
-
-
-class CompactionRecord(NamedTuple):
-    """What the metadata key stores: the compacted ledger, its horizon and its file."""
-
-    ledger_id: int
-    horizon: Position
-    file: str
-
-    def encode(self) -> bytes:
-        """The record as stored in the metadata store (compact JSON)."""
-        doc = {"ledgerId": self.ledger_id, "horizon": list(self.horizon), "file": self.file}
-        return json.dumps(doc, separators=(",", ":")).encode()
-
-    @classmethod
-    def decode(cls, raw: bytes) -> CompactionRecord:
-        """The record stored as ``raw`` (ValueError if it is not one)."""
-        try:
-            doc = json.loads(raw)
-            horizon = Position(int(doc["horizon"][0]), int(doc["horizon"][1]))
-            return cls(int(doc["ledgerId"]), horizon, str(doc["file"]))
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise CompactionError(f"damaged compaction record: {exc}") from exc
-
-
 class _Outcome(NamedTuple):
     """Entries and messages written to a compacted ledger."""
 
     entries: int
     messages: int
+
+    def plus(self, other: _Outcome) -> _Outcome:
+        return _Outcome(self.entries + other.entries, self.messages + other.messages)
 
 
 class _Read(NamedTuple):
@@ -141,6 +103,7 @@ class Compactor:
         self.service = service
         self.topic = topic
         self.should_stop = should_stop
+        self.store: CompactedLedgerStore = service.storage.compacted_ledgers
         self.removed = 0
         """Messages the last run left out of the view (replaced, deleted or without a key)."""
 
@@ -163,27 +126,31 @@ class Compactor:
         if previous is None and (first is None or horizon < first):
             return None  # an empty topic (or nothing a consumer may see yet)
         cursor = compaction_cursor(self.topic)
+        old: CompactedLedgerReader | None = None
         if previous is not None:
             start = ledger.next_position(previous.horizon)
-            old: tuple[Path, int] | None = (previous.ledger.path, previous.ledger_id)
+            old = await previous.ledger.reopen()  # the view may close while this reads
         else:
             start = ledger.position_before_first()
-            old = None
-        latest = LatestPerKey(self.service.config.topicCompactionRetainNullKey)
-        read = await self._phase_one(old, start, horizon, latest)
-        new_ledger, kept = await self._phase_two(old, start, horizon, latest.result(), read)
-        await self._commit(new_ledger, horizon)
+        try:
+            latest = LatestPerKey(self.service.config.topicCompactionRetainNullKey)
+            read = await self._phase_one(old, start, horizon, latest)
+            new_ledger, kept = await self._phase_two(old, start, horizon, latest.result(), read)
+        finally:
+            if old is not None:
+                old.close()
+        await self._commit(new_ledger)
         # committed: the new view is the topic's from here on, even if what follows fails
         view = CompactedView(new_ledger)
         self.removed = max(latest.messages - kept.messages, 0)
         if state.closed:
-            view.close()  # the topic was unloaded meanwhile: its next load opens the new file
+            view.close()  # the topic was unloaded meanwhile: its next load opens the new one
         else:
             state.install(view)
             if horizon > cursor.mark_delete_position:
                 cursor.mark_delete(horizon)
-        if old is not None:
-            await asyncio.to_thread(_remove, old[0])
+        if previous is not None:
+            await self.store.delete(ledger, previous.ledger)
         log.info(
             "compacted %s up to %s: %d entries (%d messages of %d) in compacted ledger %d",
             topic.full_name,
@@ -196,11 +163,19 @@ class Compactor:
         return view
 
     async def _phase_one(
-        self, old: tuple[Path, int] | None, start: Position, horizon: Position, latest: LatestPerKey
+        self,
+        old: CompactedLedgerReader | None,
+        start: Position,
+        horizon: Position,
+        latest: LatestPerKey,
     ) -> _Read:
         """Feed every message of the previous view and of the log up to ``horizon`` to
         ``latest``; what was read (phase two checks it reads the same)."""
-        old_entries = await asyncio.to_thread(self._scan_old, old, latest) if old else 0
+        old_entries = 0
+        if old is not None:
+            async for chunk in self._old(old):
+                await asyncio.to_thread(_add_chunk, latest, chunk)
+                old_entries += len(chunk)
         count = 0
         last: Position | None = None
         async for chunk in self._live(start, horizon):
@@ -211,28 +186,28 @@ class Compactor:
 
     async def _phase_two(
         self,
-        old: tuple[Path, int] | None,
+        old: CompactedLedgerReader | None,
         start: Position,
         horizon: Position,
         selection: Selection,
         expected: _Read,
-    ) -> tuple[CompactedLedger, _Outcome]:
+    ) -> tuple[CompactedLedgerReader, _Outcome]:
         """Write what ``selection`` keeps into a new compacted ledger, finished and reopened;
-        an unfinished file is removed."""
-        ledger_id = await self.service.storage.allocate_ledger_id()
-        path = self.topic.ledger.directory / compacted_file_name(ledger_id)
-        writer = await asyncio.to_thread(CompactedLedgerWriter, path, ledger_id)
+        an unfinished one is deleted."""
+        writer = await self.store.create(self.topic.ledger)
         try:
             kept = _Outcome(0, 0)
+            old_entries = 0
             if old is not None:
-                kept = await asyncio.to_thread(
-                    self._copy_old, old, selection, writer, expected.old_entries
-                )
+                async for chunk in self._old(old):
+                    kept = kept.plus(await self._copy(chunk, selection, writer))
+                    old_entries += len(chunk)
+                if old_entries != expected.old_entries:
+                    raise CompactionError(f"compacted ledger {old.ledger_id} changed")
             count = 0
             last: Position | None = None
             async for chunk in self._live(start, horizon):
-                outcome = await asyncio.to_thread(_copy_chunk, chunk, selection, writer)
-                kept = _Outcome(kept.entries + outcome.entries, kept.messages + outcome.messages)
+                kept = kept.plus(await self._copy(chunk, selection, writer))
                 count += len(chunk)
                 last = chunk[-1].position
             if (count, last) != (expected.live_entries, expected.last_live):
@@ -240,32 +215,49 @@ class Compactor:
                     f"the log of {self.topic.full_name} changed during its compaction "
                     f"({expected.live_entries} entries read, then {count}): ledgers were trimmed"
                 )
-            await asyncio.to_thread(writer.finish, horizon)
-            return await asyncio.to_thread(open_compacted_ledger, path, ledger_id), kept
+            return await writer.finish(horizon), kept
         except BaseException:
-            await asyncio.to_thread(writer.abort)
+            await writer.abort()
             raise
 
-    async def _commit(self, compacted: CompactedLedger, horizon: Position) -> None:
-        """Store the record naming ``compacted`` (the commit point); on failure the file goes."""
-        key = metadata_key(self.topic.ledger.name)
-        record = CompactionRecord(compacted.ledger_id, horizon, compacted.path.name).encode()
-        store = self.service.metadata
+    async def _copy(
+        self, chunk: Sequence[Entry], selection: Selection, writer: CompactedLedgerBuilder
+    ) -> _Outcome:
+        """Rewrite ``chunk`` in a worker thread, then append what it keeps to ``writer``."""
+        out, messages = await asyncio.to_thread(_kept_of_chunk, chunk, selection)
+        if out:
+            await writer.append(out)
+        return _Outcome(len(out), messages)
 
-        def write() -> None:
-            try:
-                store.put(key, record)
-            except Exception:
-                if store.get(key) != record:  # not stored after all
-                    raise
-
+    async def _commit(self, compacted: CompactedLedgerReader) -> None:
+        """Record ``compacted`` as the topic's (the commit point); on failure it is deleted."""
+        ledger = self.topic.ledger
         try:
             self._check()
-            await asyncio.to_thread(write)
+            await self.store.commit(ledger, compacted)
         except BaseException:
-            compacted.close()
-            await asyncio.to_thread(_remove, compacted.path)
+            await self.store.delete(ledger, compacted)
             raise
+
+    async def _old(self, old: CompactedLedgerReader) -> AsyncIterator[list[Entry]]:
+        """The entries of the previous compacted ledger, in chunks (damaged ones left out)."""
+        position: Position | None = Position(-1, -1)
+        last = old.last
+        while position is not None and last is not None:
+            self._check()
+            try:
+                records = await old.read_from(position, CHUNK_ENTRIES)
+            except StorageError as exc:
+                raise CompactionError(
+                    f"cannot read compacted ledger {old.ledger_id}: {exc}"
+                ) from exc
+            if not records:
+                return
+            chunk = [Entry(r.position, r.data) for r in records if r.data is not None]
+            end = records[-1].position
+            position = None if end >= last else Position(end.ledger_id, end.entry_id + 1)
+            if chunk:
+                yield chunk
 
     async def _live(self, start: Position, horizon: Position) -> AsyncIterator[list[Entry]]:
         """The managed ledger's entries from ``start`` to ``horizon``, in chunks (read on the
@@ -291,57 +283,15 @@ class Compactor:
                 return
             position = ledger.next_position(last)
 
-    # --- worker-thread side -------------------------------------------------------------------
-
-    def _scan_old(self, old: tuple[Path, int], latest: LatestPerKey) -> int:
-        ledger = open_compacted_ledger(*old)
-        try:
-            total = len(ledger)
-            for first in range(0, total, CHUNK_ENTRIES):
-                self._check()
-                records = ledger.read(first, CHUNK_ENTRIES)
-                latest.add_entries(
-                    entry_facts(r.position, r.data) for r in records if r.data is not None
-                )
-            return total
-        finally:
-            ledger.close()
-
-    def _copy_old(
-        self,
-        old: tuple[Path, int],
-        selection: Selection,
-        writer: CompactedLedgerWriter,
-        expected: int,
-    ) -> _Outcome:
-        ledger = open_compacted_ledger(*old)
-        try:
-            if len(ledger) != expected:
-                raise CompactionError(f"compacted ledger {old[0]} changed during compaction")
-            entries = messages = 0
-            for first in range(0, len(ledger), CHUNK_ENTRIES):
-                self._check()
-                chunk = [
-                    Entry(r.position, r.data)
-                    for r in ledger.read(first, CHUNK_ENTRIES)
-                    if r.data is not None
-                ]
-                outcome = _copy_chunk(chunk, selection, writer)
-                entries += outcome.entries
-                messages += outcome.messages
-            return _Outcome(entries, messages)
-        finally:
-            ledger.close()
-
 
 def _add_chunk(latest: LatestPerKey, chunk: Sequence[Entry]) -> None:
     latest.add_entries(entry_facts(entry.position, entry.data) for entry in chunk)
 
 
-def _copy_chunk(
-    chunk: Sequence[Entry], selection: Selection, writer: CompactedLedgerWriter
-) -> _Outcome:
-    """Append the kept entries of ``chunk`` (batches rebuilt as needed) to ``writer``."""
+def _kept_of_chunk(
+    chunk: Sequence[Entry], selection: Selection
+) -> tuple[list[tuple[Position, bytes | memoryview]], int]:
+    """The kept entries of ``chunk`` (batches rebuilt as needed) and their messages."""
     out: list[tuple[Position, bytes | memoryview]] = []
     messages = 0
     for entry in chunk:
@@ -355,11 +305,4 @@ def _copy_chunk(
         else:
             out.append((entry.position, rebuild_batch(entry.data, plan)))
             messages += len(plan)
-    writer.append(out)
-    return _Outcome(len(out), messages)
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-        fsync_dir(path.parent)
+    return out, messages

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker.compaction.view import CompactedEntry
 from starquake.broker.entry_info import LastMessage
-from starquake.storage import EARLIEST, Entry, Position
+from starquake.storage import EARLIEST, Entry, Position, StorageError
 
 if TYPE_CHECKING:
     from starquake.broker.compaction.state import TopicCompaction
@@ -78,7 +78,7 @@ async def last_compacted_message(topic: CompactedTopic) -> LastMessage:
     live = await topic.last_message_position()
     if view is None or (topic.ledger.last_confirmed > view.horizon and live.position.entry_id >= 0):
         return live
-    found = view.last_message()
+    found = await view.last_message()
     return found if found is not None else LastMessage(Position(-1, -1), -1)
 
 
@@ -90,11 +90,14 @@ class CompactedReads:
         self._requested = start
         self.position: Position | None = None
         """Next position to look up in the view; None while reading the live log."""
+        self._epoch = 0
+        """Counts restarts: a read that waited across one is dropped."""
         self.restart()
 
     def restart(self) -> None:
         """Start reading again from where the subscription stands (see the module docstring)."""
         cursor = self._subscription.cursor
+        self._epoch += 1
         requested, self._requested = self._requested, None
         if requested is not None:
             start = requested
@@ -123,7 +126,19 @@ class CompactedReads:
             if cursor.read_position > view.horizon:
                 return await self._subscription.read_live(max_entries)
             self.position = cursor.read_position  # a compaction passed the read position
-        entries, following = view.read_from(self.position, max_entries, self._skip)
+        epoch = self._epoch
+        try:
+            entries, following = await view.read_from(self.position, max_entries, self._skip)
+        except StorageError:
+            if self._subscription.topic.compaction.view is view:
+                raise
+            entries = []  # replaced (and deleted) while the read waited
+        if self._subscription.topic.compaction.view is not view or self._epoch != epoch:
+            # a new view came, or the reading restarted, while the read waited: read again
+            dispatcher = self._subscription.dispatcher
+            if dispatcher is not None:
+                dispatcher.schedule()
+            return []
         if following is not None:
             self.position = following
             dispatcher = self._subscription.dispatcher

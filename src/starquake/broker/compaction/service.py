@@ -17,24 +17,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker import applied_policies
-from starquake.broker.compaction.compactor import (
-    COMPACTION_CURSOR,
-    CompactionError,
-    CompactionRecord,
-    Compactor,
-    compaction_cursor,
-    metadata_key,
-)
+from starquake.broker.compaction.compactor import COMPACTION_CURSOR, Compactor, compaction_cursor
 from starquake.broker.compaction.state import ERROR, RUNNING, SUCCESS
 from starquake.broker.compaction.view import CompactedView
 from starquake.broker.contexts import StorageContext
 from starquake.broker.resources import ConflictError
-from starquake.storage import ManagedLedger
-from starquake.storage.compacted import (
-    CompactedLedgerError,
-    list_compacted_files,
-    open_compacted_ledger,
-)
 
 if TYPE_CHECKING:
     from starquake.broker.topic import PersistentTopic
@@ -60,37 +47,6 @@ def backlog_bytes(topic: PersistentTopic) -> int:
             after = info.entries - horizon.entry_id - 1
             total += info.size_bytes * max(after, 0) // info.entries
     return total
-
-
-def _open_committed(ledger: ManagedLedger, raw: bytes | None) -> CompactedView | None:
-    """The committed compacted view of ``ledger`` (blocking). Files no record names, left by
-    compactions that did not commit, are removed; none is when the named one cannot be
-    opened (it is then logged: the view is lost, the files are kept for inspection)."""
-    record = None
-    if raw is not None:
-        try:
-            record = CompactionRecord.decode(raw)
-        except CompactionError as exc:
-            log.error("the compaction record of %s is damaged (%s); no view", ledger.name, exc)
-            return None
-    view = None
-    if record is not None:
-        try:
-            compacted = open_compacted_ledger(ledger.directory / record.file, record.ledger_id)
-        except CompactedLedgerError as exc:
-            log.error("the compacted view of %s cannot be opened: %s", ledger.name, exc)
-            return None
-        if compacted.horizon != record.horizon:
-            compacted.close()
-            log.error("the compacted view of %s does not match its record", ledger.name)
-            return None
-        view = CompactedView(compacted)
-    for ledger_id, path in list_compacted_files(ledger.directory):
-        if record is None or ledger_id != record.ledger_id:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-                log.info("removed %s: a compaction that did not commit", path)
-    return view
 
 
 class CompactionContext(StorageContext, Protocol):
@@ -162,13 +118,8 @@ class CompactionService:
         """Install the committed compacted view of a topic being loaded (and remove files of
         compactions that did not commit)."""
         await self._wait(topic.full_name)  # one still finishing for a previous instance
-        ledger = topic.ledger
-        key = metadata_key(ledger.name)
-
-        def load() -> CompactedView | None:
-            return _open_committed(ledger, self.service.metadata.get(key))
-
-        view = await asyncio.to_thread(load)
+        compacted = await self.service.storage.compacted_ledgers.open_committed(topic.ledger)
+        view = CompactedView(compacted) if compacted is not None else None
         if view is not None:
             topic.compaction.install(view)
             log.info(
@@ -194,9 +145,9 @@ class CompactionService:
 
     async def forget(self, name: str) -> None:
         """A topic is being deleted: wait for its compaction to end, then delete its record
-        (its compacted files go with the managed ledger's directory)."""
+        (its compacted ledgers go with the managed ledger)."""
         await self._wait(name)
-        await asyncio.to_thread(self.service.metadata.delete, metadata_key(name))
+        await self.service.storage.compacted_ledgers.forget(name)
 
     async def stop(self) -> None:
         """Broker shutdown: running compactions give up before committing."""

@@ -13,7 +13,7 @@ from starquake.broker.entry_info import NONE_KEY, EntryInfo, LastMessage, info_o
 from starquake.protocol.errors import ProtocolError
 from starquake.protocol.framing import entry_metadata
 from starquake.storage import Entry, Position
-from starquake.storage.compacted import CompactedLedger
+from starquake.storage.compacted_store import CompactedLedgerReader
 
 __all__ = ["CompactedEntry", "CompactedView", "compacted_entry_info"]
 
@@ -41,7 +41,7 @@ def compacted_entry_info(entry: Entry) -> EntryInfo:
 class CompactedView:
     """The compacted ledger of a topic, readable from the event loop."""
 
-    def __init__(self, ledger: CompactedLedger) -> None:
+    def __init__(self, ledger: CompactedLedgerReader) -> None:
         self.ledger = ledger
         self._damage_logged = False
 
@@ -58,14 +58,14 @@ class CompactedView:
     @property
     def entries(self) -> int:
         """How many entries the compacted ledger holds."""
-        return len(self.ledger)
+        return self.ledger.entries
 
     @property
     def size(self) -> int:
         """The compacted ledger's size in bytes."""
         return self.ledger.size
 
-    def read_from(
+    async def read_from(
         self,
         position: Position,
         max_entries: int,
@@ -73,24 +73,28 @@ class CompactedView:
         max_scan: int = 10_000,
     ) -> tuple[list[Entry], Position | None]:
         """Up to ``max_entries`` entries at or after ``position`` (those ``skip`` accepts are
-        passed over, looking at ``max_scan`` entries at most), and where to continue: the next
-        entry's position, None at the end."""
+        passed over, looking at ``max_scan`` entries at most), and where to continue: at or
+        after the position returned, None at the end."""
         ledger = self.ledger
-        index = ledger.find(position)
-        total = len(ledger)
-        stop = min(total, index + max(max_scan, max_entries))
+        last = ledger.last
+        budget = max(max_scan, max_entries)
         out: list[Entry] = []
-        while index < stop and len(out) < max_entries:
-            count = min(max(max_entries - len(out), _MIN_READ), stop - index)
-            for record in ledger.read(index, count):
-                if len(out) >= max_entries:
-                    break
-                index += 1
+        at: Position | None = position
+        while at is not None and budget > 0 and len(out) < max_entries:
+            count = min(max(max_entries - len(out), _MIN_READ), budget)
+            records = await ledger.read_from(at, count)
+            if not records:
+                return out, None
+            for record in records:
+                if len(out) >= max_entries or budget <= 0:
+                    return out, record.position
+                budget -= 1
+                at = None if last is None or record.position >= last else _after(record.position)
                 if record.data is None:
                     self._damaged(record.position)
                 elif skip is None or not skip(record.position):
                     out.append(CompactedEntry(record.position, record.data))
-        return out, ledger.position(index) if index < total else None
+        return out, at
 
     def _damaged(self, position: Position) -> None:
         if not self._damage_logged:
@@ -98,21 +102,28 @@ class CompactedView:
             log.error(
                 "compacted ledger %s: the entry of %s is damaged (checksum mismatch); damaged "
                 "entries are skipped",
-                self.ledger.path,
+                self.ledger,
                 position,
             )
 
-    def last_message(self) -> LastMessage | None:
+    async def last_message(self) -> LastMessage | None:
         """The last entry of the view and its last batch index (-1: not batched), or None."""
-        total = len(self.ledger)
-        if not total:
+        last = self.ledger.last
+        if last is None:
             return None
-        record = self.ledger.read(total - 1, 1)[0]
-        return last_message_at(record.position, record.data)
+        records = await self.ledger.read_from(last, 1)
+        if not records:
+            return None
+        return last_message_at(records[0].position, records[0].data)
 
     def close(self) -> None:
-        """Close the compacted ledger's file."""
+        """Close the compacted ledger."""
         self.ledger.close()
 
     def __repr__(self) -> str:
         return f"CompactedView({self.ledger!r})"
+
+
+def _after(position: Position) -> Position:
+    """The first position that can follow ``position``."""
+    return Position(position.ledger_id, position.entry_id + 1)
