@@ -28,12 +28,14 @@ from starquake.broker.errors import NotAllowedError, TopicNotFoundError
 from starquake.broker.ledger_storage import LedgerStorage
 from starquake.broker.resources import ConflictError, PulsarResources
 from starquake.broker.subscription import Subscription
+from starquake.broker.system_topics import is_system_topic
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
 from starquake.broker.transactions.buffer import TopicTransactionBuffer
 from starquake.broker.transactions.coordinator import TransactionCoordinator
 from starquake.broker.transactions.durable import Kicker
 from starquake.broker.transactions.errors import CoordinatorNotFoundError, TxnId, txn_text
+from starquake.broker.transactions.pending_ack import PendingAckHandle, pending_ack_topic
 from starquake.common.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,9 @@ class TransactionsContext(Protocol):
     ) -> TopicApi:
         """The loaded topic, loading or (if allowed) creating it."""
 
+    async def persist_cursors(self) -> None:
+        """Store every durable cursor change made so far."""
+
 
 class TransactionService:
     """The coordinators and buffers (see the module docstring)."""
@@ -80,6 +85,8 @@ class TransactionService:
         """``transactionCoordinatorEnabled``: off, nothing here runs."""
         self.coordinators: dict[int, TransactionCoordinator] = {}
         self._buffers: dict[str, TopicTransactionBuffer] = {}
+        self._pending_acks: dict[tuple[str, str], PendingAckHandle] = {}
+        self._opening: dict[tuple[str, str], asyncio.Task[PendingAckHandle]] = {}
 
     async def start(self, cluster: str) -> None:
         """Create the system namespace and assign topic when missing, then recover every
@@ -96,7 +103,7 @@ class TransactionService:
             await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
             topic = await self._persistent_topic(name, create=True)
             assert topic.txn is not None
-            _hold_log(topic)
+            _hold_log(topic, LOG_CURSOR)
             coordinator = TransactionCoordinator(
                 tc_id, topic.ledger, topic.txn.appends, self._end_on_partitions
             )
@@ -161,6 +168,12 @@ class TransactionService:
                 read,
                 len(buffer.open),
             )
+        if is_system_topic(topic.name):
+            return
+        storage = self._context.storage
+        for subscription in list(topic.subscriptions.values()):
+            if storage.exists(pending_ack_topic(topic.full_name, subscription.name)):
+                await self.pending_ack_of(subscription)
 
     def _check_open(self, txn: TxnId) -> None:
         """Raise unless ``txn`` is open, when its coordinator is one of this broker's."""
@@ -168,14 +181,23 @@ class TransactionService:
         if coordinator is not None:
             coordinator.state.check_open(txn)
 
-    async def _end_on_partitions(self, txn: TxnId, partitions: list[str], commit: bool) -> None:
-        """End ``txn`` on its partitions, and on any topic here that holds messages of it
-        without having been added to it (a client that skipped ADD_PARTITION_TO_TXN)."""
+    async def _end_on_partitions(
+        self, txn: TxnId, partitions: list[str], subscriptions: list[tuple[str, str]], commit: bool
+    ) -> None:
+        """End ``txn`` on its partitions and subscriptions, and on any topic or subscription
+        here that holds messages or acks of it without having been added to it."""
         names = dict.fromkeys(partitions)
         for name, buffer in list(self._buffers.items()):
             if txn in buffer.open:
                 names[name] = None
-        await asyncio.gather(*(self.end_on_partition(name, txn, commit) for name in names))
+        subs = dict.fromkeys(subscriptions)
+        for key, handle in list(self._pending_acks.items()):
+            if txn in handle.state.transactions():
+                subs[key] = None
+        await asyncio.gather(
+            *(self.end_on_partition(name, txn, commit) for name in names),
+            *(self.end_on_subscription(topic, sub, txn, commit) for topic, sub in subs),
+        )
 
     async def end_on_partition(self, name: str, txn: TxnId, commit: bool) -> None:
         """End ``txn`` on the topic ``name`` (a topic never produced to has nothing to end)."""
@@ -188,14 +210,79 @@ class TransactionService:
         await topic.txn.end(txn, commit)
         log.debug("transaction %s ended on %s", txn_text(txn), name)
 
+    # --- pending acks -------------------------------------------------------------------------
+
+    async def end_on_subscription(self, topic: str, name: str, txn: TxnId, commit: bool) -> None:
+        """End ``txn`` on the subscription ``name`` of ``topic`` (END_TXN_ON_SUBSCRIPTION):
+        its pending acks there are applied (commit) or released (abort)."""
+        try:
+            loaded = await self._persistent_topic(topic, create=False)
+        except TopicNotFoundError:
+            return  # never there: nothing acknowledged
+        subscription = loaded.subscriptions.get(name)
+        if subscription is None:
+            return  # deleted since: its acks went with it
+        handle = subscription.pending_ack
+        if handle is None:
+            if not self._context.storage.exists(pending_ack_topic(topic, name)):
+                return  # no ack in a transaction ever reached it
+            handle = await self.pending_ack_of(subscription)
+        await handle.end(txn, commit)
+        log.debug("transaction %s ended on %s/%s", txn_text(txn), topic, name)
+
+    async def pending_ack_of(self, subscription: Subscription) -> PendingAckHandle:
+        """The subscription's pending-ack handle, its log opened and replayed on first use."""
+        if not self.enabled:
+            raise NotAllowedError("Server don't support transaction ack!")
+        if subscription.pending_ack is not None:
+            return subscription.pending_ack
+        key = (subscription.topic.full_name, subscription.name)
+        opening = self._opening.get(key)
+        if opening is None:
+            opening = asyncio.get_running_loop().create_task(self._open_pending_ack(subscription))
+            self._opening[key] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(key, None))
+        return await asyncio.shield(opening)
+
+    async def _open_pending_ack(self, subscription: Subscription) -> PendingAckHandle:
+        topic_name = subscription.topic.full_name
+        name = pending_ack_topic(topic_name, subscription.name)
+        await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
+        store = await self._persistent_topic(name, create=True)
+        assert store.txn is not None
+        _hold_log(store, PENDING_ACK_CURSOR)
+        handle = PendingAckHandle(
+            subscription,
+            store.ledger,
+            store.txn.appends,
+            self._check_open,
+            self._context.persist_cursors,
+        )
+        read = await handle.recover()
+        subscription.pending_ack = handle
+        self._pending_acks[(topic_name, subscription.name)] = handle
+        if read:
+            log.info(
+                "pending acks of %s/%s recovered (%d records read, %d transactions open)",
+                topic_name,
+                subscription.name,
+                read,
+                len(handle.state.transactions()),
+            )
+        return handle
+
 
 LOG_CURSOR = "__txn_coordinator"
 """The durable cursor that keeps a transaction log from being trimmed: it never moves (the log
 is replayed whole at every start; trimming it is a later increment)."""
 
 
-def _hold_log(topic: PersistentTopic) -> None:
-    """Give the log topic its never-moving durable subscription."""
-    if LOG_CURSOR not in topic.subscriptions:
-        cursor = topic.ledger.open_cursor(LOG_CURSOR, "earliest")
-        topic.subscriptions[LOG_CURSOR] = Subscription(topic, LOG_CURSOR, cursor, durable=True)
+PENDING_ACK_CURSOR = "__pending_ack_store"
+"""The same for a pending-ack log (replayed whole at every load of its topic)."""
+
+
+def _hold_log(topic: PersistentTopic, name: str) -> None:
+    """Give a log topic its never-moving durable subscription."""
+    if name not in topic.subscriptions:
+        cursor = topic.ledger.open_cursor(name, "earliest")
+        topic.subscriptions[name] = Subscription(topic, name, cursor, durable=True)
