@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import urllib.parse
@@ -13,6 +14,7 @@ from txn_helpers import new_topic, received
 
 from starquake import client as pulsar
 from starquake.broker.embedded import EmbeddedBroker
+from starquake.client import asyncio as aio
 from starquake.protocol import client_commands, txn_commands
 from starquake.protocol.enums import AckType, SubType
 from starquake.protocol.errors import ServerError
@@ -200,3 +202,30 @@ def test_the_coordinator_ends_acks_on_a_subscription_added_to_the_transaction(
         assert not cnx.next().add_subscription_to_txn_response.HasField("error")
     txn.commit()
     assert txn.state == "COMMITTED"
+
+
+def test_the_asyncio_api_and_a_commit_waiting_for_the_acks_before_it(
+    txn_broker: EmbeddedBroker,
+) -> None:
+    async def scenario() -> list[bytes]:
+        client = aio.Client(txn_broker.service_url, enable_transaction=True)
+        try:
+            topic = new_topic()
+            consumer = await client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
+            producer = await client.create_producer(topic, batching_enabled=False)
+            for i in range(3):
+                await producer.send(f"in-{i}".encode())
+            messages = [await consumer.receive() for _ in range(3)]
+            txn = await client.new_transaction()
+            acks = [asyncio.ensure_future(consumer.acknowledge(m, txn=txn)) for m in messages]
+            await asyncio.sleep(0)  # started, not answered yet: the commit waits for them
+            await txn.commit()
+            assert all(a.done() for a in acks) and txn.state == "COMMITTED"
+            await consumer.close()
+            again = await client.subscribe(topic, "sub", SHARED)
+            await producer.send(b"after")
+            return [(await again.receive()).data()]
+        finally:
+            await client.close()
+
+    assert asyncio.run(scenario()) == [b"after"]

@@ -152,8 +152,9 @@ class Transaction:
         )
 
     async def register_acked_subscription(self, topic: str, subscription: str) -> None:
-        """Add ``subscription`` of ``topic`` to the transaction before its first ack there."""
-        self.check_open()
+        """Add ``subscription`` of ``topic`` to the transaction before its first ack there
+        (an ack made while the transaction was OPEN: a commit may have begun since, waiting
+        for it)."""
         await self._register(
             self._subscriptions,
             (topic, subscription),
