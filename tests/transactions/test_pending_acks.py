@@ -229,3 +229,28 @@ def test_the_asyncio_api_and_a_commit_waiting_for_the_acks_before_it(
             await client.close()
 
     assert asyncio.run(scenario()) == [b"after"]
+
+
+def test_batch_index_acks_in_transactions(txn_client: pulsar.Client) -> None:
+    topic = new_topic()
+    consumer = txn_client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
+    producer = txn_client.create_producer(
+        topic, batching_enabled=True, batching_max_publish_delay_ms=1000
+    )
+    for i in range(3):
+        producer.send_async(f"b-{i}".encode(), None)
+    producer.flush()
+    messages = [consumer.receive(5000) for _ in range(3)]
+    assert len({(m.message_id().ledger_id(), m.message_id().entry_id()) for m in messages}) == 1
+    a, b = txn_client.new_transaction(), txn_client.new_transaction()
+    consumer.acknowledge(messages[0], txn=a)
+    consumer.acknowledge(messages[1], txn=b)  # another index of the same batch: no conflict
+    c = txn_client.new_transaction()
+    with pytest.raises(pulsar.TransactionConflict, match=r"batch message|pending ack"):
+        consumer.acknowledge(messages[0], txn=c)
+    c.abort()
+    consumer.acknowledge(messages[2], txn=b)
+    a.commit()
+    b.commit()  # every index acknowledged: the entry is
+    consumer.close()
+    assert received(txn_client.subscribe(topic, "sub", SHARED)) == []

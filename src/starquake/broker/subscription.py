@@ -29,7 +29,7 @@ from starquake.protocol.enums import SubType
 from starquake.storage import Entry, InvalidPositionError, ManagedCursor, Position
 
 if TYPE_CHECKING:
-    from starquake.broker.transactions.pending_ack import PendingAckHandle
+    from starquake.broker.transactions.pending_state import HeldAcks
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class Subscription:
         self.start_position: Position | None = None
         """Where a reader asked to start (a compacted view is read from there at first)."""
         self._compacted_reads: CompactedReads | None = None
-        self.pending_ack: PendingAckHandle | None = None
+        self.pending_ack: HeldAcks | None = None
         """The acks of open transactions held here (None: none was ever made)."""
 
     @property

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from starquake.broker.transactions.errors import TransactionConflictError, TxnId, txn_text
 from starquake.storage import Position
@@ -152,3 +153,11 @@ class PendingAckState:
             ended.cumulative = self.cumulative[1]
             self.cumulative = None
         return ended
+
+
+class HeldAcks(Protocol):
+    """What a subscription knows of its pending-ack handle: the state it keeps."""
+
+    @property
+    def state(self) -> PendingAckState:
+        """The pending acks."""

@@ -222,11 +222,11 @@ class TransactionService:
         subscription = loaded.subscriptions.get(name)
         if subscription is None:
             return  # deleted since: its acks went with it
-        handle = subscription.pending_ack
-        if handle is None:
-            if not self._context.storage.exists(pending_ack_topic(topic, name)):
-                return  # no ack in a transaction ever reached it
-            handle = await self.pending_ack_of(subscription)
+        if subscription.pending_ack is None and not self._context.storage.exists(
+            pending_ack_topic(topic, name)
+        ):
+            return  # no ack in a transaction ever reached it
+        handle = await self.pending_ack_of(subscription)
         await handle.end(txn, commit)
         log.debug("transaction %s ended on %s/%s", txn_text(txn), topic, name)
 
@@ -234,7 +234,7 @@ class TransactionService:
         """The subscription's pending-ack handle, its log opened and replayed on first use."""
         if not self.enabled:
             raise NotAllowedError("Server don't support transaction ack!")
-        if subscription.pending_ack is not None:
+        if isinstance(subscription.pending_ack, PendingAckHandle):
             return subscription.pending_ack
         key = (subscription.topic.full_name, subscription.name)
         opening = self._opening.get(key)
