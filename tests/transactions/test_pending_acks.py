@@ -254,3 +254,24 @@ def test_batch_index_acks_in_transactions(txn_client: pulsar.Client) -> None:
     b.commit()  # every index acknowledged: the entry is
     consumer.close()
     assert received(txn_client.subscribe(topic, "sub", SHARED)) == []
+
+
+def test_a_topic_named_short_ends_its_acks_after_a_reload(
+    txn_broker: EmbeddedBroker, txn_client: pulsar.Client
+) -> None:
+    """The subscription the client adds names its topic as the application did; the commit
+    still reaches the acks, even once the topic was unloaded (its pending acks replayed)."""
+    short = new_topic().removeprefix("persistent://public/default/")
+    consumer = txn_client.subscribe(short, "sub", SHARED, initial_position=EARLIEST)
+    _fill(txn_client, short, 2)
+    txn = txn_client.new_transaction()
+    for _ in range(2):
+        consumer.acknowledge(consumer.receive(5000), txn=txn)
+    full = f"persistent://public/default/{short}"
+    path = urllib.parse.quote(full.removeprefix("persistent://"))
+    unload = f"{txn_broker.web_service_url}/admin/v2/persistent/{path}/unload"
+    urllib.request.urlopen(urllib.request.Request(unload, method="PUT"), timeout=10).close()
+    assert _backlog(txn_broker, full) == 2
+    assert received(consumer) == []  # reconnected: the replayed acks still hold them
+    txn.commit()
+    assert _backlog_becomes(txn_broker, full, 0) == 0

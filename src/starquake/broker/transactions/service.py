@@ -223,7 +223,7 @@ class TransactionService:
         if subscription is None:
             return  # deleted since: its acks went with it
         if subscription.pending_ack is None and not self._context.storage.exists(
-            pending_ack_topic(topic, name)
+            pending_ack_topic(loaded.full_name, name)  # the client may have named it short
         ):
             return  # no ack in a transaction ever reached it
         handle = await self.pending_ack_of(subscription)
