@@ -275,3 +275,22 @@ def test_a_topic_named_short_ends_its_acks_after_a_reload(
     assert received(consumer) == []  # reconnected: the replayed acks still hold them
     txn.commit()
     assert _backlog_becomes(txn_broker, full, 0) == 0
+
+
+def test_acks_of_a_deleted_subscription_never_hold_its_successor(
+    txn_broker: EmbeddedBroker, txn_client: pulsar.Client
+) -> None:
+    topic = new_topic()
+    consumer = txn_client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
+    _fill(txn_client, topic, 2)
+    txn = txn_client.new_transaction()
+    consumer.acknowledge(consumer.receive(5000), txn=txn)
+    consumer.unsubscribe()  # the subscription goes; its pending-ack log stays
+    txn.commit()  # nothing to end there: the coordinator forgets the transaction
+    txn_client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST).close()  # made again
+    path = urllib.parse.quote(topic.removeprefix("persistent://"))
+    unload = f"{txn_broker.web_service_url}/admin/v2/persistent/{path}/unload"
+    urllib.request.urlopen(urllib.request.Request(unload, method="PUT"), timeout=10).close()
+    # reloaded: the old log is replayed, and its forgotten transaction released
+    again = txn_client.subscribe(topic, "sub", SHARED)
+    assert sorted(received(again, 2)) == [b"in-0", b"in-1"]

@@ -214,6 +214,18 @@ class PendingAckHandle:
             await self._confirm_applied(txn)
         return read
 
+    def release_forgotten(self, known: Callable[[TxnId], bool]) -> int:
+        """After a replay: release the acks of transactions their coordinator no longer knows
+        (it ended them while this subscription was gone: deleted, then made again); returns
+        how many. A coordinator ends every subscription before it forgets a transaction, so
+        these acks are stale: the messages are delivered again rather than held for ever."""
+        stale = [txn for txn in self.state.transactions() if not known(txn)]
+        for txn in stale:
+            release(self.subscription, self.state.end(txn))
+            self._remember(txn, False)
+            self._appends.append(_record("end", txn, commit=False))
+        return len(stale)
+
     def _replay(self, record: dict[str, Any], to_apply: dict[TxnId, Ended]) -> None:
         op = record["op"]
         most, least = record["txn"]

@@ -175,6 +175,11 @@ class TransactionService:
             if storage.exists(pending_ack_topic(topic.full_name, subscription.name)):
                 await self.pending_ack_of(subscription)
 
+    def _known(self, txn: TxnId) -> bool:
+        """Whether ``txn``'s coordinator still knows it (True when it is not this broker's)."""
+        coordinator = self.coordinators.get(txn[0])
+        return coordinator is None or txn[1] in coordinator.state.txns
+
     def _check_open(self, txn: TxnId) -> None:
         """Raise unless ``txn`` is open, when its coordinator is one of this broker's."""
         coordinator = self.coordinators.get(txn[0])
@@ -259,15 +264,18 @@ class TransactionService:
             self._context.persist_cursors,
         )
         read = await handle.recover()
+        released = handle.release_forgotten(self._known)
         subscription.pending_ack = handle
         self._pending_acks[(topic_name, subscription.name)] = handle
         if read:
             log.info(
-                "pending acks of %s/%s recovered (%d records read, %d transactions open)",
+                "pending acks of %s/%s recovered (%d records read, %d transactions open, "
+                "%d forgotten by their coordinator released)",
                 topic_name,
                 subscription.name,
                 read,
                 len(handle.state.transactions()),
+                released,
             )
         return handle
 
