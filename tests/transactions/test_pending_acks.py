@@ -7,6 +7,7 @@ import json
 import time
 import urllib.parse
 import urllib.request
+import uuid
 
 import pytest
 from raw_connection import RawConnection
@@ -277,7 +278,7 @@ def test_a_topic_named_short_ends_its_acks_after_a_reload(
     assert _backlog_becomes(txn_broker, full, 0) == 0
 
 
-def test_acks_of_a_deleted_subscription_never_hold_its_successor(
+def test_a_deleted_subscription_takes_its_pending_ack_log_along(
     txn_broker: EmbeddedBroker, txn_client: pulsar.Client
 ) -> None:
     topic = new_topic()
@@ -285,12 +286,33 @@ def test_acks_of_a_deleted_subscription_never_hold_its_successor(
     _fill(txn_client, topic, 2)
     txn = txn_client.new_transaction()
     consumer.acknowledge(consumer.receive(5000), txn=txn)
-    consumer.unsubscribe()  # the subscription goes; its pending-ack log stays
-    txn.commit()  # nothing to end there: the coordinator forgets the transaction
-    txn_client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST).close()  # made again
-    path = urllib.parse.quote(topic.removeprefix("persistent://"))
-    unload = f"{txn_broker.web_service_url}/admin/v2/persistent/{path}/unload"
-    urllib.request.urlopen(urllib.request.Request(unload, method="PUT"), timeout=10).close()
-    # reloaded: the old log is replayed, and its forgotten transaction released
-    again = txn_client.subscribe(topic, "sub", SHARED)
+    log_name = f"{topic}-sub__transaction_pending_ack"
+    assert txn_broker.service.storage.exists(log_name)
+    consumer.unsubscribe()
+    deadline = time.monotonic() + 5
+    while txn_broker.service.storage.exists(log_name) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not txn_broker.service.storage.exists(log_name)
+    txn.commit()  # nothing left to end there
+    again = txn_client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
     assert sorted(received(again, 2)) == [b"in-0", b"in-1"]
+
+
+def test_a_deleted_topic_leaves_no_pending_ack_log_in_its_namespace(
+    txn_broker: EmbeddedBroker, txn_client: pulsar.Client
+) -> None:
+    namespace = f"public/txn-{uuid.uuid4().hex[:8]}"
+    txn_broker.create_namespace(namespace)
+    topic = f"persistent://{namespace}/t"
+    consumer = txn_client.subscribe(topic, "sub", initial_position=EARLIEST)
+    _fill(txn_client, topic, 1)
+    txn = txn_client.new_transaction()
+    consumer.acknowledge(consumer.receive(5000), txn=txn)
+    txn.commit()
+    consumer.close()
+    admin = txn_broker.web_service_url
+    delete = urllib.request.Request(f"{admin}/admin/v2/persistent/{namespace}/t", method="DELETE")
+    urllib.request.urlopen(delete, timeout=10).close()
+    gone = urllib.request.Request(f"{admin}/admin/v2/namespaces/{namespace}", method="DELETE")
+    with urllib.request.urlopen(gone, timeout=10) as reply:  # not held by a system topic
+        assert reply.status == 204

@@ -308,6 +308,11 @@ class ConsumerCommands:
                 self._cnx.fail(request, exc)
                 return
         log.info("unsubscribed %s/%s", subscription.topic.full_name, subscription.name)
+        if subscription.durable:
+            transactions = self._service.transactions
+            self._cnx.spawn(
+                transactions.subscription_deleted(subscription.topic.full_name, subscription.name)
+            )
         self._cnx.persist_then(
             request, lambda: self._cnx.write(commands.success(request.request_id))
         )

@@ -75,6 +75,12 @@ class TransactionsContext(Protocol):
     async def persist_cursors(self) -> None:
         """Store every durable cursor change made so far."""
 
+    def loaded_topic(self, topic: TopicName) -> TopicApi | None:
+        """The topic if it is loaded."""
+
+    def unload_topic(self, topic: PersistentTopic) -> None:
+        """Close a loaded topic and its ledger and forget it."""
+
 
 class TransactionService:
     """The coordinators and buffers (see the module docstring)."""
@@ -234,6 +240,22 @@ class TransactionService:
         handle = await self.pending_ack_of(subscription)
         await handle.end(txn, commit)
         log.debug("transaction %s ended on %s/%s", txn_text(txn), topic, name)
+
+    async def subscription_deleted(self, topic: str, name: str) -> None:
+        """The subscription ``name`` of ``topic`` was deleted (unsubscribed, or with its
+        topic): its pending-ack log goes too (with transactions on; off, none is made)."""
+        self._pending_acks.pop((topic, name), None)
+        if not self.enabled:
+            return
+        log_name = pending_ack_topic(topic, name)
+        storage = self._context.storage
+        if not storage.exists(log_name):
+            return
+        loaded = self._context.loaded_topic(TopicName.parse(log_name))
+        if isinstance(loaded, PersistentTopic):
+            self._context.unload_topic(loaded)
+        await storage.delete(log_name)
+        log.info("pending-ack log of %s/%s deleted", topic, name)
 
     async def pending_ack_of(self, subscription: Subscription) -> PendingAckHandle:
         """The subscription's pending-ack handle, its log opened and replayed on first use."""
