@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from starquake.broker.transactions.errors import TransactionConflictError
 from starquake.broker.transactions.pending_state import PendingAckState, TxnAck
+from starquake.broker.transactions.service import subscriptions_of_logs
 from starquake.storage import Position
 
 TXNS = [(0, 1), (0, 2), (0, 3)]
@@ -140,3 +141,16 @@ def test_pending_acks_follow_the_model(steps: list[tuple[object, ...]]) -> None:
     assert state.transactions() == {t for h in model.held.values() for t in h} | (
         {model.cumulative[0]} if model.cumulative else set()
     )
+
+
+def test_the_logs_of_a_deleted_topic_are_told_from_those_of_longer_names() -> None:
+    t = "persistent://p/n/a"
+    stored = [
+        t,
+        f"{t}-x__transaction_pending_ack",  # a's subscription x
+        f"{t}-b",  # another topic, a-b...
+        f"{t}-b-y__transaction_pending_ack",  # ...whose subscription y keeps its log
+        f"{t}-c-z__transaction_pending_ack",  # a's subscription c-z (no topic a-c)
+        "persistent://p/n/other-q__transaction_pending_ack",
+    ]
+    assert subscriptions_of_logs(t, stored) == ["x", "c-z"]

@@ -298,8 +298,9 @@ def test_a_deleted_subscription_takes_its_pending_ack_log_along(
     assert sorted(received(again, 2)) == [b"in-0", b"in-1"]
 
 
+@pytest.mark.parametrize("unloaded", [False, True])
 def test_a_deleted_topic_leaves_no_pending_ack_log_in_its_namespace(
-    txn_broker: EmbeddedBroker, txn_client: pulsar.Client
+    txn_broker: EmbeddedBroker, txn_client: pulsar.Client, unloaded: bool
 ) -> None:
     namespace = f"public/txn-{uuid.uuid4().hex[:8]}"
     txn_broker.create_namespace(namespace)
@@ -311,6 +312,9 @@ def test_a_deleted_topic_leaves_no_pending_ack_log_in_its_namespace(
     txn.commit()
     consumer.close()
     admin = txn_broker.web_service_url
+    if unloaded:  # deleted while not loaded: its subscriptions are not known, their logs are
+        unload = f"{admin}/admin/v2/persistent/{namespace}/t/unload"
+        urllib.request.urlopen(urllib.request.Request(unload, method="PUT"), timeout=10).close()
     delete = urllib.request.Request(f"{admin}/admin/v2/persistent/{namespace}/t", method="DELETE")
     urllib.request.urlopen(delete, timeout=10).close()
     gone = urllib.request.Request(f"{admin}/admin/v2/namespaces/{namespace}", method="DELETE")

@@ -57,6 +57,10 @@ class PendingAckLogs(Protocol):
     async def subscription_deleted(self, topic: str, name: str) -> None:
         """Delete the pending-ack log of the deleted subscription ``name`` of ``topic``."""
 
+    async def topic_deleted(self, topic: str, subscriptions: list[str] | None) -> None:
+        """Delete the pending-ack logs of a deleted topic's ``subscriptions`` (None: not
+        known, the topic was not loaded: found by their names)."""
+
 
 class TopicAdminContext(StorageContext, Protocol):
     """What the administrative operations read and change of the broker: its topic registry,
@@ -187,7 +191,7 @@ async def delete_topic(service: TopicAdminContext, topic: TopicName, *, force: b
     if loaded is None:
         # its owner deletes it (a redirect), or a topic loaded there would go on writing
         await service.check_serving(topic)
-    subscriptions: list[str] = []
+    subscriptions: list[str] | None = None
     if loaded is not None:
         if _in_use(loaded) and not force:
             raise PreconditionFailed("Topic has active producers/subscriptions")
@@ -195,8 +199,7 @@ async def delete_topic(service: TopicAdminContext, topic: TopicName, *, force: b
         service.unload_topic(loaded)
     await service.compaction.forget(name)  # its compacted files go with the directory
     await service.storage.delete(name)
-    for subscription in subscriptions:
-        await service.transactions.subscription_deleted(name, subscription)
+    await service.transactions.topic_deleted(name, subscriptions)
     await asyncio.to_thread(service.metadata.put_many, [(terminated_key(name), None)])
     await _delete_schemas(service, topic)
     await policy_events.forget_topic(service, topic)

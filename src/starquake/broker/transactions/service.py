@@ -35,7 +35,11 @@ from starquake.broker.transactions.buffer import TopicTransactionBuffer
 from starquake.broker.transactions.coordinator import TransactionCoordinator
 from starquake.broker.transactions.durable import Kicker
 from starquake.broker.transactions.errors import CoordinatorNotFoundError, TxnId, txn_text
-from starquake.broker.transactions.pending_ack import PendingAckHandle, pending_ack_topic
+from starquake.broker.transactions.pending_ack import (
+    PENDING_ACK_SUFFIX,
+    PendingAckHandle,
+    pending_ack_topic,
+)
 from starquake.common.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -257,6 +261,18 @@ class TransactionService:
         await storage.delete(log_name)
         log.info("pending-ack log of %s/%s deleted", topic, name)
 
+    async def topic_deleted(self, topic: str, subscriptions: list[str] | None) -> None:
+        """Delete the pending-ack logs of the deleted ``topic``'s ``subscriptions``; None (the
+        topic was not loaded): every stored log named ``<topic>-<sub>__transaction_pending_ack``
+        that is not that of a longer topic name still stored (``<topic>-<x>``)."""
+        if not self.enabled:
+            return
+        if subscriptions is None:
+            names = await asyncio.to_thread(self._context.storage.list_names)
+            subscriptions = subscriptions_of_logs(topic, names)
+        for name in subscriptions:
+            await self.subscription_deleted(topic, name)
+
     async def pending_ack_of(self, subscription: Subscription) -> PendingAckHandle:
         """The subscription's pending-ack handle, its log opened and replayed on first use."""
         if not self.enabled:
@@ -316,3 +332,18 @@ def _hold_log(topic: PersistentTopic, name: str) -> None:
     if name not in topic.subscriptions:
         cursor = topic.ledger.open_cursor(name, "earliest")
         topic.subscriptions[name] = Subscription(topic, name, cursor, durable=True)
+
+
+def subscriptions_of_logs(topic: str, stored: list[str]) -> list[str]:
+    """The subscriptions of ``topic`` whose pending-ack logs are among ``stored``."""
+    prefix = f"{topic}-"
+    suffix = PENDING_ACK_SUFFIX
+    longer = [n for n in stored if n.startswith(prefix) and not n.endswith(suffix)]
+    found = []
+    for name in stored:
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
+        if any(name.startswith(f"{other}-") for other in longer):
+            continue  # the log of a subscription of that other topic
+        found.append(name[len(prefix) : -len(suffix)])
+    return found
