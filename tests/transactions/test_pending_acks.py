@@ -19,6 +19,7 @@ from starquake.client import asyncio as aio
 from starquake.protocol import client_commands, txn_commands
 from starquake.protocol.enums import AckType, SubType
 from starquake.protocol.errors import ServerError
+from starquake.protocol.wire import pb
 
 EARLIEST = pulsar.InitialPosition.Earliest
 SHARED = pulsar.ConsumerType.Shared
@@ -152,14 +153,12 @@ def test_cumulative_ack_in_a_transaction_on_exclusive_and_failover(
         assert received(again, 3) == [b"in-2", b"in-3", b"in-4"], kind
 
 
-def test_the_broker_refuses_a_cumulative_ack_in_a_transaction_on_shared(
-    txn_broker: EmbeddedBroker, txn_client: pulsar.Client
-) -> None:
-    topic = new_topic()
-    txn_client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST).close()
-    _fill(txn_client, topic, 1)
-    txn = txn_client.new_transaction()
-    with RawConnection(txn_broker.broker_port) as cnx:
+def _raw_txn_ack(
+    broker: EmbeddedBroker, topic: str, kind: AckType, txn: tuple[int, int]
+) -> pb.CommandAckResponse:
+    """The broker's answer to an ACK in ``txn`` of the topic's first entry on a Shared
+    subscription, sent on a raw connection."""
+    with RawConnection(broker.broker_port) as cnx:
         cnx.handshake()
         cnx.send_command(
             client_commands.subscribe(
@@ -170,23 +169,42 @@ def test_the_broker_refuses_a_cumulative_ack_in_a_transaction_on_shared(
                 1,
                 consumer_name="raw",
                 durable=True,
-                initial_position=0,
+                initial_position=1,
                 read_compacted=False,
                 metadata={},
             )
         )
         assert cnx.next().HasField("success")
-        ack = client_commands.ack(7, AckType.Cumulative, [])
+        ack = client_commands.ack(7, kind, [])
         ack.ack.message_id.add(ledgerId=0, entryId=0)
-        ack.ack.txnid_most_bits, ack.ack.txnid_least_bits = txn.txn_id
+        ack.ack.txnid_most_bits, ack.ack.txnid_least_bits = txn
         ack.ack.request_id = 2
         cnx.send_command(ack)
         reply = cnx.next()
         while not reply.HasField("ack_response"):
             reply = cnx.next()
-        assert reply.ack_response.error == ServerError.NotAllowedError
-        assert reply.ack_response.txnid_least_bits == txn.txn_id[1]
-    txn.abort()
+        return reply.ack_response
+
+
+def test_the_broker_refuses_a_cumulative_ack_in_a_transaction_on_shared(
+    txn_broker: EmbeddedBroker,
+) -> None:
+    txn = (0, 123_456_789)  # refused before the transaction is even looked at
+    reply = _raw_txn_ack(txn_broker, new_topic(), AckType.Cumulative, txn)
+    assert reply.error == ServerError.NotAllowedError
+    assert (reply.txnid_most_bits, reply.txnid_least_bits) == txn
+
+
+def test_an_ack_in_an_unknown_transaction_or_with_transactions_off(
+    txn_broker: EmbeddedBroker, broker: EmbeddedBroker
+) -> None:
+    unknown = _raw_txn_ack(txn_broker, new_topic(), AckType.Individual, (0, 123_456_789))
+    assert unknown.error == ServerError.TransactionNotFound
+    off = _raw_txn_ack(broker, new_topic(), AckType.Individual, (0, 1))
+    assert (off.error, off.message) == (
+        ServerError.NotAllowedError,
+        "Server don't support transaction ack!",
+    )
 
 
 def test_the_coordinator_ends_acks_on_a_subscription_added_to_the_transaction(
