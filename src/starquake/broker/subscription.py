@@ -299,7 +299,8 @@ class Subscription:
 
     def read_live(self, max_entries: int) -> Coroutine[Any, Any, list[Entry]]:
         """The next entries at the cursor; with transactions on, what the topic's transaction
-        buffer hides is left out, and reads stop at its max read position."""
+        buffer hides is left out, and reads stop at its max read position; messages that open
+        transactions acknowledged here (pending acks) are passed over."""
         buffer = self.topic.txn
         pending = self.pending_ack
         if pending is not None and pending.state:

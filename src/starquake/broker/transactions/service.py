@@ -258,6 +258,7 @@ class TransactionService:
         loaded = self._context.loaded_topic(TopicName.parse(log_name))
         if isinstance(loaded, PersistentTopic):
             self._context.unload_topic(loaded)
+        self._buffers.pop(log_name, None)
         await storage.delete(log_name)
         log.info("pending-ack log of %s/%s deleted", topic, name)
 
