@@ -3,6 +3,7 @@ buffers are rebuilt from what is stored."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from txn_helpers import new_topic, received
 from starquake import client as pulsar
 
 EARLIEST = pulsar.InitialPosition.Earliest
+SHARED = pulsar.ConsumerType.Shared
 
 
 @pytest.fixture
@@ -53,5 +55,41 @@ def test_kill9_keeps_committed_and_ends_open_transactions_whole(txn_process: Bro
         assert [received(c, 1, 10_000) for c in consumers] == [[b"after-0"], [b"after-1"]]
         later = client.new_transaction()
         assert later.txn_id[1] > max(committed.txn_id[1], open_.txn_id[1])
+    finally:
+        client.close()
+
+
+def test_kill9_keeps_committed_acks_and_brings_open_ones_back_pending(
+    txn_process: BrokerProcess,
+) -> None:
+    topic = new_topic()
+    client = _client(txn_process)
+    consumer = client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(5):
+        producer.send(f"in-{i}".encode())
+    messages = [consumer.receive(5000) for _ in range(5)]
+    committed = client.new_transaction()
+    consumer.acknowledge(messages[0], txn=committed)
+    consumer.acknowledge(messages[1], txn=committed)
+    committed.commit()  # answered: its acks must survive the crash
+    open_ = client.new_transaction(timeout_ms=2500)
+    opened = time.monotonic()
+    consumer.acknowledge(messages[2], txn=open_)  # held, durable: back after the restart
+    consumer.acknowledge(messages[3], txn=open_)
+    txn_process.kill()
+    client.close()
+
+    txn_process.start()
+    client = _client(txn_process)
+    try:
+        consumer = client.subscribe(topic, "sub", SHARED)
+        first = consumer.receive(10_000)
+        consumer.acknowledge(first)
+        if time.monotonic() - opened < 2.2:  # the open transaction has not timed out yet
+            assert first.data() == b"in-4"  # in-2 and in-3 are still pending
+        # aborted at its timeout: released, delivered again; the committed ones never
+        rest = received(consumer, 2, 10_000)
+        assert sorted([first.data(), *rest]) == [b"in-2", b"in-3", b"in-4"]
     finally:
         client.close()

@@ -83,6 +83,10 @@ class CommandContext(Protocol):
         """Close a consumer from the broker side."""
         ...
 
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as a background task of the connection."""
+        ...
+
     def fail(self, request: Message, exc: BrokerServiceError) -> None:
         """Answer ``request`` with the error reply its command calls for."""
         ...

@@ -21,6 +21,7 @@ from starquake.broker.schemas.topic_schemas import check_consumer_schema
 from starquake.broker.subscription import Subscription, to_signed
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
+from starquake.broker.transactions.txn_acks import carries_txn, on_txn_ack
 from starquake.protocol import commands
 from starquake.protocol.enums import AckType, InitialPosition, KeySharedMode, SubType
 from starquake.protocol.schema import schema_info_of
@@ -206,6 +207,9 @@ class ConsumerCommands:
         try:
             consumer = self._consumer(ack)
             consumer.last_acked_timestamp = int(time.time() * 1000)
+            if carries_txn(ack):  # held until the transaction ends; answered when durable
+                on_txn_ack(self._cnx, self._service.transactions, consumer, ack)
+                return
             if int(ack.ack_type) == AckType.Cumulative:
                 self._ack_cumulative(consumer, ack)
             else:
@@ -304,6 +308,11 @@ class ConsumerCommands:
                 self._cnx.fail(request, exc)
                 return
         log.info("unsubscribed %s/%s", subscription.topic.full_name, subscription.name)
+        if subscription.durable:
+            transactions = self._service.transactions
+            self._cnx.spawn(
+                transactions.subscription_deleted(subscription.topic.full_name, subscription.name)
+            )
         self._cnx.persist_then(
             request, lambda: self._cnx.write(commands.success(request.request_id))
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Coroutine, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker import applied_policies
 from starquake.broker.compaction.reading import CompactedReads, CompactedTopic
@@ -23,10 +23,13 @@ from starquake.broker.errors import (
 from starquake.broker.limits import check_consumer_limit
 from starquake.broker.rates import RateWindow
 from starquake.broker.topic_api import TopicApi
-from starquake.broker.transactions.buffer import TopicTransactionBuffer, read_visible
+from starquake.broker.transactions.buffer import TopicTransactionBuffer, read_unheld, read_visible
 from starquake.protocol import commands
 from starquake.protocol.enums import SubType
 from starquake.storage import Entry, InvalidPositionError, ManagedCursor, Position
+
+if TYPE_CHECKING:
+    from starquake.broker.transactions.pending_state import HeldAcks
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,8 @@ class Subscription:
         self.start_position: Position | None = None
         """Where a reader asked to start (a compacted view is read from there at first)."""
         self._compacted_reads: CompactedReads | None = None
+        self.pending_ack: HeldAcks | None = None
+        """The acks of open transactions held here (None: none was ever made)."""
 
     @property
     def consumers(self) -> list[Consumer]:
@@ -197,6 +202,10 @@ class Subscription:
             tracker.remove(positions)
         before = self.cursor.mark_delete_position
         refused = self.cursor.delete(positions)
+        pending = self.pending_ack
+        if pending is not None and pending.state:
+            for position in positions:  # as Pulsar: the ordinary ack wins over a pending one
+                pending.state.clear_position(position)
         self._after_ack(consumer, before)
         if refused:
             raise _invalid_ack(refused)
@@ -252,6 +261,23 @@ class Subscription:
         if moved and isinstance(dispatcher, KeySharedDispatcher):
             dispatcher.on_mark_delete_moved()
 
+    def after_txn_ack(self, mark_delete_before: Position) -> None:
+        """A committed transaction's acks were applied to the cursor."""
+        moved = self.cursor.mark_delete_position != mark_delete_before
+        if moved:
+            self.last_mark_delete_advanced_timestamp = int(time.time() * 1000)
+        dispatcher = self.dispatcher
+        if dispatcher is not None:
+            dispatcher.acks += 1
+            if moved and isinstance(dispatcher, KeySharedDispatcher):
+                dispatcher.on_mark_delete_moved()
+            dispatcher.schedule()
+
+    def held_in_txn(self, position: Position) -> bool:
+        """Whether an open transaction acknowledged ``position``: not dispatched meanwhile."""
+        pending = self.pending_ack
+        return pending is not None and pending.state.holds(position)
+
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """Send a consumer's unacknowledged messages again (all of them if None)."""
         if self.dispatcher is not None:
@@ -273,8 +299,12 @@ class Subscription:
 
     def read_live(self, max_entries: int) -> Coroutine[Any, Any, list[Entry]]:
         """The next entries at the cursor; with transactions on, what the topic's transaction
-        buffer hides is left out, and reads stop at its max read position."""
+        buffer hides is left out, and reads stop at its max read position; messages that open
+        transactions acknowledged here (pending acks) are passed over."""
         buffer = self.topic.txn
+        pending = self.pending_ack
+        if pending is not None and pending.state:
+            return read_unheld(self.cursor, buffer, pending.state, max_entries)
         if buffer is not None and (buffer.open or buffer.hidden):
             return read_visible(self.cursor, buffer, max_entries)
         return self.cursor.read_entries(max_entries)

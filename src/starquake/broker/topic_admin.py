@@ -51,6 +51,17 @@ def terminated_key(name: str) -> str:
     return TERMINATED_PREFIX + name
 
 
+class PendingAckLogs(Protocol):
+    """The transactions' pending-ack logs, deleted with their subscription."""
+
+    async def subscription_deleted(self, topic: str, name: str) -> None:
+        """Delete the pending-ack log of the deleted subscription ``name`` of ``topic``."""
+
+    async def topic_deleted(self, topic: str, subscriptions: list[str] | None) -> None:
+        """Delete the pending-ack logs of a deleted topic's ``subscriptions`` (None: not
+        known, the topic was not loaded: found by their names)."""
+
+
 class TopicAdminContext(StorageContext, Protocol):
     """What the administrative operations read and change of the broker: its topic registry,
     storage, compactions and schemas."""
@@ -70,6 +81,10 @@ class TopicAdminContext(StorageContext, Protocol):
     @property
     def schemas(self) -> SchemaRegistry:
         """The schema registry."""
+
+    @property
+    def transactions(self) -> PendingAckLogs:
+        """The transactions (their pending-ack logs)."""
 
     def check_namespace(self, topic: TopicName) -> None:
         """Raise unless the namespace of ``topic`` exists."""
@@ -176,12 +191,15 @@ async def delete_topic(service: TopicAdminContext, topic: TopicName, *, force: b
     if loaded is None:
         # its owner deletes it (a redirect), or a topic loaded there would go on writing
         await service.check_serving(topic)
-    else:
+    subscriptions: list[str] | None = None
+    if loaded is not None:
         if _in_use(loaded) and not force:
             raise PreconditionFailed("Topic has active producers/subscriptions")
+        subscriptions = list(loaded.subscriptions)
         service.unload_topic(loaded)
     await service.compaction.forget(name)  # its compacted ledgers go with the managed ledger
     await service.storage.delete(name)
+    await service.transactions.topic_deleted(name, subscriptions)
     await asyncio.to_thread(service.metadata.put_many, [(terminated_key(name), None)])
     await _delete_schemas(service, topic)
     await policy_events.forget_topic(service, topic)
@@ -305,6 +323,7 @@ async def delete_subscription(
             consumer.cnx.disconnect_consumer(consumer)
     topic.unsubscribe(name)
     await service.persist_cursors()
+    await service.transactions.subscription_deleted(topic.full_name, name)
     log.info("subscription %s deleted from %s", name, topic.full_name)
 
 

@@ -156,3 +156,23 @@ RESPONSE_OF = {
     T.END_TXN_ON_SUBSCRIPTION: T.END_TXN_ON_SUBSCRIPTION_RESPONSE,
 }
 """The response type of each transaction request."""
+
+
+def ack_response(
+    consumer_id: int,
+    request_id: int,
+    txn: tuple[int, int],
+    code: ServerError | None = None,
+    message: str = "",
+) -> bytes:
+    """ACK_RESPONSE to an ACK made in transaction ``txn`` (with ``code``: it failed)."""
+    cmd = T(type=T.ACK_RESPONSE)
+    reply = cmd.ack_response
+    reply.consumer_id = consumer_id
+    reply.request_id = request_id
+    reply.txnid_most_bits = txn[0]
+    reply.txnid_least_bits = txn[1]
+    if code is not None:
+        reply.error = int(code)  # type: ignore[assignment]
+        reply.message = message
+    return encode_command(cmd)

@@ -105,6 +105,9 @@ class DispatchedSubscription(Protocol):
     def held(self) -> bool:
         """Whether reading waits at the topic's max read position (an open transaction)."""
 
+    def held_in_txn(self, position: Position) -> bool:
+        """Whether an open transaction acknowledged ``position`` (not dispatched meanwhile)."""
+
 
 class Dispatcher:
     """Base class; subclasses implement :meth:`dispatch` and :meth:`redeliver`."""

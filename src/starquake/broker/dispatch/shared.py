@@ -107,7 +107,7 @@ class SharedDispatcher(Dispatcher):
         wanted = []
         for position in chosen:
             self.discard_replay(position)
-            if not cursor.is_acked(position):
+            if not cursor.is_acked(position) and not self.subscription.held_in_txn(position):
                 wanted.append(position)
         if not wanted:
             return []

@@ -233,3 +233,27 @@ async def read_visible(
         if visible or held or not cursor.has_more_entries():
             return visible
         await asyncio.sleep(0)  # a long run of hidden entries never stalls the event loop
+
+
+class Held(Protocol):
+    """A subscription's pending acks: which positions wait for their transaction's end."""
+
+    def holds(self, position: Position) -> bool:
+        """Whether ``position`` must not be dispatched now."""
+
+
+async def read_unheld(
+    cursor: ManagedCursor, buffer: TopicTransactionBuffer | None, held: Held, max_entries: int
+) -> list[Entry]:
+    """As :func:`read_visible` (or the cursor's read without a buffer), without the entries
+    that open transactions acknowledged on the subscription: they are passed, not
+    acknowledged, and delivered again if their transaction aborts."""
+    while True:
+        if buffer is not None and (buffer.open or buffer.hidden):
+            entries = await read_visible(cursor, buffer, max_entries)
+        else:
+            entries = await cursor.read_entries(max_entries)
+        kept = [entry for entry in entries if not held.holds(entry.position)]
+        if kept or not entries or not cursor.has_more_entries():
+            return kept
+        await asyncio.sleep(0)  # a long run of held entries never stalls the event loop

@@ -174,16 +174,18 @@ class TxnCommands:
         self._answer(T.END_TXN_ON_PARTITION_RESPONSE, request.request_id, txn, work())
 
     def on_end_txn_on_subscription(self, command: T, _: bytes | None) -> None:
-        """END_TXN_ON_SUBSCRIPTION: acknowledgments in transactions (pending acks) are not
-        implemented yet, so a transaction has nothing pending on a subscription."""
+        """END_TXN_ON_SUBSCRIPTION: apply (commit) or release (abort) the transaction's
+        pending acks on a subscription of a topic this broker serves."""
         request = command.end_txn_on_subscription
         txn = (request.txnid_most_bits, request.txnid_least_bits)
         service = self._enabled(request.request_id)
         if service is None:
             return
+        commit = request.txn_action == txn_commands.COMMIT
+        target = request.subscription
 
         async def work() -> None:
-            return None
+            await service.end_on_subscription(target.topic, target.subscription, txn, commit)
 
         self._answer(T.END_TXN_ON_SUBSCRIPTION_RESPONSE, request.request_id, txn, work())
 

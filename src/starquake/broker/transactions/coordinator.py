@@ -3,7 +3,8 @@
 The log is the managed ledger of ``persistent://pulsar/system/__transaction_log_<id>``: every
 change is appended there (and waited for until durable) before it is applied and answered, so a
 restart (even after a kill -9) replays it to the same state. Ending a transaction logs
-COMMITTING or ABORTING first, then ends it on every partition it produced to, then logs
+COMMITTING or ABORTING first, then ends it on every partition it produced to and every
+subscription it acknowledged on (END_TXN_ON_SUBSCRIPTION: its pending acks), then logs
 COMMITTED or ABORTED: after a crash in between, recovery drives it to its end again (ending a
 transaction on a partition twice does nothing). A transaction still OPEN when its timeout
 passes is aborted.
@@ -32,8 +33,8 @@ from starquake.storage import ManagedLedger
 
 log = logging.getLogger(__name__)
 
-PartitionEnder = Callable[[TxnId, list[str], bool], Awaitable[None]]
-"""Ends a transaction (True: commit) on the given partitions."""
+PartitionEnder = Callable[[TxnId, list[str], list[tuple[str, str]], bool], Awaitable[None]]
+"""Ends a transaction (True: commit) on the given partitions and (topic, subscription)s."""
 RETRY_SECONDS = 1.0
 """Pause between attempts to drive a recovered COMMITTING/ABORTING transaction to its end."""
 LOG_PRODUCER = "__txn_coordinator"
@@ -123,7 +124,7 @@ class TransactionCoordinator:
         timer = self._timers.pop(meta.sequence, None)
         if timer is not None:
             timer.cancel()
-        await self._ender(txn, list(meta.partitions), commit)
+        await self._ender(txn, list(meta.partitions), list(meta.subscriptions), commit)
         final = TxnStatus.COMMITTED if commit else TxnStatus.ABORTED
         await self._log(CoordinatorState.status_record(meta.sequence, final))
         log.debug("transaction %s %s", txn_text(txn), final.value)

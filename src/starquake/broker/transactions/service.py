@@ -28,12 +28,18 @@ from starquake.broker.errors import NotAllowedError, TopicNotFoundError
 from starquake.broker.ledger_storage import LedgerStorage
 from starquake.broker.resources import ConflictError, PulsarResources
 from starquake.broker.subscription import Subscription
+from starquake.broker.system_topics import is_system_topic
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
 from starquake.broker.transactions.buffer import TopicTransactionBuffer
 from starquake.broker.transactions.coordinator import TransactionCoordinator
 from starquake.broker.transactions.durable import Kicker
 from starquake.broker.transactions.errors import CoordinatorNotFoundError, TxnId, txn_text
+from starquake.broker.transactions.pending_ack import (
+    PENDING_ACK_SUFFIX,
+    PendingAckHandle,
+    pending_ack_topic,
+)
 from starquake.common.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -70,6 +76,15 @@ class TransactionsContext(Protocol):
     ) -> TopicApi:
         """The loaded topic, loading or (if allowed) creating it."""
 
+    async def persist_cursors(self) -> None:
+        """Store every durable cursor change made so far."""
+
+    def loaded_topic(self, topic: TopicName) -> TopicApi | None:
+        """The topic if it is loaded."""
+
+    def unload_topic(self, topic: PersistentTopic) -> None:
+        """Close a loaded topic and its ledger and forget it."""
+
 
 class TransactionService:
     """The coordinators and buffers (see the module docstring)."""
@@ -80,6 +95,8 @@ class TransactionService:
         """``transactionCoordinatorEnabled``: off, nothing here runs."""
         self.coordinators: dict[int, TransactionCoordinator] = {}
         self._buffers: dict[str, TopicTransactionBuffer] = {}
+        self._pending_acks: dict[tuple[str, str], PendingAckHandle] = {}
+        self._opening: dict[tuple[str, str], asyncio.Task[PendingAckHandle]] = {}
 
     async def start(self, cluster: str) -> None:
         """Create the system namespace and assign topic when missing, then recover every
@@ -96,7 +113,7 @@ class TransactionService:
             await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
             topic = await self._persistent_topic(name, create=True)
             assert topic.txn is not None
-            _hold_log(topic)
+            _hold_log(topic, LOG_CURSOR)
             coordinator = TransactionCoordinator(
                 tc_id, topic.ledger, topic.txn.appends, self._end_on_partitions
             )
@@ -161,6 +178,17 @@ class TransactionService:
                 read,
                 len(buffer.open),
             )
+        if is_system_topic(topic.name):
+            return
+        storage = self._context.storage
+        for subscription in list(topic.subscriptions.values()):
+            if storage.exists(pending_ack_topic(topic.full_name, subscription.name)):
+                await self.pending_ack_of(subscription)
+
+    def _known(self, txn: TxnId) -> bool:
+        """Whether ``txn``'s coordinator still knows it (True when it is not this broker's)."""
+        coordinator = self.coordinators.get(txn[0])
+        return coordinator is None or txn[1] in coordinator.state.txns
 
     def _check_open(self, txn: TxnId) -> None:
         """Raise unless ``txn`` is open, when its coordinator is one of this broker's."""
@@ -168,14 +196,23 @@ class TransactionService:
         if coordinator is not None:
             coordinator.state.check_open(txn)
 
-    async def _end_on_partitions(self, txn: TxnId, partitions: list[str], commit: bool) -> None:
-        """End ``txn`` on its partitions, and on any topic here that holds messages of it
-        without having been added to it (a client that skipped ADD_PARTITION_TO_TXN)."""
+    async def _end_on_partitions(
+        self, txn: TxnId, partitions: list[str], subscriptions: list[tuple[str, str]], commit: bool
+    ) -> None:
+        """End ``txn`` on its partitions and subscriptions, and on any topic or subscription
+        here that holds messages or acks of it without having been added to it."""
         names = dict.fromkeys(partitions)
         for name, buffer in list(self._buffers.items()):
             if txn in buffer.open:
                 names[name] = None
-        await asyncio.gather(*(self.end_on_partition(name, txn, commit) for name in names))
+        subs = dict.fromkeys(subscriptions)
+        for key, handle in list(self._pending_acks.items()):
+            if txn in handle.state.transactions():
+                subs[key] = None
+        await asyncio.gather(
+            *(self.end_on_partition(name, txn, commit) for name in names),
+            *(self.end_on_subscription(topic, sub, txn, commit) for topic, sub in subs),
+        )
 
     async def end_on_partition(self, name: str, txn: TxnId, commit: bool) -> None:
         """End ``txn`` on the topic ``name`` (a topic never produced to has nothing to end)."""
@@ -188,14 +225,126 @@ class TransactionService:
         await topic.txn.end(txn, commit)
         log.debug("transaction %s ended on %s", txn_text(txn), name)
 
+    # --- pending acks -------------------------------------------------------------------------
+
+    async def end_on_subscription(self, topic: str, name: str, txn: TxnId, commit: bool) -> None:
+        """End ``txn`` on the subscription ``name`` of ``topic`` (END_TXN_ON_SUBSCRIPTION):
+        its pending acks there are applied (commit) or released (abort)."""
+        try:
+            loaded = await self._persistent_topic(topic, create=False)
+        except TopicNotFoundError:
+            return  # never there: nothing acknowledged
+        subscription = loaded.subscriptions.get(name)
+        if subscription is None:
+            return  # deleted since: its acks went with it
+        if subscription.pending_ack is None and not self._context.storage.exists(
+            pending_ack_topic(loaded.full_name, name)  # the client may have named it short
+        ):
+            return  # no ack in a transaction ever reached it
+        handle = await self.pending_ack_of(subscription)
+        await handle.end(txn, commit)
+        log.debug("transaction %s ended on %s/%s", txn_text(txn), topic, name)
+
+    async def subscription_deleted(self, topic: str, name: str) -> None:
+        """The subscription ``name`` of ``topic`` was deleted (unsubscribed, or with its
+        topic): its pending-ack log goes too (with transactions on; off, none is made)."""
+        self._pending_acks.pop((topic, name), None)
+        if not self.enabled:
+            return
+        log_name = pending_ack_topic(topic, name)
+        storage = self._context.storage
+        if not storage.exists(log_name):
+            return
+        loaded = self._context.loaded_topic(TopicName.parse(log_name))
+        if isinstance(loaded, PersistentTopic):
+            self._context.unload_topic(loaded)
+        self._buffers.pop(log_name, None)
+        await storage.delete(log_name)
+        log.info("pending-ack log of %s/%s deleted", topic, name)
+
+    async def topic_deleted(self, topic: str, subscriptions: list[str] | None) -> None:
+        """Delete the pending-ack logs of the deleted ``topic``'s ``subscriptions``; None (the
+        topic was not loaded): every stored log named ``<topic>-<sub>__transaction_pending_ack``
+        that is not that of a longer topic name still stored (``<topic>-<x>``)."""
+        if not self.enabled:
+            return
+        if subscriptions is None:
+            names = await asyncio.to_thread(self._context.storage.list_names)
+            subscriptions = subscriptions_of_logs(topic, names)
+        for name in subscriptions:
+            await self.subscription_deleted(topic, name)
+
+    async def pending_ack_of(self, subscription: Subscription) -> PendingAckHandle:
+        """The subscription's pending-ack handle, its log opened and replayed on first use."""
+        if not self.enabled:
+            raise NotAllowedError("Server don't support transaction ack!")
+        if isinstance(subscription.pending_ack, PendingAckHandle):
+            return subscription.pending_ack
+        key = (subscription.topic.full_name, subscription.name)
+        opening = self._opening.get(key)
+        if opening is None:
+            opening = asyncio.get_running_loop().create_task(self._open_pending_ack(subscription))
+            self._opening[key] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(key, None))
+        return await asyncio.shield(opening)
+
+    async def _open_pending_ack(self, subscription: Subscription) -> PendingAckHandle:
+        topic_name = subscription.topic.full_name
+        name = pending_ack_topic(topic_name, subscription.name)
+        await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
+        store = await self._persistent_topic(name, create=True)
+        assert store.txn is not None
+        _hold_log(store, PENDING_ACK_CURSOR)
+        handle = PendingAckHandle(
+            subscription,
+            store.ledger,
+            store.txn.appends,
+            self._check_open,
+            self._context.persist_cursors,
+        )
+        read = await handle.recover()
+        released = handle.release_forgotten(self._known)
+        subscription.pending_ack = handle
+        self._pending_acks[(topic_name, subscription.name)] = handle
+        if read:
+            log.info(
+                "pending acks of %s/%s recovered (%d records read, %d transactions open, "
+                "%d forgotten by their coordinator released)",
+                topic_name,
+                subscription.name,
+                read,
+                len(handle.state.transactions()),
+                released,
+            )
+        return handle
+
 
 LOG_CURSOR = "__txn_coordinator"
 """The durable cursor that keeps a transaction log from being trimmed: it never moves (the log
 is replayed whole at every start; trimming it is a later increment)."""
 
 
-def _hold_log(topic: PersistentTopic) -> None:
-    """Give the log topic its never-moving durable subscription."""
-    if LOG_CURSOR not in topic.subscriptions:
-        cursor = topic.ledger.open_cursor(LOG_CURSOR, "earliest")
-        topic.subscriptions[LOG_CURSOR] = Subscription(topic, LOG_CURSOR, cursor, durable=True)
+PENDING_ACK_CURSOR = "__pending_ack_store"
+"""The same for a pending-ack log (replayed whole at every load of its topic)."""
+
+
+def _hold_log(topic: PersistentTopic, name: str) -> None:
+    """Give a log topic its never-moving durable subscription."""
+    if name not in topic.subscriptions:
+        cursor = topic.ledger.open_cursor(name, "earliest")
+        topic.subscriptions[name] = Subscription(topic, name, cursor, durable=True)
+
+
+def subscriptions_of_logs(topic: str, stored: list[str]) -> list[str]:
+    """The subscriptions of ``topic`` whose pending-ack logs are among ``stored``."""
+    prefix = f"{topic}-"
+    suffix = PENDING_ACK_SUFFIX
+    longer = [n for n in stored if n.startswith(prefix) and not n.endswith(suffix)]
+    found = []
+    for name in stored:
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
+        if any(name.startswith(f"{other}-") for other in longer):
+            continue  # the log of a subscription of that other topic
+        found.append(name[len(prefix) : -len(suffix)])
+    return found

@@ -203,12 +203,24 @@ class Consumer(Receiving):
         check_type_or_none(dict, properties, "properties")
         await self._front.reconsume_later(message, delay_ms_of(delay), properties)
 
-    async def acknowledge(self, message: Message | MessageId) -> None:
-        """Acknowledge one message (sent with the next ack group)."""
+    async def acknowledge(
+        self, message: Message | MessageId, txn: Transaction | None = None
+    ) -> None:
+        """Acknowledge one message (sent with the next ack group); with ``txn``, in that
+        transaction: sent at once, returns when the broker holds it (raises its error)."""
+        if txn is not None:
+            await self._front.acknowledge_in_txn(message, txn, cumulative=False)
+            return
         self._front.acknowledge(message_id_of(message))
 
-    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        """Acknowledge all messages up to and including ``message``."""
+    async def acknowledge_cumulative(
+        self, message: Message | MessageId, txn: Transaction | None = None
+    ) -> None:
+        """Acknowledge all messages up to and including ``message`` (``txn``: in that
+        transaction, as :meth:`acknowledge`)."""
+        if txn is not None:
+            await self._front.acknowledge_in_txn(message, txn, cumulative=True)
+            return
         self._front.acknowledge_cumulative(message_id_of(message))
 
     async def negative_acknowledge(self, message: Message | MessageId) -> None:

@@ -25,6 +25,7 @@ from starquake.client.consumer._subscribe import (
     skip_after_seek,
     subscribe_command,
 )
+from starquake.client.consumer._txn_acks import check_cumulative_allowed, send_txn_ack
 from starquake.client.core._chunks import ChunkAssembler, is_chunk
 from starquake.client.core._handler import ClientCore, HandlerBase
 from starquake.client.core._queue import MessageQueue
@@ -45,6 +46,7 @@ from starquake.protocol.wire import pb
 
 if TYPE_CHECKING:
     from starquake.client.consumer._dlq import DeadLetterHandler
+    from starquake.client.core._transaction import Transaction
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
 
@@ -356,6 +358,19 @@ class ConsumerImpl(HandlerBase):
                 "cumulative acknowledgement is not allowed on Shared/KeyShared subscriptions"
             )
         self._deliveries.acknowledge_cumulative(msg_id)
+
+    async def acknowledge_in_txn(
+        self, msg_id: MessageId, txn: Transaction, cumulative: bool = False
+    ) -> None:
+        """Acknowledge ``msg_id`` (everything up to it with ``cumulative``) in ``txn``: held
+        by the broker until the transaction ends; raises the broker's error."""
+        self._check_open()
+        check_cumulative_allowed(cumulative, self._config.consumer_type)
+        where = (self.topic, self.subscription)
+        await send_txn_ack(
+            self._core, self._live_connection, self.consumer_id, where, msg_id, txn, cumulative
+        )
+        self._deliveries.acked_in_txn(msg_id, cumulative)
 
     def negative_acknowledge(self, msg_id: MessageId, redelivery_count: int = 0) -> None:
         """Ask for redelivery of ``msg_id`` after the negative-ack delay (or backoff)."""

@@ -170,6 +170,16 @@ class DeliveryTracker:
             self._unacked.remove_up_to(target.entry_key)
         self._acks.add_cumulative(target.to_proto(with_batch=False))
 
+    def acked_in_txn(self, msg_id: MessageId, cumulative: bool) -> None:
+        """``msg_id`` (up to it: ``cumulative``) was acknowledged in a transaction: no ack
+        timeout redelivers it (an abort has the broker deliver it again)."""
+        if self._unacked is not None:
+            if cumulative:
+                self._unacked.remove_up_to(msg_id.entry_key)
+            else:
+                self._unacked.remove(msg_id.entry_key)
+        self._dlq_candidates.pop(msg_id.entry_key, None)
+
     def negative_acknowledge(self, msg_id: MessageId, redelivery_count: int = 0) -> None:
         """Ask for redelivery of ``msg_id`` after the negative-ack delay (or backoff)."""
         if 0 <= msg_id.service != self._service:

@@ -23,6 +23,7 @@ from starquake.client.consumer._subscribe import is_latest
 from starquake.client.core._handler import ClientCore
 from starquake.client.core._partition_updates import PartitionWatcher
 from starquake.client.core._queue import MessageQueue
+from starquake.client.core._transaction import Transaction
 from starquake.client.exceptions import (
     ConsumerBusy,
     InvalidConfiguration,
@@ -319,6 +320,13 @@ class ConsumerFront:
     def acknowledge_cumulative(self, target: Message | MessageId) -> None:
         consumer, mid = self.route(target)
         consumer.acknowledge_cumulative(mid)
+
+    async def acknowledge_in_txn(
+        self, target: Message | MessageId, txn: Transaction, cumulative: bool
+    ) -> None:
+        """Acknowledge ``target`` (up to it: ``cumulative``) in ``txn``."""
+        consumer, mid = self.route(target)
+        await consumer.acknowledge_in_txn(mid, txn, cumulative)
 
     def negative_acknowledge(self, target: Message | MessageId) -> None:
         consumer, mid = self.route(target)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import weakref
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from starquake.client.exceptions import (
@@ -94,6 +95,13 @@ class CoordinatorClient:
             txn[0], lambda rid: txn_commands.add_partition_to_txn(rid, *txn, [topic])
         )
 
+    async def add_subscription(self, txn: tuple[int, int], topic: str, subscription: str) -> None:
+        """Register ``subscription`` of ``topic`` as acknowledged on by ``txn``."""
+        await self._request(
+            txn[0],
+            lambda rid: txn_commands.add_subscription_to_txn(rid, *txn, [(topic, subscription)]),
+        )
+
     async def end_txn(self, txn: tuple[int, int], commit: bool) -> None:
         """Commit or abort ``txn``."""
         action = txn_commands.COMMIT if commit else txn_commands.ABORT
@@ -122,12 +130,14 @@ class Transaction:
         """(most significant bits, least significant bits), as Java's ``TxnID``."""
         self.state = "OPEN"
         self._partitions: dict[str, asyncio.Future[None]] = {}
+        self._subscriptions: dict[tuple[str, str], asyncio.Future[None]] = {}
         self._sends: list[asyncio.Future[Any]] = []
 
     def __repr__(self) -> str:
         return f"Transaction({self.txn_id[0]},{self.txn_id[1]}, {self.state})"
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise InvalidTxnStatusError unless the transaction is OPEN."""
         if self.state != "OPEN":
             raise InvalidTxnStatusError(
                 f"[{self.txn_id[0]}:{self.txn_id[1]}] with unexpected state: {self.state}, "
@@ -136,20 +146,41 @@ class Transaction:
 
     async def register_produced_topic(self, topic: str) -> None:
         """Add ``topic`` to the transaction before a first message of it is sent there."""
-        self._check_open()
-        registered = self._partitions.get(topic)
+        self.check_open()
+        await self._register(
+            self._partitions, topic, lambda: self._coordinator.add_partition(self.txn_id, topic)
+        )
+
+    async def register_acked_subscription(self, topic: str, subscription: str) -> None:
+        """Add ``subscription`` of ``topic`` to the transaction before its first ack there
+        (an ack made while the transaction was OPEN: a commit may have begun since, waiting
+        for it)."""
+        await self._register(
+            self._subscriptions,
+            (topic, subscription),
+            lambda: self._coordinator.add_subscription(self.txn_id, topic, subscription),
+        )
+
+    @staticmethod
+    async def _register(
+        done: dict[Any, asyncio.Future[None]],
+        key: Any,
+        request: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        """Send ``request`` once per ``key`` (again after it failed); wait for its answer."""
+        registered = done.get(key)
         if registered is None:
-            registered = asyncio.ensure_future(self._coordinator.add_partition(self.txn_id, topic))
-            self._partitions[topic] = registered
+            registered = asyncio.ensure_future(request())
+            done[key] = registered
         try:
             await asyncio.shield(registered)
         except BaseException:
-            if self._partitions.get(topic) is registered:
-                del self._partitions[topic]  # the next send tries again
+            if done.get(key) is registered:
+                del done[key]  # the next one tries again
             raise
 
     def track(self, send: asyncio.Future[Any]) -> None:
-        """A send of the transaction: commit waits until it is answered."""
+        """A send or ack of the transaction: commit waits until it is answered."""
         self._sends.append(send)
 
     async def _sent(self) -> None:
@@ -157,11 +188,11 @@ class Transaction:
         results = await asyncio.gather(*sends, return_exceptions=True)
         failed = [r for r in results if isinstance(r, BaseException)]
         if failed:
-            raise TransactionConflict(f"a message of the transaction was not sent: {failed[0]}")
+            raise TransactionConflict(f"a send or ack of the transaction failed: {failed[0]}")
 
     async def commit(self) -> None:
         """Commit: every message sent in the transaction becomes visible, at once."""
-        self._check_open()
+        self.check_open()
         self.state = "COMMITTING"
         try:
             await self._sent()
@@ -173,7 +204,7 @@ class Transaction:
 
     async def abort(self) -> None:
         """Abort: no message sent in the transaction is ever delivered."""
-        self._check_open()
+        self.check_open()
         self.state = "ABORTING"
         await asyncio.gather(*self._sends, return_exceptions=True)
         self._sends.clear()

@@ -35,6 +35,7 @@ from starquake.client.exceptions import (
     PulsarException,
 )
 from starquake.client.sync._loop import HAND_OVER_DELAY, ON_LOOP, LoopThread, Mailbox
+from starquake.client.sync._transaction import Transaction, core_transaction
 
 log = logging.getLogger(CLIENT_LOGGER_NAME)
 R = TypeVar("R")
@@ -270,8 +271,13 @@ class Consumer(Receiver[aio.Consumer]):
             raise AlreadyClosed("consumer is closed")
         return consumer, mid
 
-    def acknowledge(self, message: Message | MessageId) -> None:
-        """Acknowledge one message (handed to the I/O thread; this does not wait)."""
+    def acknowledge(self, message: Message | MessageId, txn: Transaction | None = None) -> None:
+        """Acknowledge one message (handed to the I/O thread; this does not wait). With
+        ``txn``: in that transaction, waiting until the broker holds the ack (its error is
+        raised, e.g. TransactionConflict); it takes effect when the transaction commits."""
+        if txn is not None:
+            self._run(self._inner.acknowledge(message, txn=core_transaction(txn)))
+            return
         target = message_id_of(message)
         routed = self._route(target)
         if routed is None:
@@ -279,8 +285,14 @@ class Consumer(Receiver[aio.Consumer]):
             return
         self._queue_op((_ACK, routed[0], routed[1], 0))
 
-    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        """Acknowledge all messages up to and including ``message`` (does not wait)."""
+    def acknowledge_cumulative(
+        self, message: Message | MessageId, txn: Transaction | None = None
+    ) -> None:
+        """Acknowledge all messages up to and including ``message`` (does not wait; with
+        ``txn``, in that transaction, as :meth:`acknowledge`)."""
+        if txn is not None:
+            self._run(self._inner.acknowledge_cumulative(message, txn=core_transaction(txn)))
+            return
         target = message_id_of(message)
         routed = self._route(target)
         if routed is None:
