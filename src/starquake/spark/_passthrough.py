@@ -230,11 +230,13 @@ _PRODUCER_UNITS = (
 _OWN = "set by the data source"
 _OBJECT = "takes a Python object, which an option cannot give"
 _JAVA = "a Java client setting that this client does not have"
+_NO_TXN = "the data source reads and writes without transactions"
 _CLIENT_REFUSED = {
     "service_url": "use the option 'service.url'",
     "serviceUrl": "use the option 'service.url'",
     "authentication": "use authPluginClassName and authParams",
     "logger": _OBJECT,
+    **dict.fromkeys(["enable_transaction", "enableTransaction"], _NO_TXN),
     **dict.fromkeys(
         [
             "maxLookupRequest",
@@ -257,7 +259,6 @@ _CLIENT_REFUSED = {
             "sslProvider",
             "proxyServiceUrl",
             "proxyProtocol",
-            "enableTransaction",
             "socks5ProxyAddress",
             "dnsLookupBindAddress",
         ],
