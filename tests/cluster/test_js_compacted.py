@@ -9,42 +9,19 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_factories import Make, run
 
 from starquake.cluster.js_compacted import JetStreamCompactedReader
 from starquake.cluster.js_factory import JetStreamLedgerFactory
 from starquake.cluster.js_ml_metadata import ManagedLedgerInfo, ledger_path
 from starquake.cluster.nodes import JetStreamNode
 from starquake.storage import LedgerFencedError, Position, StorageError
-
-Make = Callable[..., Awaitable[JetStreamLedgerFactory]]
-
-
-def run(node: JetStreamNode, tmp_path: Path, scenario: Callable[[Make], Awaitable[None]]) -> None:
-    async def main() -> None:
-        factories: list[JetStreamLedgerFactory] = []
-
-        async def make(**options: Any) -> JetStreamLedgerFactory:
-            options.setdefault("cursor_flush_seconds", 0)
-            factory = await JetStreamLedgerFactory.connect(
-                [node.url], tmp_path / f"f{uuid.uuid4().hex[:6]}", streams=2, **options
-            )
-            factories.append(factory)
-            return factory
-
-        try:
-            await scenario(make)
-        finally:
-            for factory in factories:
-                await factory.close()
-
-    asyncio.run(main())
 
 
 def topic() -> str:

@@ -10,11 +10,11 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_factories import run
 
 from starquake.cluster.js_factory import JetStreamLedgerFactory
 from starquake.cluster.js_managed_ledger import JetStreamManagedLedger
@@ -27,31 +27,6 @@ from starquake.storage import (
     RetentionLimits,
     StorageError,
 )
-
-Scenario = Callable[[Callable[..., Awaitable[JetStreamLedgerFactory]]], Awaitable[None]]
-
-
-def run(node: JetStreamNode, tmp_path: Path, scenario: Scenario) -> None:
-    """Run ``scenario(make)``; ``make(**options)`` connects a factory (a broker process)."""
-
-    async def main() -> None:
-        factories: list[JetStreamLedgerFactory] = []
-
-        async def make(**options: Any) -> JetStreamLedgerFactory:
-            options.setdefault("cursor_flush_seconds", 0)
-            factory = await JetStreamLedgerFactory.connect(
-                [node.url], tmp_path / f"f{len(factories)}", streams=2, **options
-            )
-            factories.append(factory)
-            return factory
-
-        try:
-            await scenario(make)
-        finally:
-            for factory in factories:
-                await factory.close()
-
-    asyncio.run(main())
 
 
 def topic() -> str:
