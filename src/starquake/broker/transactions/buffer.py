@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
@@ -75,6 +76,13 @@ class TopicTransactionBuffer:
         self.ended: dict[TxnId, bool] = {}
         """The transactions ended on this topic: True committed, False aborted."""
         self._ending: dict[TxnId, asyncio.Future[None]] = {}
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
+
+    @property
+    def last_position(self) -> Position:
+        """The topic's last stored entry."""
+        return self._topic.ledger.last_confirmed
 
     @property
     def max_read(self) -> Position | None:
@@ -176,6 +184,7 @@ class TopicTransactionBuffer:
 
     async def recover(self) -> int:
         """Rebuild the state from the topic's stored entries; returns how many were read."""
+        self.recover_start_ms = int(time.time() * 1000)
         ledger = self._topic.ledger
         start = ledger.first_position()
         last = ledger.last_confirmed
@@ -188,6 +197,7 @@ class TopicTransactionBuffer:
             read += len(entries)
             start = ledger.next_position(entries[-1].position)
             await asyncio.sleep(0)  # a long replay never stalls the event loop
+        self.recover_end_ms = int(time.time() * 1000)
         return read
 
     def _replay(self, entries: Iterable[Entry]) -> None:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from starquake.broker.transactions.durable import DurableAppends
 from starquake.broker.transactions.errors import TxnId, txn_text
@@ -43,6 +44,16 @@ DEFAULT_TTL_MS = 60_000
 """The timeout of a transaction whose NEW_TXN names none."""
 
 
+@dataclass
+class TxnCounts:
+    """What a coordinator did since the broker started (Pulsar's transaction metrics)."""
+
+    created: int = 0
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+
+
 class TransactionCoordinator:
     """Coordinator ``tc_id`` (see the module docstring)."""
 
@@ -58,6 +69,9 @@ class TransactionCoordinator:
         self._ending: dict[int, asyncio.Task[None]] = {}
         self._driving: set[int] = set()
         self.closed = False
+        self.counts = TxnCounts()
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
 
     @property
     def tc_id(self) -> int:
@@ -80,8 +94,10 @@ class TransactionCoordinator:
         """Open a transaction that is aborted unless it ends within ``ttl_ms`` (0: the
         default, :data:`DEFAULT_TTL_MS`)."""
         sequence = self.state.reserve_sequence()
-        timeout_at = int(time.time() * 1000) + (ttl_ms or DEFAULT_TTL_MS)
-        await self._log(CoordinatorState.new_record(sequence, timeout_at))
+        now = int(time.time() * 1000)
+        timeout_at = now + (ttl_ms or DEFAULT_TTL_MS)
+        await self._log(CoordinatorState.new_record(sequence, timeout_at, now))
+        self.counts.created += 1
         self._schedule_timeout(self.state.txns[sequence])
         return self.state.txn_id(sequence)
 
@@ -127,6 +143,10 @@ class TransactionCoordinator:
         await self._ender(txn, list(meta.partitions), list(meta.subscriptions), commit)
         final = TxnStatus.COMMITTED if commit else TxnStatus.ABORTED
         await self._log(CoordinatorState.status_record(meta.sequence, final))
+        if commit:
+            self.counts.committed += 1
+        else:
+            self.counts.aborted += 1
         log.debug("transaction %s %s", txn_text(txn), final.value)
 
     # --- timeouts and recovery ----------------------------------------------------------------
@@ -148,6 +168,7 @@ class TransactionCoordinator:
             return
         txn = self.state.txn_id(sequence)
         log.info("transaction %s timed out: aborting it", txn_text(txn))
+        self.counts.timed_out += 1
         self._spawn(self._drive(txn, commit=False))
 
     def _spawn(self, work: Awaitable[None]) -> None:
@@ -186,6 +207,7 @@ class TransactionCoordinator:
         """Replay the log; then drive the transactions being ended to their end and time out
         the open ones. Returns how many records were replayed."""
         replayed = 0
+        self.recover_start_ms = int(time.time() * 1000)
         start = self._ledger.first_position()
         last = self._ledger.last_confirmed
         while start is not None and start <= last:
@@ -208,6 +230,7 @@ class TransactionCoordinator:
                 self._spawn(self._drive(txn, commit=False))
             else:
                 self._schedule_timeout(meta)
+        self.recover_end_ms = int(time.time() * 1000)
         return replayed
 
     async def close(self) -> None:

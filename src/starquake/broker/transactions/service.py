@@ -148,6 +148,16 @@ class TransactionService:
         for coordinator in self.coordinators.values():
             await coordinator.close()
 
+    @property
+    def buffers(self) -> dict[str, TopicTransactionBuffer]:
+        """The transaction buffers of the loaded topics, by topic name (read only)."""
+        return self._buffers
+
+    @property
+    def pending_acks(self) -> dict[tuple[str, str], PendingAckHandle]:
+        """The opened pending-ack stores, by (topic, subscription) (read only)."""
+        return self._pending_acks
+
     def coordinator(self, tc_id: int) -> TransactionCoordinator:
         """Coordinator ``tc_id``, or TransactionCoordinatorNotFound."""
         coordinator = self.coordinators.get(tc_id)
