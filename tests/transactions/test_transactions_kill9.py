@@ -3,6 +3,7 @@ buffers are rebuilt from what is stored."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,3 +94,51 @@ def test_kill9_keeps_committed_acks_and_brings_open_ones_back_pending(
         assert sorted([first.data(), *rest]) == [b"in-2", b"in-3", b"in-4"]
     finally:
         client.close()
+
+
+def _replayed(log: str) -> list[int]:
+    """The record counts of the coordinator's "ready" lines, in order."""
+    found = re.findall(r"transaction coordinator 0 ready \((\d+) log records replayed", log)
+    return [int(n) for n in found]
+
+
+def test_kill9_replays_only_the_log_records_of_ongoing_transactions(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", "transactionCoordinatorEnabled=true", log_level="INFO")
+    proc.start()
+    try:
+        topic = new_topic()
+        client = _client(proc)
+        producer = client.create_producer(topic)
+        ended = []
+        for i in range(20):  # 4 records each (new, partition, committing, committed)
+            txn = client.new_transaction()
+            producer.send(f"c{i}".encode(), txn=txn)
+            txn.commit()
+            ended.append(txn)
+        open_ = client.new_transaction(timeout_ms=3000)
+        producer.send(b"open", txn=open_)
+        last = client.new_transaction()
+        producer.send(b"last", txn=last)
+        last.commit()
+        proc.kill()
+        client.close()
+
+        proc.start()
+        replayed = _replayed(proc.log())[-1]
+        assert replayed <= 8, replayed  # from the open transaction's first record on: not 88
+        client = _client(proc)
+        consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
+        expected = [f"c{i}".encode() for i in range(20)] + [b"last"]
+        assert received(consumer, 21, 10_000) == expected  # "open" is aborted at its timeout
+        later = client.new_transaction()
+        assert later.txn_id[1] > last.txn_id[1]
+        later.commit()
+        client.close()
+        proc.kill()
+        proc.start()  # nothing ongoing: only the last record is replayed
+        assert _replayed(proc.log())[-1] <= 1
+        client = _client(proc)
+        assert client.new_transaction().txn_id[1] > later.txn_id[1]
+        client.close()
+    finally:
+        proc.cleanup()

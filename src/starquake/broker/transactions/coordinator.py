@@ -30,7 +30,7 @@ from starquake.broker.transactions.state import (
 )
 from starquake.protocol.framing import encode_entry, parse_entry
 from starquake.protocol.wire import pb
-from starquake.storage import ManagedLedger
+from starquake.storage import ManagedCursor, ManagedLedger, Position
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +58,22 @@ class TransactionCoordinator:
     """Coordinator ``tc_id`` (see the module docstring)."""
 
     def __init__(
-        self, tc_id: int, ledger: ManagedLedger, appends: DurableAppends, ender: PartitionEnder
+        self,
+        tc_id: int,
+        ledger: ManagedLedger,
+        appends: DurableAppends,
+        ender: PartitionEnder,
+        cursor: ManagedCursor | None = None,
+        persist_cursors: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """``cursor`` (the log's durable cursor) is moved past the records of ended
+        transactions (stored by ``persist_cursors``): a restart replays from it."""
         self.state = CoordinatorState(tc_id)
         self._ledger = ledger
+        self._cursor = cursor
+        self._persist_cursors = persist_cursors
+        self._first: dict[int, Position] = {}
+        """The position of each ongoing transaction's first record."""
         self._appends = appends
         self._ender = ender
         self._timers: dict[int, asyncio.TimerHandle] = {}
@@ -85,8 +97,31 @@ class TransactionCoordinator:
             sequence_id=int(record["seq"]),
             publish_time=int(time.time() * 1000),
         )
-        await self._appends.append_durable(encode_entry(metadata, encode_record(record)))
+        record = {**record, "next": self.state.next_sequence}
+        position = await self._appends.append_durable(encode_entry(metadata, encode_record(record)))
         self.state.apply(record)
+        self._track(record, position)
+        if record["op"] == "status" and int(record["seq"]) not in self.state.txns:
+            self._advance(position)
+
+    def _track(self, record: Record, position: Position) -> None:
+        sequence = int(record["seq"])
+        if record["op"] == "new":
+            self._first[sequence] = position
+        elif sequence not in self.state.txns:
+            self._first.pop(sequence, None)
+
+    def _advance(self, last: Position) -> None:
+        """Move the log's cursor to just before the first record of the oldest ongoing
+        transaction (none: before the last record, kept for the next sequence number)."""
+        cursor = self._cursor
+        floor = min(self._first.values(), default=last)
+        if cursor is None or floor.entry_id == 0:
+            return  # at a ledger's start: moved at a later end
+        target = Position(floor.ledger_id, floor.entry_id - 1)
+        moved = target > cursor.mark_delete_position and cursor.mark_delete(target)
+        if moved and self._persist_cursors is not None:
+            self._spawn(self._persist_cursors())
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -208,7 +243,9 @@ class TransactionCoordinator:
         the open ones. Returns how many records were replayed."""
         replayed = 0
         self.recover_start_ms = int(time.time() * 1000)
-        start = self._ledger.first_position()
+        start: Position | None = self._ledger.first_position()
+        if self._cursor is not None and start is not None:
+            start = max(start, self._ledger.next_position(self._cursor.mark_delete_position))
         last = self._ledger.last_confirmed
         while start is not None and start <= last:
             entries = await self._ledger.read_entries(start, 1000)
@@ -216,7 +253,9 @@ class TransactionCoordinator:
                 break
             for entry in entries:
                 try:
-                    self.state.apply(decode_record(bytes(parse_entry(entry.data).payload)))
+                    record = decode_record(bytes(parse_entry(entry.data).payload))
+                    self.state.apply(record)
+                    self._track(record, entry.position)
                     replayed += 1
                 except Exception as exc:
                     log.error("transaction log entry %s skipped: %s", entry.position, exc)

@@ -144,7 +144,7 @@ class CoordinatorState:
         """Apply a log record (replayed, or just made durable)."""
         op = record["op"]
         sequence = int(record["seq"])
-        self.next_sequence = max(self.next_sequence, sequence + 1)
+        self.next_sequence = max(self.next_sequence, sequence + 1, int(record.get("next", 0)))
         if op == "new":
             self.txns[sequence] = TxnMeta(
                 sequence, int(record["timeout_at"]), opened_at_ms=int(record.get("at", 0))
