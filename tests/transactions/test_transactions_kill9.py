@@ -142,3 +142,35 @@ def test_kill9_replays_only_the_log_records_of_ongoing_transactions(tmp_path: Pa
         client.close()
     finally:
         proc.cleanup()
+
+
+def test_kill9_replays_only_the_pending_acks_of_ongoing_transactions(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", "transactionCoordinatorEnabled=true", log_level="INFO")
+    proc.start()
+    try:
+        topic = new_topic()
+        client = _client(proc)
+        consumer = client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(21):
+            producer.send(f"in-{i}".encode())
+        messages = [consumer.receive(5000) for _ in range(21)]
+        for message in messages[:20]:  # 3 records each (ack, end, applied)
+            txn = client.new_transaction()
+            consumer.acknowledge(message, txn=txn)
+            txn.commit()
+        open_ = client.new_transaction(timeout_ms=2500)
+        consumer.acknowledge(messages[20], txn=open_)
+        proc.kill()
+        client.close()
+
+        proc.start()
+        client = _client(proc)
+        consumer = client.subscribe(topic, "sub", SHARED)
+        # the open transaction's ack is pending again, then released at its timeout
+        assert received(consumer, 1, 10_000) == [b"in-20"]
+        found = re.findall(r"pending acks of \S+ recovered \((\d+) records read", proc.log())
+        assert found and int(found[-1]) <= 8, found  # not the 61 records of the log
+        client.close()
+    finally:
+        proc.cleanup()

@@ -310,13 +310,13 @@ class TransactionService:
         await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
         store = await self._persistent_topic(name, create=True)
         assert store.txn is not None
-        _hold_log(store, PENDING_ACK_CURSOR)
         handle = PendingAckHandle(
             subscription,
             store.ledger,
             store.txn.appends,
             self._check_open,
             self._context.persist_cursors,
+            _hold_log(store, PENDING_ACK_CURSOR),
         )
         read = await handle.recover()
         released = handle.release_forgotten(self._known)
@@ -342,7 +342,8 @@ what precedes it."""
 
 
 PENDING_ACK_CURSOR = "__pending_ack_store"
-"""The same for a pending-ack log (replayed whole at every load of its topic)."""
+"""The same for a pending-ack log: it moves past the records of transactions aborted, or
+committed and applied to the subscription's stored cursor."""
 
 
 def _hold_log(topic: PersistentTopic, name: str) -> ManagedCursor:
