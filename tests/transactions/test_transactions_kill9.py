@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from admin_http import admin_json
 from broker_process import BrokerProcess
 from txn_helpers import new_topic, received
 
@@ -174,3 +175,48 @@ def test_kill9_replays_only_the_pending_acks_of_ongoing_transactions(tmp_path: P
         client.close()
     finally:
         proc.cleanup()
+
+
+def test_kill9_after_a_buffer_snapshot_reads_only_the_entries_after_it(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", "transactionCoordinatorEnabled=true", log_level="INFO")
+    proc.start()
+    try:
+        topic = new_topic()
+        client = _client(proc)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(30):
+            producer.send(f"p{i}".encode())
+        aborted = client.new_transaction()
+        producer.send(b"aborted", txn=aborted)
+        aborted.abort()  # the first end after the load takes a snapshot
+        committed = client.new_transaction()
+        producer.send(b"committed", txn=committed)
+        _wait_for_snapshot(proc, topic)
+        open_ = client.new_transaction(timeout_ms=2500)
+        producer.send(b"open", txn=open_)
+        committed.commit()
+        proc.kill()
+        client.close()
+
+        proc.start()
+        client = _client(proc)
+        consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
+        client.create_producer(topic).send(b"after")
+        expected = [f"p{i}".encode() for i in range(30)] + [b"committed", b"after"]
+        assert received(consumer, 32, 10_000) == expected
+        found = re.findall(r"transaction buffer of \S+ recovered \((\d+) entries read", proc.log())
+        assert found and int(found[-1]) <= 4, found  # not the 34 entries of the topic
+        client.close()
+    finally:
+        proc.cleanup()
+
+
+def _wait_for_snapshot(proc: BrokerProcess, topic: str) -> None:
+    path = f"/admin/v3/transactions/transactionBufferStats/{topic.removeprefix('persistent://')}"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        status, body = admin_json(proc, "GET", path)
+        if status == 200 and body["lastSnapshotTimestamps"] > 0:
+            return
+        time.sleep(0.05)
+    raise AssertionError("no transaction buffer snapshot taken")

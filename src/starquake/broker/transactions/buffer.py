@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from starquake.broker.transactions import buffer_snapshot as snapshots
 from starquake.broker.transactions.durable import DurableAppends, Kicker
 from starquake.broker.transactions.errors import TransactionConflictError, TxnId, txn_text
 from starquake.broker.transactions.markers import EntryKind, classify, marker_entry
@@ -78,6 +79,11 @@ class TopicTransactionBuffer:
         self._ending: dict[TxnId, asyncio.Future[None]] = {}
         self.recover_start_ms = 0
         self.recover_end_ms = 0
+        self.last_snapshot_ms = 0
+        self._snapshot_due = 0
+        """Transactions ended since the last snapshot."""
+        self._snapshot_at = 0.0
+        self._snapshot_task: asyncio.Task[None] | None = None
 
     @property
     def last_position(self) -> Position:
@@ -134,14 +140,41 @@ class TopicTransactionBuffer:
             await durable
             self._apply_end(txn, commit)
             ending.set_result(None)
+            self._snapshot_due += 1
         except BaseException as exc:
             ending.set_exception(exc)
             ending.exception()  # retrieved: a concurrent caller may not be there
             raise
         finally:
             self._ending.pop(txn, None)
+        self._maybe_snapshot()
         for subscription in self._topic.subscriptions.values():
             subscription.on_new_entries()
+
+    def _maybe_snapshot(self) -> None:
+        """Take a snapshot when one is due (see :mod:`.buffer_snapshot`)."""
+        if not self._snapshot_due or self._ending or self._snapshot_task is not None:
+            return
+        elapsed = time.monotonic() - self._snapshot_at
+        if self._snapshot_due < snapshots.MAX_TRANSACTION_COUNT and (
+            self._snapshot_at and elapsed < snapshots.MIN_TIME_SECONDS
+        ):
+            return
+        ledger = self._topic.ledger
+        data = snapshots.encode(ledger.last_confirmed, (self.open, self.hidden, self.ended))
+        self._snapshot_due = 0
+        self._snapshot_at = time.monotonic()
+        task = asyncio.get_running_loop().create_task(self._write_snapshot(ledger, data))
+        self._snapshot_task = task
+
+    async def _write_snapshot(self, ledger: ManagedLedger, data: bytes) -> None:
+        try:
+            await asyncio.to_thread(snapshots.write, ledger.directory, data)
+            self.last_snapshot_ms = int(time.time() * 1000)
+        except OSError as exc:  # the next one is taken at a later end
+            log.warning("transaction buffer snapshot of %s failed: %s", ledger.name, exc)
+        finally:
+            self._snapshot_task = None
 
     def _apply_end(self, txn: TxnId, commit: bool) -> None:
         positions = self.open.pop(txn, [])
@@ -189,6 +222,11 @@ class TopicTransactionBuffer:
         start = ledger.first_position()
         last = ledger.last_confirmed
         read = 0
+        snapshot = await asyncio.to_thread(snapshots.read, ledger.directory)
+        if snapshot is not None and start is not None and snapshot[0] <= last:
+            position, (self.open, self.hidden, self.ended) = snapshot
+            self.forget_trimmed()
+            start = max(start, ledger.next_position(position))
         while start is not None and start <= last:
             entries = await ledger.read_entries(start, RECOVERY_READ)
             if not entries:

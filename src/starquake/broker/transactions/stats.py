@@ -54,7 +54,7 @@ def buffer_stats(buffer: TopicTransactionBuffer) -> dict[str, Any]:
     return {
         "state": READY,
         "maxReadPosition": str(position),
-        "lastSnapshotTimestamps": 0,
+        "lastSnapshotTimestamps": buffer.last_snapshot_ms,
         "ongoingTxnSize": len(buffer.open),
         "recoverStartTime": buffer.recover_start_ms,
         "recoverEndTime": buffer.recover_end_ms,
