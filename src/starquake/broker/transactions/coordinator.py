@@ -73,6 +73,7 @@ class TransactionCoordinator:
         self._cursor = cursor
         self._persist_cursors = persist_cursors
         self._first: dict[int, Position] = {}
+        self._storing = False
         """The position of each ongoing transaction's first record."""
         self._appends = appends
         self._ender = ender
@@ -120,8 +121,18 @@ class TransactionCoordinator:
             return  # at a ledger's start: moved at a later end
         target = Position(floor.ledger_id, floor.entry_id - 1)
         moved = target > cursor.mark_delete_position and cursor.mark_delete(target)
-        if moved and self._persist_cursors is not None:
-            self._spawn(self._persist_cursors())
+        if moved and self._persist_cursors is not None and not self._storing:
+            self._storing = True
+            self._spawn(self._store_cursor(self._persist_cursors))
+
+    async def _store_cursor(self, persist: Callable[[], Awaitable[None]]) -> None:
+        """Store the moved cursor (one store at a time: a later move rides on the next)."""
+        try:
+            await persist()
+        except Exception as exc:  # stored with a later move: only a longer replay meanwhile
+            log.warning("transaction log cursor not stored: %s", exc)
+        finally:
+            self._storing = False
 
     # --- requests -----------------------------------------------------------------------------
 
