@@ -50,6 +50,7 @@ from starquake.admin._responses import (
     reason_of,
 )
 from starquake.admin._topic_extras import Schemas, TopicPolicies
+from starquake.admin._transactions import Transactions
 from starquake.common.tls import client_ssl_context
 from starquake.common.topic_name import TopicName
 
@@ -457,6 +458,7 @@ class PulsarAdmin:
         self.subscriptions = Subscriptions(self)
         self.schemas = Schemas(self)
         self.topic_policies = TopicPolicies(self)
+        self.transactions = Transactions(self)
 
     def request(self, method: str, path: str, body: Any = None) -> AdminResponse:
         """Send ``method path`` (a non-bytes ``body`` as JSON) and return the answer; raise

@@ -17,6 +17,7 @@ from starquake.cli import (  # noqa: F401
     admin_tenants,
     admin_topic_messages,
     admin_topics,
+    admin_transactions,
 )
 from starquake.cli.admin_group import admin
 

@@ -28,6 +28,7 @@ from starquake.broker.admin import (
     topic_messages,
     topic_policies,
     topics,
+    transactions,
 )
 from starquake.broker.admin.routing import Route, install_routes, route_for
 
@@ -49,6 +50,7 @@ ROUTES: tuple[Route, ...] = (
     *compaction.ROUTES,
     *topic_policies.ROUTES,
     *subscriptions.ROUTES,
+    *transactions.ROUTES,
     *schemas.ROUTES,
     *lookup.ROUTES,
     *metrics.ROUTES,

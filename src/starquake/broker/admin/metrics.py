@@ -32,6 +32,7 @@ from prometheus_client import (
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from starquake.broker.admin.metrics_collect import BrokerCollector
+from starquake.broker.admin.metrics_txn import TransactionCollector
 from starquake.broker.admin.replies import Reply
 from starquake.broker.admin.routing import Route
 from starquake.broker.web import Call, Need, json_reply
@@ -75,6 +76,7 @@ class BrokerMetrics:
         registry = CollectorRegistry()
         self.registry = registry
         registry.register(BrokerCollector(service))
+        registry.register(TransactionCollector(service))
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         GCCollector(registry=registry)

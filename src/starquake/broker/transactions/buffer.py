@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from starquake.broker.transactions import buffer_snapshot as snapshots
 from starquake.broker.transactions.durable import DurableAppends, Kicker
 from starquake.broker.transactions.errors import TransactionConflictError, TxnId, txn_text
 from starquake.broker.transactions.markers import EntryKind, classify, marker_entry
@@ -75,6 +77,18 @@ class TopicTransactionBuffer:
         self.ended: dict[TxnId, bool] = {}
         """The transactions ended on this topic: True committed, False aborted."""
         self._ending: dict[TxnId, asyncio.Future[None]] = {}
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
+        self.last_snapshot_ms = 0
+        self._snapshot_due = 0
+        """Transactions ended since the last snapshot."""
+        self._snapshot_at = 0.0
+        self._snapshot_task: asyncio.Task[None] | None = None
+
+    @property
+    def last_position(self) -> Position:
+        """The topic's last stored entry."""
+        return self._topic.ledger.last_confirmed
 
     @property
     def max_read(self) -> Position | None:
@@ -126,14 +140,41 @@ class TopicTransactionBuffer:
             await durable
             self._apply_end(txn, commit)
             ending.set_result(None)
+            self._snapshot_due += 1
         except BaseException as exc:
             ending.set_exception(exc)
             ending.exception()  # retrieved: a concurrent caller may not be there
             raise
         finally:
             self._ending.pop(txn, None)
+        self._maybe_snapshot()
         for subscription in self._topic.subscriptions.values():
             subscription.on_new_entries()
+
+    def _maybe_snapshot(self) -> None:
+        """Take a snapshot when one is due (see :mod:`.buffer_snapshot`)."""
+        if not self._snapshot_due or self._ending or self._snapshot_task is not None:
+            return
+        elapsed = time.monotonic() - self._snapshot_at
+        if self._snapshot_due < snapshots.MAX_TRANSACTION_COUNT and (
+            self._snapshot_at and elapsed < snapshots.MIN_TIME_SECONDS
+        ):
+            return
+        ledger = self._topic.ledger
+        data = snapshots.encode(ledger.last_confirmed, (self.open, self.hidden, self.ended))
+        self._snapshot_due = 0
+        self._snapshot_at = time.monotonic()
+        task = asyncio.get_running_loop().create_task(self._write_snapshot(ledger, data))
+        self._snapshot_task = task
+
+    async def _write_snapshot(self, ledger: ManagedLedger, data: bytes) -> None:
+        try:
+            await asyncio.to_thread(snapshots.write, ledger.directory, data)
+            self.last_snapshot_ms = int(time.time() * 1000)
+        except OSError as exc:  # the next one is taken at a later end
+            log.warning("transaction buffer snapshot of %s failed: %s", ledger.name, exc)
+        finally:
+            self._snapshot_task = None
 
     def _apply_end(self, txn: TxnId, commit: bool) -> None:
         positions = self.open.pop(txn, [])
@@ -176,10 +217,16 @@ class TopicTransactionBuffer:
 
     async def recover(self) -> int:
         """Rebuild the state from the topic's stored entries; returns how many were read."""
+        self.recover_start_ms = int(time.time() * 1000)
         ledger = self._topic.ledger
         start = ledger.first_position()
         last = ledger.last_confirmed
         read = 0
+        snapshot = await asyncio.to_thread(snapshots.read, ledger.directory)
+        if snapshot is not None and start is not None and snapshot[0] <= last:
+            position, (self.open, self.hidden, self.ended) = snapshot
+            self.forget_trimmed()
+            start = max(start, ledger.next_position(position))
         while start is not None and start <= last:
             entries = await ledger.read_entries(start, RECOVERY_READ)
             if not entries:
@@ -188,6 +235,7 @@ class TopicTransactionBuffer:
             read += len(entries)
             start = ledger.next_position(entries[-1].position)
             await asyncio.sleep(0)  # a long replay never stalls the event loop
+        self.recover_end_ms = int(time.time() * 1000)
         return read
 
     def _replay(self, entries: Iterable[Entry]) -> None:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from starquake.broker.transactions.durable import DurableAppends
 from starquake.broker.transactions.errors import TxnId, txn_text
@@ -29,7 +30,7 @@ from starquake.broker.transactions.state import (
 )
 from starquake.protocol.framing import encode_entry, parse_entry
 from starquake.protocol.wire import pb
-from starquake.storage import ManagedLedger
+from starquake.storage import ManagedCursor, ManagedLedger, Position
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +44,37 @@ DEFAULT_TTL_MS = 60_000
 """The timeout of a transaction whose NEW_TXN names none."""
 
 
+@dataclass
+class TxnCounts:
+    """What a coordinator did since the broker started (Pulsar's transaction metrics)."""
+
+    created: int = 0
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+
+
 class TransactionCoordinator:
     """Coordinator ``tc_id`` (see the module docstring)."""
 
     def __init__(
-        self, tc_id: int, ledger: ManagedLedger, appends: DurableAppends, ender: PartitionEnder
+        self,
+        tc_id: int,
+        ledger: ManagedLedger,
+        appends: DurableAppends,
+        ender: PartitionEnder,
+        cursor: ManagedCursor | None = None,
+        persist_cursors: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """``cursor`` (the log's durable cursor) is moved past the records of ended
+        transactions (stored by ``persist_cursors``): a restart replays from it."""
         self.state = CoordinatorState(tc_id)
         self._ledger = ledger
+        self._cursor = cursor
+        self._persist_cursors = persist_cursors
+        self._first: dict[int, Position] = {}
+        self._storing = False
+        """The position of each ongoing transaction's first record."""
         self._appends = appends
         self._ender = ender
         self._timers: dict[int, asyncio.TimerHandle] = {}
@@ -58,6 +82,9 @@ class TransactionCoordinator:
         self._ending: dict[int, asyncio.Task[None]] = {}
         self._driving: set[int] = set()
         self.closed = False
+        self.counts = TxnCounts()
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
 
     @property
     def tc_id(self) -> int:
@@ -71,8 +98,41 @@ class TransactionCoordinator:
             sequence_id=int(record["seq"]),
             publish_time=int(time.time() * 1000),
         )
-        await self._appends.append_durable(encode_entry(metadata, encode_record(record)))
+        record = {**record, "next": self.state.next_sequence}
+        position = await self._appends.append_durable(encode_entry(metadata, encode_record(record)))
         self.state.apply(record)
+        self._track(record, position)
+        if record["op"] == "status" and int(record["seq"]) not in self.state.txns:
+            self._advance(position)
+
+    def _track(self, record: Record, position: Position) -> None:
+        sequence = int(record["seq"])
+        if record["op"] == "new":
+            self._first[sequence] = position
+        elif sequence not in self.state.txns:
+            self._first.pop(sequence, None)
+
+    def _advance(self, last: Position) -> None:
+        """Move the log's cursor to just before the first record of the oldest ongoing
+        transaction (none: before the last record, kept for the next sequence number)."""
+        cursor = self._cursor
+        floor = min(self._first.values(), default=last)
+        if cursor is None or floor.entry_id == 0:
+            return  # at a ledger's start: moved at a later end
+        target = Position(floor.ledger_id, floor.entry_id - 1)
+        moved = target > cursor.mark_delete_position and cursor.mark_delete(target)
+        if moved and self._persist_cursors is not None and not self._storing:
+            self._storing = True
+            self._spawn(self._store_cursor(self._persist_cursors))
+
+    async def _store_cursor(self, persist: Callable[[], Awaitable[None]]) -> None:
+        """Store the moved cursor (one store at a time: a later move rides on the next)."""
+        try:
+            await persist()
+        except Exception as exc:  # stored with a later move: only a longer replay meanwhile
+            log.warning("transaction log cursor not stored: %s", exc)
+        finally:
+            self._storing = False
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -80,8 +140,10 @@ class TransactionCoordinator:
         """Open a transaction that is aborted unless it ends within ``ttl_ms`` (0: the
         default, :data:`DEFAULT_TTL_MS`)."""
         sequence = self.state.reserve_sequence()
-        timeout_at = int(time.time() * 1000) + (ttl_ms or DEFAULT_TTL_MS)
-        await self._log(CoordinatorState.new_record(sequence, timeout_at))
+        now = int(time.time() * 1000)
+        timeout_at = now + (ttl_ms or DEFAULT_TTL_MS)
+        await self._log(CoordinatorState.new_record(sequence, timeout_at, now))
+        self.counts.created += 1
         self._schedule_timeout(self.state.txns[sequence])
         return self.state.txn_id(sequence)
 
@@ -127,6 +189,10 @@ class TransactionCoordinator:
         await self._ender(txn, list(meta.partitions), list(meta.subscriptions), commit)
         final = TxnStatus.COMMITTED if commit else TxnStatus.ABORTED
         await self._log(CoordinatorState.status_record(meta.sequence, final))
+        if commit:
+            self.counts.committed += 1
+        else:
+            self.counts.aborted += 1
         log.debug("transaction %s %s", txn_text(txn), final.value)
 
     # --- timeouts and recovery ----------------------------------------------------------------
@@ -148,6 +214,7 @@ class TransactionCoordinator:
             return
         txn = self.state.txn_id(sequence)
         log.info("transaction %s timed out: aborting it", txn_text(txn))
+        self.counts.timed_out += 1
         self._spawn(self._drive(txn, commit=False))
 
     def _spawn(self, work: Awaitable[None]) -> None:
@@ -186,7 +253,10 @@ class TransactionCoordinator:
         """Replay the log; then drive the transactions being ended to their end and time out
         the open ones. Returns how many records were replayed."""
         replayed = 0
-        start = self._ledger.first_position()
+        self.recover_start_ms = int(time.time() * 1000)
+        start: Position | None = self._ledger.first_position()
+        if self._cursor is not None and start is not None:
+            start = max(start, self._ledger.next_position(self._cursor.mark_delete_position))
         last = self._ledger.last_confirmed
         while start is not None and start <= last:
             entries = await self._ledger.read_entries(start, 1000)
@@ -194,7 +264,9 @@ class TransactionCoordinator:
                 break
             for entry in entries:
                 try:
-                    self.state.apply(decode_record(bytes(parse_entry(entry.data).payload)))
+                    record = decode_record(bytes(parse_entry(entry.data).payload))
+                    self.state.apply(record)
+                    self._track(record, entry.position)
                     replayed += 1
                 except Exception as exc:
                     log.error("transaction log entry %s skipped: %s", entry.position, exc)
@@ -208,6 +280,7 @@ class TransactionCoordinator:
                 self._spawn(self._drive(txn, commit=False))
             else:
                 self._schedule_timeout(meta)
+        self.recover_end_ms = int(time.time() * 1000)
         return replayed
 
     async def close(self) -> None:

@@ -31,7 +31,13 @@ from starquake.broker.transactions.errors import TransactionConflictError, TxnId
 from starquake.broker.transactions.pending_state import Ended, Indexes, PendingAckState, TxnAck
 from starquake.protocol.framing import encode_entry, parse_entry
 from starquake.protocol.wire import pb
-from starquake.storage import InvalidPositionError, ManagedLedger, Position, StorageError
+from starquake.storage import (
+    InvalidPositionError,
+    ManagedCursor,
+    ManagedLedger,
+    Position,
+    StorageError,
+)
 
 if TYPE_CHECKING:
     from starquake.broker.subscription import Subscription
@@ -81,8 +87,14 @@ class PendingAckHandle:
         appends: DurableAppends,
         check_open: Callable[[TxnId], None],
         persist_cursors: Callable[[], Awaitable[None]],
+        log_cursor: ManagedCursor | None = None,
     ) -> None:
+        """``log_cursor`` (the log's durable cursor) is moved past the records of transactions
+        ended here (stored with the next cursor store): a later load replays from it."""
         self.subscription = subscription
+        self._log_cursor = log_cursor
+        self._first: dict[TxnId, Position] = {}
+        """The position of the first record of each transaction not done with here."""
         self._ledger = ledger
         self._appends = appends
         self._check_open = check_open
@@ -115,16 +127,37 @@ class PendingAckHandle:
         self._take_from_consumers([a.position for a in acks if a.indexes is None])
         # As Pulsar, kept in memory even if the append fails: the transaction is then
         # aborted (by the client or at its timeout), which releases the messages.
-        await self._appends.append_durable(_record("ack", txn, acks=[_ack_fields(a) for a in acks]))
+        await self._append(txn, _record("ack", txn, acks=[_ack_fields(a) for a in acks]))
 
     async def ack_cumulative(self, txn: TxnId, position: Position) -> None:
         """Hold a cumulative ack of ``txn`` up to ``position`` once it is durable."""
         self._check_txn(txn)
         self.state.check_cumulative(txn, position, self.subscription.cursor.mark_delete_position)
         self.state.set_cumulative(txn, position)
-        await self._appends.append_durable(
-            _record("cumulative", txn, pos=[position.ledger_id, position.entry_id])
+        await self._append(
+            txn, _record("cumulative", txn, pos=[position.ledger_id, position.entry_id])
         )
+
+    async def _append(self, txn: TxnId, record: bytes) -> None:
+        position, durable = self._appends.append(record)
+        self._track(txn, position)
+        await durable
+
+    def _track(self, txn: TxnId, position: Position) -> None:
+        first = self._first.get(txn)
+        self._first[txn] = position if first is None else min(first, position)
+
+    def _done(self, txn: TxnId, last: Position) -> None:
+        """``txn``'s records are not needed any more: move the log's cursor to just before the
+        first record still needed (none: before ``last``, the log's last record)."""
+        self._first.pop(txn, None)
+        cursor = self._log_cursor
+        floor = min(self._first.values(), default=last)
+        if cursor is None or floor.entry_id == 0:
+            return  # at a ledger's start: moved at a later end
+        target = Position(floor.ledger_id, floor.entry_id - 1)
+        if target > cursor.mark_delete_position:
+            cursor.mark_delete(target)
 
     def _check_txn(self, txn: TxnId) -> None:
         if txn in self.ended or txn in self._ending:
@@ -159,7 +192,7 @@ class PendingAckHandle:
         done = asyncio.get_running_loop().create_future()
         self._ending[txn] = done
         try:
-            await self._appends.append_durable(_record("end", txn, commit=commit))
+            position = await self._appends.append_durable(_record("end", txn, commit=commit))
             ended = self.state.end(txn)
             self._remember(txn, commit)
             if commit:
@@ -167,6 +200,7 @@ class PendingAckHandle:
                 await self._confirm_applied(txn)
             else:
                 release(self.subscription, ended)
+                self._done(txn, position)
             done.set_result(None)
         except BaseException as exc:
             done.set_exception(exc)
@@ -184,7 +218,8 @@ class PendingAckHandle:
         """Store the cursor, then log that the commit reached it (not replayed again)."""
         try:
             await self._persist_cursors()
-            self._appends.append(_record("applied", txn))
+            position, _ = self._appends.append(_record("applied", txn))
+            self._done(txn, position)
         except Exception as exc:  # replayed at the next load instead: applying is idempotent
             log.warning("pending acks of %s: cursor not stored yet: %s", txn_text(txn), exc)
 
@@ -196,6 +231,8 @@ class PendingAckHandle:
         read = 0
         ledger = self._ledger
         start = ledger.first_position()
+        if self._log_cursor is not None and start is not None:
+            start = max(start, ledger.next_position(self._log_cursor.mark_delete_position))
         last = ledger.last_confirmed
         while start is not None and start <= last:
             entries = await ledger.read_entries(start, 1000)
@@ -203,7 +240,9 @@ class PendingAckHandle:
                 break
             for entry in entries:
                 try:
-                    self._replay(json.loads(bytes(parse_entry(entry.data).payload)), to_apply)
+                    record = json.loads(bytes(parse_entry(entry.data).payload))
+                    self._replay(record, to_apply)
+                    self._replayed(record, entry.position)
                 except (ValueError, KeyError, TypeError) as exc:
                     log.error("pending-ack log entry %s skipped: %s", entry.position, exc)
             read += len(entries)
@@ -223,8 +262,18 @@ class PendingAckHandle:
         for txn in stale:
             release(self.subscription, self.state.end(txn))
             self._remember(txn, False)
-            self._appends.append(_record("end", txn, commit=False))
+            position, _ = self._appends.append(_record("end", txn, commit=False))
+            self._done(txn, position)
         return len(stale)
+
+    def _replayed(self, record: dict[str, Any], position: Position) -> None:
+        """Track a replayed record's transaction until it is done with here."""
+        most, least = record["txn"]
+        txn = (int(most), int(least))
+        if record["op"] in ("ack", "cumulative") and txn not in self.ended:
+            self._track(txn, position)
+        elif (record["op"] == "end" and not record["commit"]) or record["op"] == "applied":
+            self._first.pop(txn, None)
 
     def _replay(self, record: dict[str, Any], to_apply: dict[TxnId, Ended]) -> None:
         op = record["op"]

@@ -41,6 +41,7 @@ from starquake.broker.transactions.pending_ack import (
     pending_ack_topic,
 )
 from starquake.common.topic_name import TopicName
+from starquake.storage import ManagedCursor
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +114,14 @@ class TransactionService:
             await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
             topic = await self._persistent_topic(name, create=True)
             assert topic.txn is not None
-            _hold_log(topic, LOG_CURSOR)
+            cursor = _hold_log(topic, LOG_CURSOR)
             coordinator = TransactionCoordinator(
-                tc_id, topic.ledger, topic.txn.appends, self._end_on_partitions
+                tc_id,
+                topic.ledger,
+                topic.txn.appends,
+                self._end_on_partitions,
+                cursor,
+                self._context.persist_cursors,
             )
             replayed = await coordinator.recover()
             self.coordinators[tc_id] = coordinator
@@ -147,6 +153,16 @@ class TransactionService:
         """Stop the coordinators' timers and recovery work."""
         for coordinator in self.coordinators.values():
             await coordinator.close()
+
+    @property
+    def buffers(self) -> dict[str, TopicTransactionBuffer]:
+        """The transaction buffers of the loaded topics, by topic name (read only)."""
+        return self._buffers
+
+    @property
+    def pending_acks(self) -> dict[tuple[str, str], PendingAckHandle]:
+        """The opened pending-ack stores, by (topic, subscription) (read only)."""
+        return self._pending_acks
 
     def coordinator(self, tc_id: int) -> TransactionCoordinator:
         """Coordinator ``tc_id``, or TransactionCoordinatorNotFound."""
@@ -294,13 +310,13 @@ class TransactionService:
         await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
         store = await self._persistent_topic(name, create=True)
         assert store.txn is not None
-        _hold_log(store, PENDING_ACK_CURSOR)
         handle = PendingAckHandle(
             subscription,
             store.ledger,
             store.txn.appends,
             self._check_open,
             self._context.persist_cursors,
+            _hold_log(store, PENDING_ACK_CURSOR),
         )
         read = await handle.recover()
         released = handle.release_forgotten(self._known)
@@ -320,19 +336,23 @@ class TransactionService:
 
 
 LOG_CURSOR = "__txn_coordinator"
-"""The durable cursor that keeps a transaction log from being trimmed: it never moves (the log
-is replayed whole at every start; trimming it is a later increment)."""
+"""The durable cursor of a transaction log: it moves past the records of ended transactions
+(keeping the last record), so a restart replays only what follows it and trimming may delete
+what precedes it."""
 
 
 PENDING_ACK_CURSOR = "__pending_ack_store"
-"""The same for a pending-ack log (replayed whole at every load of its topic)."""
+"""The same for a pending-ack log: it moves past the records of transactions aborted, or
+committed and applied to the subscription's stored cursor."""
 
 
-def _hold_log(topic: PersistentTopic, name: str) -> None:
-    """Give a log topic its never-moving durable subscription."""
+def _hold_log(topic: PersistentTopic, name: str) -> ManagedCursor:
+    """Give a log topic its durable subscription (it holds the log's records from trimming
+    until it moves past them); returns its cursor."""
     if name not in topic.subscriptions:
         cursor = topic.ledger.open_cursor(name, "earliest")
         topic.subscriptions[name] = Subscription(topic, name, cursor, durable=True)
+    return topic.subscriptions[name].cursor
 
 
 def subscriptions_of_logs(topic: str, stored: list[str]) -> list[str]:

@@ -51,6 +51,8 @@ class TxnMeta:
     sequence: int
     timeout_at_ms: int
     status: TxnStatus = TxnStatus.OPEN
+    opened_at_ms: int = 0
+    """When it was opened (0: logged before this was recorded)."""
     partitions: list[str] = field(default_factory=list)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
 
@@ -119,9 +121,9 @@ class CoordinatorState:
     # --- records ------------------------------------------------------------------------------
 
     @staticmethod
-    def new_record(sequence: int, timeout_at_ms: int) -> Record:
+    def new_record(sequence: int, timeout_at_ms: int, opened_at_ms: int = 0) -> Record:
         """The record of a new transaction."""
-        return {"op": "new", "seq": sequence, "timeout_at": timeout_at_ms}
+        return {"op": "new", "seq": sequence, "timeout_at": timeout_at_ms, "at": opened_at_ms}
 
     @staticmethod
     def partitions_record(sequence: int, partitions: list[str]) -> Record:
@@ -142,9 +144,11 @@ class CoordinatorState:
         """Apply a log record (replayed, or just made durable)."""
         op = record["op"]
         sequence = int(record["seq"])
-        self.next_sequence = max(self.next_sequence, sequence + 1)
+        self.next_sequence = max(self.next_sequence, sequence + 1, int(record.get("next", 0)))
         if op == "new":
-            self.txns[sequence] = TxnMeta(sequence, int(record["timeout_at"]))
+            self.txns[sequence] = TxnMeta(
+                sequence, int(record["timeout_at"]), opened_at_ms=int(record.get("at", 0))
+            )
             return
         meta = self.txns.get(sequence)
         if meta is None:
