@@ -45,6 +45,11 @@ GOOD = {
     "cluster": "standalone",
     "name": "app.js",
     "bundle": "0x00000000_0x40000000",
+    "sub": "s",  # the transactions' routes
+    "id": "0",
+    "most": "0",
+    "least": "1",
+    "timeout": "1000",
 }
 NUMBERS = ["99999999999999999999", "-99999999999999999999", "-1", "abc", "1e3", "0x10", " 1"]
 NAMES = ["x" * 300, "bad:name", "a b", "%E2%98%83", "%00"]
@@ -102,7 +107,9 @@ def _paths(pattern: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with broker_process(tmp_path_factory.mktemp("malformed") / "data") as proc:
+    # transactions on, so that their routes read their input instead of answering 503
+    data = tmp_path_factory.mktemp("malformed") / "data"
+    with broker_process(data, "transactionCoordinatorEnabled=true") as proc:
         _seed(proc)
         yield proc
 

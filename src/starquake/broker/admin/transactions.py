@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
 
 DISABLED = "This Broker is not configured with transactionCoordinatorEnabled=true."
-_BASE = r"/admin/(?P<version>v[23])/transactions"
+# Pulsar serves these under /admin/v3; /admin/v2 answers the same
+_BASES = ("/admin/v3/transactions", "/admin/v2/transactions")
 _NUMBER = r"-?\d{1,19}"
 
 
@@ -125,26 +126,30 @@ _SEG = r"[^/]+"
 _TOPIC = rf"(?P<tenant>{_SEG})/(?P<namespace>{_SEG})/(?P<topic>{_SEG})"
 
 ROUTES = [
-    Route("GET", f"{_BASE}/coordinators", coordinators, Need.SUPER_USER),
-    Route("GET", rf"{_BASE}/coordinators/(?P<id>\d{{1,9}})", coordinator, Need.SUPER_USER),
-    Route(
-        "GET",
-        rf"{_BASE}/transactionMetadata/(?P<most>{_NUMBER})/(?P<least>{_NUMBER})",
-        transaction_metadata,
-        Need.SUPER_USER,
-    ),
-    Route("GET", f"{_BASE}/transactionBufferStats/{_TOPIC}", buffer_stats, Need.SUPER_USER),
-    Route(
-        "GET",
-        f"{_BASE}/pendingAckStats/{_TOPIC}/(?P<sub>{_SEG})",
-        pending_ack_stats,
-        Need.SUPER_USER,
-    ),
-    Route(
-        "GET",
-        rf"{_BASE}/slowTransactions/(?P<timeout>\d{{1,19}})",
-        slow_transactions,
-        Need.SUPER_USER,
-    ),
+    route
+    for base in _BASES
+    for route in (
+        Route("GET", f"{base}/coordinators", coordinators, Need.SUPER_USER),
+        Route("GET", rf"{base}/coordinators/(?P<id>\d{{1,9}})", coordinator, Need.SUPER_USER),
+        Route(
+            "GET",
+            rf"{base}/transactionMetadata/(?P<most>{_NUMBER})/(?P<least>{_NUMBER})",
+            transaction_metadata,
+            Need.SUPER_USER,
+        ),
+        Route("GET", f"{base}/transactionBufferStats/{_TOPIC}", buffer_stats, Need.SUPER_USER),
+        Route(
+            "GET",
+            f"{base}/pendingAckStats/{_TOPIC}/(?P<sub>{_SEG})",
+            pending_ack_stats,
+            Need.SUPER_USER,
+        ),
+        Route(
+            "GET",
+            rf"{base}/slowTransactions/(?P<timeout>\d{{1,19}})",
+            slow_transactions,
+            Need.SUPER_USER,
+        ),
+    )
 ]
 """The transactions' endpoints."""
