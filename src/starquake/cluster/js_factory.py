@@ -65,13 +65,15 @@ _TAKEOVER_ATTEMPTS = 3
 # and would come back seconds after the store did.
 OPEN_RETRY_SECONDS = 15.0
 _OPEN_RETRY_PAUSE = 0.25
-# The first CAPPED_ATTEMPTS attempts' requests wait ATTEMPT_REQUEST_SECONDS for JetStream's
-# answer, later ones their usual time (for a store that is only slow). A load is often the
+# The attempts begun in a load's first CAPPED_SECONDS give each request
+# ATTEMPT_REQUEST_SECONDS for JetStream's answer, later ones their usual time (for a store
+# that is only slow; a count of attempts instead let an uncapped one straddle the end of a
+# 7 s election: +2.4 s). A load is often the
 # reload after a failed append while some stream elects a leader: a request sent to a stream
 # without one is never answered, so an attempt begun just before the election ends then
 # would otherwise wait out a whole request timeout (up to 5 s) after it.
 ATTEMPT_REQUEST_SECONDS = 1.0
-CAPPED_ATTEMPTS = 8
+CAPPED_SECONDS = 12.0
 
 
 class JetStreamLedgerFactory:
@@ -259,7 +261,8 @@ class JetStreamLedgerFactory:
         started = time.monotonic()
         failed: StorageError | None = None
         for attempt in itertools.count():
-            cap = ATTEMPT_REQUEST_SECONDS if attempt < CAPPED_ATTEMPTS else None
+            capped = time.monotonic() - started < CAPPED_SECONDS
+            cap = ATTEMPT_REQUEST_SECONDS if capped else None
             try:
                 with storage_errors(f"managed ledger {name}"):  # e.g. a cursor not stored
                     ml = await self.open(name, request_cap=cap)
