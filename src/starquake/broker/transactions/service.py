@@ -217,10 +217,11 @@ class TransactionService:
         return coordinator is None or txn[1] in coordinator.state.txns
 
     def _check_open(self, txn: TxnId) -> None:
-        """Raise unless ``txn`` is open, when its coordinator is one of this broker's."""
-        coordinator = self.coordinators.get(txn[0])
-        if coordinator is not None:
-            coordinator.state.check_open(txn)
+        """Raise unless ``txn`` is open on its coordinator (TransactionCoordinatorNotFound for
+        a coordinator this broker does not have: with transactions on, every coordinator is
+        this broker's, and a message or ack of a transaction none has could never end and would
+        hold its topic or subscription back for ever)."""
+        self.coordinator(txn[0]).state.check_open(txn)
 
     async def _end_on_partitions(
         self, txn: TxnId, partitions: list[str], subscriptions: list[tuple[str, str]], commit: bool
