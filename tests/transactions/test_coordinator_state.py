@@ -2,9 +2,9 @@
 
 Every change is logged before it is applied (as the coordinator does: a record is applied once
 durable); a crash keeps the log and loses the rest. Properties: replaying the log rebuilds the
-state exactly; a transaction id handed out is never handed out again, crashes included; only
-Pulsar's status moves happen, others are refused with InvalidTxnStatus; an ended transaction is
-forgotten (TransactionNotFound).
+state exactly (owners included); a transaction id handed out is never handed out again,
+crashes included; only Pulsar's status moves happen, others are refused with InvalidTxnStatus;
+an ended transaction is forgotten (TransactionNotFound).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from starquake.broker.transactions.state import (
 TC = 3
 
 
-def _snapshot(state: CoordinatorState) -> dict[int, tuple[str, list[str], int]]:
+def _snapshot(state: CoordinatorState) -> dict[int, tuple[str, list[str], int, str | None]]:
     return {
-        seq: (meta.status.value, list(meta.partitions), meta.timeout_at_ms)
+        seq: (meta.status.value, list(meta.partitions), meta.timeout_at_ms, meta.owner)
         for seq, meta in state.txns.items()
     }
 
@@ -46,12 +46,13 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.log.append(encode_record(record))
         self.state.apply(record)
 
-    @rule(timeout=st.integers(0, 10**6))
-    def new_txn(self, timeout: int) -> None:
+    @rule(timeout=st.integers(0, 10**6), owner=st.sampled_from([None, "alice", "bob"]))
+    def new_txn(self, timeout: int, owner: str | None) -> None:
         sequence = self.state.reserve_sequence()
         assert sequence not in self.handed_out
-        self._logged(CoordinatorState.new_record(sequence, timeout))
+        self._logged(CoordinatorState.new_record(sequence, timeout, owner=owner))
         self.handed_out.add(sequence)
+        assert self.state.txns[sequence].owner == owner
 
     @rule()
     def reserve_then_crash_before_logging(self) -> None:

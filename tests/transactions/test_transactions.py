@@ -15,6 +15,7 @@ from starquake.broker import inactive_topics
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.broker.transactions.state import CoordinatorState, TxnStatus
 from starquake.client import asyncio as aio
+from starquake.common.topic_name import TopicName
 from starquake.protocol import client_commands, txn_commands
 from starquake.protocol.errors import ServerError
 from starquake.protocol.framing import encode_entry, encode_payload_command
@@ -421,3 +422,42 @@ def test_commit_waits_for_the_sends_queued_before_it(txn_client: pulsar.Client) 
             producer.send_async(b"%d" % i, None, txn=txn)
     txn.commit()  # at once: the queued sends are part of the transaction
     assert [len(received(c, 300)) for c in consumers] == [300, 300]
+
+
+async def _trim(broker: EmbeddedBroker) -> int:
+    return broker.service.trim_ledgers()
+
+
+def test_trimmed_ledgers_leave_the_buffers_hidden_positions(tmp_path: Path) -> None:
+    settings = {
+        "transactionCoordinatorEnabled": True,
+        "managedLedgerMaxEntriesPerLedger": 2,
+        "managedLedgerMinLedgerRolloverTimeMinutes": 0,
+    }
+    with EmbeddedBroker(tmp_path / "data", **settings) as broker:
+        client = pulsar.Client(broker.service_url, enable_transaction=True)
+        try:
+            topic = new_topic()
+            consumer = _subscribe(client, topic)
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(6):  # a message and a marker each: three ledgers
+                txn = client.new_transaction()
+                producer.send(b"%d" % i, txn=txn)
+                txn.commit()
+            assert received(consumer, 6) == [b"%d" % i for i in range(6)]
+            buffer = broker.service.transactions.buffers[topic]
+            ledger = broker.service.loaded_topic(TopicName.parse(topic)).ledger
+            first = ledger.first_position()
+            deadline = time.monotonic() + 10
+            while ledger.first_position() == first and time.monotonic() < deadline:
+                broker.call(_trim(broker))  # once the acks reached the cursor
+                time.sleep(0.05)
+            first = ledger.first_position()
+            assert first is not None and min(buffer.hidden) < first  # trimmed, still known
+            txn = client.new_transaction()
+            producer.send(b"after", txn=txn)
+            txn.commit()  # its end cuts the hidden positions to what is stored
+            assert min(buffer.hidden) >= first
+            assert received(consumer, 1) == [b"after"]
+        finally:
+            client.close()

@@ -74,6 +74,8 @@ class TopicTransactionBuffer:
         """The positions of each open transaction's entries, oldest transaction first."""
         self.hidden: set[Position] = set()
         """Entries never dispatched: aborted messages and markers."""
+        self._hidden_from: Position | None = None
+        """The first stored position when :attr:`hidden` was last cut to it."""
         self.ended: dict[TxnId, bool] = {}
         """The transactions ended on this topic: True committed, False aborted."""
         self._ending: dict[TxnId, asyncio.Future[None]] = {}
@@ -185,8 +187,13 @@ class TopicTransactionBuffer:
             del self.ended[next(iter(self.ended))]
 
     def forget_trimmed(self) -> None:
-        """Drop the hidden positions of ledgers that were trimmed away."""
+        """Drop the hidden positions of ledgers that were trimmed away (only when the first
+        stored position moved since the last cut: a pass over every hidden position at each
+        end would cost the event loop more with every transaction the ledger holds)."""
         first = self._topic.ledger.first_position()
+        if first is not None and first == self._hidden_from:
+            return
+        self._hidden_from = first
         if first is None:
             self.hidden.clear()
         else:
@@ -225,6 +232,7 @@ class TopicTransactionBuffer:
         snapshot = await asyncio.to_thread(snapshots.read, ledger.directory)
         if snapshot is not None and start is not None and snapshot[0] <= last:
             position, (self.open, self.hidden, self.ended) = snapshot
+            self._hidden_from = None
             self.forget_trimmed()
             start = max(start, ledger.next_position(position))
         while start is not None and start <= last:

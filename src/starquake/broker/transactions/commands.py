@@ -5,6 +5,9 @@ of code NotAllowedError ("Transactions are not enabled."), as Pulsar's ServerCnx
 on, a request fails with its own response carrying the error code (TransactionNotFound,
 InvalidTxnStatus, TransactionCoordinatorNotFound, ...), as Pulsar answers.
 
+Who may add to or end a transaction, and send a coordinator's requests: see
+:mod:`starquake.broker.transactions.access`.
+
 NEW_TXN's ``txn_ttl_seconds`` carries milliseconds: Pulsar's clients send the timeout in
 milliseconds in that field, and its coordinator reads it so.
 """
@@ -27,6 +30,8 @@ log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
 NOT_ENABLED = "Transactions are not enabled."
+SUBSCRIPTION_FAILED = "Handle end txn on subscription failed: "
+"""What Pulsar puts before the message of an END_TXN_ON_SUBSCRIPTION it refuses."""
 Handler = Callable[[T, bytes | None], None]
 
 
@@ -39,6 +44,10 @@ class TxnConnection(Protocol):
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` as a background task."""
 
+    @property
+    def auth_role(self) -> str | None:
+        """The connection's authenticated role (None without authentication)."""
+
 
 class TxnCommands:
     """The transaction command handlers of one connection."""
@@ -46,6 +55,7 @@ class TxnCommands:
     def __init__(self, cnx: TxnConnection, service: TransactionService) -> None:
         self._cnx = cnx
         self._service = service
+        self._access = service.access
 
     def table(self) -> dict[int, Handler]:
         """The handler of each transaction command type."""
@@ -66,16 +76,22 @@ class TxnCommands:
         return self._service
 
     def _answer(
-        self, kind: int, request_id: int, txn: TxnId, work: Coroutine[Any, Any, TxnId | None]
+        self,
+        kind: int,
+        request_id: int,
+        txn: TxnId,
+        work: Coroutine[Any, Any, TxnId | None],
+        prefix: str = "",
     ) -> None:
         """Run ``work``; answer with the response of ``kind`` for the transaction it returns
-        (``txn`` when None), or with the error it raised."""
+        (``txn`` when None), or with the error it raised (its message after ``prefix``)."""
 
         async def run() -> None:
             try:
                 done = await work
             except BrokerServiceError as exc:
-                frame = txn_commands.txn_response(kind, request_id, *txn, exc.code, exc.message)
+                message = prefix + exc.message
+                frame = txn_commands.txn_response(kind, request_id, *txn, exc.code, message)
             except Exception as exc:  # never leave a request unanswered
                 log.exception("transaction request %d failed", request_id)
                 error = BrokerServiceError(f"Transaction request failed: {exc!r}")
@@ -112,7 +128,8 @@ class TxnCommands:
             return
 
         async def work() -> TxnId:
-            return await service.coordinator(request.tc_id).new_txn(request.txn_ttl_seconds)
+            coordinator = service.coordinator(request.tc_id)
+            return await coordinator.new_txn(request.txn_ttl_seconds, self._cnx.auth_role)
 
         self._answer(T.NEW_TXN_RESPONSE, request.request_id, (request.tc_id, 0), work())
 
@@ -125,7 +142,7 @@ class TxnCommands:
             return
 
         async def work() -> None:
-            await _coordinator_of(service, txn).add_partitions(txn, list(request.partitions))
+            await self._owned(service, txn).add_partitions(txn, list(request.partitions))
 
         self._answer(RESPONSE_OF[T.ADD_PARTITION_TO_TXN], request.request_id, txn, work())
 
@@ -139,7 +156,7 @@ class TxnCommands:
         added = [(s.topic, s.subscription) for s in request.subscription]
 
         async def work() -> None:
-            await _coordinator_of(service, txn).add_subscriptions(txn, added)
+            await self._owned(service, txn).add_subscriptions(txn, added)
 
         self._answer(RESPONSE_OF[T.ADD_SUBSCRIPTION_TO_TXN], request.request_id, txn, work())
 
@@ -153,7 +170,7 @@ class TxnCommands:
         commit = request.txn_action == txn_commands.COMMIT
 
         async def work() -> None:
-            await _coordinator_of(service, txn).end(txn, commit)
+            await self._owned(service, txn).end(txn, commit)
 
         self._answer(T.END_TXN_RESPONSE, request.request_id, txn, work())
 
@@ -169,6 +186,7 @@ class TxnCommands:
         commit = request.txn_action == txn_commands.COMMIT
 
         async def work() -> None:
+            self._access.check_coordinator(self._cnx.auth_role, txn)
             await service.end_on_partition(request.topic, txn, commit)
 
         self._answer(T.END_TXN_ON_PARTITION_RESPONSE, request.request_id, txn, work())
@@ -185,11 +203,16 @@ class TxnCommands:
         target = request.subscription
 
         async def work() -> None:
+            self._access.check_coordinator(self._cnx.auth_role, txn)
             await service.end_on_subscription(target.topic, target.subscription, txn, commit)
 
-        self._answer(T.END_TXN_ON_SUBSCRIPTION_RESPONSE, request.request_id, txn, work())
+        kind = T.END_TXN_ON_SUBSCRIPTION_RESPONSE
+        self._answer(kind, request.request_id, txn, work(), SUBSCRIPTION_FAILED)
 
-
-def _coordinator_of(service: TransactionService, txn: TxnId) -> TransactionCoordinator:
-    """The coordinator of ``txn`` (its most significant bits)."""
-    return service.coordinator(txn[0])
+    def _owned(self, service: TransactionService, txn: TxnId) -> TransactionCoordinator:
+        """The coordinator of ``txn``, once the connection's role may act on ``txn``
+        (TransactionCoordinatorNotFound, TransactionNotFound otherwise)."""
+        coordinator = service.coordinator(txn[0])
+        meta = coordinator.state.get(txn)
+        self._access.check_owner(meta.owner, self._cnx.auth_role, txn)
+        return coordinator

@@ -136,13 +136,14 @@ class TransactionCoordinator:
 
     # --- requests -----------------------------------------------------------------------------
 
-    async def new_txn(self, ttl_ms: int) -> TxnId:
-        """Open a transaction that is aborted unless it ends within ``ttl_ms`` (0: the
-        default, :data:`DEFAULT_TTL_MS`)."""
+    async def new_txn(self, ttl_ms: int, owner: str | None = None) -> TxnId:
+        """Open a transaction of ``owner`` (the role that asked; None without authentication)
+        that is aborted unless it ends within ``ttl_ms`` (0: the default,
+        :data:`DEFAULT_TTL_MS`)."""
         sequence = self.state.reserve_sequence()
         now = int(time.time() * 1000)
         timeout_at = now + (ttl_ms or DEFAULT_TTL_MS)
-        await self._log(CoordinatorState.new_record(sequence, timeout_at, now))
+        await self._log(CoordinatorState.new_record(sequence, timeout_at, now, owner))
         self.counts.created += 1
         self._schedule_timeout(self.state.txns[sequence])
         return self.state.txn_id(sequence)

@@ -27,10 +27,12 @@ from starquake.broker.config import BrokerConfig
 from starquake.broker.errors import NotAllowedError, TopicNotFoundError
 from starquake.broker.ledger_storage import LedgerStorage
 from starquake.broker.resources import ConflictError, PulsarResources
+from starquake.broker.security.authorization import AuthorizationService
 from starquake.broker.subscription import Subscription
 from starquake.broker.system_topics import is_system_topic
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
+from starquake.broker.transactions.access import TxnAccess
 from starquake.broker.transactions.buffer import TopicTransactionBuffer
 from starquake.broker.transactions.coordinator import TransactionCoordinator
 from starquake.broker.transactions.durable import Kicker
@@ -65,6 +67,10 @@ class TransactionsContext(Protocol):
         """The stored tenants, namespaces and partitioned topics."""
 
     @property
+    def authorization(self) -> AuthorizationService:
+        """Who is a super user."""
+
+    @property
     def storage(self) -> LedgerStorage:
         """Where the managed ledgers live."""
 
@@ -94,6 +100,10 @@ class TransactionService:
         self._context = context
         self.enabled = enabled
         """``transactionCoordinatorEnabled``: off, nothing here runs."""
+        config = context.config
+        checks_on = bool(config.authenticationEnabled and config.authorizationEnabled)
+        self.access = TxnAccess(checks_on, context.authorization.is_super_user)
+        """Who may act on a transaction."""
         self.coordinators: dict[int, TransactionCoordinator] = {}
         self._buffers: dict[str, TopicTransactionBuffer] = {}
         self._pending_acks: dict[tuple[str, str], PendingAckHandle] = {}
@@ -207,10 +217,11 @@ class TransactionService:
         return coordinator is None or txn[1] in coordinator.state.txns
 
     def _check_open(self, txn: TxnId) -> None:
-        """Raise unless ``txn`` is open, when its coordinator is one of this broker's."""
-        coordinator = self.coordinators.get(txn[0])
-        if coordinator is not None:
-            coordinator.state.check_open(txn)
+        """Raise unless ``txn`` is open on its coordinator (TransactionCoordinatorNotFound for
+        a coordinator this broker does not have: with transactions on, every coordinator is
+        this broker's, and a message or ack of a transaction none has could never end and would
+        hold its topic or subscription back for ever)."""
+        self.coordinator(txn[0]).state.check_open(txn)
 
     async def _end_on_partitions(
         self, txn: TxnId, partitions: list[str], subscriptions: list[tuple[str, str]], commit: bool

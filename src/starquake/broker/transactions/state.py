@@ -53,6 +53,9 @@ class TxnMeta:
     status: TxnStatus = TxnStatus.OPEN
     opened_at_ms: int = 0
     """When it was opened (0: logged before this was recorded)."""
+    owner: str | None = None
+    """The authenticated role of the connection that opened it (None: authentication was off,
+    or logged before this was recorded): only it, or a super user, may add to it or end it."""
     partitions: list[str] = field(default_factory=list)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
 
@@ -121,9 +124,16 @@ class CoordinatorState:
     # --- records ------------------------------------------------------------------------------
 
     @staticmethod
-    def new_record(sequence: int, timeout_at_ms: int, opened_at_ms: int = 0) -> Record:
-        """The record of a new transaction."""
-        return {"op": "new", "seq": sequence, "timeout_at": timeout_at_ms, "at": opened_at_ms}
+    def new_record(
+        sequence: int, timeout_at_ms: int, opened_at_ms: int = 0, owner: str | None = None
+    ) -> Record:
+        """The record of a new transaction (its owner kept with it, as Pulsar's transaction
+        log entry keeps it: a restart knows who may end it)."""
+        record: Record = {"op": "new", "seq": sequence, "timeout_at": timeout_at_ms}
+        record["at"] = opened_at_ms
+        if owner is not None:
+            record["owner"] = owner
+        return record
 
     @staticmethod
     def partitions_record(sequence: int, partitions: list[str]) -> Record:
@@ -146,8 +156,12 @@ class CoordinatorState:
         sequence = int(record["seq"])
         self.next_sequence = max(self.next_sequence, sequence + 1, int(record.get("next", 0)))
         if op == "new":
+            owner = record.get("owner")
             self.txns[sequence] = TxnMeta(
-                sequence, int(record["timeout_at"]), opened_at_ms=int(record.get("at", 0))
+                sequence,
+                int(record["timeout_at"]),
+                opened_at_ms=int(record.get("at", 0)),
+                owner=owner if isinstance(owner, str) else None,
             )
             return
         meta = self.txns.get(sequence)

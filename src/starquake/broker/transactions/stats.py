@@ -75,7 +75,8 @@ def metadata(
     buffers: dict[str, TopicTransactionBuffer],
     handles: dict[tuple[str, str], PendingAckHandle],
 ) -> dict[str, Any]:
-    """``TransactionMetadata``: the transaction, what it produced (per partition: where its
+    """``TransactionMetadata``: the transaction (with its owner: the role that opened it,
+    None without authentication), what it produced (per partition: where its
     first message is, whether it is aborted there) and acknowledged (per partition and
     subscription: its pending cumulative ack)."""
     txn = coordinator.state.txn_id(meta.sequence)
@@ -100,6 +101,7 @@ def metadata(
         "status": meta.status.value,
         "openTimestamp": meta.opened_at_ms,
         "timeoutAt": meta.timeout_at_ms,
+        "owner": meta.owner,
         "producedPartitions": produced,
         "ackedPartitions": acked,
     }

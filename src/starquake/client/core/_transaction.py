@@ -4,9 +4,11 @@ A client made with ``enable_transaction=True`` opens a transaction on a coordina
 ``N`` is served by the broker that owns partition ``N`` of
 ``persistent://pulsar/system/transaction_coordinator_assign`` (found by LOOKUP); the client
 connects to it once per connection (TC_CLIENT_CONNECT_REQUEST), then sends NEW_TXN there,
-choosing the coordinators in turn. A message sent in the transaction first registers its
-partition with the coordinator (ADD_PARTITION_TO_TXN, once per partition); committing waits for
-every send of the transaction to be answered, then sends END_TXN.
+choosing the coordinators in turn (their count, the partitions of that topic, is asked once,
+and again after a request failed: the Java client knows it from its start). A message sent in
+the transaction first registers its partition with the coordinator (ADD_PARTITION_TO_TXN, once
+per partition); committing waits for every send of the transaction to be answered, then sends
+END_TXN.
 
 States, as the Java client's: OPEN, COMMITTING, COMMITTED, ABORTING, ABORTED, ERROR; ending a
 transaction that is not OPEN raises :class:`InvalidTxnStatusError` without asking the broker.
@@ -48,6 +50,8 @@ class CoordinatorClient:
         self._turn = itertools.count()
         self._connected: weakref.WeakSet[ClientConnection] = weakref.WeakSet()
         self._urls: dict[int, str] = {}
+        self._count = 0
+        """How many coordinators there are (0: to be asked)."""
 
     async def _connection(self, tc_id: int) -> ClientConnection:
         """A connection to the broker serving coordinator ``tc_id`` (looked up once, and again
@@ -75,6 +79,7 @@ class CoordinatorClient:
             reply = await cnx.request(build(rid), rid, self._core.operation_timeout)
         except BaseException:
             self._urls.pop(tc_id, None)  # the coordinator may have moved: look it up again
+            self._count = 0  # and their count may have changed
             raise
         body = next(value for field, value in reply.ListFields() if field.name != "type")
         _raise_error(body)
@@ -82,11 +87,20 @@ class CoordinatorClient:
 
     async def new_txn(self, timeout_ms: int) -> tuple[int, int]:
         """Open a transaction (on the next coordinator in turn); its id."""
-        count = await self._core.lookup.get_partitioned_metadata(ASSIGN_TOPIC)
+        count = self._count
         if count <= 0:
-            raise TransactionCoordinatorNotFoundError("no transaction coordinator is assigned")
+            count = await self._core.lookup.get_partitioned_metadata(ASSIGN_TOPIC)
+            if count <= 0:
+                raise TransactionCoordinatorNotFoundError("no transaction coordinator is assigned")
+            self._count = count
         tc_id = next(self._turn) % count
-        body = await self._request(tc_id, lambda rid: txn_commands.new_txn(rid, tc_id, timeout_ms))
+        try:
+            body = await self._request(
+                tc_id, lambda rid: txn_commands.new_txn(rid, tc_id, timeout_ms)
+            )
+        except TransactionCoordinatorNotFoundError:
+            self._count = 0  # fewer coordinators now?
+            raise
         return int(body.txnid_most_bits), int(body.txnid_least_bits)
 
     async def add_partition(self, txn: tuple[int, int], topic: str) -> None:
