@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +25,6 @@ from starquake.spark._write import _write_rows
 
 PARTS = 3  # Spark partitions (tasks) of a micro-batch
 ROWS = 40  # rows per task
-
-
-@pytest.fixture(scope="module")
-def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkBroker]:
-    proc = BrokerProcess(
-        tmp_path_factory.mktemp("txn") / "data",
-        "transactionCoordinatorEnabled=true",
-        "brokerDeduplicationEnabled=false",
-        "brokerDeleteInactiveTopicsEnabled=false",
-    )
-    proc.start()
-    try:
-        yield SparkBroker(proc)
-    finally:
-        proc.cleanup()
 
 
 def _opts(broker: SparkBroker, topic: str, **extra: str) -> Any:
