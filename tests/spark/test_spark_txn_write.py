@@ -15,7 +15,7 @@ import pytest
 from broker_process import BrokerProcess
 from conftest import SparkBroker
 from eo_crash import run_kill_point
-from spark_helpers import load_stream, produce, read_topic
+from spark_helpers import load, load_stream, produce, read_topic
 
 SUITE_TOTAL = 1500
 
@@ -121,3 +121,30 @@ def test_broker_killed_under_a_pipeline_loses_and_duplicates_nothing(workdir: Pa
         assert (outcome.lost, outcome.duplicated) == (0, 0), outcome
     finally:
         proc.cleanup()
+
+
+def test_the_source_reads_the_rows_of_a_transaction_once_it_is_committed(
+    spark: Any, txn_broker: SparkBroker, new_topic: str
+) -> None:
+    import pyarrow as pa
+
+    from starquake.client.asyncio import Client
+    from starquake.spark._options import write_options
+    from starquake.spark._txn_sink import commit_batch, write_task
+    from starquake.spark._write import _write_rows
+
+    opts = write_options(
+        {"service.url": txn_broker.url, "topic": new_topic, "exactlyOnceMode": "transaction"}
+    )
+
+    async def write_rows(client: Client, batches: Any, name: str, txn: Any) -> int:
+        sent, _ = await _write_rows(client, opts, None, batches, name, 0, txn=txn)
+        return sent
+
+    rows = pa.RecordBatch.from_pydict({"value": [f"r{i}".encode() for i in range(50)]})
+    message = write_task(opts, "read-back", 0, 0, iter([rows]), write_rows)  # left open
+    df = load(spark, txn_broker, topic=new_topic)
+    assert df.count() == 0  # written, not committed: not readable
+    commit_batch(opts, "read-back", 0, [message])
+    values = sorted(r.value for r in load(spark, txn_broker, topic=new_topic).collect())
+    assert values == sorted(f"r{i}".encode() for i in range(50))
