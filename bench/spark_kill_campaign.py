@@ -32,11 +32,20 @@ def main() -> int:
     parser.add_argument("--points", type=int, default=10, help="kill points (10)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument("--kill", choices=["broker", "driver", "both"], default="broker")
+    parser.add_argument(
+        "--transaction",
+        action="store_true",
+        help="the sink writes with exactlyOnceMode=transaction (broker: transactions on, "
+        "deduplication off)",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        proc = BrokerProcess(Path(tmp) / "data", "brokerDeleteInactiveTopicsEnabled=false")
+        settings = ["brokerDeleteInactiveTopicsEnabled=false"]
+        if args.transaction:
+            settings += ["transactionCoordinatorEnabled=true", "brokerDeduplicationEnabled=false"]
+        proc = BrokerProcess(Path(tmp) / "data", *settings)
         proc.start()
         try:
             broker = SparkBroker(proc)
@@ -53,6 +62,7 @@ def main() -> int:
                     keyed=keyed,
                     at=at,
                     delay=delay,
+                    transaction=args.transaction,
                 )
                 bad = outcome.lost or outcome.duplicated
                 failures += bool(bad)

@@ -40,6 +40,7 @@ from starquake.client.exceptions import (
     TransactionNotFound,
 )
 from starquake.spark._options import WriteOptions
+from starquake.spark._producers import ProducerResent
 from starquake.spark._runtime import Session
 from starquake.spark._sink import PulsarSinkError, hold_topic
 from starquake.spark._txn_log import (
@@ -81,8 +82,9 @@ def _session(opts: WriteOptions) -> Session:
 def _off_error(opts: WriteOptions, exc: Exception) -> PulsarSinkError:
     return PulsarSinkError(
         f"exactlyOnceMode=transaction needs transactions on the broker at {opts.service_url} "
-        f"(transactionCoordinatorEnabled=true in broker.conf / standalone.conf, and the "
-        f"role's permission on persistent://pulsar/system): opening one failed: {exc}. "
+        "(transactionCoordinatorEnabled=true in broker.conf / standalone.conf; with "
+        "authentication on, the role needs consume permission on "
+        f"persistent://pulsar/system/transaction_coordinator_assign): opening one failed: {exc}. "
         "Or write with exactlyOnceMode=deduplication"
     )
 
@@ -120,8 +122,8 @@ def write_task(
                 return session.run(
                     _attempt(session.client, opts, write, batch, partition, kept, write_rows)
                 )
-            except (PulsarException, PulsarSinkError, OSError) as exc:
-                if attempt == ATTEMPTS or isinstance(exc, _Fatal):
+            except (PulsarException, ProducerResent, OSError) as exc:
+                if attempt == ATTEMPTS:
                     raise
                 log.warning(
                     "task %d of micro-batch %d: transaction %d of %d failed, writing again: %s",
@@ -135,10 +137,6 @@ def write_task(
     raise AssertionError("unreachable")
 
 
-class _Fatal(PulsarSinkError):
-    """An error that another transaction does not cure (transactions off, a bad row)."""
-
-
 async def _attempt(
     client: Client,
     opts: WriteOptions,
@@ -148,10 +146,7 @@ async def _attempt(
     kept: list[pa.RecordBatch],
     write_rows: RowWriter,
 ) -> TxnCommitMessage:
-    try:
-        txn = await _new_txn(client, opts)
-    except PulsarSinkError as exc:
-        raise _Fatal(str(exc)) from None
+    txn = await _new_txn(client, opts)  # no retry: transactions off
     most, least = txn.txn_id
     ref = TxnRef(txn.txn_id, partition, b"")
     try:
