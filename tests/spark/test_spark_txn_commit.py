@@ -191,3 +191,46 @@ def test_options_of_the_transaction_mode_are_checked() -> None:
     with pytest.raises(PulsarOptionError, match="option 'transactionLogTopic' is needed"):
         write_options({"exactlyOnceMode": "transaction"})
     assert not write_options({"topic": "t"}).transactional
+
+
+def test_a_task_whose_producer_reconnected_writes_its_rows_again_in_a_new_transaction(
+    tmp_path: Path,
+) -> None:
+    proc = BrokerProcess(
+        tmp_path / "data",
+        "transactionCoordinatorEnabled=true",
+        "brokerDeleteInactiveTopicsEnabled=false",
+    )
+    proc.start()
+    try:
+        broker = SparkBroker(proc)
+        topic = "persistent://public/default/txn-resent"
+        opts = _opts(broker, topic)
+        attempts: list[str] = []
+
+        async def write_rows(client: Client, batches: Any, name: str, txn: Any) -> int:
+            attempts.append(name)
+
+            def rows() -> Any:
+                for i, batch in enumerate(batches):
+                    if i == 1 and len(attempts) == 1:  # the first attempt, between its batches
+                        proc.kill()
+                        proc.start()
+                    yield batch
+
+            sent, _ = await _write_rows(client, opts, None, rows(), name, 0, txn=txn)
+            return sent
+
+        halves = [
+            pa.RecordBatch.from_pydict({"value": [f"h{h}-{i}".encode() for i in range(30)]})
+            for h in range(2)
+        ]
+        message = write_task(opts, "q-resent", 0, 0, iter(halves), write_rows)
+        assert len(attempts) == 2  # the producer reconnected: the transaction was aborted
+        assert message.rows == 60
+        assert commit_batch(opts, "q-resent", 0, [message]) == 1
+        counts = _counts(broker, topic)
+        assert sorted(counts) == sorted(f"h{h}-{i}".encode() for h in range(2) for i in range(30))
+        assert max(counts.values()) == 1
+    finally:
+        proc.cleanup()
