@@ -4,6 +4,7 @@ source message lost, none stored twice in the partitioned sink (keyed and unkeye
 
     .venv/bin/python bench/spark_kill_campaign.py --points 10 --seed 7
     .venv/bin/python bench/spark_kill_campaign.py --points 10 --kill driver
+    .venv/bin/python bench/spark_kill_campaign.py --points 10 --kill both --transaction
 
 Each point takes one to three minutes (two Spark JVM starts).
 """

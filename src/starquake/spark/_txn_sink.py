@@ -35,8 +35,12 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from starquake.client.asyncio import Client, Transaction
 from starquake.client.exceptions import (
+    AuthorizationError,
     InvalidTxnStatusError,
+    NotAllowedError,
     PulsarException,
+    TopicNotFound,
+    TransactionCoordinatorNotFoundError,
     TransactionNotFound,
 )
 from starquake.spark._options import WriteOptions
@@ -90,9 +94,16 @@ def _off_error(opts: WriteOptions, exc: Exception) -> PulsarSinkError:
 
 
 async def _new_txn(client: Client, opts: WriteOptions) -> Transaction:
+    """A new transaction; the error naming the settings when the broker has none (other
+    errors, such as a broker restarting, are raised as they are: a task tries again)."""
     try:
         return await client.new_transaction(timeout_ms=opts.transaction_timeout_ms)
-    except PulsarException as exc:
+    except (
+        TransactionCoordinatorNotFoundError,
+        NotAllowedError,
+        AuthorizationError,
+        TopicNotFound,
+    ) as exc:
         raise _off_error(opts, exc) from exc
 
 
@@ -146,7 +157,7 @@ async def _attempt(
     kept: list[pa.RecordBatch],
     write_rows: RowWriter,
 ) -> TxnCommitMessage:
-    txn = await _new_txn(client, opts)  # no retry: transactions off
+    txn = await _new_txn(client, opts)
     most, least = txn.txn_id
     ref = TxnRef(txn.txn_id, partition, b"")
     try:
