@@ -4,6 +4,7 @@ source message lost, none stored twice in the partitioned sink (keyed and unkeye
 
     .venv/bin/python bench/spark_kill_campaign.py --points 10 --seed 7
     .venv/bin/python bench/spark_kill_campaign.py --points 10 --kill driver
+    .venv/bin/python bench/spark_kill_campaign.py --points 10 --kill both --transaction
 
 Each point takes one to three minutes (two Spark JVM starts).
 """
@@ -32,11 +33,20 @@ def main() -> int:
     parser.add_argument("--points", type=int, default=10, help="kill points (10)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument("--kill", choices=["broker", "driver", "both"], default="broker")
+    parser.add_argument(
+        "--transaction",
+        action="store_true",
+        help="the sink writes with exactlyOnceMode=transaction (broker: transactions on, "
+        "deduplication off)",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        proc = BrokerProcess(Path(tmp) / "data", "brokerDeleteInactiveTopicsEnabled=false")
+        settings = ["brokerDeleteInactiveTopicsEnabled=false"]
+        if args.transaction:
+            settings += ["transactionCoordinatorEnabled=true", "brokerDeduplicationEnabled=false"]
+        proc = BrokerProcess(Path(tmp) / "data", *settings)
         proc.start()
         try:
             broker = SparkBroker(proc)
@@ -53,6 +63,7 @@ def main() -> int:
                     keyed=keyed,
                     at=at,
                     delay=delay,
+                    transaction=args.transaction,
                 )
                 bad = outcome.lost or outcome.duplicated
                 failures += bool(bad)

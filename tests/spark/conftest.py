@@ -143,6 +143,22 @@ def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkBrok
         proc.cleanup()
 
 
+@pytest.fixture(scope="session")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkBroker]:
+    """A broker with transactions on and deduplication off (exactlyOnceMode=transaction)."""
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("txn") / "data",
+        "transactionCoordinatorEnabled=true",
+        "brokerDeduplicationEnabled=false",
+        "brokerDeleteInactiveTopicsEnabled=false",
+    )
+    proc.start()
+    try:
+        yield SparkBroker(proc)
+    finally:
+        proc.cleanup()
+
+
 @pytest.fixture
 def new_topic() -> str:
     return f"persistent://public/default/spark-{uuid.uuid4().hex[:10]}"

@@ -56,15 +56,21 @@ def _progress(ckpt: Path) -> str:
 
 
 def _wait_for_kill_point(
-    broker: SparkBroker, sink: str, proc: subprocess.Popen[bytes], at: int, log: Path
+    broker: SparkBroker,
+    sink: str,
+    proc: subprocess.Popen[bytes],
+    at: int,
+    log: Path,
+    atomic: bool = False,
 ) -> int:
     """Wait until the sink holds at least ``at`` rows, none of them a whole number of
-    micro-batches (so that the kill lands inside one); the rows then."""
+    micro-batches (so that the kill lands inside one; ``atomic``: micro-batches become
+    readable whole, so any number); the rows then."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]
         written = len(read_topic(broker, sink))
-        if written >= at and written % 500 != 0:
+        if written >= at and (atomic or written % 500 != 0):
             return written
         time.sleep(0.2)
     raise AssertionError(f"no kill point found within 300 s (sink had {written})")
@@ -90,10 +96,13 @@ def run_kill_point(
     at: int = 1,
     delay: float = 0.0,
     total: int = TOTAL,
+    transaction: bool = False,
 ) -> Outcome:
     """One run over ``total`` source messages (micro-batches of 500): ``at`` is how many sink
     rows to wait for before the kill (1..total-1), and ``delay`` how long to wait on after that
-    (so that kills land at other moments of a micro-batch than the first one seen)."""
+    (so that kills land at other moments of a micro-batch than the first one seen).
+    ``transaction``: the sink writes with exactlyOnceMode=transaction (the broker needs
+    transactions on), its micro-batches becoming readable whole."""
     source = f"persistent://public/default/{name}"
     sink = source + "-sink"
     broker.create_partitioned(source, 2)
@@ -101,7 +110,7 @@ def run_kill_point(
     produce(broker, source, total, batching_max_messages=200)
     ckpt = workdir / f"{name}-checkpoint"
     log_path = workdir / f"{name}-pipeline.log"
-    extra = () if keyed else ("--drop-key",)
+    extra = (() if keyed else ("--drop-key",)) + (("--transaction",) if transaction else ())
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             pipeline_command(broker, source, sink, ckpt, *extra),
@@ -110,7 +119,7 @@ def run_kill_point(
             start_new_session=True,
         )
         try:
-            killed_at = _wait_for_kill_point(broker, sink, proc, at, log_path)
+            killed_at = _wait_for_kill_point(broker, sink, proc, at, log_path, transaction)
             time.sleep(delay)
             if kill_broker:
                 broker.proc.kill()

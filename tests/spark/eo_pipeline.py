@@ -23,6 +23,9 @@ def main() -> None:
         parser.add_argument(name)
     parser.add_argument("--available-now", action="store_true")
     parser.add_argument("--drop-key", action="store_true", help="write the rows without keys")
+    parser.add_argument(
+        "--transaction", action="store_true", help="write with exactlyOnceMode=transaction"
+    )
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
@@ -66,6 +69,8 @@ def main() -> None:
         .option("topic", args.sink)
         .option("checkpointLocation", args.checkpoint)
     )
+    if args.transaction:
+        writer = writer.option("exactlyOnceMode", "transaction")
     if args.available_now:
         writer = writer.trigger(availableNow=True)
     query = writer.start()

@@ -330,6 +330,21 @@ class Client:
         txn_id = await self._coordinator.new_txn(timeout_ms)
         return Transaction(self._coordinator, txn_id)
 
+    def resume_transaction(self, txn_id: tuple[int, int]) -> Transaction:
+        """The transaction ``txn_id`` (most, least significant bits), opened elsewhere (another
+        client or process), to commit or abort it or to send in it (a Starquake extension:
+        how a transaction crosses processes). Its state here starts OPEN; the coordinator
+        decides: TransactionNotFound once it ended, InvalidTxnStatus if it is ending the
+        other way. Needs ``enable_transaction=True``."""
+        if not self._transactions:
+            raise transactions_disabled()
+        most, least = txn_id
+        check_type(int, most, "txn_id[0]")
+        check_type(int, least, "txn_id[1]")
+        if self._coordinator is None:
+            self._coordinator = CoordinatorClient(self._core)
+        return Transaction(self._coordinator, (most, least))
+
     async def get_topics_of_namespace(self, namespace: str) -> list[str]:
         """The persistent topics of ``tenant/namespace``, partitions named one by one
         (a Starquake extension; the broker command the pattern subscriptions use)."""

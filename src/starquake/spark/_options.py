@@ -67,7 +67,14 @@ _WRITE_KEYS = {
     "schema.type",
     "schema.name",
     "sinksubscription",
+    "exactlyoncemode",
+    "transactiontimeoutms",
+    "transactionlogtopic",
 }
+# exactlyOnceMode: how a write is made exactly once
+DEDUPLICATION = "deduplication"
+TRANSACTION = "transaction"
+DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +117,12 @@ class WriteOptions:
     producer_args: Mapping[str, Any]
     sink_subscription: str | None = DEFAULT_SINK_SUBSCRIPTION
     admin_args: Mapping[str, Any] = field(default_factory=dict)
+    # exactlyOnceMode=transaction: each task writes in a Pulsar transaction that the driver
+    # commits (exactly_once, which means through deduplication, is then False)
+    transactional: bool = False
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    # where a transactional write keeps its commit log and markers (transactionLogTopic)
+    transaction_log_topic: str | None = None
 
 
 def _get(options: Mapping[str, str], key: str) -> str | None:
@@ -301,12 +314,31 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     if write_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", write_id):
         raise PulsarOptionError("option 'writeId': use 1 to 64 letters, digits, '_', '-' or '.'")
     client_args = client_settings(options)
+    topic = checked_topic("topic", topic_text) if topic_text else None
+    exactly_once = _bool("exactlyOnce", _get(options, "exactlyonce") or "true")
+    transactional = _exactly_once_mode(options, exactly_once) == TRANSACTION
+    log_text = _get(options, "transactionlogtopic")
+    log_topic = checked_topic("transactionLogTopic", log_text) if log_text else None
+    if transactional and log_topic is None:
+        if topic is None:
+            raise PulsarOptionError(
+                "option 'transactionLogTopic' is needed with exactlyOnceMode=transaction when "
+                "the rows name their topics ('__topic' column, no option 'topic')"
+            )
+        log_topic = f"{topic}-spark-txn"
     return WriteOptions(
         service_url=service_url,
         admin_url=_admin_url(options),
-        topic=checked_topic("topic", topic_text) if topic_text else None,
+        topic=topic,
         write_id=write_id,
-        exactly_once=_bool("exactlyOnce", _get(options, "exactlyonce") or "true"),
+        exactly_once=exactly_once and not transactional,
+        transactional=transactional,
+        transaction_timeout_ms=_int(
+            "transactionTimeoutMs",
+            _get(options, "transactiontimeoutms") or str(DEFAULT_TRANSACTION_TIMEOUT_MS),
+            minimum=1000,
+        ),
+        transaction_log_topic=log_topic,
         poll_timeout_s=_int("pollTimeoutMs", _get(options, "polltimeoutms") or "120000", minimum=1)
         / 1000,
         client_args=client_args,
@@ -325,3 +357,17 @@ def _sink_subscription(options: Mapping[str, str]) -> str | None:
     if not re.fullmatch(r"[^\s/]{1,256}", name):
         raise PulsarOptionError(f"option 'sinkSubscription': {name!r} is not a name")
     return name
+
+
+def _exactly_once_mode(options: Mapping[str, str], exactly_once: bool) -> str:
+    mode = (_get(options, "exactlyoncemode") or DEDUPLICATION).strip().lower()
+    if mode not in (DEDUPLICATION, TRANSACTION):
+        raise PulsarOptionError(
+            f"option 'exactlyOnceMode': {mode!r} is not {DEDUPLICATION!r} or {TRANSACTION!r}"
+        )
+    if mode == TRANSACTION and not exactly_once:
+        raise PulsarOptionError(
+            "option 'exactlyOnceMode': 'transaction' makes a write exactly once; it does not "
+            "go with exactlyOnce=false"
+        )
+    return mode

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from starquake.client import CompressionType, CryptoKeyReader
-from starquake.client.asyncio import Client, Producer
+from starquake.client.asyncio import Client, Producer, Transaction
 from starquake.client.exceptions import ProducerBusy
 from starquake.client.schema import Schema
 from starquake.client.topics import base_topic, normalize_topic
@@ -19,7 +19,7 @@ from starquake.spark._sink import (
     hold_topic,
 )
 
-__all__ = ["Targets"]
+__all__ = ["ProducerResent", "Targets"]
 
 _CODECS = {
     "none": CompressionType.NONE,
@@ -28,6 +28,12 @@ _CODECS = {
     "zstd": CompressionType.ZSTD,
     "snappy": CompressionType.SNAPPY,
 }
+
+
+class ProducerResent(PulsarSinkError):
+    """A producer of a transactional write reconnected and sent again what the broker had not
+    confirmed: without deduplication the broker may have stored it twice in the transaction,
+    which is therefore aborted (and the task's rows written again in a new one)."""
 
 
 class Targets:
@@ -40,8 +46,10 @@ class Targets:
         name: str,
         schema: Schema | None = None,
         checked: bool = False,
+        txn: Transaction | None = None,
     ) -> None:
         self._client = client
+        self._txn = txn  # the transaction of every row (a transactional write)
         self._opts = opts
         self._name = name
         self._schema = schema
@@ -111,6 +119,8 @@ class Targets:
                 if asyncio.get_running_loop().time() > deadline:
                     raise
                 await asyncio.sleep(0.5)
+        if self._txn is not None:
+            await self._txn.register_produced_topic(producer.topic())
         # With deduplication on, the broker tells a producer its name's last sequence id;
         # off, it always says -1. A name it does not know yet is checked after the first row.
         if (
@@ -145,6 +155,15 @@ class Targets:
             raise deduplication_off_error(base_topic(partition))
         self._checked.add(base_topic(partition))
         return again
+
+    def check_not_resent(self) -> None:
+        """Raise :class:`ProducerResent` if a producer reconnected (see there)."""
+        for producers in self._producers.values():
+            for producer in producers:
+                if producer.registrations > 1:
+                    raise ProducerResent(
+                        f"the producer of {producer.topic()} reconnected during the transaction"
+                    )
 
     async def close(self) -> None:
         closed: set[int] = set()

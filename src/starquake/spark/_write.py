@@ -38,7 +38,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from starquake.client import MessageId
-from starquake.client.asyncio import Client, OutgoingMessage, Producer
+from starquake.client.asyncio import Client, OutgoingMessage, Producer, Transaction
 from starquake.client.bulk import PackedBatch, pack_rows
 from starquake.client.exceptions import ProducerQueueIsFull, PulsarException
 from starquake.client.topics import partition_for_key
@@ -53,6 +53,13 @@ from starquake.spark._sink import (
     check_schema,
     ensure_deduplication,
     hold_topic,
+)
+from starquake.spark._txn_sink import (
+    TxnCommitMessage,
+    abort_batch,
+    check_transactions,
+    commit_batch,
+    write_task,
 )
 
 log = logging.getLogger("starquake.spark")
@@ -88,7 +95,8 @@ class _Outbox:
     """What goes out, sent as one batch entry per producer and packed batch; receipts are
     collected as they complete."""
 
-    def __init__(self, opts: WriteOptions) -> None:
+    def __init__(self, opts: WriteOptions, txn: Transaction | None = None) -> None:
+        self._txn = txn  # every row goes in this transaction (a transactional write)
         args = opts.producer_args
         self.batching = bool(args.get("batching_enabled", True)) and not args.get(
             "chunking_enabled", False
@@ -98,10 +106,21 @@ class _Outbox:
         self._futures: collections.deque[asyncio.Future[MessageId]] = collections.deque()
 
     async def send_message(self, producer: Producer, msg: OutgoingMessage) -> None:
-        await self._send(lambda: producer.send_nowait(msg))
+        txn = self._txn
+        if txn is None:
+            await self._send(lambda: producer.send_nowait(msg))
+            return
+        msg.txn = txn
+
+        def send() -> asyncio.Future[MessageId]:
+            sent = producer.send_nowait(msg)
+            txn.track(sent)
+            return sent
+
+        await self._send(send)
 
     async def send_packed(self, producer: Producer, batch: PackedBatch) -> None:
-        await self._send(lambda: producer.send_packed(batch))
+        await self._send(lambda: producer.send_packed(batch, self._txn))
 
     async def _send(self, send: Callable[[], asyncio.Future[MessageId]]) -> None:
         futures = self._futures
@@ -315,12 +334,15 @@ async def _write_rows(
     name: str,
     base: int,
     dedup_checked: bool = False,
+    txn: Transaction | None = None,
 ) -> tuple[int, int]:
+    """Write ``batches`` as producer ``name`` (sequence ids from ``base``), in ``txn`` if
+    given; (rows sent, rows an earlier attempt had stored)."""
     targets = Targets(
-        client, opts, name, spec.producer_schema() if spec else None, checked=dedup_checked
+        client, opts, name, spec.producer_schema() if spec else None, dedup_checked, txn
     )
     encoder = RowEncoder(spec) if spec is not None and spec.kind != "string" else None
-    outbox = _Outbox(opts)
+    outbox = _Outbox(opts, txn)
     writer = _Writer(targets, outbox, opts, base)
     packed = encoder is None and opts.topic is not None and outbox.batching
     try:
@@ -332,9 +354,23 @@ async def _write_rows(
             rows = _Rows.of(batch, opts.topic is None, encoder, writer.next_seq)
             await writer.write(rows)
         await outbox.finish()
+        if txn is not None:
+            targets.check_not_resent()
     finally:
         await targets.close()
     return writer.sent, writer.skipped
+
+
+def _run_txn_task(
+    job: _Job, batches: Iterator[pa.RecordBatch], write: str | None, batch: int, pid: int
+) -> TxnCommitMessage:
+    async def write_rows(
+        client: Client, rows: Iterator[pa.RecordBatch], name: str, txn: Transaction
+    ) -> int:
+        sent, _ = await _write_rows(client, job.opts, job.spec, rows, name, 0, txn=txn)
+        return sent
+
+    return write_task(job.opts, write, batch, pid, batches, write_rows)
 
 
 def _run_task(job: _Job, batches: Iterator[pa.RecordBatch], name: str, base: int) -> int:
@@ -369,6 +405,8 @@ def _prepare(options: Mapping[str, str], schema: StructType, overwrite: bool) ->
     if opts.sink_subscription and opts.topic is not None:
         with Session(opts.service_url, opts.client_args) as session:
             session.run(hold_topic(session.client, opts.topic, opts.sink_subscription))
+    if opts.transactional:
+        check_transactions(opts)
     checked = False
     if opts.exactly_once and opts.topic is not None and opts.admin_url is not None:
         checked = ensure_deduplication(
@@ -384,15 +422,25 @@ class PulsarBatchWriter(DataSourceArrowWriter):
         self._job = _prepare(options, schema, overwrite)
         self._write_id = self._job.opts.write_id or uuid.uuid4().hex
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
+        if self._job.opts.transactional:  # a log only for a writeId (a write run again)
+            return _run_txn_task(self._job, iterator, self._job.opts.write_id, 0, pid)
         rows = _run_task(self._job, iterator, f"spark-{self._write_id}-{pid}", 0)
         return PulsarCommitMessage(pid, rows, 0)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        rows = sum(m.rows for m in messages if isinstance(m, PulsarCommitMessage))
+        if self._job.opts.transactional:
+            commit_batch(self._job.opts, self._job.opts.write_id, 0, list(messages))
+        rows = sum(
+            m.rows for m in messages if isinstance(m, PulsarCommitMessage | TxnCommitMessage)
+        )
         log.info("write %s committed: %d rows", self._write_id, rows)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self._job.opts.transactional:
+            abort_batch(self._job.opts, list(messages))
 
 
 class PulsarStreamWriter(DataSourceStreamArrowWriter):
@@ -401,7 +449,7 @@ class PulsarStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         self._job = _prepare(options, schema, overwrite)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         ctx = TaskContext.get()
         if ctx is None:
             raise PulsarSinkError("the streaming writer runs inside Spark tasks only")
@@ -410,12 +458,23 @@ class PulsarStreamWriter(DataSourceStreamArrowWriter):
         if not query or batch is None:
             raise PulsarSinkError("no streaming query id / batch id in the task context")
         pid = ctx.partitionId()
+        if self._job.opts.transactional:
+            return _run_txn_task(self._job, iterator, query, int(batch), pid)
         rows = _run_task(self._job, iterator, f"spark-{query}-{pid}", int(batch) << 32)
         return PulsarCommitMessage(pid, rows, 0)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        rows = sum(m.rows for m in messages if isinstance(m, PulsarCommitMessage))
+        if self._job.opts.transactional:
+            query = next((m.write for m in messages if isinstance(m, TxnCommitMessage)), None)
+            commit_batch(self._job.opts, query, batchId, list(messages))
+        rows = sum(
+            m.rows for m in messages if isinstance(m, PulsarCommitMessage | TxnCommitMessage)
+        )
         log.info("micro-batch %d committed: %d rows", batchId, rows)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self._job.opts.transactional:
+            abort_batch(self._job.opts, list(messages))
+            log.warning("micro-batch %d aborted: its transactions with it", batchId)
+            return
         log.warning("micro-batch %d aborted; a replay stores only what is missing", batchId)

@@ -90,12 +90,23 @@ class Producer:
             raise OperationNotSupported("send_batch needs a producer of a single partition")
         return self._impl.send_batch(msgs)
 
-    def send_packed(self, batch: PackedBatch) -> asyncio.Future[MessageId]:
+    def send_packed(
+        self, batch: PackedBatch, txn: Transaction | None = None
+    ) -> asyncio.Future[MessageId]:
         """Send a batch payload built from columns (``starquake.protocol.batch_rows.pack_rows``)
-        as one batch entry now (a Starquake extension for bulk writers, as :meth:`send_batch`)."""
+        as one batch entry now (a Starquake extension for bulk writers, as :meth:`send_batch`);
+        ``txn``: the transaction it belongs to, with which :meth:`topic` must be registered
+        already (``await txn.register_produced_topic(producer.topic())``)."""
         if not isinstance(self._impl, ProducerImpl):
             raise OperationNotSupported("send_packed needs a producer of a single partition")
-        return self._impl.send_packed(batch)
+        return self._impl.send_packed(batch, txn)
+
+    @property
+    def registrations(self) -> int:
+        """How many times the broker accepted this producer: more than 1 after a reconnection,
+        which resends what was not confirmed (a Starquake extension; producers of one
+        partition only, else 0)."""
+        return self._impl.registrations if isinstance(self._impl, ProducerImpl) else 0
 
     async def send_queued(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
         """Queue a prepared message and return the future of its id, without waiting for the

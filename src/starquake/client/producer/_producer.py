@@ -20,6 +20,7 @@ from starquake.client.base._logging import CLIENT_LOGGER_NAME
 from starquake.client.base._message import MessageId
 from starquake.client.core._chunks import chunk_count, chunk_metadata
 from starquake.client.core._handler import ClientCore, HandlerBase
+from starquake.client.core._transaction import Transaction
 from starquake.client.crypto._crypto import make_encryptor
 from starquake.client.exceptions import (
     AlreadyClosed,
@@ -68,6 +69,9 @@ class ProducerImpl(HandlerBase):
         self._user_named = bool(config.producer_name)
         initial = config.initial_sequence_id
         self.last_sequence_id = initial if initial is not None else -1
+        self.registrations = 0
+        """How many times the broker accepted this producer (more than 1: it reconnected, and
+        resent what was not confirmed, which a broker without deduplication may store twice)."""
         self._next_sequence_id = self.last_sequence_id + 1
         self._pending: collections.deque[SendOp] = collections.deque()
         self._pending_messages = 0
@@ -113,6 +117,7 @@ class ProducerImpl(HandlerBase):
             self._next_sequence_id = success.last_sequence_id + 1
         self._max_message_size = cnx.max_message_size
         self._cnx = cnx
+        self.registrations += 1
         log.info("%r registered on the broker", self)
         for op in self._pending:  # resend, in order, whatever was not confirmed
             cnx.write(op.frame)
@@ -290,10 +295,16 @@ class ProducerImpl(HandlerBase):
         meta = batch_metadata(self.producer_name, self.schema_version, msgs[0], first_seq, count)
         return self._send_whole_batch(meta, pack_batch(items), first_seq, last_seq, count)
 
-    def send_packed(self, batch: PackedBatch) -> asyncio.Future[MessageId]:
+    def send_packed(
+        self, batch: PackedBatch, txn: Transaction | None = None
+    ) -> asyncio.Future[MessageId]:
         """Send a batch payload built from columns (:func:`pack_rows`) as one entry now; the
-        future completes with the first message's id. Raises as :meth:`send_batch` does."""
+        future completes with the first message's id. Raises as :meth:`send_batch` does.
+        ``txn``: the transaction the entry belongs to (this partition must be registered
+        with it already: :meth:`Transaction.register_produced_topic`)."""
         self._check_can_send()
+        if txn is not None:
+            txn.check_open()
         count = batch.count
         pending = self._pending_messages
         if pending and pending + count > self._config.max_pending_messages:
@@ -304,7 +315,12 @@ class ProducerImpl(HandlerBase):
         meta = entry_metadata(self.producer_name, self.schema_version, first, count)
         if batch.partition_key is not None:
             meta.partition_key = batch.partition_key
-        return self._send_whole_batch(meta, batch.payload, first, last, count)
+        if txn is not None:
+            meta.txnid_most_bits, meta.txnid_least_bits = txn.txn_id
+        fut = self._send_whole_batch(meta, batch.payload, first, last, count)
+        if txn is not None:
+            txn.track(fut)
+        return fut
 
     def _send_whole_batch(
         self, meta: pb.MessageMetadata, payload: bytes, first: int, last: int, count: int
