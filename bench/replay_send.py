@@ -7,7 +7,7 @@ and PRODUCER with hand-built frames, builds K SEND frames up front (each one mes
 socket takes them while keeping at most ``--window`` SENDs without a SEND_RECEIPT. The clock
 runs from the first byte written to the last receipt read.
 
-Frame layout (PROTOCOL.md section 1), all integers big-endian u32 unless noted:
+Frame layout (Pulsar's binary protocol), all integers big-endian u32 unless noted:
 
     [totalSize][cmdSize][BaseCommand{SEND}][0x0e01 u16][crc32c][metaSize][MessageMetadata][payload]
 
