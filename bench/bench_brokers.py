@@ -177,6 +177,14 @@ def default_starquake_cmd() -> str:
     return str(venv) if venv.exists() else (shutil.which("starquake") or "starquake")
 
 
+def _starquake_build() -> str:
+    """Either "compiled" or "pure Python (why)": what a broker started from this venv runs (it
+    follows STARQUAKE_PURE, which the brokers inherit)."""
+    from starquake import _native
+
+    return _native.BUILD
+
+
 def machine_info() -> dict[str, Any]:
     """Where and with what a run was made: date, host, CPUs, versions, load."""
     import importlib.metadata as md
@@ -195,5 +203,6 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "pulsar_client": version("pulsar-client"),
         "starquake": version("starquake"),
+        "starquake_build": _starquake_build(),
         "loadavg": os.getloadavg(),
     }

@@ -428,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     saved.write_text(json.dumps(record, indent=1))
     rss = ", ".join(f"{n} {v} MB" for n, v in peak_rss.items())
     footer = (
+        f"starquake build: {info['starquake_build']}; "
         f"runs={args.runs} scale={args.scale} elapsed={record['elapsed_s']}s "
         f"peak RSS: {rss}; medians, ±half the min-max spread; record: {saved}"
     )

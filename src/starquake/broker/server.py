@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from starquake import _native
 from starquake.broker import admin, config_sync, pulsar_settings
 from starquake.broker.config import SYSTEM_PROPERTIES, BrokerConfig, ConfigError
 from starquake.broker.connection import ServerCnx
@@ -175,11 +176,12 @@ class BrokerServer:
             server.start()
         self.web.serve()
         log.info(
-            "Starquake broker ready on %s (web %s, data %s) in %.0f ms",
+            "Starquake broker ready on %s (web %s, data %s) in %.0f ms; %s",
             " ".join(u for u in (urls.service_url, urls.service_url_tls) if u),
             " ".join(u for u in (urls.web_service_url, urls.web_service_url_tls) if u),
             config.dataDir,
             (time.monotonic() - started) * 1000,
+            _native.BUILD,
         )
 
     async def _open_service(self) -> BrokerService:

@@ -43,13 +43,23 @@ class Frame(NamedTuple):
     entry: bytes | None
 
 
-class ParsedEntry(NamedTuple):
-    """The parts of an entry (see the module docstring)."""
+class ParsedEntry:
+    """The parts of an entry (see the module docstring). A plain class, not a NamedTuple:
+    mypyc cannot compile a NamedTuple with a memoryview field."""
 
-    metadata: pb.MessageMetadata
-    payload: memoryview
-    checksum: int | None
-    broker_entry_metadata: pb.BrokerEntryMetadata | None
+    __slots__ = ("broker_entry_metadata", "checksum", "metadata", "payload")
+
+    def __init__(
+        self,
+        metadata: pb.MessageMetadata,
+        payload: memoryview,
+        checksum: int | None,
+        broker_entry_metadata: pb.BrokerEntryMetadata | None,
+    ) -> None:
+        self.metadata = metadata
+        self.payload = payload
+        self.checksum = checksum
+        self.broker_entry_metadata = broker_entry_metadata
 
 
 def encode_command(command: pb.BaseCommand) -> bytes:
