@@ -17,13 +17,16 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "starquake"
 STDLIB = set(sys.stdlib_module_names)
 ROOT = "__init__"
-"""The package root (``starquake/__init__.py``): the version only, importable by everyone."""
+"""The package root (``starquake/__init__.py``): the version and the choice of build, importable
+by everyone."""
 
 # package or top-level module -> (starquake packages / top-level modules it may import,
 # third-party top-level modules it may import)
 RULES: dict[str, tuple[set[str], set[str]]] = {
     # top-level modules
-    ROOT: (set(), set()),
+    ROOT: ({"_native"}, set()),
+    # which build runs: the compiled hot-path modules or their sources (chosen at import)
+    "_native": (set(), set()),
     # the pytest plugin gives each test a real embedded broker
     "pytest_plugin": ({"broker"}, {"pytest"}),
     # packages
@@ -39,7 +42,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     # (broker/security/); cluster keeps the configuration metadata brokers share
     # (configurationMetadataStoreUrl)
     "broker": (
-        {"common", "protocol", "storage", "cluster"},
+        {"common", "protocol", "storage", "cluster", "_native"},
         {
             "uvloop",
             "aiohttp",

@@ -69,9 +69,7 @@ class ProducerImpl(HandlerBase):
         self._user_named = bool(config.producer_name)
         initial = config.initial_sequence_id
         self.last_sequence_id = initial if initial is not None else -1
-        self.registrations = 0
-        """How many times the broker accepted this producer (more than 1: it reconnected, and
-        resent what was not confirmed, which a broker without deduplication may store twice)."""
+        self.registrations = 0  # accepted by a broker: more than once means resends happened
         self._next_sequence_id = self.last_sequence_id + 1
         self._pending: collections.deque[SendOp] = collections.deque()
         self._pending_messages = 0
@@ -108,11 +106,8 @@ class ProducerImpl(HandlerBase):
         success = resp.producer_success
         self.producer_name = success.producer_name
         self.schema_version = success.schema_version
-        if (
-            self._config.initial_sequence_id is None
-            and success.last_sequence_id >= 0
-            and self._next_sequence_id == 0
-        ):
+        fresh = self._config.initial_sequence_id is None and self._next_sequence_id == 0
+        if fresh and success.last_sequence_id >= 0:
             self.last_sequence_id = success.last_sequence_id
             self._next_sequence_id = success.last_sequence_id + 1
         self._max_message_size = cnx.max_message_size
@@ -123,16 +118,14 @@ class ProducerImpl(HandlerBase):
             cnx.write(op.frame)
 
     def _fail(self, exc: PulsarException) -> None:
-        """The producer cannot come back (e.g. fenced): pending and later sends fail with
-        ``exc`` at once, as in the official client."""
+        """Never back (e.g. fenced): pending and later sends fail with ``exc`` at once."""
         self._fatal = exc
         self._fail_pending(exc)
 
     def _reconnect_failed(self, exc: PulsarException) -> None:
-        """As the official client does when its topic is over a backlog quota: with
-        ``producer_exception`` the pending sends fail (the producer keeps reconnecting, and
-        later sends fail likewise until it is back); with ``producer_request_hold`` they stay
-        pending (until they time out or the producer is back)."""
+        """As the official client over a backlog quota: ``producer_exception`` fails the
+        pending sends (it keeps reconnecting; later sends fail likewise until it is back);
+        with ``producer_request_hold`` they stay pending (until timeout or reconnection)."""
         if isinstance(exc, ProducerBlockedQuotaExceededException):
             self._fail_pending(exc)
 
@@ -298,13 +291,9 @@ class ProducerImpl(HandlerBase):
     def send_packed(
         self, batch: PackedBatch, txn: Transaction | None = None
     ) -> asyncio.Future[MessageId]:
-        """Send a batch payload built from columns (:func:`pack_rows`) as one entry now; the
-        future completes with the first message's id. Raises as :meth:`send_batch` does.
-        ``txn``: the transaction the entry belongs to (this partition must be registered
-        with it already: :meth:`Transaction.register_produced_topic`)."""
+        """Send packed rows (:func:`pack_rows`) as one entry now, in ``txn`` if given (the
+        caller registered the partition in it); gives the first id. Raises as :meth:`send_batch`."""
         self._check_can_send()
-        if txn is not None:
-            txn.check_open()
         count = batch.count
         pending = self._pending_messages
         if pending and pending + count > self._config.max_pending_messages:
@@ -316,6 +305,7 @@ class ProducerImpl(HandlerBase):
         if batch.partition_key is not None:
             meta.partition_key = batch.partition_key
         if txn is not None:
+            txn.check_open()
             meta.txnid_most_bits, meta.txnid_least_bits = txn.txn_id
         fut = self._send_whole_batch(meta, batch.payload, first, last, count)
         if txn is not None:
