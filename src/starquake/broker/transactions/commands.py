@@ -94,15 +94,25 @@ class TxnCommands:
         service = self._enabled(request.request_id)
         if service is None:
             return
-        try:
-            service.coordinator(request.tc_id)
-        except BrokerServiceError as exc:
-            reply = txn_commands.tc_client_connect_response(
-                request.request_id, exc.code, exc.message
-            )
-        else:
-            reply = txn_commands.tc_client_connect_response(request.request_id)
-        self._cnx.write(reply)
+
+        async def connect() -> None:
+            try:
+                await service.connect_coordinator(request.tc_id)
+            except BrokerServiceError as exc:
+                reply = txn_commands.tc_client_connect_response(
+                    request.request_id, exc.code, exc.message
+                )
+            except Exception as exc:  # never leave a request unanswered
+                log.exception("TC_CLIENT_CONNECT %d failed", request.request_id)
+                error = BrokerServiceError(f"Transaction coordinator not ready: {exc!r}")
+                reply = txn_commands.tc_client_connect_response(
+                    request.request_id, error.code, error.message
+                )
+            else:
+                reply = txn_commands.tc_client_connect_response(request.request_id)
+            self._cnx.write(reply)
+
+        self._cnx.spawn(connect())
 
     def on_new_txn(self, command: T, _: bytes | None) -> None:
         """NEW_TXN: open a transaction on coordinator ``tc_id``."""

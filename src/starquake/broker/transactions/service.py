@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import Protocol
 
@@ -31,6 +32,7 @@ from starquake.broker.subscription import Subscription
 from starquake.broker.system_topics import is_system_topic
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
+from starquake.broker.topic_placement import TopicPlacement
 from starquake.broker.transactions.buffer import TopicTransactionBuffer
 from starquake.broker.transactions.coordinator import TransactionCoordinator
 from starquake.broker.transactions.durable import Kicker
@@ -40,6 +42,8 @@ from starquake.broker.transactions.pending_ack import (
     PendingAckHandle,
     pending_ack_topic,
 )
+from starquake.broker.transactions.remote_end import RemoteEnds
+from starquake.cluster.bundles import BundleRef, NamespaceBundles
 from starquake.common.topic_name import TopicName
 from starquake.storage import ManagedCursor
 
@@ -63,6 +67,10 @@ class TransactionsContext(Protocol):
     @property
     def resources(self) -> PulsarResources:
         """The stored tenants, namespaces and partitioned topics."""
+
+    @property
+    def placement(self) -> TopicPlacement:
+        """Which broker serves a topic."""
 
     @property
     def storage(self) -> LedgerStorage:
@@ -98,39 +106,111 @@ class TransactionService:
         self._buffers: dict[str, TopicTransactionBuffer] = {}
         self._pending_acks: dict[tuple[str, str], PendingAckHandle] = {}
         self._opening: dict[tuple[str, str], asyncio.Task[PendingAckHandle]] = {}
+        self._cluster = False
+        """Cluster mode: coordinators follow their partitions, ends go to the owners."""
+        self._remote: RemoteEnds | None = None
+        self._loading_tc: dict[int, asyncio.Task[None]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def start(self, cluster: str) -> None:
-        """Create the system namespace and assign topic when missing, then recover every
-        coordinator from its log. In cluster mode transactions stay off (one line says so):
-        a coordinator there needs an owner the cluster agrees on, not there yet."""
-        if self.enabled and self._context.config.metadata_store_servers:
-            log.warning("transactionCoordinatorEnabled has no effect in cluster mode yet")
-            self.enabled = False
+        """Create the system namespace and assign topic when missing, then (standalone)
+        recover every coordinator from its log. In cluster mode a coordinator starts on the
+        broker that owns its partition of the assign topic, at the client's
+        TC_CLIENT_CONNECT (see :meth:`connect_coordinator`)."""
         if not self.enabled:
             return
+        self._cluster = bool(self._context.config.metadata_store_servers)
         count = await asyncio.to_thread(self._ensure_metadata, cluster)
+        if self._cluster:
+            self._remote = RemoteEnds(self._owner_url)
+            self._context.placement.on_bundle_closed.append(self._bundle_closed)
+            log.info("transactions on: %d coordinators placed with their partitions", count)
+            return
         for tc_id in range(count):
-            name = f"{LOG_TOPIC_PREFIX}{tc_id}"
-            await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
-            topic = await self._persistent_topic(name, create=True)
-            assert topic.txn is not None
-            cursor = _hold_log(topic, LOG_CURSOR)
-            coordinator = TransactionCoordinator(
-                tc_id,
-                topic.ledger,
-                topic.txn.appends,
-                self._end_on_partitions,
-                cursor,
-                self._context.persist_cursors,
-            )
-            replayed = await coordinator.recover()
-            self.coordinators[tc_id] = coordinator
-            log.info(
-                "transaction coordinator %d ready (%d log records replayed, %d open)",
-                tc_id,
-                replayed,
-                len(coordinator.state.txns),
-            )
+            await self._load_coordinator(tc_id)
+
+    async def connect_coordinator(self, tc_id: int) -> None:
+        """TC_CLIENT_CONNECT: make coordinator ``tc_id`` ready here. In cluster mode it runs
+        on the owner of partition ``tc_id`` of the assign topic (ServiceNotReady elsewhere,
+        so that the client looks it up again); it is recovered from its log on first use,
+        which fences a previous owner's log."""
+        if tc_id in self.coordinators:
+            return
+        if not self._cluster:
+            self.coordinator(tc_id)
+            return
+        assign = TopicName.parse(ASSIGN_TOPIC)
+        if not 0 <= tc_id < self._context.resources.partitions(assign):
+            raise CoordinatorNotFoundError(f"Transaction coordinator {tc_id} not found")
+        self._context.placement.check_served(assign.partition(tc_id))
+        loading = self._loading_tc.get(tc_id)
+        if loading is None:
+            loading = asyncio.get_running_loop().create_task(self._load_coordinator(tc_id))
+            self._loading_tc[tc_id] = loading
+            loading.add_done_callback(lambda _: self._loading_tc.pop(tc_id, None))
+        await asyncio.shield(loading)
+
+    async def _load_coordinator(self, tc_id: int) -> None:
+        name = f"{LOG_TOPIC_PREFIX}{tc_id}"
+        await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
+        topic = await self._persistent_topic(name, create=True)
+        assert topic.txn is not None
+        cursor = _hold_log(topic, LOG_CURSOR)
+        coordinator = TransactionCoordinator(
+            tc_id,
+            topic.ledger,
+            topic.txn.appends,
+            self._end_on_partitions,
+            cursor,
+            self._context.persist_cursors,
+        )
+        replayed = await coordinator.recover()
+        self.coordinators[tc_id] = coordinator
+        log.info(
+            "transaction coordinator %d ready (%d log records replayed, %d open)",
+            tc_id,
+            replayed,
+            len(coordinator.state.txns),
+        )
+
+    def _bundle_closed(self, ref: BundleRef, bundles: NamespaceBundles) -> None:
+        """A bundle this broker no longer serves: stop the coordinators of its assign
+        partitions (their logs are unloaded; the next owner fences and recovers them)."""
+        placement = self._context.placement
+        for tc_id in list(self.coordinators):
+            partition = TopicName.parse(ASSIGN_TOPIC).partition(tc_id)
+            if placement.in_bundle(partition, ref, bundles):
+                self._stop_coordinator(tc_id)
+
+    def _stop_coordinator(self, tc_id: int) -> None:
+        coordinator = self.coordinators.pop(tc_id, None)
+        if coordinator is None:
+            return
+        task = asyncio.get_running_loop().create_task(coordinator.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+        loaded = self._context.loaded_topic(TopicName.parse(f"{LOG_TOPIC_PREFIX}{tc_id}"))
+        if isinstance(loaded, PersistentTopic):
+            self._context.unload_topic(loaded)
+        log.info("transaction coordinator %d stopped: its partition moved", tc_id)
+
+    def topic_unloaded(self, topic: PersistentTopic) -> None:
+        """``topic`` was unloaded: its pending-ack logs go with it (in a cluster another
+        broker may open them next; a reload here opens them again)."""
+        if not self._cluster or is_system_topic(topic.name):
+            return
+        for key in [k for k in self._pending_acks if k[0] == topic.full_name]:
+            self._pending_acks.pop(key, None)
+            name = pending_ack_topic(*key)
+            self._buffers.pop(name, None)
+            loaded = self._context.loaded_topic(TopicName.parse(name))
+            if isinstance(loaded, PersistentTopic):
+                self._context.unload_topic(loaded)
+        self._buffers.pop(topic.full_name, None)
+
+    async def _owner_url(self, topic: TopicName) -> str | None:
+        owner = await self._context.placement.owner(topic, True)
+        return None if owner is None else owner.broker_url
 
     def _ensure_metadata(self, cluster: str) -> int:
         """Blocking: tenant, namespace and assign topic; returns the coordinator count."""
@@ -153,6 +233,9 @@ class TransactionService:
         """Stop the coordinators' timers and recovery work."""
         for coordinator in self.coordinators.values():
             await coordinator.close()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+        if self._remote is not None:
+            await self._remote.close()
 
     @property
     def buffers(self) -> dict[str, TopicTransactionBuffer]:
@@ -225,9 +308,30 @@ class TransactionService:
         for key, handle in list(self._pending_acks.items()):
             if txn in handle.state.transactions():
                 subs[key] = None
+        remote = self._remote
+        if remote is None:
+            await asyncio.gather(
+                *(self.end_on_partition(name, txn, commit) for name in names),
+                *(self.end_on_subscription(topic, sub, txn, commit) for topic, sub in subs),
+            )
+            return
         await asyncio.gather(
-            *(self.end_on_partition(name, txn, commit) for name in names),
-            *(self.end_on_subscription(topic, sub, txn, commit) for topic, sub in subs),
+            *(
+                remote.end_on_partition(
+                    name, txn, commit, functools.partial(self.end_on_partition, name, txn, commit)
+                )
+                for name in names
+            ),
+            *(
+                remote.end_on_subscription(
+                    topic,
+                    sub,
+                    txn,
+                    commit,
+                    functools.partial(self.end_on_subscription, topic, sub, txn, commit),
+                )
+                for topic, sub in subs
+            ),
         )
 
     async def end_on_partition(self, name: str, txn: TxnId, commit: bool) -> None:
