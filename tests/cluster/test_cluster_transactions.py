@@ -6,12 +6,13 @@ by END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION sent by the coordinator's brok
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from admin_http import admin_json
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, close_after_kill
 from txn_helpers import received
 
 from starquake import client as pulsar
@@ -94,5 +95,93 @@ def test_a_transaction_over_topics_of_two_brokers_commits_and_aborts_whole(
             source_consumer.close()
             again = client.subscribe(source, "work", initial_position=EARLIEST)
             assert received(again, 1) == [b"in-1"]
+        finally:
+            client.close()
+
+
+def _new_transaction(client: pulsar.Client, timeout_ms: int) -> pulsar.Transaction:
+    """A new transaction, asking again while the coordinator moves (our client gives up a
+    request at the first refusal; the coordinator is looked up again at the next)."""
+    for _ in range(60):
+        try:
+            return client.new_transaction(timeout_ms)
+        except pulsar.PulsarException:
+            time.sleep(0.5)
+    return client.new_transaction(timeout_ms)
+
+
+def test_the_coordinator_moves_when_its_broker_is_killed_and_no_commit_is_lost(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        tag = uuid.uuid4().hex[:6]
+        topics = [f"persistent://public/default/ctk-{tag}-{i}" for i in range(6)]
+        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        try:
+            for topic in topics:
+                client.subscribe(topic, "sub", initial_position=EARLIEST).close()
+            producers = [client.create_producer(t) for t in topics]
+            committed = client.new_transaction()
+            for i, producer in enumerate(producers):
+                producer.send(f"c-{i}".encode(), txn=committed)
+            committed.commit()  # answered: never lost
+            left_open = client.new_transaction(4000)
+            for producer in producers:
+                producer.send(b"open", txn=left_open)
+            coordinator = _owner_url(brokers[0], ASSIGN_0)
+            victim = next(b for b in brokers if b.url == coordinator)
+            survivor = next(b for b in brokers if b is not victim)
+            victim.kill()
+        finally:
+            close_after_kill(client)
+
+        client = pulsar.Client(survivor.url, enable_transaction=True, operation_timeout_seconds=30)
+        try:
+            # the next transaction's lookup moves the coordinator here: it recovers its log,
+            # and aborts the transaction left open when its timeout passes
+            after = _new_transaction(client, 60_000)
+            assert _owner_url(survivor, ASSIGN_0) == survivor.url
+            consumers = [client.subscribe(t, "sub", initial_position=EARLIEST) for t in topics]
+            for topic in topics:
+                client.create_producer(topic).send(b"plain")
+            assert [received(c, 2, timeout_ms=30_000) for c in consumers] == [
+                [f"c-{i}".encode(), b"plain"] for i in range(6)
+            ]
+            after.abort()
+        finally:
+            client.close()
+
+
+def test_a_commit_reaches_the_topics_of_a_participant_killed_before_it(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        tag = uuid.uuid4().hex[:6]
+        topics = [f"persistent://public/default/ctp-{tag}-{i}" for i in range(8)]
+        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        for topic in topics:
+            client.subscribe(topic, "sub", initial_position=EARLIEST).close()
+        producers = [client.create_producer(t) for t in topics]
+        txn = client.new_transaction()
+        for i, producer in enumerate(producers):
+            producer.send(f"c-{i}".encode(), txn=txn)
+        coordinator = _owner_url(brokers[0], ASSIGN_0)
+        survivor = next(b for b in brokers if b.url == coordinator)
+        victim = next(b for b in brokers if b is not survivor)
+        assert victim.url in {_owner_url(survivor, t) for t in topics}
+        victim.kill()
+        # the coordinator's broker sends the ends again until the killed broker's topics
+        # are served again (here: their bundles are taken over by the survivor)
+        txn.commit()
+        close_after_kill(client)
+
+        client = pulsar.Client(survivor.url, operation_timeout_seconds=30)
+        try:
+            consumers = [client.subscribe(t, "sub", initial_position=EARLIEST) for t in topics]
+            assert [received(c, 1, timeout_ms=30_000) for c in consumers] == [
+                [f"c-{i}".encode()] for i in range(8)
+            ]
         finally:
             client.close()
