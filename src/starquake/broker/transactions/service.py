@@ -10,10 +10,16 @@ partition ``N``. Each coordinator's log is the managed ledger of
 Every persistent topic gets a transaction buffer when it loads (rebuilt from its entries), so
 its dispatch holds back what open and aborted transactions hide.
 
-Ending a transaction on its partitions is an in-process call to the topic: every topic is this
-broker's in standalone mode. Cluster mode has no transactions yet: a coordinator there needs an
-owner the brokers agree on (and to move on failure), and a partition another broker serves needs
-END_TXN_ON_PARTITION sent to that broker.
+Standalone, ending a transaction on its partitions is an in-process call to the topic. In
+cluster mode (``metadataStoreUrl``) the system namespace and assign topic are created once in
+the shared metadata (one partition, as standalone); coordinator ``N`` runs on the broker that
+owns the bundle of partition ``N`` of the assign topic: it is recovered from its log at the
+client's TC_CLIENT_CONNECT there (its open fences a previous owner's log) and stopped when the
+bundle closes here. A coordinator's log and a pending-ack log are not placed by their own
+bundles: they go with their coordinator and their subscription's topic. Ends go to each
+topic's owner (:mod:`.remote_end`); a topic trusts the transaction id of a coordinator that is
+not on its broker, as Pulsar's topics do. Buffer snapshots are off in cluster mode (files on
+one broker's disk): a load replays the topic's entries.
 """
 
 from __future__ import annotations
@@ -266,7 +272,9 @@ class TransactionService:
         """Give a topic that is loading its transaction buffer, rebuilt from its entries."""
         if not self.enabled:
             return
-        buffer = TopicTransactionBuffer(topic, self._context.committer, self._check_open)
+        buffer = TopicTransactionBuffer(
+            topic, self._context.committer, self._check_open, snapshots_on=not self._cluster
+        )
         read = await buffer.recover()
         topic.txn = buffer
         self._buffers[topic.full_name] = buffer
