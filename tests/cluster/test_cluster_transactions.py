@@ -185,3 +185,31 @@ def test_a_commit_reaches_the_topics_of_a_participant_killed_before_it(
             ]
         finally:
             client.close()
+
+
+def test_unloading_the_system_namespace_moves_the_coordinator_with_its_transactions(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        topic = f"persistent://public/default/ctu-{uuid.uuid4().hex[:6]}"
+        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        try:
+            consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
+            producer = client.create_producer(topic)
+            left_open = client.new_transaction(3000)
+            producer.send(b"open", txn=left_open)
+            coordinator = _owner_url(brokers[0], ASSIGN_0)
+            owner = next(b for b in brokers if b.url == coordinator)
+            status, _ = admin_json(owner, "PUT", "/admin/v2/namespaces/pulsar/system/unload")
+            assert status == 204
+            assert "transaction coordinator 0 stopped" in owner.log()
+            # the next transaction recovers the coordinator (on whichever broker owns its
+            # partition now), which aborts the transaction left open at its timeout
+            txn = _new_transaction(client, 60_000)
+            producer.send(b"committed", txn=txn)
+            txn.commit()
+            producer.send(b"plain")
+            assert received(consumer, 2, timeout_ms=30_000) == [b"committed", b"plain"]
+        finally:
+            client.close()

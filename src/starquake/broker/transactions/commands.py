@@ -16,7 +16,6 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from starquake.broker.errors import BrokerServiceError, NotAllowedError
-from starquake.broker.transactions.coordinator import TransactionCoordinator
 from starquake.broker.transactions.errors import TxnId
 from starquake.broker.transactions.service import TransactionService
 from starquake.protocol import commands, txn_commands
@@ -122,7 +121,8 @@ class TxnCommands:
             return
 
         async def work() -> TxnId:
-            return await service.coordinator(request.tc_id).new_txn(request.txn_ttl_seconds)
+            coordinator = await service.ready_coordinator(request.tc_id)
+            return await coordinator.new_txn(request.txn_ttl_seconds)
 
         self._answer(T.NEW_TXN_RESPONSE, request.request_id, (request.tc_id, 0), work())
 
@@ -135,7 +135,9 @@ class TxnCommands:
             return
 
         async def work() -> None:
-            await _coordinator_of(service, txn).add_partitions(txn, list(request.partitions))
+            await (await service.ready_coordinator(txn[0])).add_partitions(
+                txn, list(request.partitions)
+            )
 
         self._answer(RESPONSE_OF[T.ADD_PARTITION_TO_TXN], request.request_id, txn, work())
 
@@ -149,7 +151,7 @@ class TxnCommands:
         added = [(s.topic, s.subscription) for s in request.subscription]
 
         async def work() -> None:
-            await _coordinator_of(service, txn).add_subscriptions(txn, added)
+            await (await service.ready_coordinator(txn[0])).add_subscriptions(txn, added)
 
         self._answer(RESPONSE_OF[T.ADD_SUBSCRIPTION_TO_TXN], request.request_id, txn, work())
 
@@ -163,7 +165,7 @@ class TxnCommands:
         commit = request.txn_action == txn_commands.COMMIT
 
         async def work() -> None:
-            await _coordinator_of(service, txn).end(txn, commit)
+            await (await service.ready_coordinator(txn[0])).end(txn, commit)
 
         self._answer(T.END_TXN_RESPONSE, request.request_id, txn, work())
 
@@ -198,8 +200,3 @@ class TxnCommands:
             await service.end_on_subscription(target.topic, target.subscription, txn, commit)
 
         self._answer(T.END_TXN_ON_SUBSCRIPTION_RESPONSE, request.request_id, txn, work())
-
-
-def _coordinator_of(service: TransactionService, txn: TxnId) -> TransactionCoordinator:
-    """The coordinator of ``txn`` (its most significant bits)."""
-    return service.coordinator(txn[0])

@@ -156,6 +156,13 @@ class TransactionService:
             loading.add_done_callback(lambda _: self._loading_tc.pop(tc_id, None))
         await asyncio.shield(loading)
 
+    async def ready_coordinator(self, tc_id: int) -> TransactionCoordinator:
+        """Coordinator ``tc_id``, recovered here first in cluster mode when this broker owns
+        its partition (a request may come before TC_CLIENT_CONNECT on a connection that
+        connected to it before it moved away and back)."""
+        await self.connect_coordinator(tc_id)
+        return self.coordinator(tc_id)
+
     async def _load_coordinator(self, tc_id: int) -> None:
         name = f"{LOG_TOPIC_PREFIX}{tc_id}"
         await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
@@ -202,8 +209,16 @@ class TransactionService:
 
     def topic_unloaded(self, topic: PersistentTopic) -> None:
         """``topic`` was unloaded: its pending-ack logs go with it (in a cluster another
-        broker may open them next; a reload here opens them again)."""
-        if not self._cluster or is_system_topic(topic.name):
+        broker may open them next; a reload here opens them again); a coordinator's log
+        unloaded stops the coordinator (its next TC_CLIENT_CONNECT recovers it)."""
+        if not self._cluster:
+            return
+        name = topic.full_name
+        if name.startswith(LOG_TOPIC_PREFIX):  # e.g. its namespace unloaded
+            if name[len(LOG_TOPIC_PREFIX) :].isdigit():
+                self._stop_coordinator(int(name[len(LOG_TOPIC_PREFIX) :]))
+            return
+        if is_system_topic(topic.name):
             return
         for key in [k for k in self._pending_acks if k[0] == topic.full_name]:
             self._pending_acks.pop(key, None)
