@@ -40,9 +40,10 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     # definitions and checks their compatibility, google.protobuf builds protobuf-native
     # descriptors (broker/schemas/); jwt, cryptography and passlib check tokens and passwords
     # (broker/security/); cluster keeps the configuration metadata brokers share
-    # (configurationMetadataStoreUrl)
+    # (configurationMetadataStoreUrl); client carries a coordinator's END_TXN_ON_PARTITION /
+    # END_TXN_ON_SUBSCRIPTION to the broker of a topic (as Pulsar's broker uses its client)
     "broker": (
-        {"common", "protocol", "storage", "cluster", "_native"},
+        {"common", "protocol", "storage", "cluster", "client", "_native"},
         {
             "uvloop",
             "aiohttp",

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from starquake.broker.transactions.errors import TransactionConflictError
+from starquake.broker.transactions.log_topics import subscriptions_of_logs
 from starquake.broker.transactions.pending_state import PendingAckState, TxnAck
-from starquake.broker.transactions.service import subscriptions_of_logs
 from starquake.storage import Position
 
 TXNS = [(0, 1), (0, 2), (0, 3)]

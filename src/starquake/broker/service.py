@@ -471,6 +471,8 @@ class BrokerService:
             del self.topics[topic.full_name]
             self._by_ledger.pop(topic.ledger.name, None)
         topic.close()
+        if isinstance(topic, PersistentTopic):
+            self.transactions.topic_unloaded(topic)
         try:
             topic.ledger.close()
         except Exception:

@@ -26,9 +26,19 @@ if TYPE_CHECKING:  # cluster mode's NATS parts are imported only when it is on
     from starquake.cluster.membership import ClusterMembership
     from starquake.cluster.registry import BrokerInfo
 
-__all__ = ["PlacedTopics", "TopicPlacement"]
+__all__ = ["PlacedTopics", "TopicPlacement", "is_transaction_log"]
 
 log = logging.getLogger(__name__)
+
+
+def is_transaction_log(name: str) -> bool:
+    """Whether ``name`` is a transaction coordinator's log or a pending-ack log. They are
+    not placed by their own bundles: a coordinator's log goes with the coordinator (the
+    owner of its assign partition), a pending-ack log with its subscription's topic; the
+    new holder's open fences the previous one's ledger."""
+    return name.endswith("__transaction_pending_ack") or name.startswith(
+        "persistent://pulsar/system/__transaction_log_"
+    )
 
 
 class PlacedTopics(Protocol):
@@ -54,6 +64,8 @@ class TopicPlacement:
     ) -> None:
         self._default = NamespaceBundles.equal(default_bundles)
         self._policies = namespace_policies
+        self.on_bundle_closed: list[Callable[[BundleRef, NamespaceBundles], None]] = []
+        """Told of each bundle closed here (after its topics closed)."""
         self.membership: ClusterMembership | None = None
         """This broker's part in a cluster (None: standalone, every topic is served here)."""
 
@@ -74,7 +86,7 @@ class TopicPlacement:
     def check_served(self, topic: TopicName) -> None:
         """Raise ServiceNotReadyError unless this broker serves ``topic`` now."""
         membership = self.membership
-        if membership is None:
+        if membership is None or is_transaction_log(str(topic)):
             return
         namespace = topic.namespace_name
         if not membership.owns(str(topic), namespace, self.bundles(namespace)):
@@ -98,7 +110,11 @@ class TopicPlacement:
         namespace's now), which this broker no longer serves (their clients look them up
         again and reach the new owner); how many."""
         split = bundles if bundles is not None else self.bundles(ref.namespace)
-        persistent = [t for t in loaded.topics.values() if self.in_bundle(t.name, ref, split)]
+        persistent = [
+            t
+            for t in loaded.topics.values()
+            if self.in_bundle(t.name, ref, split) and not is_transaction_log(t.full_name)
+        ]
         for topic in persistent:
             loaded.unload_topic(topic)
         others = loaded.nonpersistent_topics
@@ -107,6 +123,8 @@ class TopicPlacement:
             others.pop(name).close()
         closed = len(persistent) + len(transient)
         log.info("bundle %s/%s: %d topic(s) closed", ref.namespace, ref.bundle, closed)
+        for listener in self.on_bundle_closed:
+            listener(ref, split)
         return closed
 
     async def owner(self, topic: TopicName, authoritative: bool) -> BrokerInfo | None:

@@ -98,6 +98,21 @@ def end_txn_on_partition(request_id: int, most: int, least: int, topic: str, act
     return cmd
 
 
+def end_txn_on_subscription(
+    request_id: int, most: int, least: int, topic: str, subscription: str, action: int
+) -> T:
+    """END_TXN_ON_SUBSCRIPTION: the coordinator tells a subscription the outcome."""
+    cmd = T(type=T.END_TXN_ON_SUBSCRIPTION)
+    end = cmd.end_txn_on_subscription
+    end.request_id = request_id
+    end.txnid_most_bits = most
+    end.txnid_least_bits = least
+    end.subscription.topic = topic
+    end.subscription.subscription = subscription
+    end.txn_action = action  # type: ignore[assignment]
+    return cmd
+
+
 # --- broker answers ---------------------------------------------------------------------------
 
 

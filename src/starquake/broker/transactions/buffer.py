@@ -65,8 +65,13 @@ class TopicTransactionBuffer:
         topic: BufferedTopic,
         committer: Kicker,
         check_open: Callable[[TxnId], None] = lambda _: None,
+        snapshots_on: bool = True,
     ) -> None:
-        """``check_open`` raises when the coordinator knows the transaction is not open."""
+        """``check_open`` raises when the coordinator knows the transaction is not open;
+        ``snapshots_on`` False (cluster mode: the snapshot files would stay on one broker's
+        disk, where a later owner never sees them and a topic deleted and made again could
+        meet an old one) means every load replays the topic's entries."""
+        self._snapshots_on = snapshots_on
         self._topic = topic
         self._check_open = check_open
         self.appends = DurableAppends(topic.ledger, committer)
@@ -155,6 +160,8 @@ class TopicTransactionBuffer:
 
     def _maybe_snapshot(self) -> None:
         """Take a snapshot when one is due (see :mod:`.buffer_snapshot`)."""
+        if not self._snapshots_on:
+            return
         if not self._snapshot_due or self._ending or self._snapshot_task is not None:
             return
         elapsed = time.monotonic() - self._snapshot_at
@@ -229,7 +236,9 @@ class TopicTransactionBuffer:
         start = ledger.first_position()
         last = ledger.last_confirmed
         read = 0
-        snapshot = await asyncio.to_thread(snapshots.read, ledger.directory)
+        snapshot = None
+        if self._snapshots_on:
+            snapshot = await asyncio.to_thread(snapshots.read, ledger.directory)
         if snapshot is not None and start is not None and snapshot[0] <= last:
             position, (self.open, self.hidden, self.ended) = snapshot
             self._hidden_from = None

@@ -110,15 +110,25 @@ class TxnCommands:
         service = self._enabled(request.request_id)
         if service is None:
             return
-        try:
-            service.coordinator(request.tc_id)
-        except BrokerServiceError as exc:
-            reply = txn_commands.tc_client_connect_response(
-                request.request_id, exc.code, exc.message
-            )
-        else:
-            reply = txn_commands.tc_client_connect_response(request.request_id)
-        self._cnx.write(reply)
+
+        async def connect() -> None:
+            try:
+                await service.connect_coordinator(request.tc_id)
+            except BrokerServiceError as exc:
+                reply = txn_commands.tc_client_connect_response(
+                    request.request_id, exc.code, exc.message
+                )
+            except Exception as exc:  # never leave a request unanswered
+                log.exception("TC_CLIENT_CONNECT %d failed", request.request_id)
+                error = BrokerServiceError(f"Transaction coordinator not ready: {exc!r}")
+                reply = txn_commands.tc_client_connect_response(
+                    request.request_id, error.code, error.message
+                )
+            else:
+                reply = txn_commands.tc_client_connect_response(request.request_id)
+            self._cnx.write(reply)
+
+        self._cnx.spawn(connect())
 
     def on_new_txn(self, command: T, _: bytes | None) -> None:
         """NEW_TXN: open a transaction on coordinator ``tc_id``."""
@@ -128,7 +138,7 @@ class TxnCommands:
             return
 
         async def work() -> TxnId:
-            coordinator = service.coordinator(request.tc_id)
+            coordinator = await service.ready_coordinator(request.tc_id)
             return await coordinator.new_txn(request.txn_ttl_seconds, self._cnx.auth_role)
 
         self._answer(T.NEW_TXN_RESPONSE, request.request_id, (request.tc_id, 0), work())
@@ -142,7 +152,7 @@ class TxnCommands:
             return
 
         async def work() -> None:
-            await self._owned(service, txn).add_partitions(txn, list(request.partitions))
+            await (await self._owned(service, txn)).add_partitions(txn, list(request.partitions))
 
         self._answer(RESPONSE_OF[T.ADD_PARTITION_TO_TXN], request.request_id, txn, work())
 
@@ -156,7 +166,7 @@ class TxnCommands:
         added = [(s.topic, s.subscription) for s in request.subscription]
 
         async def work() -> None:
-            await self._owned(service, txn).add_subscriptions(txn, added)
+            await (await self._owned(service, txn)).add_subscriptions(txn, added)
 
         self._answer(RESPONSE_OF[T.ADD_SUBSCRIPTION_TO_TXN], request.request_id, txn, work())
 
@@ -170,7 +180,7 @@ class TxnCommands:
         commit = request.txn_action == txn_commands.COMMIT
 
         async def work() -> None:
-            await self._owned(service, txn).end(txn, commit)
+            await (await self._owned(service, txn)).end(txn, commit)
 
         self._answer(T.END_TXN_RESPONSE, request.request_id, txn, work())
 
@@ -209,10 +219,11 @@ class TxnCommands:
         kind = T.END_TXN_ON_SUBSCRIPTION_RESPONSE
         self._answer(kind, request.request_id, txn, work(), SUBSCRIPTION_FAILED)
 
-    def _owned(self, service: TransactionService, txn: TxnId) -> TransactionCoordinator:
-        """The coordinator of ``txn``, once the connection's role may act on ``txn``
-        (TransactionCoordinatorNotFound, TransactionNotFound otherwise)."""
-        coordinator = service.coordinator(txn[0])
+    async def _owned(self, service: TransactionService, txn: TxnId) -> TransactionCoordinator:
+        """The coordinator of ``txn`` (recovered here first if this broker owns it), once the
+        connection's role may act on ``txn`` (TransactionCoordinatorNotFound,
+        TransactionNotFound otherwise)."""
+        coordinator = await service.ready_coordinator(txn[0])
         meta = coordinator.state.get(txn)
         self._access.check_owner(meta.owner, self._cnx.auth_role, txn)
         return coordinator

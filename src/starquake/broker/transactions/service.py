@@ -10,16 +10,23 @@ partition ``N``. Each coordinator's log is the managed ledger of
 Every persistent topic gets a transaction buffer when it loads (rebuilt from its entries), so
 its dispatch holds back what open and aborted transactions hide.
 
-Ending a transaction on its partitions is an in-process call to the topic: every topic is this
-broker's in standalone mode. Cluster mode has no transactions yet: a coordinator there needs an
-owner the brokers agree on (and to move on failure), and a partition another broker serves needs
-END_TXN_ON_PARTITION sent to that broker.
+Standalone, ending a transaction on its partitions is an in-process call to the topic. In
+cluster mode (``metadataStoreUrl``) the system namespace and assign topic are created once in
+the shared metadata (one partition, as standalone); coordinator ``N`` runs on the broker that
+owns the bundle of partition ``N`` of the assign topic: it is recovered from its log at the
+client's TC_CLIENT_CONNECT there (its open fences a previous owner's log) and stopped when the
+bundle closes here. A coordinator's log and a pending-ack log are not placed by their own
+bundles: they go with their coordinator and their subscription's topic. Ends go to each
+topic's owner (:mod:`.remote_end`); a topic trusts the transaction id of a coordinator that is
+not on its broker, as Pulsar's topics do. Buffer snapshots are off in cluster mode (files on
+one broker's disk): a load replays the topic's entries.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import Protocol
 
@@ -32,18 +39,25 @@ from starquake.broker.subscription import Subscription
 from starquake.broker.system_topics import is_system_topic
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
+from starquake.broker.topic_placement import TopicPlacement
 from starquake.broker.transactions.access import TxnAccess
 from starquake.broker.transactions.buffer import TopicTransactionBuffer
 from starquake.broker.transactions.coordinator import TransactionCoordinator
 from starquake.broker.transactions.durable import Kicker
 from starquake.broker.transactions.errors import CoordinatorNotFoundError, TxnId, txn_text
+from starquake.broker.transactions.log_topics import (
+    LOG_CURSOR,
+    PENDING_ACK_CURSOR,
+    hold_log,
+    subscriptions_of_logs,
+)
 from starquake.broker.transactions.pending_ack import (
-    PENDING_ACK_SUFFIX,
     PendingAckHandle,
     pending_ack_topic,
 )
+from starquake.broker.transactions.remote_end import RemoteEnds
+from starquake.cluster.bundles import BundleRef, NamespaceBundles
 from starquake.common.topic_name import TopicName
-from starquake.storage import ManagedCursor
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +83,10 @@ class TransactionsContext(Protocol):
     @property
     def authorization(self) -> AuthorizationService:
         """Who is a super user."""
+
+    @property
+    def placement(self) -> TopicPlacement:
+        """Which broker serves a topic."""
 
     @property
     def storage(self) -> LedgerStorage:
@@ -108,39 +126,128 @@ class TransactionService:
         self._buffers: dict[str, TopicTransactionBuffer] = {}
         self._pending_acks: dict[tuple[str, str], PendingAckHandle] = {}
         self._opening: dict[tuple[str, str], asyncio.Task[PendingAckHandle]] = {}
+        self._cluster = False
+        """Cluster mode: coordinators follow their partitions, ends go to the owners."""
+        self._remote: RemoteEnds | None = None
+        self._loading_tc: dict[int, asyncio.Task[None]] = {}
+        self._coordinator_count = 0  # partitions of the assign topic, read at the start
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def start(self, cluster: str) -> None:
-        """Create the system namespace and assign topic when missing, then recover every
-        coordinator from its log. In cluster mode transactions stay off (one line says so):
-        a coordinator there needs an owner the cluster agrees on, not there yet."""
-        if self.enabled and self._context.config.metadata_store_servers:
-            log.warning("transactionCoordinatorEnabled has no effect in cluster mode yet")
-            self.enabled = False
+        """Create the system namespace and assign topic when missing, then (standalone)
+        recover every coordinator from its log. In cluster mode a coordinator starts on the
+        broker that owns its partition of the assign topic, at the client's
+        TC_CLIENT_CONNECT (see :meth:`connect_coordinator`)."""
         if not self.enabled:
             return
+        self._cluster = bool(self._context.config.metadata_store_servers)
         count = await asyncio.to_thread(self._ensure_metadata, cluster)
+        self._coordinator_count = count
+        if self._cluster:
+            self._remote = RemoteEnds(self._owner_url)
+            self._context.placement.on_bundle_closed.append(self._bundle_closed)
+            log.info("transactions on: %d coordinators placed with their partitions", count)
+            return
         for tc_id in range(count):
-            name = f"{LOG_TOPIC_PREFIX}{tc_id}"
-            await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
-            topic = await self._persistent_topic(name, create=True)
-            assert topic.txn is not None
-            cursor = _hold_log(topic, LOG_CURSOR)
-            coordinator = TransactionCoordinator(
-                tc_id,
-                topic.ledger,
-                topic.txn.appends,
-                self._end_on_partitions,
-                cursor,
-                self._context.persist_cursors,
-            )
-            replayed = await coordinator.recover()
-            self.coordinators[tc_id] = coordinator
-            log.info(
-                "transaction coordinator %d ready (%d log records replayed, %d open)",
-                tc_id,
-                replayed,
-                len(coordinator.state.txns),
-            )
+            await self._load_coordinator(tc_id)
+
+    async def connect_coordinator(self, tc_id: int) -> None:
+        """TC_CLIENT_CONNECT: make coordinator ``tc_id`` ready here. In cluster mode it runs
+        on the owner of partition ``tc_id`` of the assign topic (ServiceNotReady elsewhere,
+        so that the client looks it up again); it is recovered from its log on first use,
+        which fences a previous owner's log."""
+        if tc_id in self.coordinators:
+            return
+        if not self._cluster:
+            self.coordinator(tc_id)
+            return
+        assign = TopicName.parse(ASSIGN_TOPIC)
+        if not 0 <= tc_id < self._context.resources.partitions(assign):
+            raise CoordinatorNotFoundError(f"Transaction coordinator {tc_id} not found")
+        self._context.placement.check_served(assign.partition(tc_id))
+        loading = self._loading_tc.get(tc_id)
+        if loading is None:
+            loading = asyncio.get_running_loop().create_task(self._load_coordinator(tc_id))
+            self._loading_tc[tc_id] = loading
+            loading.add_done_callback(lambda _: self._loading_tc.pop(tc_id, None))
+        await asyncio.shield(loading)
+
+    async def ready_coordinator(self, tc_id: int) -> TransactionCoordinator:
+        """Coordinator ``tc_id``, recovered here first in cluster mode when this broker owns
+        its partition (a request may come before TC_CLIENT_CONNECT on a connection that
+        connected to it before it moved away and back)."""
+        await self.connect_coordinator(tc_id)
+        return self.coordinator(tc_id)
+
+    async def _load_coordinator(self, tc_id: int) -> None:
+        name = f"{LOG_TOPIC_PREFIX}{tc_id}"
+        await self._context.storage.open_ledger(name)  # stored: loads as an existing topic
+        topic = await self._persistent_topic(name, create=True)
+        assert topic.txn is not None
+        cursor = hold_log(topic, LOG_CURSOR)
+        coordinator = TransactionCoordinator(
+            tc_id,
+            topic.ledger,
+            topic.txn.appends,
+            self._end_on_partitions,
+            cursor,
+            self._context.persist_cursors,
+        )
+        replayed = await coordinator.recover()
+        self.coordinators[tc_id] = coordinator
+        log.info(
+            "transaction coordinator %d ready (%d log records replayed, %d open)",
+            tc_id,
+            replayed,
+            len(coordinator.state.txns),
+        )
+
+    def _bundle_closed(self, ref: BundleRef, bundles: NamespaceBundles) -> None:
+        """A bundle this broker no longer serves: stop the coordinators of its assign
+        partitions (their logs are unloaded; the next owner fences and recovers them)."""
+        placement = self._context.placement
+        for tc_id in list(self.coordinators):
+            partition = TopicName.parse(ASSIGN_TOPIC).partition(tc_id)
+            if placement.in_bundle(partition, ref, bundles):
+                self._stop_coordinator(tc_id)
+
+    def _stop_coordinator(self, tc_id: int) -> None:
+        coordinator = self.coordinators.pop(tc_id, None)
+        if coordinator is None:
+            return
+        task = asyncio.get_running_loop().create_task(coordinator.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+        loaded = self._context.loaded_topic(TopicName.parse(f"{LOG_TOPIC_PREFIX}{tc_id}"))
+        if isinstance(loaded, PersistentTopic):
+            self._context.unload_topic(loaded)
+        log.info("transaction coordinator %d stopped: its partition moved", tc_id)
+
+    def topic_unloaded(self, topic: PersistentTopic) -> None:
+        """``topic`` was unloaded: its pending-ack logs go with it (in a cluster another
+        broker may open them next; a reload here opens them again); a coordinator's log
+        unloaded stops the coordinator (its next TC_CLIENT_CONNECT recovers it)."""
+        if not self._cluster:
+            return
+        name = topic.full_name
+        if name.startswith(LOG_TOPIC_PREFIX):  # e.g. its namespace unloaded
+            if name[len(LOG_TOPIC_PREFIX) :].isdigit():
+                self._stop_coordinator(int(name[len(LOG_TOPIC_PREFIX) :]))
+            return
+        if is_system_topic(topic.name):
+            return
+        for key in [k for k in self._pending_acks if k[0] == topic.full_name]:
+            self._pending_acks.pop(key, None)
+            name = pending_ack_topic(*key)
+            self._buffers.pop(name, None)
+            loaded = self._context.loaded_topic(TopicName.parse(name))
+            if isinstance(loaded, PersistentTopic):
+                self._context.unload_topic(loaded)
+        self._buffers.pop(topic.full_name, None)
+
+    async def _owner_url(self, topic: TopicName) -> str | None:
+        owner = await self._context.placement.owner(topic, True)
+        return None if owner is None else owner.broker_url
 
     def _ensure_metadata(self, cluster: str) -> int:
         """Blocking: tenant, namespace and assign topic; returns the coordinator count."""
@@ -163,6 +270,9 @@ class TransactionService:
         """Stop the coordinators' timers and recovery work."""
         for coordinator in self.coordinators.values():
             await coordinator.close()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+        if self._remote is not None:
+            await self._remote.close()
 
     @property
     def buffers(self) -> dict[str, TopicTransactionBuffer]:
@@ -193,7 +303,9 @@ class TransactionService:
         """Give a topic that is loading its transaction buffer, rebuilt from its entries."""
         if not self.enabled:
             return
-        buffer = TopicTransactionBuffer(topic, self._context.committer, self._check_open)
+        buffer = TopicTransactionBuffer(
+            topic, self._context.committer, self._check_open, snapshots_on=not self._cluster
+        )
         read = await buffer.recover()
         topic.txn = buffer
         self._buffers[topic.full_name] = buffer
@@ -217,11 +329,16 @@ class TransactionService:
         return coordinator is None or txn[1] in coordinator.state.txns
 
     def _check_open(self, txn: TxnId) -> None:
-        """Raise unless ``txn`` is open on its coordinator (TransactionCoordinatorNotFound for
-        a coordinator this broker does not have: with transactions on, every coordinator is
-        this broker's, and a message or ack of a transaction none has could never end and would
-        hold its topic or subscription back for ever)."""
-        self.coordinator(txn[0]).state.check_open(txn)
+        """Raise unless ``txn`` is open on its coordinator, when that is one of this broker's
+        (a coordinator of another broker of the cluster is trusted); TransactionCoordinatorNotFound
+        for a coordinator the cluster does not have (in standalone: this broker does not
+        have): a message or ack of a transaction none has could never end and would hold its
+        topic or subscription back for ever."""
+        coordinator = self.coordinators.get(txn[0])
+        if coordinator is not None:
+            coordinator.state.check_open(txn)
+        elif not (self._cluster and 0 <= txn[0] < self._coordinator_count):
+            raise CoordinatorNotFoundError(f"Transaction coordinator {txn[0]} not found")
 
     async def _end_on_partitions(
         self, txn: TxnId, partitions: list[str], subscriptions: list[tuple[str, str]], commit: bool
@@ -236,9 +353,30 @@ class TransactionService:
         for key, handle in list(self._pending_acks.items()):
             if txn in handle.state.transactions():
                 subs[key] = None
+        remote = self._remote
+        if remote is None:
+            await asyncio.gather(
+                *(self.end_on_partition(name, txn, commit) for name in names),
+                *(self.end_on_subscription(topic, sub, txn, commit) for topic, sub in subs),
+            )
+            return
         await asyncio.gather(
-            *(self.end_on_partition(name, txn, commit) for name in names),
-            *(self.end_on_subscription(topic, sub, txn, commit) for topic, sub in subs),
+            *(
+                remote.end_on_partition(
+                    name, txn, commit, functools.partial(self.end_on_partition, name, txn, commit)
+                )
+                for name in names
+            ),
+            *(
+                remote.end_on_subscription(
+                    topic,
+                    sub,
+                    txn,
+                    commit,
+                    functools.partial(self.end_on_subscription, topic, sub, txn, commit),
+                )
+                for topic, sub in subs
+            ),
         )
 
     async def end_on_partition(self, name: str, txn: TxnId, commit: bool) -> None:
@@ -327,7 +465,7 @@ class TransactionService:
             store.txn.appends,
             self._check_open,
             self._context.persist_cursors,
-            _hold_log(store, PENDING_ACK_CURSOR),
+            hold_log(store, PENDING_ACK_CURSOR),
         )
         read = await handle.recover()
         released = handle.release_forgotten(self._known)
@@ -344,38 +482,3 @@ class TransactionService:
                 released,
             )
         return handle
-
-
-LOG_CURSOR = "__txn_coordinator"
-"""The durable cursor of a transaction log: it moves past the records of ended transactions
-(keeping the last record), so a restart replays only what follows it and trimming may delete
-what precedes it."""
-
-
-PENDING_ACK_CURSOR = "__pending_ack_store"
-"""The same for a pending-ack log: it moves past the records of transactions aborted, or
-committed and applied to the subscription's stored cursor."""
-
-
-def _hold_log(topic: PersistentTopic, name: str) -> ManagedCursor:
-    """Give a log topic its durable subscription (it holds the log's records from trimming
-    until it moves past them); returns its cursor."""
-    if name not in topic.subscriptions:
-        cursor = topic.ledger.open_cursor(name, "earliest")
-        topic.subscriptions[name] = Subscription(topic, name, cursor, durable=True)
-    return topic.subscriptions[name].cursor
-
-
-def subscriptions_of_logs(topic: str, stored: list[str]) -> list[str]:
-    """The subscriptions of ``topic`` whose pending-ack logs are among ``stored``."""
-    prefix = f"{topic}-"
-    suffix = PENDING_ACK_SUFFIX
-    longer = [n for n in stored if n.startswith(prefix) and not n.endswith(suffix)]
-    found = []
-    for name in stored:
-        if not (name.startswith(prefix) and name.endswith(suffix)):
-            continue
-        if any(name.startswith(f"{other}-") for other in longer):
-            continue  # the log of a subscription of that other topic
-        found.append(name[len(prefix) : -len(suffix)])
-    return found

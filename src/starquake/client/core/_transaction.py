@@ -82,6 +82,12 @@ class CoordinatorClient:
             self._count = 0  # and their count may have changed
             raise
         body = next(value for field, value in reply.ListFields() if field.name != "type")
+        if body.HasField("error") and body.error in (
+            pb.TransactionCoordinatorNotFound,
+            pb.ServiceNotReady,
+        ):  # the coordinator moved: look it up and connect to it again at the next request
+            self._urls.pop(tc_id, None)
+            self._connected.discard(cnx)
         _raise_error(body)
         return body
 

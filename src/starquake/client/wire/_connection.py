@@ -94,6 +94,8 @@ _RESPONSES: dict[int, Callable[[T], Any]] = {
     T.ADD_PARTITION_TO_TXN_RESPONSE: lambda c: c.add_partition_to_txn_response,
     T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE: lambda c: c.add_subscription_to_txn_response,
     T.END_TXN_RESPONSE: lambda c: c.end_txn_response,
+    T.END_TXN_ON_PARTITION_RESPONSE: lambda c: c.end_txn_on_partition_response,
+    T.END_TXN_ON_SUBSCRIPTION_RESPONSE: lambda c: c.end_txn_on_subscription_response,
 }
 
 
