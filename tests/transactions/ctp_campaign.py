@@ -1,8 +1,9 @@
 """A consume-transform-produce job (``ctp_job.py``, its own process) under random SIGKILLs of
 the job and of the broker: in the end there must be exactly one output per input.
 
-The inputs are stored first; the job then runs, and at random moments either the job is killed
-(and started again at once) or the broker is (and started again on the same data). Once every
+The inputs are stored first; the job then runs, and at random moments spread over its work
+(the k-th kill of n once about k/(n+1) of the outputs are out) either the job is killed (and
+started again at once) or the broker is (and started again on the same data). Once every
 kill is done and every input has its output, the job stops, every transaction ends, and the
 output topic is read from the earliest: each input must have exactly one output there (none
 lost, none duplicated), and nothing a consumer got from the output topic during the run may be
@@ -167,8 +168,14 @@ def run_ctp_campaign(
         job.start()
         schedule = ["job"] * job_kills + ["broker"] * broker_kills
         rng.shuffle(schedule)
-        for victim in schedule:
-            time.sleep(rng.uniform(0.5, 2.5))
+        for index, victim in enumerate(schedule):
+            # spread over the work: the k-th kill once k/(kills+1) of the outputs are out
+            due = (index + 1) * inputs // (len(schedule) + 1)
+            deadline = time.monotonic() + 120
+            while len(progress.delivered) < due and time.monotonic() < deadline:
+                job.check_alive()
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0, 0.4))
             job.check_alive()
             if victim == "job":
                 job.kill()

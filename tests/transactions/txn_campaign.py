@@ -173,6 +173,7 @@ class Worker(threading.Thread):
                         negative_ack_redelivery_delay_ms=300,
                         initial_position=EARLIEST,
                         receiver_queue_size=10,
+                        batch_index_ack_enabled=True,
                     )
                     for t in camp.topics.inputs
                 ]
@@ -274,12 +275,19 @@ class Campaign:
         workers: int = 3,
         inputs: int | None = None,
         say: Callable[[str], None] = lambda _: None,
+        batched_inputs: bool | None = None,
     ) -> None:
+        """``batched_inputs``: the partitioned input topic holds batches (acknowledged by
+        batch index in the transactions); None: on odd seeds."""
         self.points, self.seed, self.say = points, seed, say
+        self.batched = seed % 2 == 1 if batched_inputs is None else batched_inputs
         self.rng = random.Random(seed)
         self.tag = f"s{seed}"
         self.broker = CampaignBroker(
-            data_dir, "transactionCoordinatorEnabled=true", "brokerDeduplicationEnabled=true"
+            data_dir,
+            "transactionCoordinatorEnabled=true",
+            "brokerDeduplicationEnabled=true",
+            "acknowledgmentAtBatchIndexLevelEnabled=true",
         )
         self.topics = Topics()
         self.ledger = Ledger()
@@ -330,7 +338,10 @@ class Campaign:
         try:
             for topic in self.topics.inputs:
                 producer = client.create_producer(
-                    topic, batching_enabled=False, block_if_queue_full=True
+                    topic,
+                    batching_enabled=self.batched and topic in self.topics.partitions,
+                    batching_max_messages=4,
+                    block_if_queue_full=True,
                 )
                 label = topic.rsplit("-", 2)[-2:]
                 for n in range(self.inputs_per_topic):
@@ -434,7 +445,7 @@ def _read_to_sentinel(client: pulsar.Client, topic: str) -> list[bytes]:
 
 def _drain(client: pulsar.Client, topics: list[str], sentinels: set[bytes]) -> list[bytes]:
     """The input messages the work subscription still delivers (acknowledged here)."""
-    consumer = client.subscribe(topics, "work", SHARED)
+    consumer = client.subscribe(topics, "work", SHARED, batch_index_ack_enabled=True)
     wanted = {s for s in sentinels if any(s.startswith(f"sentinel|{t}".encode()) for t in topics)}
     seen_sentinels: set[bytes] = set()
     got: list[bytes] = []
