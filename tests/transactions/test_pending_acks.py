@@ -338,3 +338,37 @@ def test_a_deleted_topic_leaves_no_pending_ack_log_in_its_namespace(
     gone = urllib.request.Request(f"{admin}/admin/v2/namespaces/{namespace}", method="DELETE")
     with urllib.request.urlopen(gone, timeout=10) as reply:  # not held by a system topic
         assert reply.status == 204
+
+
+def test_a_pending_cumulative_ack_keeps_the_exclusive_order_for_a_new_consumer(
+    txn_client: pulsar.Client,
+) -> None:
+    """A consumer that acknowledged cumulatively in a transaction goes away (its job was
+    killed) while the transaction is open: the next consumer gets the messages from the
+    mark-delete position on, in order, those the open transaction covers included (acking
+    them conflicts until it ends). Were they skipped, the new consumer would process and
+    cumulatively acknowledge later messages; the transaction's abort then delivers the skipped
+    ones again, but the later cumulative ack already covers them: lost (found by the
+    consume-transform-produce kill campaign)."""
+    for kind in (pulsar.ConsumerType.Exclusive, pulsar.ConsumerType.Failover):
+        topic = new_topic()
+        first = txn_client.subscribe(topic, "sub", kind, initial_position=EARLIEST)
+        _fill(txn_client, topic, 3)
+        messages = [first.receive(5000) for _ in range(3)]
+        cut = txn_client.new_transaction()
+        first.acknowledge_cumulative(messages[0], txn=cut)
+        first.close()
+        second = txn_client.subscribe(topic, "sub", kind)
+        again = second.receive(10_000)
+        assert again.data() == b"in-0", kind  # not in-1: nothing skipped
+        later = txn_client.new_transaction()
+        with pytest.raises(pulsar.TransactionConflict):  # the open transaction holds it
+            second.acknowledge_cumulative(again, txn=later)
+        later.abort()
+        cut.abort()
+        retry = txn_client.new_transaction()
+        second.acknowledge_cumulative(again, txn=retry)  # free now
+        retry.commit()
+        second.close()
+        third = txn_client.subscribe(topic, "sub", kind)
+        assert received(third, 2) == [b"in-1", b"in-2"], kind

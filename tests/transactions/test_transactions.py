@@ -461,3 +461,27 @@ def test_trimmed_ledgers_leave_the_buffers_hidden_positions(tmp_path: Path) -> N
             assert received(consumer, 1) == [b"after"]
         finally:
             client.close()
+
+
+def test_a_send_refused_as_not_allowed_fails_without_a_reconnect(
+    txn_broker: EmbeddedBroker, txn_client: pulsar.Client
+) -> None:
+    """The broker refuses a message of a transaction that ended on the topic (here at its
+    timeout, unknown to the client) with NotAllowedError: the send fails with it, as in the
+    Java client, instead of the client reconnecting and sending it again until its send
+    timeout (closing the connection of every other producer and consumer each time)."""
+    topic = new_topic()
+    consumer = _subscribe(txn_client, topic)
+    producer = txn_client.create_producer(topic, send_timeout_millis=60_000)
+    txn = txn_client.new_transaction(timeout_ms=500)
+    producer.send(b"in time", txn=txn)  # registers the topic with the transaction
+    coordinator = txn_broker.service.transactions.coordinators[txn.txn_id[0]]
+    deadline = time.monotonic() + 30
+    while txn.txn_id[1] in coordinator.state.txns and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert txn.txn_id[1] not in coordinator.state.txns  # aborted at its timeout
+    assert txn.state == "OPEN"  # the client does not know
+    with pytest.raises(pulsar.NotAllowedError, match="already ended"):
+        producer.send(b"late", txn=txn)
+    producer.send(b"plain")  # the producer goes on
+    assert received(consumer, 1) == [b"plain"]

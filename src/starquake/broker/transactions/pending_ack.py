@@ -7,7 +7,7 @@ loads, the log is replayed: the acks of transactions still open are pending agai
 that was logged but whose acks may not have reached the stored cursor is applied again (an
 ``applied`` record follows once the cursor is stored, so it is applied once).
 
-While an ack is pending its message is not dispatched (see
+While an individual ack is pending its message is not dispatched (see
 :meth:`~starquake.broker.subscription.Subscription.held_in_txn`); a commit acknowledges it as
 an ordinary ack would, an abort delivers it again as unacknowledged messages are (Shared:
 redelivered to whoever has permits; Exclusive and Failover: the cursor rewinds, as Pulsar's

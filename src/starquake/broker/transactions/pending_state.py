@@ -1,7 +1,8 @@
 """A subscription's pending acks: what open transactions acknowledged there (no I/O here).
 
-An acknowledgment carrying a transaction id is held, not applied: the message is neither
-acknowledged on the cursor nor dispatched again, until the transaction ends. A commit hands the
+An acknowledgment carrying a transaction id is held, not applied: the message is not
+acknowledged on the cursor (nor dispatched again, when acknowledged individually) until the
+transaction ends. A commit hands the
 acks over to be applied as ordinary ones; an abort releases them (the messages are delivered
 again, as unacknowledged ones are). The conflicts are Pulsar's (``PendingAckHandleImpl``), each
 a TransactionConflict:
@@ -72,13 +73,14 @@ class PendingAckState:
         return held
 
     def holds(self, position: Position) -> bool:
-        """Whether ``position`` must not be dispatched: a transaction acknowledged all of it,
-        or it is covered by a pending cumulative ack."""
+        """Whether ``position`` must not be dispatched: a transaction acknowledged all of it
+        individually. A pending cumulative ack holds nothing back (as the mark-delete position
+        has not moved, a new consumer gets those messages again, their acks conflicting until
+        the transaction ends): skipping them would have it process, and cumulatively
+        acknowledge, later messages first, covering them before an abort delivers them
+        again."""
         holders = self.holders.get(position)
-        if holders is not None and any(indexes is None for indexes in holders.values()):
-            return True
-        cumulative = self.cumulative
-        return cumulative is not None and position <= cumulative[1]
+        return holders is not None and any(indexes is None for indexes in holders.values())
 
     # --- acknowledgments ----------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from starquake.client.producer._outgoing import (
     message_metadata,
     single_metadata,
 )
-from starquake.client.producer._send_ops import SendOp, chunk_parts, chunk_size
+from starquake.client.producer._send_ops import SendOp, chunk_parts, chunk_size, take_refused
 from starquake.client.wire._connection import ClientConnection
 from starquake.protocol import client_commands
 from starquake.protocol.batch import pack_batch
@@ -390,12 +390,8 @@ class ProducerImpl(HandlerBase):
             return
         op = self._pending[0]
         if receipt.sequence_id != op.sequence_id:
-            log.warning(
-                "%r: receipt for %d but %d is the oldest pending; ignored",
-                self,
-                receipt.sequence_id,
-                op.sequence_id,
-            )
+            expected = op.sequence_id
+            log.warning("%r: receipt for %d, not %d; ignored", self, receipt.sequence_id, expected)
             return
         self._pending.popleft()
         self.last_sequence_id = op.highest_sequence_id
@@ -406,6 +402,9 @@ class ProducerImpl(HandlerBase):
         log.warning("%r: send error %s: %s", self, error.error, error.message)
         if int(error.error) == ServerError.TopicTerminatedError:
             self._fail_pending(TopicTerminated(error.message))
+            return
+        if int(error.error) == ServerError.NotAllowedError:  # never stored: fails, as in Java
+            self._release(take_refused(self._pending, error))
             return
         cnx = self._cnx
         if cnx is not None:  # as the C++ client does: reconnect and resend

@@ -4,12 +4,13 @@ message too large for one frame is cut into chunks."""
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from starquake.client.base._message import MessageId
 from starquake.client.crypto._crypto import MessageEncryptor
-from starquake.client.exceptions import MessageTooBig
+from starquake.client.exceptions import MessageTooBig, from_server_error
 from starquake.common.topic_name import TopicName
 from starquake.protocol.wire import pb
 
@@ -51,6 +52,22 @@ class SendOp:
                 else:
                     result = MessageId.from_parts(ledger, entry, partition)
                 fut.set_result(result)
+
+
+def take_refused(pending: collections.deque[SendOp], error: pb.CommandSendError) -> int:
+    """A SEND_ERROR of code NotAllowedError: the broker will never store that send (a message
+    of a transaction that ended, too big a message...). As the Java client does, the send
+    fails when it is the oldest pending one, and is not sent again (a reconnect would only
+    have it refused again, for ever). Returns the queue slots it held (0: none taken)."""
+    op = pending[0] if pending else None
+    if op is None or error.sequence_id not in (op.sequence_id, op.highest_sequence_id):
+        return 0
+    pending.popleft()
+    exc = from_server_error(int(error.error), error.message)
+    for fut in op.futures:
+        if not fut.done():
+            fut.set_exception(exc)
+    return op.permits
 
 
 def partition_topic(topic: str, index: int) -> str:
