@@ -12,12 +12,10 @@ missing from it (no aborted output was ever delivered).
 
 from __future__ import annotations
 
-import contextlib
 import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -27,6 +25,7 @@ from pathlib import Path
 
 from admin_http import admin_json
 from broker_process import BrokerProcess
+from delivery_watch import DeliveryWatcher
 from parent_watch import dies_with_parent
 
 from starquake import client as pulsar
@@ -103,36 +102,15 @@ class Job:
             raise RuntimeError(f"job exited on its own:\n{self._log_path.read_text()[-3000:]}")
 
 
-class Progress(threading.Thread):
+class Progress(DeliveryWatcher):
     """Consumes the output topic during the run: which outputs were delivered."""
 
     def __init__(self, url: str, topic: str) -> None:
-        super().__init__(name="ctp-progress", daemon=True)
-        self.client = pulsar.Client(url, operation_timeout_seconds=10)
-        self.consumer = self.client.subscribe(
+        client = pulsar.Client(url, operation_timeout_seconds=10)
+        consumer = client.subscribe(
             topic, "progress", initial_position=pulsar.InitialPosition.Earliest
         )
-        self.delivered: set[bytes] = set()
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                msg = self.consumer.receive(500)
-            except pulsar.Timeout:
-                continue
-            except pulsar.PulsarException:
-                time.sleep(0.2)
-                continue
-            self.delivered.add(msg.data())
-            with contextlib.suppress(pulsar.PulsarException):
-                self.consumer.acknowledge(msg)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.join(30)
-        with contextlib.suppress(Exception):
-            self.client.close()
+        super().__init__("ctp-progress", client, consumer)
 
 
 def run_ctp_campaign(

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from admin_http import admin_json, http_call
 from broker_process import BrokerProcess
+from delivery_watch import DeliveryWatcher
 from parent_watch import dies_with_parent
 from txn_campaign_check import ABORTED, COMMITTED, Ledger, Observed, TxnRecord, Verdict, check
 
@@ -229,39 +230,13 @@ class Worker(threading.Thread):
                         consumer.negative_acknowledge(msg)
 
 
-class Audit(threading.Thread):
+class Audit(DeliveryWatcher):
     """Consumes the output topics for the whole campaign: every delivery is noted."""
 
     def __init__(self, campaign: Campaign) -> None:
-        super().__init__(name="txn-audit", daemon=True)
-        self.campaign = campaign
-        self.delivered: set[bytes] = set()
-        self.stop = threading.Event()
-        self.consumer: pulsar.Consumer | None = None
-        self.client = _client(campaign.broker.url)
-        self.consumer = self.client.subscribe(
-            campaign.topics.outputs, "audit", initial_position=EARLIEST
-        )
-
-    def run(self) -> None:
-        assert self.consumer is not None
-        while not self.stop.is_set():
-            try:
-                msg = self.consumer.receive(500)
-            except pulsar.Timeout:
-                continue
-            except pulsar.PulsarException:
-                time.sleep(0.2)
-                continue
-            self.delivered.add(msg.data())
-            with contextlib.suppress(pulsar.PulsarException):
-                self.consumer.acknowledge(msg)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.join(30)
-        with contextlib.suppress(Exception):
-            self.client.close()
+        client = _client(campaign.broker.url)
+        consumer = client.subscribe(campaign.topics.outputs, "audit", initial_position=EARLIEST)
+        super().__init__("txn-audit", client, consumer)
 
 
 class Campaign:
