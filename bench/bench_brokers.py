@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -166,6 +167,34 @@ def healthy(web_port: int) -> bool:
             return bool(resp.status == 200 and body == "ok")
     except (urllib.error.URLError, OSError):
         return False
+
+
+def start_standalone(starquake_cmd: str, prefix: str, extra: list[str]) -> Broker:
+    """``starquake standalone`` (``starquake_cmd``, split on spaces) in a fresh temporary
+    directory named ``prefix...``, on free loopback ports, with ``extra`` arguments after the
+    ports; returned once its health check answers and its broker port accepts."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    port, web_port = free_port(), free_port()
+    command = [
+        *starquake_cmd.split(),
+        "standalone",
+        *("--data-dir", str(workdir / "data")),
+        *("--broker-port", str(port)),
+        *("--web-port", str(web_port)),
+        *extra,
+    ]
+    broker = spawn("starquake", command, workdir, port)
+    wait_ready(broker, lambda: healthy(web_port) and accepts(port), timeout=60)
+    return broker
+
+
+def stop_broker(broker: Broker, keep: bool) -> None:
+    """Stop ``broker``; delete its directory unless ``keep`` (then say where it is)."""
+    broker.stop()
+    if keep:
+        log(f"kept {broker.name} files in {broker.workdir}")
+    else:
+        shutil.rmtree(broker.workdir, ignore_errors=True)
 
 
 def default_starquake_cmd() -> str:

@@ -28,11 +28,9 @@ import importlib
 import json
 import logging
 import os
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -40,13 +38,11 @@ from types import ModuleType
 from typing import Any
 
 from bench_brokers import (
-    accepts,
     default_starquake_cmd,
-    free_port,
     log,
     machine_info,
-    spawn,
-    wait_ready,
+    start_standalone,
+    stop_broker,
 )
 from bench_common import (
     Metric,
@@ -405,22 +401,11 @@ def render_table(rows: list[Record]) -> str:
 
 
 def start_broker(args: argparse.Namespace) -> Any:
-    """A Starquake broker on free loopback ports; ready once the broker port accepts."""
-    workdir = Path(tempfile.mkdtemp(prefix="bench-client-compare-"))
-    port, web_port = free_port(), free_port()
-    command = [
-        *args.starquake_cmd.split(),
-        "standalone",
-        *("--data-dir", str(workdir / "data")),
-        *("--broker-port", str(port)),
-        *("--web-port", str(web_port)),
-        *("--bind-address", "127.0.0.1"),
-        *("--log-level", "WARNING"),
-        *args.starquake_args.split(),
-    ]
-    broker = spawn("starquake", command, workdir, port)
-    wait_ready(broker, lambda: accepts(port), timeout=60)
-    return broker
+    """A Starquake broker on free loopback ports; ready once it is healthy and accepts."""
+    extra = ["--bind-address", "127.0.0.1", "--log-level", "WARNING"]
+    return start_standalone(
+        args.starquake_cmd, "bench-client-compare-", extra + args.starquake_args.split()
+    )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -471,11 +456,7 @@ def main(argv: list[str]) -> int:
         peak_rss = broker.peak_rss_mb() if broker else None
     finally:
         if broker is not None:
-            broker.stop()
-            if args.keep:
-                log(f"kept broker files in {broker.workdir}")
-            else:
-                shutil.rmtree(broker.workdir, ignore_errors=True)
+            stop_broker(broker, args.keep)
     rows = summarize(results)
     record: Record = {
         "machine": info,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,10 +35,11 @@ from bench_brokers import (
     accepts,
     default_starquake_cmd,
     free_port,
-    healthy,
     log,
     machine_info,
     spawn,
+    start_standalone,
+    stop_broker,
     wait_ready,
 )
 from bench_common import (
@@ -203,22 +203,7 @@ def start_pulsar_lite(args: argparse.Namespace) -> Broker:
 
 def start_starquake(args: argparse.Namespace) -> Broker:
     """A Starquake broker on free loopback ports, once it is healthy."""
-    workdir = Path(tempfile.mkdtemp(prefix="bench-starquake-"))
-    port, web_port = free_port(), free_port()
-    command = [
-        *args.starquake_cmd.split(),
-        "standalone",
-        "--data-dir",
-        str(workdir / "data"),
-        "--broker-port",
-        str(port),
-        "--web-port",
-        str(web_port),
-        *args.starquake_args.split(),
-    ]
-    broker = spawn(STARQUAKE, command, workdir, port)
-    wait_ready(broker, lambda: healthy(web_port) and accepts(port), timeout=60)
-    return broker
+    return start_standalone(args.starquake_cmd, "bench-starquake-", args.starquake_args.split())
 
 
 # --------------------------------------------------------------------------- running
@@ -405,11 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         peak_rss = {name: b.peak_rss_mb() for name, b in brokers.items()}
     finally:
         for broker in brokers.values():
-            broker.stop()
-            if not args.keep:
-                shutil.rmtree(broker.workdir, ignore_errors=True)
-            else:
-                log(f"kept {broker.name} files in {broker.workdir}")
+            stop_broker(broker, args.keep)
     rows = summarize(results, names)
     table = render_table(rows, names)
     record: Record = {

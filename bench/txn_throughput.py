@@ -25,24 +25,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from bench_brokers import (
     Broker,
     default_starquake_cmd,
-    free_port,
-    healthy,
     log,
     machine_info,
-    spawn,
-    wait_ready,
+    start_standalone,
+    stop_broker,
 )
 from bench_common import (
     add_json_option,
@@ -61,23 +56,11 @@ MODES = ("plain", "txn")
 
 def start_broker(args: argparse.Namespace) -> Broker:
     """A broker with transactions on, in a temporary directory."""
-    workdir = Path(tempfile.mkdtemp(prefix="bench-txn-"))
-    port, web_port = free_port(), free_port()
-    command = [
-        *args.starquake_cmd.split(),
-        "standalone",
-        *("--data-dir", str(workdir / "data")),
-        *("--broker-port", str(port)),
-        *("--web-port", str(web_port)),
-        *("--bind-address", "127.0.0.1"),
-        *("--log-level", "WARNING"),
-        *("-D", "transactionCoordinatorEnabled=true"),
-    ]
+    extra = ["--bind-address", "127.0.0.1", "--log-level", "WARNING"]
+    extra += ["-D", "transactionCoordinatorEnabled=true"]
     for define in args.define:
-        command += ["-D", define]
-    broker = spawn("starquake", command, workdir, port)
-    wait_ready(broker, lambda: healthy(web_port), timeout=60)
-    return broker
+        extra += ["-D", define]
+    return start_standalone(args.starquake_cmd, "bench-txn-", extra)
 
 
 class Workers:
@@ -278,11 +261,7 @@ def main(argv: list[str]) -> int:
         results = asyncio.run(run_all(args, service_url, broker))
     finally:
         if broker is not None:
-            broker.stop()
-            if args.keep:
-                log(f"kept broker files in {broker.workdir}")
-            else:
-                shutil.rmtree(broker.workdir, ignore_errors=True)
+            stop_broker(broker, args.keep)
     rows = summarize(results)
     record: Record = {
         "machine": info,
