@@ -101,16 +101,19 @@ class OptionalBuildExt(build_ext):
             for output in self.get_outputs():
                 Path(output).unlink(missing_ok=True)
             return
-        package_dir = Path(self.get_ext_fullpath("starquake.protocol.varint")).parent.parent
+        package_dir = self._package_dir()
         _remove_unlisted(package_dir)
         manifest = {_module_name(rel): _digest(SRC / rel) for rel in COMPILED}
         (package_dir / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
+    def _package_dir(self) -> Path:
+        """Where the built ``starquake`` package is (the source tree, for an editable install)."""
+        return Path(self.get_ext_fullpath("starquake.protocol.varint")).parent.parent
+
     def get_outputs(self) -> list[str]:
         outputs: list[str] = super().get_outputs()
         if self.extensions:
-            package_dir = Path(self.get_ext_fullpath("starquake.protocol.varint")).parent.parent
-            outputs.append(str(package_dir / MANIFEST))
+            outputs.append(str(self._package_dir() / MANIFEST))
         return outputs
 
 

@@ -30,6 +30,11 @@ BUILD = "pure Python"
 compiled build it does not use)."""
 
 
+def _source_of(module: str) -> Path:
+    """The ``.py`` file of ``module`` (``starquake.x.y``) in this package."""
+    return _PACKAGE / (module.split(".", 1)[1].replace(".", "/") + ".py")
+
+
 class _SourceFinder(importlib.machinery.PathFinder):
     """Finds the listed modules' ``.py`` sources, ignoring their extension modules."""
 
@@ -44,8 +49,7 @@ class _SourceFinder(importlib.machinery.PathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in self._modules:
             return None
-        relative = fullname.split(".", 1)[1].replace(".", "/") + ".py"
-        source = _PACKAGE / relative
+        source = _source_of(fullname)
         loader = importlib.machinery.SourceFileLoader(fullname, str(source))
         return importlib.util.spec_from_file_location(fullname, source, loader=loader)
 
@@ -53,7 +57,7 @@ class _SourceFinder(importlib.machinery.PathFinder):
 def _stale(manifest: dict[str, str]) -> list[str]:
     stale = []
     for module, digest in manifest.items():
-        source = _PACKAGE / (module.split(".", 1)[1].replace(".", "/") + ".py")
+        source = _source_of(module)
         try:
             if hashlib.sha256(source.read_bytes()).hexdigest() != digest:
                 stale.append(module)
