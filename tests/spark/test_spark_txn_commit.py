@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,27 +152,32 @@ def test_a_broker_without_transactions_fails_the_write_naming_the_settings(
         check_transactions(_opts(spark_broker, new_topic))
 
 
-def test_a_broker_killed_before_the_commit_loses_and_duplicates_nothing(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def txn_process(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker process with transactions on (and inactive topics kept), to kill."""
     proc = BrokerProcess(
         tmp_path / "data",
         "transactionCoordinatorEnabled=true",
         "brokerDeleteInactiveTopicsEnabled=false",
     )
     proc.start()
-    try:
-        broker = SparkBroker(proc)
-        topic = "persistent://public/default/txn-broker-kill"
-        broker.create_partitioned(topic, 2)
-        msgs = _tasks(_opts(broker, topic), "q-kill", 0)
-        proc.kill()  # the transactions are recovered OPEN from the coordinator's log
-        proc.start()
-        opts = _opts(broker, topic)  # the same ports
-        assert commit_batch(opts, "q-kill", 0, list(msgs)) == PARTS
-        _assert_once(broker, topic, 1)
-    finally:
-        proc.cleanup()
+    yield proc
+    proc.cleanup()
+
+
+def test_a_broker_killed_before_the_commit_loses_and_duplicates_nothing(
+    txn_process: BrokerProcess,
+) -> None:
+    proc = txn_process
+    broker = SparkBroker(proc)
+    topic = "persistent://public/default/txn-broker-kill"
+    broker.create_partitioned(topic, 2)
+    msgs = _tasks(_opts(broker, topic), "q-kill", 0)
+    proc.kill()  # the transactions are recovered OPEN from the coordinator's log
+    proc.start()
+    opts = _opts(broker, topic)  # the same ports
+    assert commit_batch(opts, "q-kill", 0, list(msgs)) == PARTS
+    _assert_once(broker, topic, 1)
 
 
 def test_options_of_the_transaction_mode_are_checked() -> None:
@@ -194,43 +200,35 @@ def test_options_of_the_transaction_mode_are_checked() -> None:
 
 
 def test_a_task_whose_producer_reconnected_writes_its_rows_again_in_a_new_transaction(
-    tmp_path: Path,
+    txn_process: BrokerProcess,
 ) -> None:
-    proc = BrokerProcess(
-        tmp_path / "data",
-        "transactionCoordinatorEnabled=true",
-        "brokerDeleteInactiveTopicsEnabled=false",
-    )
-    proc.start()
-    try:
-        broker = SparkBroker(proc)
-        topic = "persistent://public/default/txn-resent"
-        opts = _opts(broker, topic)
-        attempts: list[str] = []
+    proc = txn_process
+    broker = SparkBroker(proc)
+    topic = "persistent://public/default/txn-resent"
+    opts = _opts(broker, topic)
+    attempts: list[str] = []
 
-        async def write_rows(client: Client, batches: Any, name: str, txn: Any) -> int:
-            attempts.append(name)
+    async def write_rows(client: Client, batches: Any, name: str, txn: Any) -> int:
+        attempts.append(name)
 
-            def rows() -> Any:
-                for i, batch in enumerate(batches):
-                    if i == 1 and len(attempts) == 1:  # the first attempt, between its batches
-                        proc.kill()
-                        proc.start()
-                    yield batch
+        def rows() -> Any:
+            for i, batch in enumerate(batches):
+                if i == 1 and len(attempts) == 1:  # the first attempt, between its batches
+                    proc.kill()
+                    proc.start()
+                yield batch
 
-            sent, _ = await _write_rows(client, opts, None, rows(), name, 0, txn=txn)
-            return sent
+        sent, _ = await _write_rows(client, opts, None, rows(), name, 0, txn=txn)
+        return sent
 
-        halves = [
-            pa.RecordBatch.from_pydict({"value": [f"h{h}-{i}".encode() for i in range(30)]})
-            for h in range(2)
-        ]
-        message = write_task(opts, "q-resent", 0, 0, iter(halves), write_rows)
-        assert len(attempts) == 2  # the producer reconnected: the transaction was aborted
-        assert message.rows == 60
-        assert commit_batch(opts, "q-resent", 0, [message]) == 1
-        counts = _counts(broker, topic)
-        assert sorted(counts) == sorted(f"h{h}-{i}".encode() for h in range(2) for i in range(30))
-        assert max(counts.values()) == 1
-    finally:
-        proc.cleanup()
+    halves = [
+        pa.RecordBatch.from_pydict({"value": [f"h{h}-{i}".encode() for i in range(30)]})
+        for h in range(2)
+    ]
+    message = write_task(opts, "q-resent", 0, 0, iter(halves), write_rows)
+    assert len(attempts) == 2  # the producer reconnected: the transaction was aborted
+    assert message.rows == 60
+    assert commit_batch(opts, "q-resent", 0, [message]) == 1
+    counts = _counts(broker, topic)
+    assert sorted(counts) == sorted(f"h{h}-{i}".encode() for h in range(2) for i in range(30))
+    assert max(counts.values()) == 1
