@@ -34,7 +34,7 @@ def test_discarding_many_entries_is_linear() -> None:
     """Dropping the oldest of 200,000 entries one trim at a time (as the trim loop does on a
     busy topic) takes well under a second; a dict's front deletions made it quadratic (about
     a minute, with the event loop blocked)."""
-    cache = EntryInfoCache()
+    cache = EntryInfoCache(max_items=200_000)
     info = EntryInfo(1, b"k", 0, 0, False)
     for i in range(200_000):
         cache.put(Position(1, i), info)

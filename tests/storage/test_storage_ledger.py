@@ -16,6 +16,7 @@ from starquake.storage import (
     StorageError,
 )
 from starquake.storage.segment import LEDGER_RECORD_HEADER_SIZE
+from starquake.storage.state import ENTRY_OVERHEAD
 
 NAME = "persistent://public/default/my-topic-partition-3"
 
@@ -364,18 +365,26 @@ def test_many_ledgers_share_one_commit(make_factory: MakeFactory) -> None:
 
 
 def test_cache_accounting(make_factory: MakeFactory) -> None:
-    f = make_factory(cache_max_bytes=1000, max_entries_per_ledger=10, min_rollover_seconds=0)
+    cost = 100 + ENTRY_OVERHEAD
+    f = make_factory(
+        cache_max_bytes=10 * cost,
+        cache_eviction_watermark=0.5,
+        max_entries_per_ledger=10,
+        min_rollover_seconds=0,
+    )
     a = f.open("a")
     b = f.open("b")
+    a.open_cursor("s").set_active()
+    b.open_cursor("s").set_active()
     append_all(a, [b"x" * 100] * 8)
     append_all(b, [b"y" * 100] * 8)
-    assert f.cache.size == 1000
+    # the 11th entry went over 10: the 6 oldest went (down to half), then 5 more came
+    assert f.cache.size == 10 * cost and f.cache.entries == 10
     commit(f)
-    # the oldest entries (all of a's first ones) were evicted first
     state_a = a._states[a.current_ledger_id]
-    assert f.cache.get(state_a, 0) is None and f.cache.get(state_a, 7) is not None
+    assert f.cache.get(state_a, 5) is None and f.cache.get(state_a, 6) is not None
     assert [e.data for e in a.read_entries_now(EARLIEST, 100)] == [b"x" * 100] * 8
     b.close()
-    assert f.cache.size == 200  # a keeps its two newest entries
+    assert f.cache.size == 2 * cost  # a keeps its two newest entries
     f.delete("a")
     assert f.cache.size == 0

@@ -282,6 +282,14 @@ class BrokerConfig:
     managedLedgerMinLedgerRolloverTimeMinutes: float = 10.0
     managedLedgerMaxLedgerRolloverTimeMinutes: float = 240.0
     managedLedgerCacheSizeMB: int = 256
+    """Bytes of recent entries kept in memory for the consumers at the tail, over all topics
+    (payloads and their bookkeeping)."""
+    managedLedgerCacheEvictionWatermark: float = 0.9
+    """Over its size, the cache evicts its oldest entries down to this fraction of it."""
+    managedLedgerCacheEvictionIntervalMs: int = 10
+    """How often entries cached longer than the time threshold are evicted."""
+    managedLedgerCacheEvictionTimeThresholdMillis: int = 1000
+    """Entries cached longer than this are evicted."""
     managedLedgerCursorPositionFlushSeconds: float = 1.0
     managedLedgerTrimIntervalSeconds: float = 60.0
     journalSyncData: bool = True

@@ -4,7 +4,8 @@ An entry's MessageMetadata tells how many messages it carries (permits count mes
 sticky key (Key_Shared routing), its delivery time (delayed delivery) and whether it is a chunk.
 The topic fills an :class:`EntryInfoCache` when it publishes (the metadata is parsed then anyway)
 and dispatchers of every subscription read from it; entries read back from disk are parsed on a
-miss. The cache is bounded: oldest entries are evicted first.
+miss. Only topics with an active consumer fill it, and it is bounded: oldest entries are
+evicted first.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ def info_of(metadata: pb.MessageMetadata) -> EntryInfo:
 
 _UNPARSABLE = EntryInfo(1, NONE_KEY, 0, 0, False)
 
+MAX_ENTRY_INFOS = 10_000
+"""Entries whose info a topic keeps at most (about 300 bytes each with their positions): the
+infos serve the consumers near the tail; one far behind parses what it reads."""
+
 
 class EntryInfoCache:
     """Position -> :class:`EntryInfo`, bounded, insertion-ordered eviction.
@@ -77,7 +82,7 @@ class EntryInfoCache:
 
     __slots__ = ("_items", "_max")
 
-    def __init__(self, max_items: int = 200_000) -> None:
+    def __init__(self, max_items: int = MAX_ENTRY_INFOS) -> None:
         self._items: OrderedDict[Position, EntryInfo] = OrderedDict()
         self._max = max_items
 

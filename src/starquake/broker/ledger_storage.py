@@ -32,6 +32,7 @@ from starquake.storage import (
 )
 from starquake.storage.compacted_files import FileCompactedLedgers
 from starquake.storage.compacted_store import CompactedLedgerStore
+from starquake.storage.state import EntryCache
 
 __all__ = ["CommittedHook", "FailedHook", "FileLedgerStorage", "LedgerStorage"]
 
@@ -74,6 +75,10 @@ class LedgerStorage(Protocol):
     def compacted_ledgers(self) -> CompactedLedgerStore:
         """Where the managed ledgers' compacted ledgers live."""
 
+    @property
+    def cache(self) -> EntryCache:
+        """The entry cache shared by the managed ledgers."""
+
     async def persist_cursors(self) -> None:
         """Store every durable cursor change made so far; raises if the store fails (a
         failed write is retried by the next call)."""
@@ -89,6 +94,8 @@ class FileLedgerStorage:
         self.factory = factory
         self._metadata = metadata
         self._cursor_lock = asyncio.Lock()
+        self.cache = factory.cache
+        """The entry cache shared by the managed ledgers."""
         self.compacted_ledgers = FileCompactedLedgers(metadata, self.allocate_ledger_id)
         """Compacted ledgers as files beside the managed ledgers', recorded in ``metadata``."""
 

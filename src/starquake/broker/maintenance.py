@@ -11,6 +11,7 @@ from typing import Protocol
 from starquake.broker import applied_policies, inactive_topics, system_topics, topic_stats
 from starquake.broker.committer import GroupCommitter
 from starquake.broker.inactive_topics import InactiveTopicsContext
+from starquake.broker.ledger_storage import LedgerStorage
 from starquake.broker.message_expiry import expire_older_than
 from starquake.broker.observations import PublishLatency
 from starquake.broker.topic import PersistentTopic
@@ -34,8 +35,24 @@ class MaintenanceContext(InactiveTopicsContext, Protocol):
     def publish_latency(self) -> PublishLatency:
         """The broker-wide publish latency histogram."""
 
+    @property
+    def storage(self) -> LedgerStorage:
+        """Where the managed ledgers live (and their entry cache)."""
+
     async def persist_cursors(self) -> None:
         """Store every durable cursor change made so far."""
+
+
+async def cache_eviction_loop(service: MaintenanceContext) -> None:
+    """Every ``managedLedgerCacheEvictionIntervalMs``: evict the entries cached longer than
+    ``managedLedgerCacheEvictionTimeThresholdMillis`` (0: no time limit)."""
+    config = service.config
+    cache = service.storage.cache
+    while True:
+        await asyncio.sleep(config.managedLedgerCacheEvictionIntervalMs / 1000)
+        threshold = config.managedLedgerCacheEvictionTimeThresholdMillis
+        if threshold > 0:
+            cache.evict_older_than(time.monotonic(), threshold / 1000)
 
 
 async def stats_loop(service: MaintenanceContext) -> None:

@@ -139,6 +139,7 @@ class BrokerService:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._persist_cursors_loop()))
         self._tasks.append(loop.create_task(maintenance.trim_loop(self)))
+        self._tasks.append(loop.create_task(maintenance.cache_eviction_loop(self)))
         self._tasks.append(loop.create_task(maintenance.stats_loop(self)))
         self._tasks.append(loop.create_task(maintenance.expiry_loop(self)))
         self._tasks.append(loop.create_task(self.compaction.monitor()))

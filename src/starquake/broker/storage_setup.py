@@ -31,6 +31,7 @@ def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
         min_rollover_seconds=config.managedLedgerMinLedgerRolloverTimeMinutes * 60,
         max_rollover_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
         cache_max_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
+        cache_eviction_watermark=config.managedLedgerCacheEvictionWatermark,
         journal_sync=config.journalSyncData,
     )
 

@@ -151,6 +151,7 @@ class Subscription:
             self.dispatcher = self._new_dispatcher(consumer.sub_type, sticky)
         assert self.dispatcher is not None
         self.dispatcher.add_consumer(consumer)
+        self.cursor.set_active()
 
     def _new_dispatcher(self, sub_type: SubType, sticky: bool) -> Dispatcher:
         service = self.topic.service
@@ -178,6 +179,8 @@ class Subscription:
         self.topic.last_active = time.monotonic()  # active until now
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
+        if not self.consumers:
+            self.cursor.set_inactive()
         messages, size = self.departed_out
         self.departed_out = (messages + consumer.msg_out_counter, size + consumer.bytes_out_counter)
         self._told_end.discard(consumer)
@@ -372,5 +375,6 @@ class Subscription:
 
     def close(self) -> None:
         """Stop dispatching."""
+        self.cursor.set_inactive()
         if self.dispatcher is not None:
             self.dispatcher.close()

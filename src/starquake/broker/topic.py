@@ -178,7 +178,9 @@ class PersistentTopic:
             if dedup.enabled:
                 dedup.on_failed(producer.name, sequence_id, highest_sequence_id)
             raise PersistenceError(f"Cannot store the message: {exc}") from exc
-        self.entry_infos.put(position, info)
+        if self.ledger.has_active_cursors():
+            # kept for the consumers reading at the tail; a later read parses it again
+            self.entry_infos.put(position, info)
         self._pending.append(
             _new_receipt(  # PendingReceipt(...) without its Python-level __new__
                 PendingReceipt,

@@ -96,7 +96,7 @@ class JetStreamLedgerFactory:
         self.metadata = metadata
         self.base_dir = Path(base_dir)
         self.config = config if config is not None else ManagedLedgerConfig()
-        self.cache = EntryCache(self.config.cache_max_bytes)
+        self.cache = EntryCache(self.config.cache_max_bytes, self.config.cache_eviction_watermark)
         self.max_record_bytes = max_record_bytes
         self._clock = clock
         self._on_committed = on_committed

@@ -171,6 +171,19 @@ class ManagedCursor(Protocol):
         """Stop using the cursor (a durable cursor's state stays stored)."""
         ...
 
+    @property
+    def is_active(self) -> bool:
+        """True while a consumer reads through the cursor (set by its subscription)."""
+        ...
+
+    def set_active(self) -> None:
+        """A consumer reads through the cursor: its ledger caches new entries for it."""
+        ...
+
+    def set_inactive(self) -> None:
+        """No consumer reads through the cursor any more."""
+        ...
+
 
 class ManagedLedger(Protocol):
     """A named, append-only log of opaque entries split into ledgers (see the module contract).
@@ -289,6 +302,11 @@ class ManagedLedger(Protocol):
     @property
     def cursors(self) -> Mapping[str, ManagedCursor]:
         """The durable cursors, by name (read-only view)."""
+        ...
+
+    def has_active_cursors(self) -> bool:
+        """True while a cursor (durable or not) is active: only then are appends cached, as
+        Pulsar caches new entries only for the cursors that will read them soon."""
         ...
 
     def open_cursor(self, name: str, initial_position: InitialPosition = "latest") -> ManagedCursor:

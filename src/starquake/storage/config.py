@@ -21,6 +21,9 @@ class ManagedLedgerConfig:
     """``managedLedgerMaxLedgerRolloverTimeMinutes``"""
     cache_max_bytes: int = 256 * 1024 * 1024
     """Tail-read cache shared by all ledgers of a factory (recent entries; oldest evicted)."""
+    cache_eviction_watermark: float = 0.9
+    """``managedLedgerCacheEvictionWatermark``: over its size, the cache evicts down to this
+    fraction of it."""
     ledger_id_reserve: int = 1000
     """Ledger ids reserved per metadata write."""
     journal_sync: bool = True

@@ -82,6 +82,10 @@ class CursorLedger(ManagedLedger, Protocol):
         """Record that a durable cursor's state must be persisted by the next snapshot."""
         ...
 
+    def active_cursors_changed(self, delta: int) -> None:
+        """One cursor more (``delta`` 1) or less (-1) is active."""
+        ...
+
     def try_read_entries(
         self, start: tuple[int, int], max_entries: int, max_bytes: int | None = None
     ) -> list[Entry] | None:
@@ -112,6 +116,7 @@ class ManagedCursorImpl:
         self._reading = False
         self._moves = 0
         """Counts moves of the read position from outside a read (rewind, seek, reset)."""
+        self._active = False
         self.key = ledger.cursor_key(name) if durable else ""
 
     def restore(self, acked: PositionRangeSet, batches: dict[Position, list[int]]) -> None:
@@ -423,7 +428,25 @@ class ManagedCursorImpl:
 
     def close(self) -> None:
         """Stop using the cursor (a durable cursor's state stays stored)."""
+        self.set_inactive()
         self._closed = True
+
+    @property
+    def is_active(self) -> bool:
+        """True while a consumer reads through the cursor (set by its subscription)."""
+        return self._active
+
+    def set_active(self) -> None:
+        """A consumer reads through the cursor: its ledger caches new entries for it."""
+        if not self._active and not self._closed:
+            self._active = True
+            self._ml.active_cursors_changed(1)
+
+    def set_inactive(self) -> None:
+        """No consumer reads through the cursor any more."""
+        if self._active:
+            self._active = False
+            self._ml.active_cursors_changed(-1)
 
     def __repr__(self) -> str:
         kind = "durable" if self.durable else "non-durable"

@@ -92,7 +92,7 @@ class ManagedLedgerFactory:
         if self.config.ledger_id_reserve < 1:
             raise ValueError("ledger_id_reserve must be at least 1")
         self.clock = clock
-        self.cache = EntryCache(self.config.cache_max_bytes)
+        self.cache = EntryCache(self.config.cache_max_bytes, self.config.cache_eviction_watermark)
         self.dirty_states: dict[LedgerState, None] = {}
         self.cursor_dirty: dict[str, StoredCursor | None] = {}
         self._cursor_retry: dict[str, bytes | None] = {}

@@ -263,7 +263,10 @@ class FileManagedLedger(LedgerCursors):
         if not pending:
             self._dirty[state] = None
         pending.append(data)
-        self._cache.add(state, data)
+        if self._active_count:
+            self._cache.add(state, data)
+        else:
+            self._cache.skip(state)  # no consumer would read it from the cache soon
         return Position(state.ledger_id, n)
 
     def _refuse(self) -> None:

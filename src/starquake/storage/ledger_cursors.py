@@ -26,6 +26,8 @@ class LedgerCursors(LedgerTrim):
     """Durable and non-durable cursors over the ledgers."""
 
     _closed: bool
+    _active_count = 0
+    """Active cursors (an int default: each ledger's own count starts at its first change)."""
 
     def _store_later(self, key: str, cursor: ManagedCursorImpl | None) -> None:
         """Have the backend's next store write ``cursor``'s state under ``key`` (None: delete)."""
@@ -119,6 +121,15 @@ class LedgerCursors(LedgerTrim):
             # until its deletion is stored, a crash would bring it back: it still holds trimming
             self._deleting.append(cursor)
         self._store_later(self.cursor_key(name), None)
+
+    def active_cursors_changed(self, delta: int) -> None:
+        """One cursor more (``delta`` 1) or less (-1) is active."""
+        self._active_count += delta
+
+    def has_active_cursors(self) -> bool:
+        """True while a cursor (durable or not) is active: only then are appends cached, as
+        Pulsar caches new entries only for the cursors that will read them soon."""
+        return self._active_count > 0
 
     def cursor_changed(self, cursor: ManagedCursorImpl) -> None:
         """Record that a durable cursor's state must be stored by the next store."""

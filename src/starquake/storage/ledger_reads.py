@@ -258,15 +258,21 @@ class LedgerReads:
                 stop = min(end + 1, cached_to)
                 while eid < stop:
                     data = cache[eid - base]
-                    assert data is not None
+                    if data is None:
+                        break  # appended while no cursor was active: not cached
                     if budget is not None:
                         if out and len(data) > budget:
                             return 0
                         budget -= len(data)
                     out.append(Entry(Position(lid, eid), data))
                     eid += 1
-                continue
-            run_end = min(end, cached_from - 1) if eid < cached_from else end
+                if eid >= stop:
+                    continue
+                run_end = eid
+                while run_end + 1 < stop and cache[run_end + 1 - base] is None:
+                    run_end += 1
+            else:
+                run_end = min(end, cached_from - 1) if eid < cached_from else end
             if damaged:
                 run_end = min([run_end, *(d - 1 for d in damaged if eid < d <= run_end)])
             eid, budget, stop = self._read_run(state, eid, run_end, out, budget)

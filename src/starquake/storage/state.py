@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -15,7 +16,7 @@ from .api import ManagedLedger
 from .position import Position
 from .segment import FORMAT_VERSION, HEADER_SIZE, record_header_size
 
-__all__ = ["EntryCache", "LedgerOwner", "LedgerState"]
+__all__ = ["ENTRY_OVERHEAD", "EntryCache", "LedgerOwner", "LedgerState"]
 
 
 class LedgerOwner(ManagedLedger, Protocol):
@@ -123,30 +124,74 @@ class LedgerState:
         return f"LedgerState({self.ledger_id}, entries={self.entries}, confirmed={self.confirmed})"
 
 
+ENTRY_OVERHEAD = 49
+"""Bytes a cached entry costs beyond its payload: the bytes object's header (33) and its slots
+in the ledger's list and in the eviction order (8 each). The cache's size counts them, so that
+its bound holds for memory, not only for payloads."""
+
+
 class EntryCache:
     """Byte-bounded cache of recent appends shared by every ledger of a factory.
 
     Each ledger keeps its cached entries in a list (``cache[i]`` is entry ``cache_base + i``); the
     cache keeps one reference to the ledger per cached entry, in append order, so evicting the
     globally oldest entry is a ``popleft`` plus dropping the ledger's oldest cached entry.
+
+    Eviction follows Pulsar's managed-ledger cache: once the size (payloads plus
+    :data:`ENTRY_OVERHEAD` each) goes over ``max_bytes``, the oldest entries go until it is at
+    most ``max_bytes * watermark``; and :meth:`evict_older_than`, run every eviction interval,
+    drops the entries cached longer than the time threshold. The times are those of the calls:
+    each call marks how many entries were cached by then, so entries carry no timestamp.
     """
 
-    __slots__ = ("_live", "_order", "max_bytes", "size")
+    __slots__ = (
+        "_live",
+        "_marks",
+        "_order",
+        "_popped",
+        "_pushed",
+        "max_bytes",
+        "size",
+        "watermark",
+    )
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, watermark: float = 0.9) -> None:
         self.max_bytes = max_bytes
+        self.watermark = watermark
         self.size = 0
         self._order: deque[LedgerState] = deque()
         self._live = 0
+        self._pushed = 0
+        """References ever appended to ``_order`` (its end, counted from the first one)."""
+        self._popped = 0
+        """References ever taken off the front of ``_order`` (its start)."""
+        self._marks: deque[tuple[float, int]] = deque()
+        """(time, ``_pushed`` then) of each :meth:`evict_older_than` call, oldest first."""
+
+    @property
+    def entries(self) -> int:
+        """How many entries are cached."""
+        return self._live
 
     def add(self, state: LedgerState, data: bytes) -> None:
         """Cache the entry just appended to ``state`` (its id is ``cache_base + len(cache)``)."""
         state.cache.append(data)
         self._order.append(state)
+        self._pushed += 1
         self._live += 1
-        self.size += len(data)
+        self.size += len(data) + ENTRY_OVERHEAD
         if self.size > self.max_bytes:
-            self._evict()
+            self._evict_to(int(self.max_bytes * self.watermark))
+
+    def skip(self, state: LedgerState) -> None:
+        """Keep the numbering of ``state``'s cached entries right past an entry appended but
+        not cached (no cursor was active to read it soon)."""
+        if state.cache_skip >= len(state.cache):
+            state.cache_base += len(state.cache) + 1
+            state.cache.clear()
+            state.cache_skip = 0
+        else:
+            state.cache.append(None)
 
     def get(self, state: LedgerState, entry_id: int) -> bytes | None:
         """Cached bytes of an entry, or None."""
@@ -155,19 +200,40 @@ class EntryCache:
             return state.cache[i]
         return None
 
-    def _evict(self) -> None:
+    def evict_older_than(self, now: float, threshold: float) -> int:
+        """Drop the entries cached more than ``threshold`` seconds before ``now`` (as far as
+        the earlier calls' marks tell); returns how many went."""
+        marks = self._marks
+        marks.append((now, self._pushed))
+        upto = -1
+        while marks and marks[0][0] <= now - threshold:
+            upto = marks.popleft()[1]
+        if upto < 0:
+            return 0
+        live = self._live
+        self._evict_while(lambda: self._popped < upto)
+        return live - self._live
+
+    def _evict_to(self, target: int) -> None:
+        self._evict_while(lambda: self.size > target)
+
+    def _evict_while(self, more: Callable[[], bool]) -> None:
         order = self._order
-        while self.size > self.max_bytes and order:
+        while order and more():
             state = order.popleft()
+            self._popped += 1
             skip = state.cache_skip
             cache = state.cache
+            while skip < len(cache) and cache[skip] is None:
+                skip += 1  # appends that were not cached
             if skip >= len(cache):
+                state.cache_skip = skip
                 continue  # stale reference of a dropped ledger
             data = cache[skip]
             cache[skip] = None
             self._live -= 1
             if data is not None:
-                self.size -= len(data)
+                self.size -= len(data) + ENTRY_OVERHEAD
             skip += 1
             if skip >= 1024 and skip * 2 >= len(cache):
                 del cache[:skip]
@@ -181,11 +247,31 @@ class EntryCache:
         for i in range(state.cache_skip, len(cache)):
             data = cache[i]
             if data is not None:
-                self.size -= len(data)
+                self.size -= len(data) + ENTRY_OVERHEAD
                 self._live -= 1
         state.cache_base += len(cache)
         state.cache = []
         state.cache_skip = 0
         state.cache_dead = True
         if len(self._order) > 2 * self._live + 4096:
-            self._order = deque(s for s in self._order if not s.cache_dead)
+            self._compact()
+
+    def _compact(self) -> None:
+        """Leave out the references of dropped ledgers, keeping the time marks right."""
+        kept: deque[LedgerState] = deque()
+        marks = sorted(m for _, m in self._marks)
+        renumbered: dict[int, int] = {}
+        at = self._popped
+        j = 0
+        for state in self._order:
+            while j < len(marks) and marks[j] <= at:
+                renumbered[marks[j]] = self._popped + len(kept)
+                j += 1
+            at += 1
+            if not state.cache_dead:
+                kept.append(state)
+        for m in marks[j:]:
+            renumbered[m] = self._popped + len(kept)
+        self._marks = deque((t, renumbered[m]) for t, m in self._marks)
+        self._order = kept
+        self._pushed = self._popped + len(kept)

@@ -11,7 +11,8 @@ time (the storage histograms and process metrics are in :mod:`starquake.broker.a
   ``_sum``), over the last completed stats interval as Pulsar reports them;
 - broker totals (``pulsar_broker_*``), the broker's publish latency summary in milliseconds
   (``pulsar_broker_publish_latency``), the binary protocol's connections and the failed group
-  commits.
+  commits;
+- the entry cache's size (``pulsar_ml_cache_used_size``) and entries (``pulsar_ml_cache_entries``).
 
 A scrape runs on the event loop and reads in-memory state only, in time proportional to the
 number of topics, subscriptions and consumers.
@@ -118,6 +119,12 @@ _CONNECTION_GAUGES = (
     ("pulsar_connection_create_success_count", "Connections whose CONNECT passed.", "succeeded"),
     ("pulsar_connection_create_fail_count", "Connections whose CONNECT was refused.", "failed"),
     ("pulsar_connection_closed_total_count", "Connections closed.", "closed"),
+)
+
+
+_CACHE_GAUGES = (
+    ("pulsar_ml_cache_used_size", "Bytes of the entry cache in use (payloads and bookkeeping)."),
+    ("pulsar_ml_cache_entries", "Entries in the entry cache."),
 )
 
 
@@ -268,6 +275,8 @@ class BrokerCollector:
     def _families(self) -> _Families:
         families = _Families(self._service.config.exposeTopicLevelMetricsInPrometheus)
         families.other.append(self._publish_latency())
+        for name, doc in _CACHE_GAUGES:
+            families.gauge(name, doc, ["cluster"])
         return families
 
     def collect(self) -> list[Metric]:
@@ -303,6 +312,9 @@ class BrokerCollector:
         for name, _, attr in _BROKER_GAUGES:
             families.gauges[name].add_metric([cluster], float(getattr(broker, attr)))
         self._add_connections(families, cluster)
+        cache = service.storage.cache
+        families.gauges["pulsar_ml_cache_used_size"].add_metric([cluster], float(cache.size))
+        families.gauges["pulsar_ml_cache_entries"].add_metric([cluster], float(cache.entries))
         failures = families.counters["starquake_storage_group_commit_failures"]
         failures.add_metric([], service.committer.failures)
         return families.all()
