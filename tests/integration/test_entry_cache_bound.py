@@ -68,3 +68,53 @@ def test_cache_evicts_entries_older_than_the_threshold(tmp_path: Path) -> None:
             ] * 50
         finally:
             client.close()
+
+
+def test_a_backlogged_consumer_gets_no_caching_until_it_catches_up(tmp_path: Path) -> None:
+    with broker_process(
+        tmp_path / "data",
+        "managedLedgerCacheEvictionTimeThresholdMillis=0",
+        "managedLedgerCursorBackloggedThreshold=10",
+        "statsUpdateFrequencyInSecs=1",
+    ) as broker:
+        client = process_client(broker.url)
+        try:
+            topic = "persistent://public/default/cache-backlogged"
+            consumer = client.subscribe(topic, "behind", receiver_queue_size=5)
+            producer = client.create_producer(topic, batching_enabled=False)
+            sent = 0
+
+            def send_one() -> float:
+                nonlocal sent
+                producer.send(b"m%d" % sent)
+                sent += 1
+                return _cache(broker.web_service_url)[1]
+
+            produce(producer, [b"early"] * 50)
+            sent = 50
+            # far behind: once a stats update deactivated its cursor, sends are not cached
+            before = [_cache(broker.web_service_url)[1]]
+
+            def not_cached() -> bool:
+                after = send_one()
+                stale, before[0] = before[0], after
+                return after == stale
+
+            wait_for(not_cached, "the backlogged cursor to be deactivated")
+            entries = _cache(broker.web_service_url)[1]
+            produce(producer, [b"late"] * 20)
+            sent += 20
+            assert _cache(broker.web_service_url)[1] == entries
+            for _ in range(sent):
+                consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+            # caught up: a stats update activates it again and sends are cached
+            before[0] = _cache(broker.web_service_url)[1]
+
+            def cached() -> bool:
+                entries = send_one()
+                consumer.acknowledge(consumer.receive(timeout_millis=10_000))  # keeps up
+                return entries > before[0]
+
+            wait_for(cached, "the caught-up cursor to be activated")
+        finally:
+            client.close()

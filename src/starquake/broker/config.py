@@ -290,6 +290,9 @@ class BrokerConfig:
     """How often entries cached longer than the time threshold are evicted."""
     managedLedgerCacheEvictionTimeThresholdMillis: int = 1000
     """Entries cached longer than this are evicted."""
+    managedLedgerCursorBackloggedThreshold: int = 1000
+    """A cursor with this many entries left to read is inactive (checked at each stats
+    update): new entries are not cached for it."""
     managedLedgerCursorPositionFlushSeconds: float = 1.0
     managedLedgerTrimIntervalSeconds: float = 60.0
     journalSyncData: bool = True

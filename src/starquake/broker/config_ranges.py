@@ -64,6 +64,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "managedLedgerCacheEvictionWatermark": (0.0, 1.0),
     "managedLedgerCacheEvictionIntervalMs": (1, 3_600_000),
     "managedLedgerCacheEvictionTimeThresholdMillis": (0, _LONG),
+    "managedLedgerCursorBackloggedThreshold": (0, _LONG),
     "managedLedgerCursorPositionFlushSeconds": _INTERVAL_SECONDS,
     "managedLedgerTrimIntervalSeconds": _INTERVAL_SECONDS,
     "tokenAllowedClockSkewSeconds": (0, _YEAR_SECONDS),

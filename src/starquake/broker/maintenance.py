@@ -56,16 +56,37 @@ async def cache_eviction_loop(service: MaintenanceContext) -> None:
 
 
 async def stats_loop(service: MaintenanceContext) -> None:
-    """Every ``statsUpdateFrequencyInSecs``: roll the rate and latency windows."""
+    """Every ``statsUpdateFrequencyInSecs``: roll the rate and latency windows; (de)activate
+    the cursors by their backlog."""
     while True:
         await asyncio.sleep(service.config.statsUpdateFrequencyInSecs)
         now = time.monotonic()
+        threshold = service.config.managedLedgerCursorBackloggedThreshold
         for topic in service.all_topics():
             topic_stats.tick(topic, now)
             if isinstance(topic, PersistentTopic):
                 topic.write_latency.tick()
                 topic.entry_sizes.tick()
+                check_backlogged_cursors(topic, threshold)
         service.publish_latency.tick()
+
+
+def check_backlogged_cursors(topic: PersistentTopic, threshold: int) -> int:
+    """As Pulsar does at each stats update: a subscription's cursor is active while it has a
+    consumer and fewer than ``threshold`` entries left to read; otherwise new entries are not
+    cached for it (it reads them from the files). Returns how many cursors are active."""
+    active = 0
+    last = topic.ledger.last_confirmed
+    for subscription in list(topic.subscriptions.values()):
+        cursor = subscription.cursor
+        read = cursor.read_position
+        to_read = topic.ledger.count_entries((read.ledger_id, read.entry_id - 1), last)
+        if subscription.consumers and to_read < threshold:
+            cursor.set_active()
+            active += 1
+        else:
+            cursor.set_inactive()
+    return active
 
 
 async def expiry_loop(service: MaintenanceContext) -> None:
