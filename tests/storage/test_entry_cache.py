@@ -82,6 +82,29 @@ def test_time_threshold_evicts_what_was_cached_before_an_old_enough_mark() -> No
     assert cache.size == 0 and cache.entries == 0
 
 
+
+def test_time_marks_survive_the_compaction_of_dropped_ledgers_references() -> None:
+    """Dropping a ledger with many cached entries compacts the eviction order (its stale
+    references go); the time marks keep pointing between the same live entries."""
+    cache = EntryCache(1 << 30)
+    big, kept = _state(1), _state(2)
+    cache.add(kept, b"k0")
+    for _ in range(5000):
+        cache.add(big, b"b")
+    cache.evict_older_than(10.0, 1.0)  # mark: k0 and the 5000 before t=10
+    cache.add(kept, b"k1")
+    for _ in range(100):
+        cache.add(big, b"b")
+    cache.evict_older_than(10.5, 1.0)  # mark: k1 before t=10.5
+    cache.add(kept, b"k2")
+    cache.drop(big)  # 5100 stale references among 3 live: compacted
+    assert cache.entries == 3
+    assert cache.evict_older_than(11.0, 1.0) == 1  # only k0 was cached before t=10
+    assert [cache.get(kept, i) for i in range(3)] == [None, b"k1", b"k2"]
+    assert cache.evict_older_than(11.5, 1.0) == 1  # k1, cached before t=10.5
+    assert [cache.get(kept, i) for i in range(3)] == [None, None, b"k2"]
+    assert cache.entries == 1 and cache.size == 2 + ENTRY_OVERHEAD
+
 _OPS = st.lists(
     st.one_of(
         st.tuples(st.just("add"), st.integers(0, 2), st.integers(0, 300)),

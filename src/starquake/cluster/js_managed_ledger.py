@@ -354,7 +354,10 @@ class JetStreamManagedLedger(JsLedgerReads):
         state.entries = n + 1
         state.end += _FRAMING + len(data)
         state.pending.append(data)
-        self._cache.add(state, data)
+        if self._active_count:
+            self._cache.add(state, data)
+        else:
+            self._cache.skip(state)  # no consumer would read it from the cache soon
         self._kick()
         return Position(state.ledger_id, n)
 

@@ -3,10 +3,11 @@
 
 Positions, counts and statistics are the file backend's (:class:`LedgerTrim`, over the same
 per-ledger :class:`LedgerState` bookkeeping); what differs is where entries come from and how
-ledgers go. Reads serve the tail from the factory's entry cache (every append is cached until
-evicted) and fetch the rest by record through the ledger's record index, suspending while
-JetStream answers. Trimming drops whole consumed ledgers from memory at once and queues their
-subjects for purging; the writer purges, then stores the ledger list without them.
+ledgers go. Reads serve the tail from the factory's entry cache (appends are cached while a
+cursor is active, until evicted) and fetch the rest by record through the ledger's record
+index, suspending while JetStream answers. Trimming drops whole consumed ledgers from memory
+at once and queues their subjects for purging; the writer purges, then stores the ledger list
+without them.
 """
 
 from __future__ import annotations
