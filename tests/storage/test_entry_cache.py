@@ -82,7 +82,6 @@ def test_time_threshold_evicts_what_was_cached_before_an_old_enough_mark() -> No
     assert cache.size == 0 and cache.entries == 0
 
 
-
 def test_time_marks_survive_the_compaction_of_dropped_ledgers_references() -> None:
     """Dropping a ledger with many cached entries compacts the eviction order (its stale
     references go); the time marks keep pointing between the same live entries."""
@@ -104,6 +103,7 @@ def test_time_marks_survive_the_compaction_of_dropped_ledgers_references() -> No
     assert cache.evict_older_than(11.5, 1.0) == 1  # k1, cached before t=10.5
     assert [cache.get(kept, i) for i in range(3)] == [None, None, b"k2"]
     assert cache.entries == 1 and cache.size == 2 + ENTRY_OVERHEAD
+
 
 _OPS = st.lists(
     st.one_of(
