@@ -31,6 +31,7 @@ from typing import Any
 
 from starquake.client.asyncio import Client
 from starquake.client.bulk import BulkReader, EntryCount, Position
+from starquake.spark._read import QUEUE_BYTES
 from starquake.spark._runtime import admin_http
 
 log = logging.getLogger("starquake.spark")
@@ -124,7 +125,12 @@ class Admission:
         if scan.reader is None:
             at3 = (counted[0], counted[1] + 1, 0) if counted else scan.start
             scan.reader = await BulkReader.create(
-                self._client, partition, at3, receiver_queue_size=10_000, wait_timeout=self._wait
+                self._client,
+                partition,
+                at3,
+                receiver_queue_size=10_000,
+                wait_timeout=self._wait,
+                max_queue_bytes=QUEUE_BYTES,
             )
         return await scan.reader.count_entries(budget, last)
 

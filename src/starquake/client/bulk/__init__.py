@@ -156,6 +156,7 @@ class BulkReader:
         crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
         subscription_prefix: str = "bulk-reader",
         consumer_name: str | None = None,
+        max_queue_bytes: int = 0,
     ) -> BulkReader:
         """Subscribe to ``topic`` (one partition or a non-partitioned topic) at ``start``.
 
@@ -170,9 +171,17 @@ class BulkReader:
         row, at its first position). A chunked message cannot be handed out encrypted: it
         raises :class:`CryptoError` unless discarded. ``subscription_prefix`` begins the name
         of the (non-durable) subscription, as a reader's ``subscription_role_prefix`` does;
-        ``consumer_name`` names the consumer."""
+        ``consumer_name`` names the consumer. ``receiver_queue_size`` is in messages, as
+        the official reader's; with ``max_queue_bytes`` the queue grows past it to what that
+        many bytes hold at the mean message size read so far."""
         stream = EntryStream(
-            client.core, topic, start, receiver_queue_size, subscription_prefix, consumer_name
+            client.core,
+            topic,
+            start,
+            receiver_queue_size,
+            subscription_prefix,
+            consumer_name,
+            max_queue_bytes,
         )
         await stream.start()
         reader = cls(stream, topic, start, end, wait_timeout)
@@ -215,7 +224,7 @@ class BulkReader:
             ledger, entry_id, entry = item
             meta = parse_entry(entry, verify_checksum=False).metadata
             n = entry_rows(meta)
-            self._stream.release(int(meta.num_messages_in_batch) or 1)
+            self._stream.release(int(meta.num_messages_in_batch) or 1, len(entry))
             counts.append(EntryCount(ledger, entry_id, n, len(entry)))
             rows += n
         return counts
@@ -260,7 +269,7 @@ class BulkReader:
             self._check_start(ledger, entry_id)
             self.last_position = (ledger, entry_id)
             released = self._decode(ledger, entry_id, entry, out)
-            self._stream.release(released)
+            self._stream.release(released, len(entry))
             past_end = self.end is not None and (ledger, entry_id) >= (self.end[0], self.end[1])
             if (self._finished_after(ledger, entry_id) or past_end) and not self._pending_chunks():
                 self._done = True

@@ -21,6 +21,9 @@ from starquake.protocol.wire import pb
 log = logging.getLogger(CLIENT_LOGGER_NAME)
 _U64 = 1 << 64
 
+MAX_QUEUE_MESSAGES = 1_000_000
+"""The most messages a byte-budgeted queue grants permits for."""
+
 
 class EntryStream(HandlerBase):
     """A non-durable subscription handing out entries as stored, with message-count permits."""
@@ -33,6 +36,7 @@ class EntryStream(HandlerBase):
         queue_size: int,
         subscription_prefix: str = "bulk-reader",
         consumer_name: str | None = None,
+        max_queue_bytes: int = 0,
     ) -> None:
         super().__init__(core, topic)
         self.consumer_id = next(self._core.consumer_ids)
@@ -40,6 +44,10 @@ class EntryStream(HandlerBase):
         self.consumer_name = consumer_name or self.subscription
         self._resume = (start[0], start[1])
         self._queue_size = max(queue_size, 0)
+        self._min_queue = self._queue_size
+        self._max_queue_bytes = max_queue_bytes if self._queue_size else 0
+        self._seen_bytes = 0
+        self._seen_messages = 0
         self._permits = 0
         self._entries: collections.deque[tuple[int, int, bytes]] = collections.deque()
         self._arrived = asyncio.Event()
@@ -116,9 +124,20 @@ class EntryStream(HandlerBase):
         self._resume = (item[0], item[1] + 1)
         return item
 
-    def release(self, messages: int) -> None:
-        """The caller is done with entries holding ``messages`` messages: grant permits back."""
+    def release(self, messages: int, size: int = 0) -> None:
+        """The caller is done with an entry of ``size`` bytes holding ``messages`` messages:
+        grant permits back. With a byte budget (``max_queue_bytes``) the queue is resized to
+        what the budget holds at the mean message size seen so far (never below the
+        ``queue_size`` asked for, at most :data:`MAX_QUEUE_MESSAGES`): permits count messages,
+        so small messages would otherwise leave the broker waiting on each permit round trip."""
         self._permits += messages
+        if self._max_queue_bytes and messages > 0 and size > 0:
+            self._seen_bytes += size
+            self._seen_messages += messages
+            fits = self._max_queue_bytes * self._seen_messages // self._seen_bytes
+            want = max(self._min_queue, min(fits, MAX_QUEUE_MESSAGES))
+            self._permits += want - self._queue_size  # fewer than none: hold permits back
+            self._queue_size = want
         cnx = self._cnx
         if self._permits >= max(1, self._queue_size // 2) and cnx is not None and cnx.is_open:
             cnx.write_command(client_commands.flow(self.consumer_id, self._permits))
