@@ -6,11 +6,15 @@ keys, topic, message ids, publish times, no event times or properties) from reco
 built with numpy once per task, in ``parts`` partitions of ``rows / parts`` rows. A read of the
 ``pulsar`` source cannot be faster than a read of this one: the ratio of the two is the share
 of the time that is the data source's own (the broker, the client, splitting batches).
-Written to, it drops the Arrow batches Spark hands it: the ceiling of a write.
+Written to, it drops the Arrow batches Spark hands it: the ceiling of a write. Read as a
+stream (``readStream``, offsets ``{"row": n}``, ``maxRecordsPerTrigger`` honoured) it gives the
+same rows in micro-batches: what Spark's own per-trigger work (planning, checkpoint writes,
+scheduling) leaves of a streaming read here.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -20,9 +24,16 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
@@ -81,6 +92,47 @@ class CeilingReader(DataSourceReader):
             yield out
 
 
+class CeilingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``rows`` rows as a stream, each micro-batch's rows in ``parts`` partitions."""
+
+    def __init__(self, parts: int, rows: int, size: int, limit: int) -> None:
+        self.parts, self.rows, self.size, self.limit = parts, rows, size, limit
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"row": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.limit) if self.limit else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Every row is there from the start."""
+
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, Any]:
+        at = int(start["row"]) if start else 0
+        if isinstance(limit, ReadMaxRows):
+            return {"row": min(self.rows, at + limit.max_rows)}
+        return {"row": self.rows}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        first, stop = int(start["row"]), int(end["row"])
+        bounds = np.linspace(first, stop, self.parts + 1).astype(np.int64)
+        return [InputPartition((int(a), int(b))) for a, b in itertools.pairwise(bounds) if b > a]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        first, stop = partition.value
+        left = stop - first
+        batch = record_batch(min(left, ROWS_PER_BATCH), self.size)
+        while left > 0:
+            out = batch if left >= batch.num_rows else batch.slice(0, left)
+            left -= out.num_rows
+            yield out
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to acknowledge."""
+
+
 class CeilingWriter(DataSourceArrowWriter):
     """Takes the rows' Arrow batches and drops them."""
 
@@ -110,6 +162,15 @@ class CeilingDataSource(DataSource):
             int(options.get("size", "100")),
         )
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = {str(k).lower(): v for k, v in self.options.items()}
+        return CeilingStreamReader(
+            int(options.get("parts", "1")),
+            int(options.get("rows", "1000000")),
+            int(options.get("size", "100")),
+            int(options.get("maxrecordspertrigger", "0")),
+        )
+
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return CeilingWriter()
 
@@ -135,3 +196,25 @@ def read(spark: Any, parts: int, rows: int, size: int) -> None:
         .load()
     )
     df.write.format("noop").mode("overwrite").save()
+
+
+def stream(spark: Any, parts: int, rows: int, size: int, checkpoint: str, limit: int) -> Any:
+    """Read ``rows`` rows as an availableNow stream (micro-batches of ``limit`` rows, 0: one)
+    into the ``noop`` sink; the finished query."""
+    reader = (
+        spark.readStream.format("ceiling")
+        .option("parts", str(parts))
+        .option("rows", str(rows))
+        .option("size", str(size))
+    )
+    if limit:
+        reader = reader.option("maxRecordsPerTrigger", str(limit))
+    query = (
+        reader.load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return query

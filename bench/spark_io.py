@@ -337,6 +337,24 @@ def ceiling_run(bench: Bench, phase: Phase, parts: int, run_no: int) -> None:
     log(f"ceiling ({parts} partitions) run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s")
 
 
+def ceiling_stream(bench: Bench, phase: Phase, limit: int, run_no: int) -> None:
+    """One availableNow stream of the no-work source, right after a pulsar stream."""
+    n = bench.args.messages
+    checkpoint = tempfile.mkdtemp(prefix="spark-io-ckpt-")
+    try:
+        started = time.time()
+        seconds, cpu, query = bench.timed(
+            lambda: spark_ceiling.stream(
+                bench.spark, bench.args.partitions, n, bench.args.size, checkpoint, limit
+            )
+        )
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    rate = phase.add(n, seconds, cpu)
+    times = StreamTimes.of(query.recentProgress, started)
+    log(f"ceiling stream run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s, {times.describe()}")
+
+
 def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
     """Every phase ``--runs`` times; the phases with their figures."""
     n = args.messages
@@ -349,6 +367,8 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
         "ceiling1": Phase("ceiling, 1 partition", "rows/s"),
         "stream": Phase("spark stream availableNow", "rows/s"),
         "limited": Phase("spark stream maxRecordsPerTrigger", "rows/s"),
+        "ceiling_stream": Phase("ceiling: no-work stream", "rows/s"),
+        "ceiling_limited": Phase("ceiling: no-work stream, limited", "rows/s"),
         "write": Phase("spark batch write", "rows/s", WRITE_TARGET),
         "write_ceiling": Phase("ceiling: no-work Arrow sink", "rows/s"),
     }
@@ -407,6 +427,7 @@ def run(args: argparse.Namespace, bench: Bench) -> dict[str, Phase]:
             log(
                 f"spark {key} run {run_no}: {seconds:.2f} s, {rate:,.0f} rows/s, {times.describe()}"
             )
+            ceiling_stream(bench, phases[f"ceiling_{key}"], cap, run_no)
 
     for run_no in range(1, args.runs + 1):
         topic = new_topic("write")
@@ -472,6 +493,11 @@ def table(phases: dict[str, Phase]) -> str:
         f"stream availableNow / batch read: {verdict(stream.median / read.median, STREAM_SHARE)}",
         f"maxRecordsPerTrigger / unlimited stream: "
         f"{verdict(limited.median / stream.median, LIMITED_SHARE)}",
+        f"the same for the no-work source (what Spark alone allows here): stream / batch "
+        f"{phases['ceiling_stream'].median / phases['ceiling'].median:.2f}x, limited / unlimited "
+        f"{phases['ceiling_limited'].median / phases['ceiling_stream'].median:.2f}x",
+        f"spark stream / no-work stream: {stream.median / phases['ceiling_stream'].median:.2f}x "
+        f"(limited: {limited.median / phases['ceiling_limited'].median:.2f}x)",
         f"spark write / official produce: {write.median / phases['produce'].median:.2f}x",
         f"spark write / no-work Arrow sink: {write.median / phases['write_ceiling'].median:.2f}x",
     ]
