@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent
 SRC = ROOT / "src"
 
 # Relative to src/. The publish path (frame decoding, SEND handling, the group commit, the
-# segment writes, receipts) and what it calls per entry. Not (yet) the connection and the
+# segment writes, receipts) and what it calls per entry; and the Spark reads' walk over the
+# messages of batches. Not (yet) the connection and the
 # topic: mypyc's native classes take no weak references, and PersistentTopic is held in
 # weak-keyed caches.
 COMPILED = (
@@ -39,6 +40,7 @@ COMPILED = (
     "starquake/broker/committer.py",
     "starquake/storage/commit.py",
     "starquake/storage/segment.py",
+    "starquake/spark/_smm_walk.py",
 )
 MANIFEST = "_native.json"
 """Written beside the package's ``__init__.py``: the compiled modules and their sources'

@@ -3,11 +3,14 @@
 Stored entries are built as producers write them (batches of random keys, properties, event
 times, null values, compacted-out messages; every compression codec) and read through the
 bulk reader's entry decoding, once split message by message and once handed out whole and
-split in bulk into Arrow arrays. The record batches must be equal.
+split in bulk into Arrow arrays. The record batches must be equal. Every test runs with each
+way of reading the metadata: the one-pass message walk (compiled in the compiled build) and
+numpy's field slots; damaged batches either split as message by message or are refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,8 +24,10 @@ from starquake.protocol.batch import pack_batch
 from starquake.protocol.compression import CompressionCodec, compress
 from starquake.protocol.framing import encode_entry
 from starquake.protocol.wire import pb
-from starquake.spark._rows import segments_to_record_batches, to_record_batch
-from starquake.spark._split import Unsplittable, _gather, split_to_arrays
+from starquake.spark import _split
+from starquake.spark._arrow_bytes import gather
+from starquake.spark._rows import arrow_schema, segments_to_record_batches, to_record_batch
+from starquake.spark._split import Unsplittable, split_to_arrays
 
 TOPIC = "persistent://public/default/split-partition-3"
 
@@ -47,6 +52,17 @@ entries = st.lists(
     min_size=1,
     max_size=6,
 )
+
+
+@pytest.fixture(autouse=True, scope="module", params=["message walk", "numpy slots"])
+def metadata_reader(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The splitter reads the metadata with the message walk, then with numpy."""
+    before = _split.WALK_COMPILED
+    _split.WALK_COMPILED = request.param == "message walk"
+    try:
+        yield str(request.param)
+    finally:
+        _split.WALK_COMPILED = before
 
 
 class _Stream:
@@ -219,7 +235,7 @@ def test_byte_ranges_are_gathered_whatever_share_of_the_buffer_they_take(
         buf += piece
     b = np.frombuffer(buf + tail + bytes(16), np.uint8)
     valid = np.array([v for _, _, v in pieces])
-    got = _gather(b, np.array(pos, np.int64), np.array(length, np.int64), valid, pa.binary())
+    got = gather(b, np.array(pos, np.int64), np.array(length, np.int64), valid, pa.binary())
     got.validate(full=True)
     assert got.to_pylist() == [piece if v else None for _, piece, v in pieces]
 
@@ -235,3 +251,34 @@ def test_bulk_split_ids_of_large_batches() -> None:
         _entry(messages, 0, True, 3005),
     ]
     _both(stored, EARLIEST, None)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(messages, min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
+)
+def test_a_damaged_batch_splits_as_message_by_message_or_is_refused(
+    batch: list[dict[str, Any]], flips: list[tuple[int, int]]
+) -> None:
+    """Bytes of a batch overwritten: the bulk splitter gives the per-message splitter's rows
+    or refuses the batch (the caller then splits it message by message); never other rows."""
+    payload = bytearray(pack_batch([(_single(m), m["value"] or b"") for m in batch]))
+    for at, byte in flips:
+        payload[at % len(payload)] = byte
+    entry = BatchEntry(7, 0, bytes(payload), len(batch), 0, len(batch), 1, b"\x08\x07\x10\x00", b"")
+    try:
+        per_message = RowSegments(split=TOPIC)
+        per_message.add_batch(entry)
+        want: pa.RecordBatch | None = to_record_batch(per_message.rows, TOPIC)
+    except Exception:
+        want = None
+    schema = arrow_schema()
+    try:
+        value, key, ids, publish, event, props = split_to_arrays([entry], schema)
+    except Unsplittable:
+        return
+    name = pa.repeat(pa.scalar(TOPIC, pa.string()), len(value))
+    got = pa.RecordBatch.from_arrays([value, key, name, ids, publish, event, props], schema=schema)
+    assert want is not None, "split in bulk what the per-message splitter refuses"
+    assert got.equals(want)

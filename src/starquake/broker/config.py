@@ -282,8 +282,7 @@ class BrokerConfig:
     managedLedgerMinLedgerRolloverTimeMinutes: float = 10.0
     managedLedgerMaxLedgerRolloverTimeMinutes: float = 240.0
     managedLedgerCacheSizeMB: int = 256
-    """Bytes of recent entries kept in memory for the consumers at the tail, over all topics
-    (payloads and their bookkeeping)."""
+    """Recent entries kept in memory for the consumers at the tail (with their bookkeeping)."""
     managedLedgerCacheEvictionWatermark: float = 0.9
     """Over its size, the cache evicts its oldest entries down to this fraction of it."""
     managedLedgerCacheEvictionIntervalMs: int = 10
@@ -291,8 +290,7 @@ class BrokerConfig:
     managedLedgerCacheEvictionTimeThresholdMillis: int = 1000
     """Entries cached longer than this are evicted."""
     managedLedgerCursorBackloggedThreshold: int = 1000
-    """A cursor with this many entries left to read is inactive (checked at each stats
-    update): new entries are not cached for it."""
+    """Cursors this many entries behind (at each stats update) get no new entries cached."""
     managedLedgerCursorPositionFlushSeconds: float = 1.0
     managedLedgerTrimIntervalSeconds: float = 60.0
     journalSyncData: bool = True

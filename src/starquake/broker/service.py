@@ -94,8 +94,7 @@ class BrokerService:
         self.nonpersistent_topics: dict[str, NonPersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         # clients retry while the store does not answer: one line per 10 s
-        self._load_refusals = LogThrottle(log)
-        self._cursor_failures = LogThrottle(log)
+        self._load_refusals, self._cursor_failures = LogThrottle(log), LogThrottle(log)
         self._by_ledger: dict[str, PersistentTopic] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.connections: set[Any] = set()

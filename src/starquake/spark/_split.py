@@ -1,10 +1,10 @@
 """Batched entries split into Arrow columns in bulk, without a Python object per message.
 
-A batch payload is a run of ``[u32 size][SingleMessageMetadata][value]`` messages. The only
-per-message Python work is walking that chain (reading each message's metadata size and
-``payload_size``, by hand for the usual field layout); every field of every message of
-many entries is then read with numpy in one pass per field slot, and the value, key and
-property bytes are copied into Arrow buffers with boolean masks. The result is the same
+A batch payload is a run of ``[u32 size][SingleMessageMetadata][value]`` messages. Their
+metadata is read either by the compiled one-pass loop of :mod:`starquake.spark._smm_walk`
+(the compiled build) or with numpy: the chain of messages found in bulk, then every field
+of every message of many entries read in one pass per field slot. Either way the value, key
+and property bytes are then copied into Arrow buffers with boolean masks. The result is the same
 rows, columns and values as :func:`starquake.client.bulk.split_batch` gives; whatever this
 path does not handle exactly the same way (malformed or unusual metadata, invalid UTF-8,
 times out of range) raises :class:`Unsplittable` and the caller uses the per-message splitter.
@@ -13,29 +13,29 @@ times out of range) raises :class:`Unsplittable` and the caller uses the per-mes
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from starquake.client.bulk import BatchEntry, payload_size_of
-from starquake.spark._views import concat_ranges
+from starquake.spark import _smm_walk
+from starquake.spark._arrow_bytes import Unsplittable, gather, message_ids, timestamps
+from starquake.spark._smm_walk import walk
 
 __all__ = ["Unsplittable", "split_to_arrays"]
 
 _U32 = struct.Struct(">I")
 _PAD = bytes(16)  # lets the vectorised varint reads run past the last byte safely
 _I32_MAX = (1 << 31) - 1
-_I64_MAX = (1 << 63) - 1
 # Wire types of the SingleMessageMetadata fields (number -> type): a field met with another
 # type is left to the per-message splitter.
 _SMM_TYPES = {1: 2, 2: 2, 3: 0, 4: 0, 5: 0, 6: 0, 7: 2, 8: 0, 9: 0, 10: 0}
 _KV_TYPES = {1: 2, 2: 2}
 
-
-class Unsplittable(ValueError):
-    """These batches need the per-message splitter (it also reports damage precisely)."""
+WALK_COMPILED = not str(_smm_walk.__file__).endswith(".py")
+"""Whether this process runs the compiled message walk (then batches are split with it)."""
 
 
 def _small_varint(buf: bytes, p: int, end: int) -> int:
@@ -272,97 +272,99 @@ def _by_row(reps: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> list[np.nd
     return [np.concatenate([r[i] for r in reps])[order] for i in range(3)]
 
 
-def _gather(
-    b: np.ndarray, pos: np.ndarray, length: np.ndarray, valid: np.ndarray | None, kind: pa.DataType
-) -> pa.Array:
-    """A binary/string array of the byte ranges ``[pos, pos + length)`` (ascending and
-    disjoint) of ``b``; null where ``valid`` is False."""
-    n = len(pos)
-    length = length if valid is None else np.where(valid, length, 0)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(length, out=offsets[1:])
-    if offsets[-1] > _I32_MAX:
-        raise Unsplittable("more than 2 GiB of bytes in one column")
-    total = int(offsets[-1])
-    used = length > 0
-    first, size = pos[used], length[used]
-    if total > 4 * (len(b) - total) and len(b) <= _I32_MAX:  # most of the buffer
-        copied = concat_ranges([b], np.zeros(n, np.int64), pos, length)
-        offsets_buffer, data_buffer = copied.buffers()[1:]
-    else:  # few bytes: gather them by index
-        data = b[np.repeat(first - offsets[:-1][used], size) + np.arange(total)]
-        offsets_buffer, data_buffer = pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)
-    bitmap = None
-    nulls = 0
-    if valid is not None and not valid.all():
-        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-        nulls = int(n - np.count_nonzero(valid))
-    buffers = [bitmap, offsets_buffer, data_buffer]
-    array = pa.Array.from_buffers(kind, n, buffers, null_count=nulls)
-    if kind == pa.string():
-        try:
-            array.validate(full=True)
-        except pa.ArrowInvalid:
-            raise Unsplittable("a string that is not UTF-8") from None
-    return array
+@dataclass(slots=True)
+class _Meta:
+    """Per message: where its value is, its key (position -1: none), event time (0: none),
+    ``compacted_out`` and ``null_value``."""
+
+    value_pos: np.ndarray
+    value_len: np.ndarray
+    key_pos: np.ndarray
+    key_len: np.ndarray
+    event: np.ndarray
+    compacted: np.ndarray
+    null_value: np.ndarray
 
 
-def _timestamps(millis: np.ndarray, valid: np.ndarray | None, kind: pa.DataType) -> pa.Array:
-    if (millis > np.uint64(_I64_MAX)).any():
-        raise Unsplittable("a time out of range")
-    micros = millis.astype(np.int64) * 1000  # wraps as Arrow's unchecked multiply does
-    bitmap, nulls = None, 0
-    if valid is not None and not valid.all():
-        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-        nulls = int(len(micros) - np.count_nonzero(valid))
-    return pa.Array.from_buffers(kind, len(micros), [bitmap, pa.py_buffer(micros)], nulls)
+# (row, key position, key length, value position, value length) of each property, in order
+_Props = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _varint_of(value: int) -> bytes:
-    """The protobuf varint of a non-negative ``value``."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-# The field batch_index (b"\x20" + varint) of the indexes 0, 1, ...: grown on demand.
-_index_fields: pa.Array = pa.array([], pa.binary())
-
-
-def _index_field_array(count: int) -> pa.Array:
-    """The batch_index fields of the indexes 0 to at least ``count - 1``."""
-    global _index_fields
-    if len(_index_fields) < count:
-        size = 1 << max(count - 1, 1023).bit_length()
-        _index_fields = pa.array([b"\x20" + _varint_of(i) for i in range(size)], pa.binary())
-    return _index_fields
-
-
-def _message_ids(batches: Sequence[BatchEntry], entry: np.ndarray, index: np.ndarray) -> pa.Array:
-    """Each row's id: its entry's serialized id followed by its batch index and size (the
-    fields batch_index and batch_size), joined by Arrow."""
-    heads = pa.array([batch.prefix for batch in batches], pa.binary())
-    tails = pa.array([b"\x30" + _varint_of(batch.count) for batch in batches], pa.binary())
-    fields = _index_field_array(int(index.max()) + 1 if len(index) else 1)
-    at = pa.array(entry)
-    joined: pa.Array = pa.compute.binary_join_element_wise(
-        heads.take(at), fields.take(pa.array(index)), tails.take(at), b""
-    )
-    return joined
-
-
-def split_to_arrays(batches: Sequence[BatchEntry], schema: pa.Schema) -> list[pa.Array]:
+def split_to_arrays(
+    batches: Sequence[BatchEntry], schema: pa.Schema, *, compiled_walk: bool | None = None
+) -> list[pa.Array]:
     """The rows of ``batches`` (in range, not compacted out) as the arrays of ``schema``'s
-    columns ``value, __key, __messageId, __publishTime, __eventTime, __messageProperties``."""
+    columns ``value, __key, __messageId, __publishTime, __eventTime, __messageProperties``.
+
+    The metadata is read by :func:`starquake.spark._smm_walk.walk` where that is compiled
+    (``compiled_walk`` None: as this process's build), else with numpy."""
     buf = b"".join([*(batch.data for batch in batches), _PAD])
     spans, base = [], 0
     for batch in batches:
         spans.append((base, len(batch.data), batch.count))
         base += len(batch.data)
     b = np.frombuffer(buf, np.uint8)
+    if compiled_walk is None:
+        compiled_walk = WALK_COMPILED
+    if compiled_walk:
+        meta, props_of = _walked(buf, spans)
+    else:
+        meta, props_of = _scanned(b, buf, spans)
+    counts = np.array([batch.count for batch in batches], np.int64)
+    entry = np.repeat(np.arange(len(batches)), counts)
+    first = np.zeros(len(batches), np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    index = np.arange(len(meta.value_pos)) - first[entry]
+    lo = np.array([batch.lo for batch in batches], np.int64)[entry]
+    hi = np.array([batch.hi for batch in batches], np.int64)[entry]
+    kept = (index >= lo) & (index < hi) & (meta.compacted == 0)
+    rows = np.nonzero(kept)[0]
+    return _columns(b, batches, meta, props_of(rows), rows, entry, index, schema)
+
+
+def _walked(
+    buf: bytes, spans: list[tuple[int, int, int]]
+) -> tuple[_Meta, Callable[[np.ndarray], _Props]]:
+    """The metadata read in one pass, message by message (the compiled loop)."""
+    try:
+        w = walk(buf, spans)
+    except ValueError as exc:
+        raise Unsplittable(str(exc)) from None
+
+    def ints(values: list[int]) -> np.ndarray:
+        return np.array(values, np.int64)
+
+    n = len(w.value_pos)
+    event = np.zeros(n, np.uint64)
+    event[ints(w.event_row)] = np.array(w.event_time, np.uint64)
+    compacted = np.zeros(n, np.uint64)
+    compacted[ints(w.compacted)] = 1
+    null_value = np.zeros(n, np.uint64)
+    null_value[ints(w.null_value)] = 1
+    meta = _Meta(
+        ints(w.value_pos),
+        ints(w.value_len),
+        ints(w.key_pos),
+        ints(w.key_len),
+        event,
+        compacted,
+        null_value,
+    )
+    lists = (w.prop_row, w.prop_key_pos, w.prop_key_len, w.prop_value_pos, w.prop_value_len)
+    props = tuple(ints(values) for values in lists)
+
+    def props_of(rows: np.ndarray) -> _Props:
+        keep = np.isin(props[0], rows)
+        row, kpos, klen, vpos, vlen = (column[keep] for column in props)
+        return row, kpos, klen, vpos, vlen
+
+    return meta, props_of
+
+
+def _scanned(
+    b: np.ndarray, buf: bytes, spans: list[tuple[int, int, int]]
+) -> tuple[_Meta, Callable[[np.ndarray], _Props]]:
+    """The metadata read with numpy, one field slot of every message at a time."""
     found = _chain(b, spans) if all(count > 0 for _, _, count in spans) else None
     if found is not None:
         starts, sizes = found[0] + 4, found[1]
@@ -374,16 +376,33 @@ def split_to_arrays(batches: Sequence[BatchEntry], schema: pa.Schema) -> list[pa
     smm = _scan(b, starts, meta_ends, _SMM_TYPES, repeated=1, wanted=(2, 3, 4, 5, 9))
     if (smm.pos[3] < 0).any() or (smm.val[3].astype(np.int64) != sizes).any():
         raise Unsplittable("payload sizes disagree")
-    counts = np.array([batch.count for batch in batches], np.int64)
-    entry = np.repeat(np.arange(len(batches)), counts)
-    first = np.zeros(len(batches), np.int64)
-    np.cumsum(counts[:-1], out=first[1:])
-    index = np.arange(len(starts)) - first[entry]
-    lo = np.array([batch.lo for batch in batches], np.int64)[entry]
-    hi = np.array([batch.hi for batch in batches], np.int64)[entry]
-    kept = (index >= lo) & (index < hi) & (smm.val[4] == 0)
-    rows = np.nonzero(kept)[0]
-    return _columns(b, batches, smm, rows, meta_ends, sizes, entry, index, schema)
+    meta = _Meta(
+        meta_ends,
+        sizes,
+        smm.pos[2],
+        smm.val[2].astype(np.int64),
+        smm.val[5],
+        smm.val[4],
+        smm.val[9],
+    )
+
+    def props_of(rows: np.ndarray) -> _Props:
+        # every property is read, also those of messages left out (compacted out, out of
+        # range): a damaged one fails the batch, as it fails the per-message splitter
+        kv_pos, kv_len = smm.rep_pos, smm.rep_len
+        kv = _scan(b, kv_pos, kv_pos + kv_len, _KV_TYPES, repeated=0, wanted=(1, 2))
+        if (kv.pos[1] < 0).any() or (kv.pos[2] < 0).any():
+            raise Unsplittable("a property without key or value")
+        keep = np.isin(smm.rep_row, rows)
+        return (
+            smm.rep_row[keep],
+            kv.pos[1][keep],
+            kv.val[1].astype(np.int64)[keep],
+            kv.pos[2][keep],
+            kv.val[2].astype(np.int64)[keep],
+        )
+
+    return meta, props_of
 
 
 def _meta_sizes(b: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -397,37 +416,32 @@ def _meta_sizes(b: np.ndarray, starts: np.ndarray) -> np.ndarray:
 def _columns(
     b: np.ndarray,
     batches: Sequence[BatchEntry],
-    smm: _Fields,
+    meta: _Meta,
+    props: _Props,
     rows: np.ndarray,
-    meta_ends: np.ndarray,
-    sizes: np.ndarray,
     entry: np.ndarray,
     index: np.ndarray,
     schema: pa.Schema,
 ) -> list[pa.Array]:
-    null_value = smm.val[9][rows] != 0
-    value = _gather(b, meta_ends[rows], sizes[rows], ~null_value, pa.binary())
-    key_pos = smm.pos[2][rows]
-    key = _gather(b, key_pos, smm.val[2][rows].astype(np.int64), key_pos >= 0, pa.string())
+    null_value = meta.null_value[rows] != 0
+    value = gather(b, meta.value_pos[rows], meta.value_len[rows], ~null_value, pa.binary())
+    key_pos = meta.key_pos[rows]
+    key = gather(b, key_pos, meta.key_len[rows], key_pos >= 0, pa.string())
     publish = np.array([batch.publish_time for batch in batches], np.uint64)[entry[rows]]
-    event = smm.val[5][rows]
-    kv_keep = np.isin(smm.rep_row, rows)
-    kv_row, kv_pos, kv_len = smm.rep_row[kv_keep], smm.rep_pos[kv_keep], smm.rep_len[kv_keep]
-    kv = _scan(b, kv_pos, kv_pos + kv_len, _KV_TYPES, repeated=0, wanted=(1, 2))
-    if (kv.pos[1] < 0).any() or (kv.pos[2] < 0).any():
-        raise Unsplittable("a property without key or value")
+    event = meta.event[rows]
+    kv_row, key_at, key_size, text_at, text_size = props
     per_row = np.zeros(len(rows) + 1, np.int64)
     np.add.at(per_row, np.searchsorted(rows, kv_row) + 1, 1)
     offsets = pa.array(np.cumsum(per_row).astype(np.int32))
     props_type = schema.field("__messageProperties").type
-    names = _gather(b, kv.pos[1], kv.val[1].astype(np.int64), None, pa.string())
-    texts = _gather(b, kv.pos[2], kv.val[2].astype(np.int64), None, pa.string())
-    props = pa.MapArray.from_arrays(offsets, names, texts, type=props_type)
+    names = gather(b, key_at, key_size, None, pa.string())
+    texts = gather(b, text_at, text_size, None, pa.string())
+    properties = pa.MapArray.from_arrays(offsets, names, texts, type=props_type)
     return [
         value,
         key,
-        _message_ids(batches, entry[rows], index[rows]),
-        _timestamps(publish, None, schema.field("__publishTime").type),
-        _timestamps(event, event != 0, schema.field("__eventTime").type),
-        props,
+        message_ids(batches, entry[rows], index[rows]),
+        timestamps(publish, None, schema.field("__publishTime").type),
+        timestamps(event, event != 0, schema.field("__eventTime").type),
+        properties,
     ]
