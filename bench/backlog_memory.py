@@ -21,7 +21,6 @@ import argparse
 import json
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,14 +29,10 @@ from typing import Any
 import pulsar
 from bench_brokers import (
     Broker,
-    accepts,
     default_starquake_cmd,
-    free_port,
-    healthy,
     log,
     machine_info,
-    spawn,
-    wait_ready,
+    start_standalone,
 )
 
 
@@ -54,20 +49,9 @@ def rss_mb(pid: int) -> float:
 
 def start_broker(args: argparse.Namespace) -> Broker:
     """A Starquake broker on free loopback ports, once it is healthy."""
-    workdir = Path(tempfile.mkdtemp(prefix="bench-backlog-", dir=args.dir))
-    port, web_port = free_port(), free_port()
     defines = [x for d in args.define for x in ("-D", d)]
-    command = [
-        *default_starquake_cmd().split(),
-        "standalone",
-        *("--data-dir", str(workdir / "data")),
-        *("--broker-port", str(port), "--web-port", str(web_port)),
-        "--log-level=WARNING",
-        *defines,
-    ]
-    broker = spawn("starquake", command, workdir, port)
-    wait_ready(broker, lambda: healthy(web_port) and accepts(port), timeout=60)
-    return broker
+    extra = ["--log-level=WARNING", *defines]
+    return start_standalone(default_starquake_cmd(), "bench-backlog-", extra, args.dir)
 
 
 class Sampler(threading.Thread):

@@ -169,11 +169,14 @@ def healthy(web_port: int) -> bool:
         return False
 
 
-def start_standalone(starquake_cmd: str, prefix: str, extra: list[str]) -> Broker:
+def start_standalone(
+    starquake_cmd: str, prefix: str, extra: list[str], parent: str | None = None
+) -> Broker:
     """``starquake standalone`` (``starquake_cmd``, split on spaces) in a fresh temporary
-    directory named ``prefix...``, on free loopback ports, with ``extra`` arguments after the
-    ports; returned once its health check answers and its broker port accepts."""
-    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    directory named ``prefix...`` (in ``parent``, else the system's), on free loopback ports,
+    with ``extra`` arguments after the ports; returned once its health check answers and its
+    broker port accepts."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     port, web_port = free_port(), free_port()
     command = [
         *starquake_cmd.split(),

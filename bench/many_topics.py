@@ -29,7 +29,6 @@ import multiprocessing as mp
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,14 +37,10 @@ from typing import Any
 
 from bench_brokers import (
     Broker,
-    accepts,
     default_starquake_cmd,
-    free_port,
-    healthy,
     log,
     machine_info,
-    spawn,
-    wait_ready,
+    start_standalone,
 )
 
 
@@ -66,20 +61,9 @@ def proc_figures(pid: int) -> dict[str, float]:
 
 def start_broker(args: argparse.Namespace) -> Broker:
     """A Starquake broker on free loopback ports, once it is healthy."""
-    workdir = Path(tempfile.mkdtemp(prefix="bench-many-topics-"))
-    port, web_port = free_port(), free_port()
     defines = [x for d in args.define for x in ("-D", d)]
-    command = [
-        *default_starquake_cmd().split(),
-        "standalone",
-        *("--data-dir", str(workdir / "data")),
-        *("--broker-port", str(port), "--web-port", str(web_port)),
-        "--log-level=WARNING",
-        *defines,
-    ]
-    broker = spawn("starquake", command, workdir, port)
-    wait_ready(broker, lambda: healthy(web_port) and accepts(port), timeout=60)
-    return broker
+    extra = ["--log-level=WARNING", *defines]
+    return start_standalone(default_starquake_cmd(), "bench-many-topics-", extra, None)
 
 
 # --------------------------------------------------------------------------- client worker

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute
 
 from starquake.client.bulk import BatchEntry
+from starquake.protocol.varint import varint
 from starquake.spark._views import concat_ranges
 
 __all__ = ["Unsplittable", "gather", "message_ids", "timestamps"]
@@ -68,16 +69,6 @@ def timestamps(millis: np.ndarray, valid: np.ndarray | None, kind: pa.DataType) 
     return pa.Array.from_buffers(kind, len(micros), [bitmap, pa.py_buffer(micros)], nulls)
 
 
-def _varint_of(value: int) -> bytes:
-    """The protobuf varint of a non-negative ``value``."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 # The field batch_index (b"\x20" + varint) of the indexes 0, 1, ...: grown on demand.
 _index_fields: pa.Array = pa.array([], pa.binary())
 
@@ -87,7 +78,7 @@ def _index_field_array(count: int) -> pa.Array:
     global _index_fields
     if len(_index_fields) < count:
         size = 1 << max(count - 1, 1023).bit_length()
-        _index_fields = pa.array([b"\x20" + _varint_of(i) for i in range(size)], pa.binary())
+        _index_fields = pa.array([b"\x20" + varint(i) for i in range(size)], pa.binary())
     return _index_fields
 
 
@@ -95,7 +86,7 @@ def message_ids(batches: Sequence[BatchEntry], entry: np.ndarray, index: np.ndar
     """Each row's id: its entry's serialized id followed by its batch index and size (the
     fields batch_index and batch_size), joined by Arrow."""
     heads = pa.array([batch.prefix for batch in batches], pa.binary())
-    tails = pa.array([b"\x30" + _varint_of(batch.count) for batch in batches], pa.binary())
+    tails = pa.array([b"\x30" + varint(batch.count) for batch in batches], pa.binary())
     fields = _index_field_array(int(index.max()) + 1 if len(index) else 1)
     at = pa.array(entry)
     joined: pa.Array = pa.compute.binary_join_element_wise(
