@@ -136,16 +136,16 @@ class BrokerConfig:
     """Partitions of a topic created automatically as partitioned (at most the partition limit:
     ``maxNumPartitionsPerPartitionedTopic``, or :data:`MAX_PARTITIONS`)."""
     maxNumPartitionsPerPartitionedTopic: int = 0
-    """Most partitions a partitioned topic may have: creating or growing one past it is refused
-    with 406, a namespace's ``defaultNumPartitions`` above it too, and automatic creation makes
-    at most this many. 0, as in Pulsar, sets no limit of its own; Starquake still never goes
-    past :data:`MAX_PARTITIONS`."""
+    """Most partitions a partitioned topic may have (creating, growing or auto-creating past it
+    is refused with 406). 0, as in Pulsar: no limit of its own (still :data:`MAX_PARTITIONS`)."""
     allowAutoSubscriptionCreation: bool = True
     dispatcherMaxReadBatchSize: int = 100
+    dispatcherReadFailureBackoffInitialTimeInMs: int = 15000
+    """Wait after a failed dispatcher read, doubled per failure up to the max below."""
+    dispatcherReadFailureBackoffMaxTimeInMs: int = 60000
     subscriptionKeySharedUseConsistentHashing: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: int = 100
-    brokerDeleteInactiveTopicsEnabled: bool = True
-    """Delete topics that stay inactive (see ``brokerDeleteInactiveTopicsMode``)."""
+    brokerDeleteInactiveTopicsEnabled: bool = True  # see brokerDeleteInactiveTopicsMode
     brokerDeleteInactiveTopicsFrequencySeconds: float = 60.0
     brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
     """``delete_when_no_subscriptions``: no producers, consumers or subscriptions;

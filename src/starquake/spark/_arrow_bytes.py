@@ -10,7 +10,6 @@ import pyarrow as pa
 import pyarrow.compute
 
 from starquake.client.bulk import BatchEntry
-from starquake.protocol.varint import varint
 from starquake.spark._views import concat_ranges
 
 __all__ = ["Unsplittable", "gather", "message_ids", "timestamps"]
@@ -78,15 +77,26 @@ def _index_field_array(count: int) -> pa.Array:
     global _index_fields
     if len(_index_fields) < count:
         size = 1 << max(count - 1, 1023).bit_length()
-        _index_fields = pa.array([b"\x20" + varint(i) for i in range(size)], pa.binary())
+        _index_fields = pa.array([b"\x20" + _varint_of(i) for i in range(size)], pa.binary())
     return _index_fields
+
+
+def _varint_of(value: int) -> bytes:
+    """The protobuf varint of a non-negative ``value`` (the Spark package stays off the
+    protocol package: it reads what the client hands it)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def message_ids(batches: Sequence[BatchEntry], entry: np.ndarray, index: np.ndarray) -> pa.Array:
     """Each row's id: its entry's serialized id followed by its batch index and size (the
     fields batch_index and batch_size), joined by Arrow."""
     heads = pa.array([batch.prefix for batch in batches], pa.binary())
-    tails = pa.array([b"\x30" + varint(batch.count) for batch in batches], pa.binary())
+    tails = pa.array([b"\x30" + _varint_of(batch.count) for batch in batches], pa.binary())
     fields = _index_field_array(int(index.max()) + 1 if len(index) else 1)
     at = pa.array(entry)
     joined: pa.Array = pa.compute.binary_join_element_wise(

@@ -21,12 +21,10 @@ collected for :meth:`take_cursor_snapshots`. Both are called on the loop.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -37,6 +35,7 @@ from .config import ManagedLedgerConfig
 from .faults import StorageFaults
 from .host import StoredCursor
 from .ledger import FileManagedLedger
+from .ledger_files import LedgerFiles, write_fd_limit
 from .metadata import MetadataStore
 from .position import LedgerBusyError, Position, StorageError
 from .segment import encode_file_header, fsync_dir, write_file
@@ -61,9 +60,6 @@ def directory_name(name: str) -> str:
     if len(encoded) <= _MAX_DIRECTORY_NAME:
         return encoded
     return encoded[:120].rstrip("%0123456789ABCDEF") + _HASHED_MARK + _name_hash(name)
-
-
-_MAX_READ_FDS = 128
 
 
 class PreparedLedger(NamedTuple):
@@ -104,7 +100,8 @@ class ManagedLedgerFactory:
         self._cuts: dict[Path, int] = {}
         self._open: dict[str, FileManagedLedger] = {}
         self._closing: dict[str, LedgerOwner] = {}
-        self._read_fds: OrderedDict[LedgerState, int] = OrderedDict()
+        self.files = LedgerFiles(write_fd_limit(self.config.max_open_write_files))
+        """The ledger files' open descriptors."""
         self._closed = False
         if not self.base_dir.exists():
             self.base_dir.mkdir(parents=True)
@@ -267,6 +264,7 @@ class ManagedLedgerFactory:
     def take_pending(self) -> PendingCommit | None:
         """LOOP side: hand over every append not yet in a commit (None if there is nothing)."""
         dirty = self.dirty_states
+        self.files.trim()
         if not dirty and not self._index_jobs and not self._delete_jobs:
             return None
         batches: list[WriteBatch] = []
@@ -281,6 +279,7 @@ class ManagedLedgerFactory:
                 state.pending_first = state.entries
                 self.maybe_release(state)
                 continue
+            self.files.written(state)
             header = None
             offset = state.pending_offset
             if state.header_pending:
@@ -346,6 +345,7 @@ class ManagedLedgerFactory:
             return
         os.close(state.fd)
         state.fd = -1
+        self.files.released(state)
         if (
             not state.dropped
             and not owner.fenced
@@ -355,31 +355,22 @@ class ManagedLedgerFactory:
         ):
             self.queue_index(state)
 
+    def opened_write_fd(self, state: LedgerState) -> None:
+        """``state``'s file was opened for writing (at most so many stay open)."""
+        self.files.opened(state)
+
+    def reopen_write_fd(self, state: LedgerState) -> None:
+        """Open again the file of a current ledger closed while idle (before an append)."""
+        self.files.reopen(state)
+
     def read_fd(self, state: LedgerState) -> int:
         """A descriptor to pread ``state``'s file (its write fd, or a cached read-only one)."""
-        if state.fd >= 0:
-            return state.fd
-        fds = self._read_fds
-        fd = fds.get(state)
-        if fd is not None:
-            fds.move_to_end(state)
-            return fd
-        try:
-            fd = os.open(state.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError as exc:
-            raise StorageError(f"cannot open {state.path}: {exc}") from exc
-        fds[state] = fd
-        while len(fds) > _MAX_READ_FDS:
-            _, old = fds.popitem(last=False)
-            os.close(old)
-        return fd
+        return self.files.read_fd(state)
 
     def forget_state(self, state: LedgerState) -> None:
         """Drop a ledger's cached entries and read fd (ledger trimmed, closed or deleted)."""
         self.cache.drop(state)
-        fd = self._read_fds.pop(state, None)
-        if fd is not None:
-            os.close(fd)
+        self.files.forget(state)
 
     # ------------------------------------------------------------------ cursors
 
@@ -475,9 +466,6 @@ class ManagedLedgerFactory:
         if snapshots:
             self.metadata.put_many(snapshots)
             self.cursor_snapshots_written(snapshots)
-        for fd in self._read_fds.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._read_fds.clear()
+        self.files.close_reads()
         self._closing.clear()
         self._closed = True

@@ -138,6 +138,7 @@ class FileManagedLedger(LedgerCursors):
         state = LedgerState(self, ledger_id, self._directory, now)
         try:
             state.fd = os.open(state.path, flags, 0o644)
+            self._host.opened_write_fd(state)
         except FileExistsError as exc:
             if reuse is not None:
                 return self._create_ledger(now)
@@ -256,6 +257,8 @@ class FileManagedLedger(LedgerCursors):
             ):
                 state = self._rollover(now)
                 n = 0
+        if state.fd < 0:  # closed while idle, to bound the open files
+            self._host.reopen_write_fd(state)
         state.entries = n + 1
         state.offsets.append(state.end)
         state.end += LEDGER_RECORD_HEADER_SIZE + len(data)  # a new ledger: the current format

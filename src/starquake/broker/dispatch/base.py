@@ -135,6 +135,8 @@ class Dispatcher:
         self._in_flight: asyncio.Task[None] | None = None
         """The pass waiting for a read (None: no read pending)."""
         self._again = False
+        self._failures = 0
+        """Passes failed in a row (their retries back off)."""
         self.epoch = 0
         """Counts resets: what a pass read before one is stale."""
         self.acks = 0
@@ -214,12 +216,43 @@ class Dispatcher:
             return
         if self.max_unacked_per_subscription > 0:
             self._unacked_total = sum(c.unacked for c in self.consumers)
-        task = start_eagerly(self.dispatch())
+        try:
+            task = start_eagerly(self.dispatch())
+        except Exception as exc:  # the read failed before it had to wait
+            self._failed(exc)
+            return
         if task is None:  # no read waited: the pass is over
-            self._after_pass()
+            self._passed()
         else:
             self._in_flight = task
             task.add_done_callback(self._pass_done)
+
+    def _passed(self) -> None:
+        self._failures = 0
+        self._after_pass()
+
+    def _failed(self, exc: BaseException) -> None:
+        """Retry the pass after a backoff, as Pulsar's dispatchers retry failed reads (logged
+        once per run of failures): a read may fail for a while (an I/O error, no descriptor
+        left) and the subscription must go on once it works again."""
+        self._failures += 1
+        config = self.subscription.topic.service.config
+        delay = (
+            min(
+                config.dispatcherReadFailureBackoffInitialTimeInMs
+                * 2 ** min(self._failures - 1, 20),
+                config.dispatcherReadFailureBackoffMaxTimeInMs,
+            )
+            / 1000
+        )
+        if self._failures == 1:
+            log.warning(
+                "dispatch of %s failed: %s (retrying in %.0f s, backing off while it fails)",
+                self.subscription.topic.name,
+                exc,
+                delay,
+            )
+        asyncio.get_running_loop().call_later(delay, self.schedule)
 
     def _after_pass(self) -> None:
         if not self.closed and self.subscription.topic.terminated is not None:
@@ -227,10 +260,11 @@ class Dispatcher:
 
     def _pass_done(self, task: asyncio.Task[None]) -> None:
         self._in_flight = None
-        if not task.cancelled() and task.exception() is not None:
-            log.error("dispatch of %s failed: %s", self.subscription.topic.name, task.exception())
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            self._failed(exc)
         else:
-            self._after_pass()
+            self._passed()
         if self._again:
             self._again = False
             self.schedule()

@@ -1,0 +1,152 @@
+"""Bounded write descriptors: a factory keeps at most ``max_open_write_files`` ledger files
+open for writing; the least recently written idle ones are closed and opened again at their
+next append. Against a model, over many managed ledgers, appends, commits, rollovers, clean
+restarts and crashes: nothing committed is lost or changed, and the open files stay bounded."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from sq_storage_helpers import MakeFactory, commit
+
+from starquake.storage import (
+    EARLIEST,
+    ManagedLedgerConfig,
+    ManagedLedgerFactory,
+    SqliteMetadataStore,
+)
+
+LEDGERS = 6
+LIMIT = 2
+
+
+def _open_ledger_files(root: Path) -> int:
+    """Descriptors of this process open for writing on files under ``root`` (reads of
+    sealed ledgers have their own bounded, read-only descriptors)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            info = Path(f"/proc/self/fdinfo/{fd}").read_text()
+        except OSError:
+            continue
+        flags = int(info.split("flags:")[1].split()[0], 8)
+        if target.startswith(str(root)) and flags & 3:  # O_WRONLY or O_RDWR
+            count += 1
+    return count
+
+
+def test_idle_files_are_closed_and_reopened_at_the_next_append(
+    make_factory: MakeFactory, tmp_path: Path
+) -> None:
+    f = make_factory(max_open_write_files=LIMIT)
+    mls = [f.open(f"t{i}") for i in range(LEDGERS)]
+    for round_ in range(3):
+        for i, ml in enumerate(mls):
+            ml.append(f"{i}-{round_}".encode())
+            commit(f)
+            assert _open_ledger_files(tmp_path / "data") <= LIMIT
+    for i, ml in enumerate(mls):
+        assert [e.data for e in ml.read_entries_now(EARLIEST, 10)] == [
+            f"{i}-{r}".encode() for r in range(3)
+        ]
+    f.close()
+    f = make_factory(max_open_write_files=LIMIT)
+    for i in range(LEDGERS):
+        ml = f.open(f"t{i}")
+        assert [e.data for e in ml.read_entries_now(EARLIEST, 10)] == [
+            f"{i}-{r}".encode() for r in range(3)
+        ]
+
+
+class WriteFdPoolModel(RuleBasedStateMachine):
+    """Many managed ledgers through a factory that may keep only ``LIMIT`` files open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self.root = Path(tempfile.mkdtemp(prefix="fdpool-"))
+        self.store: SqliteMetadataStore | None = None
+        self.factory: ManagedLedgerFactory | None = None
+        self.committed: dict[int, list[bytes]] = {i: [] for i in range(LEDGERS)}
+        self.pending: dict[int, list[bytes]] = {i: [] for i in range(LEDGERS)}
+        self.counter = 0
+
+    def _start(self) -> None:
+        self.store = SqliteMetadataStore(self.root / "meta.db")
+        config = ManagedLedgerConfig(
+            max_entries_per_ledger=3, min_rollover_seconds=0, max_open_write_files=LIMIT
+        )
+        self.factory = ManagedLedgerFactory(self.root / "data", self.store, config)
+        self.mls = [self.factory.open(f"t{i}") for i in range(LEDGERS)]
+
+    @initialize()
+    def start(self) -> None:
+        self._start()
+
+    def teardown(self) -> None:
+        import shutil
+
+        if self.factory is not None:
+            self.factory.close()
+        if self.store is not None:
+            self.store.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @rule(i=st.integers(0, LEDGERS - 1), count=st.integers(1, 3))
+    def append(self, i: int, count: int) -> None:
+        for _ in range(count):
+            self.counter += 1
+            data = f"{i}:{self.counter}".encode()
+            self.mls[i].append(data)
+            self.pending[i].append(data)
+
+    @rule()
+    def commit(self) -> None:
+        assert self.factory is not None
+        commit(self.factory)
+        commit(self.factory)  # the files released by the first one
+        for i in range(LEDGERS):
+            self.committed[i] += self.pending[i]
+            self.pending[i] = []
+        assert _open_ledger_files(self.root / "data") <= LIMIT
+
+    @rule()
+    def clean_restart(self) -> None:
+        assert self.factory is not None and self.store is not None
+        self.factory.close()
+        self.store.close()
+        for i in range(LEDGERS):
+            self.committed[i] += self.pending[i]
+            self.pending[i] = []
+        self._start()
+
+    @rule()
+    def crash(self) -> None:
+        assert self.factory is not None and self.store is not None
+        for state_fd in [s.fd for ml in self.mls for s in ml._states.values()]:
+            if state_fd >= 0:
+                os.close(state_fd)  # as the process's death would
+        self.store.close()
+        self.factory = None
+        self.pending = {i: [] for i in range(LEDGERS)}
+        self._start()
+
+    @invariant()
+    def committed_entries_read_back(self) -> None:
+        if self.factory is None:
+            return
+        for i, ml in enumerate(self.mls):
+            got = [e.data for e in ml.read_entries_now(EARLIEST, 10_000)]
+            assert got == self.committed[i]
+
+
+WriteFdPoolModel.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=30, deadline=None
+)
+test_write_fd_pool_model = WriteFdPoolModel.TestCase
