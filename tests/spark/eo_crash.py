@@ -7,11 +7,13 @@ bench/spark_kill_campaign.py (many random points)."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +47,24 @@ def pipeline_command(
         str(ckpt),
         *extra,
     ]
+
+
+def keep_source(broker: SparkBroker, source: str) -> None:
+    """Give ``source`` an unlimited retention. The pipeline reads it through non-durable
+    readers only, which hold no data back: as in Pulsar, without a durable subscription and
+    with no retention, every ledger but the current one is deleted at the next trim, and a
+    broker restart starts a new ledger, so the source would be gone at the first trim after
+    the broker's kill -9 (managedLedgerTrimIntervalSeconds, 60 s), and a query restarted
+    after it would find its micro-batch's rows gone."""
+    path = source.replace("://", "/")
+    request = urllib.request.Request(
+        f"{broker.admin_url}/admin/v2/{path}/retention",
+        data=json.dumps({"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        assert resp.status == 204
 
 
 def _progress(ckpt: Path) -> str:
@@ -107,6 +127,7 @@ def run_kill_point(
     sink = source + "-sink"
     broker.create_partitioned(source, 2)
     broker.create_partitioned(sink, 3)
+    keep_source(broker, source)
     produce(broker, source, total, batching_max_messages=200)
     ckpt = workdir / f"{name}-checkpoint"
     log_path = workdir / f"{name}-pipeline.log"

@@ -98,12 +98,6 @@ def test_killed_pipeline_restarted_on_its_checkpoint_writes_each_message_once(
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.xfail(
-    strict=False,
-    reason="open defect: in about one run in three the restarted query's read of the input "
-    "stalls (no message within pollTimeoutMs after a position GET_LAST_MESSAGE_ID placed "
-    "before the end) after the broker's kill -9; not yet found",
-)
 def test_broker_killed_under_a_pipeline_loses_and_duplicates_nothing(workdir: Path) -> None:
     proc = BrokerProcess(
         workdir / "data",

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from starquake.client.asyncio import Client, ConsumerCryptoFailureAction
-from starquake.client.bulk import BulkReader, CryptoKeyReader
+from starquake.client.bulk import BulkReader, CryptoKeyReader, DataLossError
 from starquake.client.exceptions import CryptoError, PulsarException, Timeout
 from starquake.client.schema import SchemaInfo, SchemaType
 from starquake.client.topics import base_topic
@@ -141,6 +141,8 @@ def _read_range(
                     max_queue_bytes=QUEUE_BYTES if given is None else 0,
                 )
             )
+        except DataLossError as exc:
+            raise PulsarSourceError(f"{exc} (option failOnDataLoss)") from exc
         except (PulsarException, OSError) as exc:
             raise PulsarSourceError(f"cannot read {part.topic}: {exc}") from exc
         try:
@@ -156,6 +158,8 @@ def _read_range(
                         f"reading {part.topic} [{part.start}, {part.end}): {exc} "
                         "(option pollTimeoutMs)"
                     ) from exc
+                except DataLossError as exc:
+                    raise PulsarSourceError(f"{exc} (option failOnDataLoss)") from exc
                 except CryptoError as exc:
                     raise PulsarSourceError(
                         f"{exc} (options pulsar.reader.privateKeyPath, "

@@ -188,7 +188,25 @@ class BulkReader:
         reader.fail_on_data_loss = fail_on_data_loss
         reader.with_schema_versions = with_schema_versions
         reader.decryption = EntryDecryption(topic, crypto_key_reader, crypto_failure_action)
+        if not reader.done and end is not None and start[0] >= 0:
+            try:
+                await reader._check_range_stored()
+            except BaseException:
+                await reader.close()
+                raise
         return reader
+
+    async def _check_range_stored(self) -> None:
+        """A range planned earlier whose messages are all gone: the topic now ends before the
+        range's first entry (its ledgers were trimmed: without a durable subscription and
+        with no retention, a broker deletes every ledger but the current one, and a restart
+        starts a new ledger). The broker would place the subscription at its first stored
+        entry, and the read would wait for entries that never come."""
+        last = await self.get_last_position()
+        if last is not None and last[:2] >= self.start[:2]:
+            return
+        where = "holds no message" if last is None else f"ends at {last[0]}:{last[1]}"
+        self._lost(f"the topic now {where}")
 
     async def get_last_position(self) -> Position | None:
         """The last message's position in the topic, or None if it holds no message."""
@@ -294,6 +312,22 @@ class BulkReader:
             if self.fail_on_data_loss:
                 raise DataLossError(problem)
             log.warning("%s (reading on from there)", problem)
+            return
+        end = self.end
+        if ledger > start[0] and end is not None and end[0] == start[0]:
+            # every entry of the range is in ledger start[0], and the first one stored is
+            # past that ledger: the range's entries were trimmed
+            self._lost(f"the first available one is {ledger}:{entry_id}")
+
+    def _lost(self, found: str) -> None:
+        """Every message of the range is gone (``found``: what the topic holds instead):
+        DataLossError, or with ``fail_on_data_loss=False`` a warning and nothing to read."""
+        start = self.start
+        problem = f"{self.topic}: messages from position {start[0]}:{start[1]} are gone; {found}"
+        if self.fail_on_data_loss:
+            raise DataLossError(problem)
+        log.warning("%s (nothing to read)", problem)
+        self._done = True
 
     def _in_range(self, position: Position) -> bool:
         if position < self.start:
