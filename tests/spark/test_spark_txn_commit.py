@@ -18,6 +18,7 @@ from conftest import SparkBroker
 from spark_helpers import read_topic
 
 from starquake.client.asyncio import Client
+from starquake.spark import _txn_log
 from starquake.spark._options import write_options
 from starquake.spark._runtime import Session
 from starquake.spark._txn_log import log_topics, read_log, record
@@ -232,3 +233,42 @@ def test_a_task_whose_producer_reconnected_writes_its_rows_again_in_a_new_transa
     counts = _counts(broker, topic)
     assert sorted(counts) == sorted(f"h{h}-{i}".encode() for h in range(2) for i in range(30))
     assert max(counts.values()) == 1
+
+
+def test_the_log_is_read_incrementally_and_equals_a_whole_read(
+    txn_broker: SparkBroker, new_topic: str
+) -> None:
+    """A process reads each log once: later reads take only the records appended since, and
+    give what reading the whole log gives (less the micro-batches it was told to forget,
+    until new records name them again)."""
+    topic = new_topic + "-log"
+
+    def ref(n: int) -> dict[str, Any]:
+        return {"txn": [0, n], "partition": n % 2, "marker": ""}
+
+    def opened(batch: int, n: int) -> dict[str, Any]:
+        return {"kind": "open", "batch": batch, **ref(n)}
+
+    with Session(txn_broker.url, {}) as session:
+        client = session.client
+
+        def whole() -> dict[int, Any]:
+            _txn_log._SEEN.pop(topic, None)
+            return session.run(read_log(client, topic))
+
+        for n in range(3):
+            session.run(record(client, topic, opened(0, n)))
+        first = session.run(read_log(client, topic))
+        assert set(first) == {0} and len(first[0].opened) == 3
+        session.run(record(client, topic, {"kind": "intent", "batch": 0, "txns": [ref(1)]}))
+        session.run(record(client, topic, {"kind": "done", "batch": 0}))
+        session.run(record(client, topic, opened(1, 7)))
+        again = session.run(read_log(client, topic))
+        assert again[0].done and list(again[0].decided) == [(0, 1)]
+        assert list(again[1].opened) == [(0, 7)]
+        assert again == whole()
+        _txn_log.forget_batches(topic, 1)
+        assert set(session.run(read_log(client, topic))) == {1}
+        session.run(record(client, topic, opened(0, 9)))  # a late attempt of batch 0
+        late = session.run(read_log(client, topic))
+        assert list(late[0].opened) == [(0, 9)] and not late[0].done

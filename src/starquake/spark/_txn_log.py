@@ -25,7 +25,15 @@ from starquake.client import MessageId
 from starquake.client.asyncio import Client, Transaction
 from starquake.spark._sink import PulsarSinkError
 
-__all__ = ["LogState", "TxnRef", "log_topics", "marker_committed", "read_log", "record"]
+__all__ = [
+    "LogState",
+    "TxnRef",
+    "forget_batches",
+    "log_topics",
+    "marker_committed",
+    "read_log",
+    "record",
+]
 
 TxnId = tuple[int, int]
 
@@ -70,13 +78,24 @@ async def record(client: Client, topic: str, data: dict[str, Any]) -> MessageId:
         await producer.close()
 
 
+# What this process read of each log so far: the micro-batches' states and the id of the last
+# record read. Records are only appended, so the next read takes only the new ones: a
+# long-running query's commit does not read its whole history again each micro-batch.
+_SEEN: dict[str, tuple[dict[int, LogState], bytes]] = {}
+
+
 async def read_log(client: Client, topic: str) -> dict[int, LogState]:
-    """Every record of the log ``topic``, by micro-batch."""
-    states: dict[int, LogState] = {}
-    reader = await client.create_reader(topic, MessageId.earliest)
+    """Every record of the log ``topic`` by micro-batch (but those this process forgot with
+    :func:`forget_batches`), reading only what was appended since this process's last read."""
+    states, last = _SEEN.get(topic, ({}, b""))
+    start = MessageId.deserialize(last) if last else MessageId.earliest
+    reader = await client.create_reader(topic, start)  # after the last record read
     try:
         while await reader.has_message_available():
-            data = json.loads((await reader.read_next()).data())
+            message = await reader.read_next()
+            last = message.message_id().serialize()
+            _SEEN[topic] = (states, last)
+            data = json.loads(message.data())
             state = states.setdefault(int(data["batch"]), LogState())
             kind = data["kind"]
             if kind == "open":
@@ -91,6 +110,15 @@ async def read_log(client: Client, topic: str) -> dict[int, LogState]:
     finally:
         await reader.close()
     return states
+
+
+def forget_batches(topic: str, below: int) -> None:
+    """Forget the micro-batches before ``below`` (their leftovers were ended): the next
+    :func:`read_log` of this process no longer returns them, unless new records name them."""
+    seen = _SEEN.get(topic)
+    if seen is not None:
+        for batch in [b for b in seen[0] if b < below]:
+            del seen[0][batch]
 
 
 async def send_marker(

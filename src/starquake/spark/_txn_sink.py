@@ -50,6 +50,7 @@ from starquake.spark._sink import PulsarSinkError, hold_topic
 from starquake.spark._txn_log import (
     LogState,
     TxnRef,
+    forget_batches,
     log_topics,
     marker_committed,
     read_log,
@@ -258,6 +259,7 @@ async def _commit(
         if earlier < batch:
             for txn in old.opened.keys() - old.decided.keys():
                 await _end(client, opts, txn, commit=False)
+    forget_batches(topics[0], batch)  # ended: the next commits need not look at them again
     if state.done:
         log.warning("micro-batch %d was committed by an earlier run: writing nothing again", batch)
         for txn in state.opened.keys() - state.decided.keys():
