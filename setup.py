@@ -38,6 +38,7 @@ COMPILED = (
     "starquake/broker/entry_scan.py",
     "starquake/broker/producer.py",
     "starquake/broker/producer_commands.py",
+    "starquake/broker/receipts.py",
     "starquake/broker/committer.py",
     "starquake/storage/commit.py",
     "starquake/storage/segment.py",

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from google.protobuf.message import Message
 
 from starquake.broker.cnx_work import load_topic, persist_cursors
-from starquake.broker.command_checks import invalid_command, request_id_of
+from starquake.broker.command_checks import invalid_command, unsupported_reply
 from starquake.broker.consumer_commands import ConsumerCommands
 from starquake.broker.error_replies import error_reply
 from starquake.broker.errors import BrokerServiceError
@@ -51,7 +51,7 @@ from starquake.broker.security.tls import peer_common_name
 from starquake.broker.topic_commands import TopicCommands
 from starquake.broker.transactions.commands import TxnCommands
 from starquake.protocol import commands
-from starquake.protocol.errors import FrameTooLargeError, ProtocolError, ServerError
+from starquake.protocol.errors import FrameTooLargeError, ProtocolError
 from starquake.protocol.framing import FRAME_PADDING, Frame, FrameDecoder
 from starquake.protocol.send_scan import SendFields
 from starquake.protocol.wire import pb
@@ -392,7 +392,6 @@ class ServerCnx(asyncio.Protocol):
         then: Callable[[TopicApi], None],
     ) -> None:
         """Load the topic off the hot path, then run ``then`` (or answer the request's error)."""
-
         work = load_topic(self.service, topic_name, create)
         self.await_then(request, work, then, f"loading topic {topic_name}")
 
@@ -411,7 +410,6 @@ class ServerCnx(asyncio.Protocol):
         ``undo`` runs at once (before any other write can store the change), so that the
         failure the client hears of means nothing changed.
         """
-
         work = persist_cursors(self.service, always, undo)
         self.await_then(request, work, lambda _: then(), "storing the cursors")
 
@@ -420,6 +418,10 @@ class ServerCnx(asyncio.Protocol):
     def receipt_sent(self, producer_id: int, *, newest: bool = False) -> None:
         """A send of ``producer_id`` is answered (receipt or error): give its bytes back."""
         self._producer_commands.receipt_sent(producer_id, newest=newest)
+
+    def receipts_sent(self, producer_id: int, count: int) -> None:
+        """The ``count`` oldest sends of ``producer_id`` are answered: give their bytes back."""
+        self._producer_commands.receipts_sent(producer_id, count)
 
     def disconnect_producer(self, producer: Producer) -> None:
         """Close a producer from the broker side; the client creates it again."""
@@ -482,15 +484,13 @@ class ServerCnx(asyncio.Protocol):
 
     def _unsupported(self, command: T) -> None:
         name = T.Type.Name(command.type)
-        request_id = request_id_of(command)
-        if request_id is None:
+        reply = unsupported_reply(command)
+        if reply is None:
             log.warning("closing connection from %s: unsupported %s", self.remote_address, name)
             self.close()
             return
         log.info("unsupported command %s from %s", name, self.remote_address)
-        self.write(
-            commands.error(request_id, ServerError.NotAllowedError, f"{name} is not supported")
-        )
+        self.write(reply)
 
     def _on_ping(self, command: T, _: bytes | None) -> None:
         self.write(commands.pong())

@@ -294,6 +294,24 @@ class ProducerCommands:
             self.pending_send_bytes -= queue.pop() if newest else queue.popleft()
             if not queue:
                 del sizes[producer_id]
+        self._resume_reading_if_below()
+
+    def receipts_sent(self, producer_id: int, count: int) -> None:
+        """The ``count`` oldest sends of ``producer_id`` are answered (as :meth:`receipt_sent`
+        for each)."""
+        sizes = self._pending_sizes
+        queue = sizes.get(producer_id)
+        if queue:
+            answered = 0
+            for _ in range(min(count, len(queue))):
+                answered += queue.popleft()
+            self.pending_send_bytes -= answered
+            if not queue:
+                del sizes[producer_id]
+        self._resume_reading_if_below()
+
+    def _resume_reading_if_below(self) -> None:
+        """Resume reading once the pending bytes fell to half of the limit."""
         limit = self._service.config.maxPendingSendBytesPerConnection
         if self.reading_paused and self.pending_send_bytes <= limit // 2 and self._cnx.is_open:
             self.reading_paused = False
