@@ -24,8 +24,13 @@ from starquake.protocol.send_scan import read_varint
 _VARINT: Final = 0
 _LENGTH: Final = 2
 # MessageMetadata's fields by encoding (embedded messages, 4 and 13, are not read here).
-_VARINT_FIELDS: Final = frozenset({2, 3, 8, 9, 11, 12, 17, 19, 20, 22, 23, 24, 25, 27, 28, 29, 30})
-_LENGTH_FIELDS: Final = frozenset({1, 5, 6, 7, 14, 15, 16, 18, 26})
+# As bit masks (bit n: field n), tested without a set lookup.
+_VARINT_FIELDS: Final = sum(
+    1 << n for n in (2, 3, 8, 9, 11, 12, 17, 19, 20, 22, 23, 24, 25, 27, 28, 29, 30)
+)
+_LENGTH_FIELDS: Final = sum(1 << n for n in (1, 5, 6, 7, 14, 15, 16, 18, 26))
+_KEPT_LENGTH_FIELDS: Final = (1 << 6) | (1 << 18) | (1 << 26)
+"""The string and bytes fields whose value the scan keeps (the others are only checked)."""
 
 
 _new_info = tuple.__new__
@@ -94,10 +99,8 @@ class _Fields:
             self.has_chunk_id = True
 
     def data(self, number: int, value: bytes) -> None:
-        """A string or bytes field."""
-        if number == 1:
-            self.required |= 1
-        elif number == 6:
+        """A string or bytes field the scan keeps."""
+        if number == 6:
             self.partition_key = value
         elif number == 18:
             self.ordering_key = value
@@ -139,14 +142,19 @@ def _read_fields(entry: bytes, pos: int, end: int, fields: _Fields) -> bool:
         value, pos = read_varint(entry, pos, end)
         if pos < 0:
             return False
+        if number > 30:
+            return False
         if wire_type == _VARINT:
-            if number not in _VARINT_FIELDS:
+            if not (_VARINT_FIELDS >> number) & 1:
                 return False
             fields.integer(number, value)
         elif wire_type == _LENGTH:
-            if number not in _LENGTH_FIELDS or pos + value > end:
+            if not (_LENGTH_FIELDS >> number) & 1 or pos + value > end:
                 return False
-            fields.data(number, entry[pos : pos + value])
+            if number == 1:
+                fields.required |= 1
+            elif (_KEPT_LENGTH_FIELDS >> number) & 1:
+                fields.data(number, entry[pos : pos + value])
             pos += value
         else:
             return False
