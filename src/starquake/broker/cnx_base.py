@@ -75,6 +75,10 @@ class CommandContext(Protocol):
         """A send of ``producer_id`` is answered."""
         ...
 
+    def receipts_sent(self, producer_id: int, count: int) -> None:
+        """The ``count`` oldest sends of ``producer_id`` are answered."""
+        ...
+
     def disconnect_producer(self, producer: Producer) -> None:
         """Close a producer from the broker side."""
         ...

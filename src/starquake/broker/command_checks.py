@@ -3,6 +3,8 @@ and complete, and the request id an error reply can name."""
 
 from __future__ import annotations
 
+from starquake.protocol import commands
+from starquake.protocol.errors import ServerError
 from starquake.protocol.wire import pb
 
 T = pb.BaseCommand
@@ -40,3 +42,13 @@ def request_id_of(command: T) -> int | None:
             if sub_field.name == "request_id":
                 return int(sub_value)
     return None
+
+
+def unsupported_reply(command: T) -> bytes | None:
+    """The ERROR answering a command no handler serves (NotAllowed); None when the command
+    carries no request id to name (the connection is closed instead)."""
+    request_id = request_id_of(command)
+    if request_id is None:
+        return None
+    name = T.Type.Name(command.type)
+    return commands.error(request_id, ServerError.NotAllowedError, f"{name} is not supported")

@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from google.protobuf.message import Message
 
 from starquake.broker.cnx_work import load_topic, persist_cursors
-from starquake.broker.command_checks import invalid_command, request_id_of
+from starquake.broker.command_checks import invalid_command, unsupported_reply
 from starquake.broker.consumer_commands import ConsumerCommands
 from starquake.broker.error_replies import error_reply
 from starquake.broker.errors import BrokerServiceError
+from starquake.broker.held_permits import HeldPermits
 from starquake.broker.log_throttle import LogThrottle
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
@@ -50,8 +51,9 @@ from starquake.broker.security.tls import peer_common_name
 from starquake.broker.topic_commands import TopicCommands
 from starquake.broker.transactions.commands import TxnCommands
 from starquake.protocol import commands
-from starquake.protocol.errors import FrameTooLargeError, ProtocolError, ServerError
-from starquake.protocol.framing import FRAME_PADDING, FrameDecoder
+from starquake.protocol.errors import FrameTooLargeError, ProtocolError
+from starquake.protocol.framing import FRAME_PADDING, Frame, FrameDecoder
+from starquake.protocol.send_scan import SendFields
 from starquake.protocol.wire import pb
 
 if TYPE_CHECKING:
@@ -102,7 +104,7 @@ class ServerCnx(asyncio.Protocol):
         self._flush_scheduled = False
         self._closing = False
         self._write_paused = False
-        self._held_permits: dict[int, tuple[Consumer, int]] = {}
+        self._held_permits = HeldPermits()
         self._producer_commands = ProducerCommands(self)
         self._consumer_commands = ConsumerCommands(self)
         # Built once the handshake is done (only CONNECT is served before): thousands of
@@ -176,19 +178,25 @@ class ServerCnx(asyncio.Protocol):
             self._handshake_frames = False
             self.decoder.max_frame_size = self._max_frame
         try:
-            frames = self.decoder.feed(data)
+            frames = self.decoder.feed_sends(data)
         except ProtocolError as exc:
             what = "" if isinstance(exc, FrameTooLargeError) else "malformed frame: "
             self._log_close(f"{what}{exc}")
             self.close()
             return
-        for command, entry in frames:
+        for frame in frames:
             if self.transport is None or self._closing:
                 return
             handlers = self._handlers  # per frame: a CONNECT in this batch may build it
+            if isinstance(frame, SendFields):
+                if handlers is not None:  # the hot path: a plain SEND, read without protobuf
+                    self._producer_commands.on_scanned_send(frame)
+                    continue
+                frame = Frame(frame.base_command(), frame.entry)
+            command, entry = frame
             if handlers is None:
                 handler = self._handler_before_table(command.type)
-            else:  # the hot path: a plain lookup, no call
+            else:  # a plain lookup, no call
                 handler = handlers.get(command.type)
             if handler is None:
                 if not self.authenticator.connected:
@@ -278,21 +286,13 @@ class ServerCnx(asyncio.Protocol):
         self._write_paused = True
         if self.transport is not None and not self._closing:
             self.hold_reading(WRITES)
-        for consumer_id, consumer in self.consumers.items():
-            if consumer.permits > 0:
-                _, held = self._held_permits.get(consumer_id, (consumer, 0))
-                self._held_permits[consumer_id] = (consumer, held + consumer.permits)
-                consumer.permits = 0
+        self._held_permits.take_from(self.consumers)
 
     def resume_writing(self) -> None:
         """The write buffer drained: read again and hand the held permits back."""
         self._write_paused = False
         self.release_reading(WRITES)
-        held, self._held_permits = self._held_permits, {}
-        for consumer_id, (consumer, permits) in held.items():
-            dispatcher = consumer.subscription.dispatcher
-            if self.consumers.get(consumer_id) is consumer and dispatcher is not None:
-                dispatcher.consumer_flow(consumer, permits)
+        self._held_permits.give_back(self.consumers)
 
     def hold_reading(self, reason: str) -> None:
         """Stop reading from the peer until every reason is released."""
@@ -392,7 +392,6 @@ class ServerCnx(asyncio.Protocol):
         then: Callable[[TopicApi], None],
     ) -> None:
         """Load the topic off the hot path, then run ``then`` (or answer the request's error)."""
-
         work = load_topic(self.service, topic_name, create)
         self.await_then(request, work, then, f"loading topic {topic_name}")
 
@@ -411,7 +410,6 @@ class ServerCnx(asyncio.Protocol):
         ``undo`` runs at once (before any other write can store the change), so that the
         failure the client hears of means nothing changed.
         """
-
         work = persist_cursors(self.service, always, undo)
         self.await_then(request, work, lambda _: then(), "storing the cursors")
 
@@ -420,6 +418,10 @@ class ServerCnx(asyncio.Protocol):
     def receipt_sent(self, producer_id: int, *, newest: bool = False) -> None:
         """A send of ``producer_id`` is answered (receipt or error): give its bytes back."""
         self._producer_commands.receipt_sent(producer_id, newest=newest)
+
+    def receipts_sent(self, producer_id: int, count: int) -> None:
+        """The ``count`` oldest sends of ``producer_id`` are answered: give their bytes back."""
+        self._producer_commands.receipts_sent(producer_id, count)
 
     def disconnect_producer(self, producer: Producer) -> None:
         """Close a producer from the broker side; the client creates it again."""
@@ -444,8 +446,7 @@ class ServerCnx(asyncio.Protocol):
             flow = command.flow
             consumer = self.consumers.get(flow.consumer_id)
             if consumer is not None:
-                _, held = self._held_permits.get(flow.consumer_id, (consumer, 0))
-                self._held_permits[flow.consumer_id] = (consumer, held + flow.messagePermits)
+                self._held_permits.hold(flow.consumer_id, consumer, flow.messagePermits)
             return
         self._consumer_commands.on_flow(command, entry)
 
@@ -483,15 +484,13 @@ class ServerCnx(asyncio.Protocol):
 
     def _unsupported(self, command: T) -> None:
         name = T.Type.Name(command.type)
-        request_id = request_id_of(command)
-        if request_id is None:
+        reply = unsupported_reply(command)
+        if reply is None:
             log.warning("closing connection from %s: unsupported %s", self.remote_address, name)
             self.close()
             return
         log.info("unsupported command %s from %s", name, self.remote_address)
-        self.write(
-            commands.error(request_id, ServerError.NotAllowedError, f"{name} is not supported")
-        )
+        self.write(reply)
 
     def _on_ping(self, command: T, _: bytes | None) -> None:
         self.write(commands.pong())

@@ -27,6 +27,14 @@ class ProducerTransport(Protocol):
         """A send of ``producer_id`` is answered (receipt or error)."""
         ...
 
+    def receipts_sent(self, producer_id: int, count: int) -> None:
+        """The ``count`` oldest sends of ``producer_id`` awaiting receipts are answered."""
+        ...
+
+    def write_frames(self, frames: list[bytes | memoryview]) -> None:
+        """Queue several frames to the client."""
+        ...
+
     def disconnect_producer(self, producer: Producer) -> None:
         """Close ``producer`` from the broker side."""
         ...
@@ -122,6 +130,13 @@ class Producer:
         self.cnx.receipt_sent(self.producer_id)
         if not self.closed:
             self.cnx.write(frame)
+
+    def on_receipts(self, frames: list[bytes | memoryview]) -> None:
+        """Send SEND_RECEIPT frames of the oldest sends awaiting them, in order (unless the
+        producer closed meanwhile)."""
+        self.cnx.receipts_sent(self.producer_id, len(frames))
+        if not self.closed:
+            self.cnx.write_frames(frames)
 
     def on_send_error(self, sequence_id: int, code: ServerError, message: str) -> None:
         """Answer the send ``sequence_id`` with SEND_ERROR (unless the producer closed)."""

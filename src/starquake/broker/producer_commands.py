@@ -13,7 +13,8 @@ from collections import deque
 from starquake.broker import backlog_quota
 from starquake.broker.cnx_base import CommandContext
 from starquake.broker.dedup import NO_HIGHEST_SEQUENCE_ID
-from starquake.broker.entry_info import info_of
+from starquake.broker.entry_info import EntryInfo, info_of
+from starquake.broker.entry_scan import scan_entry
 from starquake.broker.errors import (
     BrokerServiceError,
     ChecksumError,
@@ -28,8 +29,9 @@ from starquake.broker.transactions.buffer import TopicTransactionBuffer
 from starquake.protocol import commands
 from starquake.protocol.enums import ProducerAccessMode
 from starquake.protocol.errors import ChecksumMismatchError, ProtocolError
-from starquake.protocol.framing import ParsedEntry, parse_entry
+from starquake.protocol.framing import parse_entry
 from starquake.protocol.schema import schema_info_of
+from starquake.protocol.send_scan import SendFields, send_fields_of
 from starquake.protocol.wire import pb
 
 log = logging.getLogger(__name__)
@@ -190,8 +192,20 @@ class ProducerCommands:
     # --- SEND ---------------------------------------------------------------------------------
 
     def on_send(self, command: T, entry: bytes | None) -> None:
+        """SEND decoded through protobuf: as :meth:`on_scanned_send`."""
+        self._send(send_fields_of(command.send, entry))
+
+    def on_scanned_send(self, send: SendFields) -> None:
+        """SEND read without protobuf; an unexpected error closes the connection (as the
+        connection does around the other handlers)."""
+        try:
+            self._send(send)
+        except Exception:
+            log.exception("error handling SEND from %s", self._cnx.remote_address)
+            self._cnx.close()
+
+    def _send(self, send: SendFields) -> None:
         """SEND: check the entry and publish it; its receipt (or error) is sent later."""
-        send = command.send
         producer = self._cnx.producers.get(send.producer_id)
         if producer is None or id(producer) not in producer.topic.producers:
             log.warning(
@@ -202,60 +216,66 @@ class ProducerCommands:
             self._cnx.close()
             return
         try:
-            entry, parsed = self._checked_entry(send, entry)
+            entry, info, last_chunk = self._checked_entry(send)
         except BrokerServiceError as exc:
-            self._cnx.fail(send, exc)
+            self._cnx.fail(send.message(), exc)
             return
         # As in Pulsar, a SEND without highest_sequence_id (or with one below sequence_id)
         # declares none: -1, echoed in the receipt. Deduplication then counts the entry as
         # sequence_id alone, whatever the batch's size: ids within a batch need not be
         # consecutive (the official client's key-based batches interleave).
-        if send.HasField("highest_sequence_id") and send.highest_sequence_id >= send.sequence_id:
+        sequence_id = send.sequence_id
+        if send.has_highest and send.highest_sequence_id >= sequence_id:
             highest = send.highest_sequence_id
         else:
             highest = NO_HIGHEST_SEQUENCE_ID
         self._count_pending(send.producer_id, len(entry))  # a duplicate's receipt may come now
-        metadata = parsed.metadata
-        last_chunk = not metadata.HasField("chunk_id") or (
-            metadata.chunk_id >= metadata.num_chunks_from_msg - 1
-        )
-        txn = _txn_of(send)
+        txn = (send.txnid_most_bits, send.txnid_least_bits) if send.has_txn else None
         try:
             buffer = None if txn is None else _buffer_for(producer, txn)
             position = producer.topic.publish(
-                producer, send.sequence_id, highest, info_of(metadata), entry, last_chunk=last_chunk
+                producer, sequence_id, highest, info, entry, last_chunk=last_chunk
             )
             if buffer is not None and position is not None and txn is not None:
                 buffer.appended(txn, position)
         except BrokerServiceError as exc:
             self.receipt_sent(send.producer_id, newest=True)
-            self._cnx.fail(send, exc)
+            self._cnx.fail(send.message(), exc)
             return
         limit = self._service.config.maxPendingSendBytesPerConnection
         if not self.reading_paused and self.pending_send_bytes > limit:
             self.reading_paused = True
             self._cnx.hold_reading(PENDING_SENDS)
 
-    def _checked_entry(
-        self, send: pb.CommandSend, entry: bytes | None
-    ) -> tuple[bytes, ParsedEntry]:
-        """The entry to store (without broker entry metadata) and its parts; raises the error
-        to answer the SEND with when the entry cannot be stored."""
+    def _checked_entry(self, send: SendFields) -> tuple[bytes, EntryInfo, bool]:
+        """The entry to store (without broker entry metadata), its info and whether it is the
+        last chunk of its message; raises the error to answer the SEND with when the entry
+        cannot be stored."""
+        entry = send.entry
         if entry is None:
             raise BrokerServiceError("SEND without payload")
-        try:
-            parsed = parse_entry(entry)
-        except ChecksumMismatchError as exc:
-            raise ChecksumError("Checksum failed on the broker") from exc
-        except ProtocolError as exc:
-            raise BrokerServiceError(str(exc)) from exc
-        if parsed.broker_entry_metadata is not None:
-            entry = _strip_broker_entry_metadata(entry)
-        size = len(parsed.payload)
+        scanned = scan_entry(entry)
+        if scanned is not None:
+            info, last_chunk, size = scanned
+        else:
+            try:
+                parsed = parse_entry(entry)
+            except ChecksumMismatchError as exc:
+                raise ChecksumError("Checksum failed on the broker") from exc
+            except ProtocolError as exc:
+                raise BrokerServiceError(str(exc)) from exc
+            if parsed.broker_entry_metadata is not None:
+                entry = _strip_broker_entry_metadata(entry)
+            size = len(parsed.payload)
+            metadata = parsed.metadata
+            info = info_of(metadata)
+            last_chunk = not metadata.HasField("chunk_id") or (
+                metadata.chunk_id >= metadata.num_chunks_from_msg - 1
+            )
         limit = self._service.config.maxMessageSize
         if size > limit and not send.is_chunk:
             raise NotAllowedError(f"Message of {size} bytes exceeds maxMessageSize ({limit})")
-        return entry, parsed
+        return entry, info, last_chunk
 
     def _count_pending(self, producer_id: int, size: int) -> None:
         """Count an entry of ``size`` bytes as awaiting its receipt."""
@@ -274,6 +294,24 @@ class ProducerCommands:
             self.pending_send_bytes -= queue.pop() if newest else queue.popleft()
             if not queue:
                 del sizes[producer_id]
+        self._resume_reading_if_below()
+
+    def receipts_sent(self, producer_id: int, count: int) -> None:
+        """The ``count`` oldest sends of ``producer_id`` are answered (as :meth:`receipt_sent`
+        for each)."""
+        sizes = self._pending_sizes
+        queue = sizes.get(producer_id)
+        if queue:
+            answered = 0
+            for _ in range(min(count, len(queue))):
+                answered += queue.popleft()
+            self.pending_send_bytes -= answered
+            if not queue:
+                del sizes[producer_id]
+        self._resume_reading_if_below()
+
+    def _resume_reading_if_below(self) -> None:
+        """Resume reading once the pending bytes fell to half of the limit."""
         limit = self._service.config.maxPendingSendBytesPerConnection
         if self.reading_paused and self.pending_send_bytes <= limit // 2 and self._cnx.is_open:
             self.reading_paused = False
@@ -308,13 +346,6 @@ def _strip_broker_entry_metadata(entry: bytes) -> bytes:
         size = int.from_bytes(entry[2:6], "big")
         return entry[6 + size :]
     return entry
-
-
-def _txn_of(send: pb.CommandSend) -> tuple[int, int] | None:
-    """The transaction a SEND belongs to (None: none)."""
-    if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
-        return send.txnid_most_bits, send.txnid_least_bits
-    return None
 
 
 def _buffer_for(producer: Producer, txn: tuple[int, int]) -> TopicTransactionBuffer:

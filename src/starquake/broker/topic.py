@@ -12,7 +12,7 @@ import logging
 import time
 from bisect import bisect_left
 from collections import deque
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from starquake.broker import applied_policies, topic_stats
 from starquake.broker.compaction.state import TopicCompaction
@@ -30,6 +30,7 @@ from starquake.broker.limits import check_producer_limit
 from starquake.broker.observations import ENTRY_SIZE_BOUNDS, WRITE_LATENCY_BOUNDS_MS, Buckets
 from starquake.broker.producer_access import ProducerRegistry
 from starquake.broker.rates import RateWindow
+from starquake.broker.receipts import PendingReceipt, send_receipts
 from starquake.broker.subscription import Subscription
 from starquake.common.topic_name import TopicName
 from starquake.protocol import commands
@@ -45,22 +46,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LATEST_ID = (1 << 63) - 1
-
-
-class PendingReceipt(NamedTuple):
-    """A receipt to send once ``position`` is durable. One is made per entry on the publish
-    path: a tuple (no more than one allocation), unpacked in the hot loop."""
-
-    position: Position
-    producer: Producer
-    sequence_id: int
-    highest_sequence_id: int
-    last_chunk: bool
-    """Whether the entry is the last chunk of its message."""
-    duplicate: bool
-    """A duplicate: nothing was stored; the receipt is -1:-1, sent in order."""
-    received: float
-    """When its SEND was read (monotonic seconds)."""
 
 
 _new_receipt = tuple.__new__
@@ -252,43 +237,8 @@ class PersistentTopic:
     def on_committed(self, last: Position) -> None:
         """Entries up to ``last`` are durable: send their receipts and wake the dispatchers."""
         pending = self._pending
-        partition = self.partition_index
         dedup = self.dedup if self.dedup.enabled else None
-        # Entries read in one go share their read time: their latency is counted once per run
-        # of equal read times, so an entry costs an identity test here.
-        run_read = -1.0
-        run = 0
-        while pending and pending[0].position <= last:
-            position, producer, sequence_id, highest, last_chunk, duplicate, received = (
-                pending.popleft()
-            )
-            if duplicate:
-                producer.on_receipt(
-                    commands.send_receipt(producer.producer_id, sequence_id, -1, -1, highest)
-                )
-                continue
-            if received is not run_read:
-                if run:
-                    self._count_latency(run_read, run)
-                run_read = received
-                run = 0
-            run += 1
-            if dedup is not None:
-                dedup.on_persisted(
-                    producer.name, sequence_id, highest, position, is_last_chunk=last_chunk
-                )
-            producer.on_receipt(
-                commands.send_receipt(
-                    producer.producer_id,
-                    sequence_id,
-                    position.ledger_id,
-                    position.entry_id,
-                    highest,
-                    partition,
-                )
-            )
-        if run:
-            self._count_latency(run_read, run)
+        send_receipts(pending, last, self.partition_index, dedup, self._count_latency)
         if self.txn is not None:
             self.txn.appends.on_committed(last)
         for subscription in self.subscriptions.values():

@@ -17,11 +17,12 @@ dispatches it behind a new MESSAGE command, so the producer's checksum reaches c
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.checksum import crc32c
 from starquake.protocol.errors import ChecksumMismatchError, FrameTooLargeError, MalformedFrameError
+from starquake.protocol.send_scan import SendFields, scan_send
 
 MAGIC_CHECKSUM = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -185,6 +186,15 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """Add received bytes and return every frame they complete, in order."""
+        return cast(list[Frame], self._decode(data, False))
+
+    def feed_sends(self, data: bytes | bytearray | memoryview) -> list[Frame | SendFields]:
+        """As :meth:`feed`, but a plain SEND comes as its :class:`SendFields`, read without
+        protobuf (see :func:`~starquake.protocol.send_scan.scan_send`); other SENDs come as
+        frames."""
+        return self._decode(data, True)
+
+    def _decode(self, data: bytes | bytearray | memoryview, scan: bool) -> list[Frame | SendFields]:
         if self._parts:
             self._parts.append(bytes(data))
             self._size += len(data)
@@ -195,7 +205,7 @@ class FrameDecoder:
             self._size = 0
         else:
             buf = bytes(data)
-        frames: list[Frame] = []
+        frames: list[Frame | SendFields] = []
         pos = 0
         avail = len(buf)
         limit = self._max_frame_size
@@ -214,6 +224,13 @@ class FrameDecoder:
             if cmd_size > total - 4:
                 raise MalformedFrameError("command size exceeds frame size")
             cmd_end = pos + 8 + cmd_size
+            entry = buf[cmd_end:frame_end] if frame_end > cmd_end else None
+            if scan:
+                send = scan_send(buf, pos + 8, cmd_end, entry)
+                if send is not None:
+                    frames.append(send)
+                    pos = frame_end
+                    continue
             try:
                 command = parse(buf[pos + 8 : cmd_end])
             except Exception as exc:
@@ -222,7 +239,7 @@ class FrameDecoder:
                 # An enum number this side does not know is kept as an unknown field, and an
                 # absent ``type`` would read as the enum's first value (CONNECT).
                 raise MalformedFrameError("command has no type, or one that is not known")
-            frames.append(Frame(command, buf[cmd_end:frame_end] if frame_end > cmd_end else None))
+            frames.append(Frame(command, entry))
             pos = frame_end
         if pos < avail:
             rest = buf[pos:] if pos else buf

@@ -6,14 +6,19 @@ are mostly that small, and building them byte by byte in Python costs more than 
 
 from __future__ import annotations
 
+from typing import Final
+
 __all__ = ["SMALL_VARINTS", "SMALL_VARINT_LIMIT", "varint"]
 
-_U64_MASK = (1 << 64) - 1
+_U64_MASK: Final = (1 << 64) - 1
 
-SMALL_VARINTS: list[bytes] = [bytes((i,)) for i in range(128)] + [
+SMALL_VARINTS: Final[list[bytes]] = [bytes((i,)) for i in range(128)] + [
     bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(128, 1 << 14)
 ]
-SMALL_VARINT_LIMIT = 1 << 14
+SMALL_VARINT_LIMIT: Final = 1 << 14
+_MINUS_ONE: Final = b"\xff" * 9 + b"\x01"
+"""-1 (as its 64-bit two's complement): the "none" of several fields (a receipt's
+``highest_sequence_id`` when the producer declared none), written once per entry."""
 
 
 def varint(value: int) -> bytes:
@@ -22,6 +27,8 @@ def varint(value: int) -> bytes:
         return SMALL_VARINTS[value]
     if 0 < value < 1 << 21:
         return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+    if value == -1:
+        return _MINUS_ONE
     value &= _U64_MASK
     out = bytearray()
     while value >= 0x80:
