@@ -25,9 +25,8 @@ SRC = ROOT / "src"
 
 # Relative to src/. The publish path (frame decoding, SEND handling, the group commit, the
 # segment writes, receipts) and what it calls per entry; and the Spark reads' walk over the
-# messages of batches. Not (yet) the connection and the
-# topic: mypyc's native classes take no weak references, and PersistentTopic is held in
-# weak-keyed caches.
+# messages of batches. Not (yet) the connection and the topic: mypyc's native classes take no
+# weak references, and PersistentTopic is held in weak-keyed caches.
 COMPILED = (
     "starquake/protocol/varint.py",
     "starquake/protocol/checksum.py",
