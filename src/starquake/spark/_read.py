@@ -107,6 +107,32 @@ def read_range(
     return (add_headers(batch) for batch in batches)
 
 
+async def _open_reader(
+    session: Session, opts: ReadOptions, part: RangePartition, with_schema_versions: bool
+) -> BulkReader:
+    """The bulk reader of one range, with the read options' reader settings."""
+    given = opts.reader_args.get("receiver_queue_size")
+    try:
+        return await BulkReader.create(
+            session.client,
+            part.topic,
+            part.start,
+            part.end,
+            receiver_queue_size=10000 if given is None else int(given),
+            wait_timeout=opts.poll_timeout_s,
+            fail_on_data_loss=opts.fail_on_data_loss,
+            with_schema_versions=with_schema_versions,
+            **crypto_args(opts.reader_args),
+            subscription_prefix=opts.reader_args.get("subscription_role_prefix") or "bulk-reader",
+            consumer_name=opts.reader_args.get("reader_name"),
+            max_queue_bytes=QUEUE_BYTES if given is None else 0,
+        )
+    except DataLossError as exc:
+        raise PulsarSourceError(f"{exc} (option failOnDataLoss)") from exc
+    except (PulsarException, OSError) as exc:
+        raise PulsarSourceError(f"cannot read {part.topic}: {exc}") from exc
+
+
 def _read_range(
     opts: ReadOptions, part: RangePartition, layout: RowLayout
 ) -> Iterator[pa.RecordBatch]:
@@ -121,30 +147,8 @@ def _read_range(
                 ) from exc
 
         decoder = Decoder(layout, part.topic, fetch) if layout.kind != "raw" else None
-        given = opts.reader_args.get("receiver_queue_size")
-        queue = 10000 if given is None else int(given)
-        try:
-            reader = session.run(
-                BulkReader.create(
-                    session.client,
-                    part.topic,
-                    part.start,
-                    part.end,
-                    receiver_queue_size=queue,
-                    wait_timeout=opts.poll_timeout_s,
-                    fail_on_data_loss=opts.fail_on_data_loss,
-                    with_schema_versions=decoder is not None and decoder.needs_versions,
-                    **crypto_args(opts.reader_args),
-                    subscription_prefix=opts.reader_args.get("subscription_role_prefix")
-                    or "bulk-reader",
-                    consumer_name=opts.reader_args.get("reader_name"),
-                    max_queue_bytes=QUEUE_BYTES if given is None else 0,
-                )
-            )
-        except DataLossError as exc:
-            raise PulsarSourceError(f"{exc} (option failOnDataLoss)") from exc
-        except (PulsarException, OSError) as exc:
-            raise PulsarSourceError(f"cannot read {part.topic}: {exc}") from exc
+        versions = decoder is not None and decoder.needs_versions
+        reader = session.run(_open_reader(session, opts, part, versions))
         try:
             while not reader.done:
                 try:

@@ -240,6 +240,18 @@ async def _end(
             await asyncio.sleep(1.0)
 
 
+async def _end_earlier_losers(
+    client: Client, opts: WriteOptions, log_topic: str, states: dict[int, LogState], batch: int
+) -> None:
+    """Abort the attempts that lost, of the micro-batches before ``batch``; then forget those
+    micro-batches (the next commits need not look at them again)."""
+    for earlier, old in states.items():
+        if earlier < batch:
+            for txn in old.opened.keys() - old.decided.keys():
+                await _end(client, opts, txn, commit=False)
+    forget_batches(log_topic, batch)
+
+
 async def _commit(
     client: Client,
     opts: WriteOptions,
@@ -255,11 +267,7 @@ async def _commit(
     await _hold(client, opts, topics)
     states = await read_log(client, topics[0])
     state = states.get(batch, LogState())
-    for earlier, old in states.items():  # attempts that lost, of micro-batches before
-        if earlier < batch:
-            for txn in old.opened.keys() - old.decided.keys():
-                await _end(client, opts, txn, commit=False)
-    forget_batches(topics[0], batch)  # ended: the next commits need not look at them again
+    await _end_earlier_losers(client, opts, topics[0], states, batch)
     if state.done:
         log.warning("micro-batch %d was committed by an earlier run: writing nothing again", batch)
         for txn in state.opened.keys() - state.decided.keys():
