@@ -49,6 +49,8 @@ OTHER_VARIABLES = frozenset(
         "STARQUAKE_DAMAGE_EXAMPLES",
         "STARQUAKE_CAMPAIGN_SCALE",
         "STARQUAKE_TEST_WORKERS",
+        "STARQUAKE_TEST_PURE",
+        "STARQUAKE_PURE",
     }
 )
 """``STARQUAKE_*`` environment variables that are not configuration keys (the command line
@@ -133,8 +135,7 @@ class BrokerConfig:
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
-    """Partitions of a topic created automatically as partitioned (at most the partition limit:
-    ``maxNumPartitionsPerPartitionedTopic``, or :data:`MAX_PARTITIONS`)."""
+    """Partitions of a topic auto-created as partitioned (at most the limit just below)."""
     maxNumPartitionsPerPartitionedTopic: int = 0
     """Most partitions a partitioned topic may have (creating, growing or auto-creating past it
     is refused with 406). 0, as in Pulsar: no limit of its own (still :data:`MAX_PARTITIONS`)."""
@@ -162,8 +163,7 @@ class BrokerConfig:
     transactionCoordinatorEnabled: bool = False
     """Transactions: the coordinators run, topics hold back uncommitted messages."""
     brokerDeduplicationEntriesInterval: int = 1000
-    """Entries persisted between two snapshots of a topic's deduplication state: a restart
-    replays the entries after the last snapshot, so ledgers holding them are not trimmed."""
+    """Entries between two snapshots of a topic's deduplication state (replayed at restart)."""
     nonPersistentMaxPendingBytesPerConnection: int = 8 * 1024 * 1024
     statsUpdateFrequencyInSecs: int = 60
     """Rates in the stats and metrics average over one to two of these intervals."""
