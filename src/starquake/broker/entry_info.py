@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import NamedTuple
 
 from starquake.protocol.errors import ProtocolError
@@ -72,6 +73,15 @@ MAX_ENTRY_INFOS = 10_000
 infos serve the consumers near the tail; one far behind parses what it reads."""
 
 
+def _metadata_head(view: memoryview) -> bytes:
+    """The bytes of a stored entry up to the end of its metadata (what its info is read from:
+    the payload is not copied); empty when the entry is too short to tell."""
+    pos = 6 if len(view) >= 2 and view[0] == 0x0E else 0
+    if len(view) < pos + 4:
+        return b""
+    return bytes(view[: pos + 4 + int.from_bytes(view[pos : pos + 4], "big")])
+
+
 class EntryInfoCache:
     """Position -> :class:`EntryInfo`, bounded, insertion-ordered eviction.
 
@@ -80,11 +90,17 @@ class EntryInfoCache:
     O(n^2) (200,000 entries blocked the event loop for about a minute).
     """
 
-    __slots__ = ("_items", "_max")
+    __slots__ = ("_items", "_max", "_scanner")
 
-    def __init__(self, max_items: int = MAX_ENTRY_INFOS) -> None:
+    def __init__(
+        self,
+        max_items: int = MAX_ENTRY_INFOS,
+        scanner: Callable[[bytes], EntryInfo | None] | None = None,
+    ) -> None:
         self._items: OrderedDict[Position, EntryInfo] = OrderedDict()
         self._max = max_items
+        self._scanner = scanner
+        """Reads a stored entry's info without protobuf, or declines (None)."""
 
     def put(self, position: Position, info: EntryInfo) -> None:
         """Remember an entry's info, forgetting the oldest once full."""
@@ -98,13 +114,19 @@ class EntryInfoCache:
         return self._items.get(position)
 
     def get(self, position: Position, data: bytes | memoryview) -> EntryInfo:
-        """An entry's info, from the cache or parsed from ``data``."""
+        """An entry's info, from the cache or parsed from ``data`` (by the scanner given, else
+        or when it declines, through protobuf)."""
         info = self._items.get(position)
         if info is None:
-            try:
-                info = info_of(entry_metadata(data))
-            except ProtocolError:
-                info = _UNPARSABLE
+            scanner = self._scanner
+            if scanner is not None:
+                head = data if isinstance(data, bytes) else _metadata_head(data)
+                info = scanner(head) if head else None
+            if info is None:
+                try:
+                    info = info_of(entry_metadata(data))
+                except ProtocolError:
+                    info = _UNPARSABLE
             self.put(position, info)
         return info
 

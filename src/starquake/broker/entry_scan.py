@@ -112,12 +112,24 @@ def scan_entry(entry: bytes) -> tuple[EntryInfo, bool, int] | None:
     """For an entry as a client sent it: its info, whether it is the last chunk of its message
     as the SEND handling counts it (no ``chunk_id``, or ``chunk_id >= num_chunks_from_msg -
     1``), and its payload's size; None when it must be decoded through protobuf."""
+    return _scan(entry, True)
+
+
+def stored_entry_info(entry: bytes) -> EntryInfo | None:
+    """The info of an entry read back from storage, as :func:`scan_entry` reads it but without
+    checking its checksum again (it was checked when the entry was sent); None: decode it
+    through protobuf. For the dispatch of entries whose info is no longer cached."""
+    scanned = _scan(entry, False)
+    return None if scanned is None else scanned[0]
+
+
+def _scan(entry: bytes, check_crc: bool) -> tuple[EntryInfo, bool, int] | None:
     end = len(entry)
     pos = 0
     if end >= 2 and entry[0] == 0x0E:
         if entry[1] != 0x01 or end < 10:
             return None  # broker entry metadata, or too short: left to protobuf
-        if crc32c(entry[6:]) != _u32(entry, 2):
+        if check_crc and crc32c(entry[6:]) != _u32(entry, 2):
             return None
         pos = 6
     if end - pos < 4:

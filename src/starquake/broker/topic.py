@@ -18,6 +18,7 @@ from starquake.broker import applied_policies, topic_stats
 from starquake.broker.compaction.state import TopicCompaction
 from starquake.broker.dedup import DedupStatus, MessageDeduplication
 from starquake.broker.entry_info import EntryInfo, EntryInfoCache, LastMessage, last_message_at
+from starquake.broker.entry_scan import stored_entry_info
 from starquake.broker.errors import (
     ConsumerBusyError,
     NotAllowedError,
@@ -70,7 +71,7 @@ class PersistentTopic:
         self._producer_seq = 0
         self.closed = False
         self.msg_in_counter = 0
-        self.entry_infos = EntryInfoCache()
+        self.entry_infos = EntryInfoCache(scanner=stored_entry_info)
         self.dedup = MessageDeduplication(
             self.full_name,
             enabled=False,
