@@ -288,22 +288,31 @@ class LedgerReads:
         offsets = state.offsets
         header = state.record_header
         start_offset = offsets[eid]
-        j = eid
+        count = len(offsets)
         stop_after = False
         left = budget
-        while j <= run_end:
-            size = state.record_end(j) - offsets[j] - header
-            if left is not None:
+        if run_end < eid:
+            return eid, left, True
+        if left is None:  # up to the first record that ends past the chunk limit (bisection)
+            top = min(run_end + 1, count)
+            j = bisect_left(offsets, start_offset + _READ_CHUNK, eid + 1, top)
+            if j == top:
+                j = run_end + 1
+        else:
+            j = eid
+            while j <= run_end:
+                end = offsets[j + 1] if j + 1 < count else state.end
+                size = end - offsets[j] - header
                 if (out or j > eid) and size > left:
                     stop_after = True
                     break
                 left -= size
-            j += 1
-            if state.record_end(j - 1) - start_offset >= _READ_CHUNK:
-                break
+                j += 1
+                if end - start_offset >= _READ_CHUNK:
+                    break
         if j == eid:
             return eid, left, True
-        length = state.record_end(j - 1) - start_offset
+        length = (offsets[j] if j < count else state.end) - start_offset
         fd = self._host.read_fd(state)
         try:
             buf = os.pread(fd, length, start_offset)
@@ -311,13 +320,14 @@ class LedgerReads:
             raise StorageError(
                 f"cannot read ledger {state.ledger_id} of {self.name}: {exc}"
             ) from exc
-        starts = [offsets[k] - start_offset for k in range(eid, j)]
+        starts = [offset - start_offset for offset in offsets[eid:j]]
         first_id = eid if state.version >= 2 else None
-        for k, record in enumerate(parse_records(buf, starts, length, first_id)):
+        ledger_id = state.ledger_id
+        for k, record in enumerate(parse_records(buf, starts, length, first_id), eid):
             if record is None:
-                self._damaged(state, eid + k)
+                self._damaged(state, k)
             else:
-                out.append(Entry(Position(state.ledger_id, eid + k), record))
+                out.append(Entry(Position(ledger_id, k), record))
         return j, left, stop_after
 
     def _damaged(self, state: LedgerState, entry_id: int) -> None:
