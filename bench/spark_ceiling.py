@@ -207,14 +207,20 @@ def stream(spark: Any, parts: int, rows: int, size: int, checkpoint: str, limit:
         .option("rows", str(rows))
         .option("size", str(size))
     )
+    query = available_now(reader, checkpoint, limit)
+    query.awaitTermination()
+    return query
+
+
+def available_now(reader: Any, checkpoint: str, limit: int) -> Any:
+    """Start the stream of ``reader`` (a DataStreamReader) with Trigger.AvailableNow into the
+    ``noop`` sink, ``limit`` rows per micro-batch at most (0: no limit); the started query."""
     if limit:
         reader = reader.option("maxRecordsPerTrigger", str(limit))
-    query = (
+    return (
         reader.load()
         .writeStream.format("noop")
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
-    return query

@@ -264,15 +264,7 @@ class Bench:
         """Read ``topic`` as a stream (availableNow) into a no-op sink; where the time went."""
         reader = self.spark.readStream.format("pulsar").options(**self.options(topic))
         reader = reader.option("startingOffsets", "earliest")
-        if limit:
-            reader = reader.option("maxRecordsPerTrigger", str(limit))
-        query = (
-            reader.load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
+        query = spark_ceiling.available_now(reader, checkpoint, limit)
         started = time.time()
         query.awaitTermination()
         if query.exception() is not None:
