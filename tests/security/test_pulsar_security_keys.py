@@ -89,13 +89,16 @@ def test_metrics_open_by_default_and_pulsar_defaults_accepted(tmp_path: Path) ->
     lines["brokerClientAuthenticationParameters"] = "token:abc"
     lines["brokerClientTlsEnabled"] = "true"
     lines["brokerClientTrustCertsFilePath"] = "/etc/ca.pem"
+    lines["brokerClientTlsProtocols"] = "TLSv1.3"
+    lines["brokerClientTlsTrustStore"] = "/etc/truststore.jks"
     broker = ConfBroker(tmp_path / "data", _conf(tmp_path, lines))
     broker.start()
     try:
         assert _metrics_status(broker) == 200
         log = broker.log()
-        assert "brokerClientTlsEnabled has no effect: this broker opens no" in log
-        assert "brokerClientTrustCertsFilePath has no effect" in log
+        assert "brokerClientTlsProtocols has no effect: the broker's own client" in log
+        assert "brokerClientTlsTrustStore has no effect" in log
+        assert "brokerClientTlsEnabled has no effect" not in log  # used in cluster mode
         assert "token:abc" not in log  # a secret is never logged
     finally:
         broker.cleanup()

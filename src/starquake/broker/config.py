@@ -274,7 +274,18 @@ class BrokerConfig:
     authorization on, Starquake creates it only when this is set (taken to be a super user's
     credentials, as deployments configure it) or ``anonymousUserRole`` is a super user."""
     brokerClientAuthenticationParameters: str = ""
-    """The parameters of ``brokerClientAuthenticationPlugin`` (kept, not used)."""
+    """The parameters of ``brokerClientAuthenticationPlugin`` (e.g. ``token:...``): the
+    credentials a broker of a cluster presents to the others when it ends transactions on
+    their topics (a super user's, with authorization on). Never logged."""
+    brokerClientTlsEnabled: bool = False
+    """Cluster mode: connect to the other brokers over TLS (their ``pulsar+ssl://`` URL)."""
+    brokerClientTrustCertsFilePath: str = ""
+    """CA certificates (PEM) the other brokers' certificates must chain to (empty: as in
+    Pulsar, ``tlsCertificateFilePath``)."""
+    brokerClientCertificateFilePath: str = ""
+    """Client certificate (PEM) presented to the other brokers (with TLS), if any."""
+    brokerClientKeyFilePath: str = ""
+    """Private key (PEM) of ``brokerClientCertificateFilePath``."""
 
     # Managed ledger (storage).
     managedLedgerMaxEntriesPerLedger: int = 50000

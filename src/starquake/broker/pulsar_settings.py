@@ -68,19 +68,15 @@ REFUSED: dict[str, tuple[str, str]] = {
 }
 """Keys whose non-default values stop the broker at start."""
 
-_NO_CLIENT = "this broker opens no client connections to brokers (not even to itself)"
+_NO_CLIENT = "the broker's own client (in a cluster, to the other brokers) does not use it"
 _JVM = "it chooses a Java TLS implementation"
 
 NOT_USED: dict[str, tuple[str, str]] = {
     **{
         key: (default, _NO_CLIENT)
         for key, default in (
-            ("brokerClientTlsEnabled", "false"),
             ("brokerClientTlsEnabledWithKeyStore", "false"),
             ("brokerClientSslProvider", ""),
-            ("brokerClientTrustCertsFilePath", ""),
-            ("brokerClientKeyFilePath", ""),
-            ("brokerClientCertificateFilePath", ""),
             ("brokerClientTlsKeyStoreType", "JKS"),
             ("brokerClientTlsKeyStore", ""),
             ("brokerClientTlsKeyStorePassword", ""),

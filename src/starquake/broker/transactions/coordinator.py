@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from starquake.broker.transactions.durable import DurableAppends
-from starquake.broker.transactions.errors import TxnId, txn_text
+from starquake.broker.transactions.errors import EndRefusedError, TxnId, txn_text
 from starquake.broker.transactions.state import (
     CoordinatorState,
     Record,
@@ -174,6 +174,9 @@ class TransactionCoordinator:
             running.add_done_callback(lambda _: self._ending.pop(meta.sequence, None))
         try:
             await asyncio.shield(running)
+        except EndRefusedError as exc:  # not retried (see EndRefusedError)
+            log.error("ending transaction %s failed, not retried: %s", txn_text(txn), exc)
+            raise
         except Exception:
             if meta.status is target and meta.sequence not in self._driving:
                 self._spawn(self._drive(txn, commit))  # it is logged as ending: finish it
@@ -235,6 +238,8 @@ class TransactionCoordinator:
                 try:
                     await self.end(txn, commit)
                     return
+                except EndRefusedError:
+                    return  # logged by end()
                 except Exception as exc:  # retried: the partitions may be back soon
                     if txn[1] not in self.state.txns:
                         return

@@ -37,3 +37,10 @@ class TransactionConflictError(BrokerServiceError):
     """The request conflicts with the transaction's end (e.g. a send after it ended)."""
 
     code = ServerError.TransactionConflict
+
+
+class EndRefusedError(BrokerServiceError):
+    """The broker of a participant topic refused to end a transaction there with an error that
+    a resend would get again (e.g. the coordinator's broker is not a super user there). As in
+    Pulsar, the end is reported failed and not retried: the transaction stays committing or
+    aborting until its coordinator is recovered again (which drives it to its end)."""

@@ -5,7 +5,12 @@ sends it END_TXN_ON_PARTITION or END_TXN_ON_SUBSCRIPTION over the binary protoco
 ServiceNotReady (the topic moved, or is loading), a lost connection or no answer means: look
 the topic up again and resend, with a growing pause, until the owner answers or
 :data:`GIVE_UP_SECONDS` pass (the coordinator then drives the end again later). Ending a
-transaction twice on a topic does nothing, so a resend is harmless.
+transaction twice on a topic does nothing, so a resend is harmless. Any other error in the
+answer is a refusal (:class:`EndRefusedError`, with the owner's error code), not resent.
+
+The connections are those of the broker's own client (:mod:`starquake.broker.broker_client`):
+with ``brokerClientAuthenticationPlugin`` they present its credentials, which the owner
+checks to be a super user's when authentication and authorization are on.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from starquake.broker.errors import BrokerServiceError, ServiceNotReadyError
-from starquake.broker.transactions.errors import TxnId, txn_text
+from starquake.broker.errors import ServiceNotReadyError
+from starquake.broker.transactions.errors import EndRefusedError, TxnId, txn_text
 from starquake.client.base._config import ClientConfig
 from starquake.client.exceptions import PulsarException, ServiceUnitNotReady
 from starquake.client.wire._pool import ConnectionPool
 from starquake.common.topic_name import TopicName
 from starquake.protocol import txn_commands
+from starquake.protocol.errors import ServerError
 from starquake.protocol.wire import pb
 
 log = logging.getLogger(__name__)
@@ -40,9 +46,10 @@ LocalEnd = Callable[[], Awaitable[None]]
 class RemoteEnds:
     """Sends the ends of transactions to the brokers serving their topics."""
 
-    def __init__(self, owner_of: OwnerOf) -> None:
+    def __init__(self, owner_of: OwnerOf, client: ClientConfig) -> None:
+        """``client``: the settings of the connections to the other brokers."""
         self._owner_of = owner_of
-        self._pool = ConnectionPool(ClientConfig(service_url="pulsar://127.0.0.1:6650"))
+        self._pool = ConnectionPool(client)
         self._ids = itertools.count(1)
 
     async def end_on_partition(self, topic: str, txn: TxnId, commit: bool, local: LocalEnd) -> None:
@@ -111,8 +118,15 @@ class RemoteEnds:
         if body.HasField("error"):
             if body.error == pb.ServiceNotReady:
                 raise ServiceUnitNotReady(body.message)
-            raise BrokerServiceError(f"{url} refused the end: {body.message}")
+            raise EndRefusedError(f"{url} refused the end: {body.message}", _code(body.error))
 
     async def close(self) -> None:
         """Close the connections to the other brokers."""
         await self._pool.close()
+
+
+def _code(error: int) -> ServerError:
+    try:
+        return ServerError(error)
+    except ValueError:
+        return ServerError.UnknownError

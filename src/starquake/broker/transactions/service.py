@@ -30,6 +30,7 @@ import functools
 import logging
 from typing import Protocol
 
+from starquake.broker.broker_client import broker_client_config
 from starquake.broker.config import BrokerConfig
 from starquake.broker.errors import NotAllowedError, TopicNotFoundError
 from starquake.broker.ledger_storage import LedgerStorage
@@ -44,7 +45,12 @@ from starquake.broker.transactions.access import TxnAccess
 from starquake.broker.transactions.buffer import TopicTransactionBuffer
 from starquake.broker.transactions.coordinator import TransactionCoordinator
 from starquake.broker.transactions.durable import Kicker
-from starquake.broker.transactions.errors import CoordinatorNotFoundError, TxnId, txn_text
+from starquake.broker.transactions.errors import (
+    CoordinatorNotFoundError,
+    EndRefusedError,
+    TxnId,
+    txn_text,
+)
 from starquake.broker.transactions.log_topics import (
     LOG_CURSOR,
     PENDING_ACK_CURSOR,
@@ -144,7 +150,7 @@ class TransactionService:
         count = await asyncio.to_thread(self._ensure_metadata, cluster)
         self._coordinator_count = count
         if self._cluster:
-            self._remote = RemoteEnds(self._owner_url)
+            self._remote = RemoteEnds(self._owner_url, broker_client_config(self._context.config))
             self._context.placement.on_bundle_closed.append(self._bundle_closed)
             log.info("transactions on: %d coordinators placed with their partitions", count)
             return
@@ -247,7 +253,13 @@ class TransactionService:
 
     async def _owner_url(self, topic: TopicName) -> str | None:
         owner = await self._context.placement.owner(topic, True)
-        return None if owner is None else owner.broker_url
+        if owner is None:
+            return None
+        if not self._context.config.brokerClientTlsEnabled:
+            return owner.broker_url
+        if not owner.broker_url_tls:  # never a plaintext connection instead
+            raise EndRefusedError(f"The broker serving {topic} has no TLS URL")
+        return owner.broker_url_tls
 
     def _ensure_metadata(self, cluster: str) -> int:
         """Blocking: tenant, namespace and assign topic; returns the coordinator count."""
