@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from starquake.broker import pulsar_settings
+from starquake.broker.config_env import ENV_PREFIX as ENV_PREFIX
+from starquake.broker.config_env import environment_settings
 from starquake.broker.config_ranges import (
     CHOICES,
     MAX_PARTITIONS,
@@ -34,27 +36,6 @@ from starquake.broker.config_text import parse_overrides as parse_overrides
 from starquake.common.redact import redact_url
 
 log = logging.getLogger(__name__)
-
-ENV_PREFIX = "STARQUAKE_"
-OTHER_VARIABLES = frozenset(
-    {
-        "STARQUAKE_STORAGE_FAULTS",
-        "STARQUAKE_URL",
-        "STARQUAKE_ADMIN_URL",
-        "STARQUAKE_AUTH_PLUGIN",
-        "STARQUAKE_AUTH_PARAMS",
-        "STARQUAKE_TLS_TRUST_CERT_PATH",
-        "STARQUAKE_MODEL_EXAMPLES",
-        "STARQUAKE_METADATA_EXAMPLES",
-        "STARQUAKE_DAMAGE_EXAMPLES",
-        "STARQUAKE_CAMPAIGN_SCALE",
-        "STARQUAKE_TEST_WORKERS",
-        "STARQUAKE_TEST_PURE",
-        "STARQUAKE_PURE",
-    }
-)
-"""``STARQUAKE_*`` environment variables that are not configuration keys (the command line
-tools' and the tests' own)."""
 
 
 @dataclass
@@ -425,28 +406,6 @@ def did_you_mean(name: str) -> str:
     return f"; did you mean {key}?" if key else ""
 
 
-def _environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The configuration keys set as ``STARQUAKE_<key>`` variables. A variable that looks like
-    a misspelt key is refused (ConfigError naming it); other unknown ones are logged."""
-    known = set(BrokerConfig.keys())
-    values: dict[str, str] = {}
-    for name, value in env.items():
-        if not name.startswith(ENV_PREFIX) or name in OTHER_VARIABLES:
-            continue
-        key = name[len(ENV_PREFIX) :]
-        if key in known or pulsar_settings.pulsar_key(key):
-            values[key] = value
-            continue
-        close = close_key(key)
-        if close is not None:
-            raise ConfigError(
-                f"environment variable {name} is not a configuration key; "
-                f"did you mean {ENV_PREFIX}{close}?"
-            )
-        log.warning("ignoring environment variable %s: not a configuration key", name)
-    return values
-
-
 def _convert(key: str, value: Any, kind: type) -> Any:
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
@@ -478,7 +437,7 @@ def load_config(
     if conf_file is not None:
         config.update(parse_conf_file(conf_file), strict=False)
     env = os.environ if environ is None else environ
-    for key, value in _environment(env).items():
+    for key, value in environment_settings(env, set(BrokerConfig.keys()), close_key).items():
         config.set(key, value)
     if overrides:
         config.update(overrides)
