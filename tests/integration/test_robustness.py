@@ -363,3 +363,30 @@ def test_ack_response_and_consumer_stats(
     assert reply.type == T.ACK_RESPONSE
     assert reply.ack_response.request_id == 4
     assert not reply.ack_response.HasField("error")
+
+
+def test_a_partition_key_that_is_not_utf8_is_stored_and_dispatched(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str
+) -> None:
+    """MessageMetadata.partition_key is a proto2 string, which the Java broker reads leniently
+    (bad bytes become U+FFFD): such a message is stored and dispatched, also by key."""
+    client = official_client(broker)
+    try:
+        consumer = client.subscribe(
+            topic, "by-key", consumer_type=pulsar.ConsumerType.KeyShared, initial_position=EARLIEST
+        )
+        raw = connect(broker.broker_port)
+        raw.handshake()
+        _producer(raw, topic)
+        meta = pb.MessageMetadata(producer_name="raw", sequence_id=0, publish_time=1)
+        raw_meta = meta.SerializeToString() + b"\x32\x02\xff\xfe"  # partition_key
+        entry = len(raw_meta).to_bytes(4, "big") + raw_meta + b"odd key"
+        raw.send(commands.send_frame_header(1, 0, len(entry)) + entry)
+        reply = raw.next()
+        assert reply.type == T.SEND_RECEIPT, reply
+        raw.send(_send_frame(1, 1, b"after"))
+        assert raw.next().type == T.SEND_RECEIPT  # the connection goes on
+        got = [consumer.receive(timeout_millis=5000).data() for _ in range(2)]
+        assert sorted(got) == [b"after", b"odd key"]
+    finally:
+        client.close()

@@ -41,7 +41,8 @@ def sticky_key_of(metadata: pb.MessageMetadata) -> bytes:
     if metadata.HasField("ordering_key"):
         return metadata.ordering_key
     if metadata.HasField("partition_key"):
-        key = metadata.partition_key
+        # getattr: not UTF-8, it is bytes, and the compiled build checks an attribute typed str
+        key = text_of(getattr(metadata, "partition_key"))  # noqa: B009
         if metadata.partition_key_b64_encoded:
             try:
                 return base64.b64decode(key)
@@ -49,6 +50,14 @@ def sticky_key_of(metadata: pb.MessageMetadata) -> bytes:
                 return key.encode()
         return key.encode()
     return NONE_KEY
+
+
+def text_of(value: object) -> str:
+    """A proto2 string field's text. One that is not UTF-8 comes from protobuf as its bytes;
+    it reads as Pulsar's Java broker reads it, each bad sequence as U+FFFD."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 def info_of(metadata: pb.MessageMetadata) -> EntryInfo:

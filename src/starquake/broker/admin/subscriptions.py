@@ -31,6 +31,7 @@ from starquake.broker.admin.replies import (
 )
 from starquake.broker.admin.routing import Route
 from starquake.broker.admin.topics import TOPIC, flag, topic_of
+from starquake.broker.entry_info import text_of
 from starquake.broker.errors import (
     BrokerServiceError,
     SubscriptionNotFoundError,
@@ -81,7 +82,7 @@ def entry_reply(entry: Entry, partition: int) -> Reply:
     for prop in metadata.properties:
         headers[f"X-Pulsar-PROPERTY-{prop.key}"] = prop.value
     if metadata.HasField("partition_key"):
-        headers["X-Pulsar-partition-key"] = metadata.partition_key
+        headers["X-Pulsar-partition-key"] = text_of(metadata.partition_key)
     if metadata.HasField("event_time") and metadata.event_time:
         headers["X-Pulsar-event-time"] = _http_time(metadata.event_time)
     if metadata.HasField("num_messages_in_batch"):
