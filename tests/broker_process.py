@@ -266,3 +266,16 @@ def read_all(url: str, topic: str) -> list[tuple[bytes, tuple[int, int]]]:
         return out
     finally:
         client.close()
+
+
+@contextlib.contextmanager
+def running(brokers: list[BrokerProcess], timeout: float = 60) -> Iterator[list[BrokerProcess]]:
+    """Start ``brokers`` in order and yield them; clean every one up afterwards (also when a
+    start fails)."""
+    try:
+        for broker in brokers:
+            broker.start(timeout=timeout)
+        yield brokers
+    finally:
+        for broker in brokers:
+            broker.cleanup()

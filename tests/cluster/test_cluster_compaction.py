@@ -15,7 +15,7 @@ from typing import Any
 
 import pulsar
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill, process_client
+from broker_process import BrokerProcess, close_after_kill, process_client, running
 from compaction_helpers import admin_path, compact, keyed_data, pairs, read_count, send_all
 from polling import wait_for
 
@@ -39,13 +39,8 @@ def _brokers(base: Path, node: JetStreamNode) -> Iterator[list[BrokerProcess]]:
         )
         for i in range(2)
     ]
-    try:
-        for broker in brokers:
-            broker.start(timeout=60)
+    with running(brokers):
         yield brokers
-    finally:
-        for broker in brokers:
-            broker.cleanup()
 
 
 def _owner(brokers: list[BrokerProcess], topic: str) -> BrokerProcess:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill, process_client, read_all
+from broker_process import BrokerProcess, close_after_kill, process_client, read_all, running
 from polling import wait_for
 
 from starquake.broker.config import BrokerConfig, ConfigError
@@ -46,13 +46,8 @@ def _brokers(
         )
         for i in range(count)
     ]
-    try:
-        for broker in brokers:
-            broker.start(timeout=60)
+    with running(brokers):
         yield brokers
-    finally:
-        for broker in brokers:
-            broker.cleanup()
 
 
 def _service_url(brokers: list[BrokerProcess]) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill
+from broker_process import BrokerProcess, close_after_kill, running
 from txn_helpers import received
 
 from starquake import client as pulsar
@@ -37,13 +37,8 @@ def _brokers(base: Path, node: JetStreamNode, count: int = 2) -> Iterator[list[B
         )
         for i in range(count)
     ]
-    try:
-        for broker in brokers:
-            broker.start(timeout=60)
+    with running(brokers):
         yield brokers
-    finally:
-        for broker in brokers:
-            broker.cleanup()
 
 
 def _owner_url(broker: BrokerProcess, topic: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from auth_support import data_url, hs256, secret_key
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, running
 from txn_helpers import received
 
 from starquake import client as pulsar
@@ -50,13 +50,8 @@ def _brokers(base: Path, node: JetStreamNode, broker_role: str) -> Iterator[list
         )
         for i in range(2)
     ]
-    try:
-        for broker in brokers:
-            broker.start(timeout=60)
+    with running(brokers):
         yield brokers
-    finally:
-        for broker in brokers:
-            broker.cleanup()
 
 
 def _owner_url(broker: BrokerProcess, topic: str) -> str:
