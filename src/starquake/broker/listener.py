@@ -34,6 +34,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from starquake.broker.log_throttle import LogThrottle
+from starquake.common.descriptors import descriptor_limit
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,6 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 
 ProtocolFactory = Callable[[Callable[[], None]], asyncio.BaseProtocol]
 """Makes the protocol of an accepted connection, given what to call once it has closed."""
-
-
-def descriptor_limit() -> int:
-    """The process's open-file limit (its soft ``RLIMIT_NOFILE``)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return soft if soft != resource.RLIM_INFINITY else 2**20
 
 
 def descriptor_reserve(limit: int) -> int:

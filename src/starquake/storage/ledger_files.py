@@ -9,6 +9,8 @@ import contextlib
 import os
 from collections import OrderedDict
 
+from starquake.common.descriptors import descriptor_limit
+
 from .position import StorageError
 from .state import LedgerState
 
@@ -20,18 +22,10 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 def write_fd_limit(configured: int) -> int:
     """How many ledger files stay open for writing (``max_open_write_files``; 0: half the
-    process's open-file limit)."""
+    process's open-file limit, 65,536 without one)."""
     if configured > 0:
         return configured
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ImportError, OSError, ValueError):
-        return 4096
-    if soft == resource.RLIM_INFINITY or soft <= 0:
-        return 1 << 16
-    return max(64, soft // 2)
+    return max(64, descriptor_limit(unlimited=1 << 17) // 2)
 
 
 class LedgerFiles:
