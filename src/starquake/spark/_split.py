@@ -22,7 +22,6 @@ import pyarrow as pa
 from starquake.client.bulk import BatchEntry, payload_size_of
 from starquake.spark import _smm_walk
 from starquake.spark._arrow_bytes import Unsplittable, gather, message_ids, timestamps
-from starquake.spark._smm_walk import walk
 
 __all__ = ["Unsplittable", "split_to_arrays"]
 
@@ -327,7 +326,7 @@ def _walked(
 ) -> tuple[_Meta, Callable[[np.ndarray], _Props]]:
     """The metadata read in one pass, message by message (the compiled loop)."""
     try:
-        w = walk(buf, spans)
+        w = _smm_walk.walk(buf, spans)
     except ValueError as exc:
         raise Unsplittable(str(exc)) from None
 
