@@ -137,6 +137,8 @@ class Dispatcher:
         self._again = False
         self._failures = 0
         """Passes failed in a row (their retries back off)."""
+        self._retry: asyncio.TimerHandle | None = None
+        """The pass retried after a failure, while one is due."""
         self.epoch = 0
         """Counts resets: what a pass read before one is stale."""
         self.acks = 0
@@ -252,7 +254,12 @@ class Dispatcher:
                 exc,
                 delay,
             )
-        asyncio.get_running_loop().call_later(delay, self.schedule)
+        if self._retry is None:  # one retry at a time, however many triggers fail meanwhile
+            self._retry = asyncio.get_running_loop().call_later(delay, self._retry_pass)
+
+    def _retry_pass(self) -> None:
+        self._retry = None
+        self.schedule()
 
     def _after_pass(self) -> None:
         if not self.closed and self.subscription.topic.terminated is not None:
