@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import collections
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,9 +110,25 @@ def test_an_intent_whose_transactions_timed_out_is_written_again(
     write = "q-timeout"
     old = _tasks(opts, write, 0)
     _driver_steps(opts, write, 0, old, "intent")
-    time.sleep(3)  # the coordinator aborts the old transactions: they are not known any more
+    for m in old:  # the coordinator aborts the old transactions: they are not known any more
+        _wait_forgotten(txn_broker, m.ref.txn)
     assert commit_batch(opts, write, 0, list(_tasks(opts, write, 0))) == PARTS
     _assert_once(txn_broker, new_topic, 1)
+
+
+def _wait_forgotten(broker: SparkBroker, txn: tuple[int, int]) -> None:
+    """Wait until the coordinator no longer knows ``txn`` (timed out, aborted, ended)."""
+    url = f"{broker.admin_url}/admin/v3/transactions/transactionMetadata/{txn[0]}/{txn[1]}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=10).close()
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return
+            raise
+        assert time.monotonic() < deadline, f"transaction {txn} still known after 30 s"
+        time.sleep(0.1)
 
 
 def test_attempts_that_lost_are_aborted_and_the_winners_committed(
