@@ -390,3 +390,38 @@ def test_a_partition_key_that_is_not_utf8_is_stored_and_dispatched(
         assert sorted(got) == [b"after", b"odd key"]
     finally:
         client.close()
+
+
+def test_peeked_properties_never_break_the_reply_or_add_headers(
+    connect: Callable[[int], RawConnection], broker: EmbeddedBroker, topic: str
+) -> None:
+    """A property is any string the client sent: one with a line break or bytes that are not
+    UTF-8 is served by the admin peek as its header (line breaks as spaces, as Jetty writes
+    them; bad bytes as U+FFFD), never as a header of its own, never a dropped reply."""
+    client = official_client(broker)
+    try:
+        client.subscribe(topic, "peek", initial_position=EARLIEST)
+        client.create_producer(topic).send(b"crlf", properties={"p": "a\r\nX-Injected: yes"})
+        raw = connect(broker.broker_port)
+        raw.handshake()
+        _producer(raw, topic)
+        meta = pb.MessageMetadata(producer_name="raw", sequence_id=0, publish_time=1)
+        prop = b"\x0a\x01k\x12\x02\xff\xfe"  # KeyValue{key: "k", value: bytes not UTF-8}
+        raw_meta = meta.SerializeToString() + b"\x22" + bytes([len(prop)]) + prop
+        entry = len(raw_meta).to_bytes(4, "big") + raw_meta + b"odd value"
+        raw.send(commands.send_frame_header(1, 0, len(entry)) + entry)
+        assert raw.next().type == T.SEND_RECEIPT
+    finally:
+        client.close()
+    path = topic.replace("persistent://", "/admin/v2/persistent/")
+    replies = []
+    for position in (1, 2):
+        url = f"{broker.web_service_url}{path}/subscription/peek/position/{position}"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            replies.append((resp.read(), resp.headers))
+    (crlf, first), (odd, second) = replies
+    assert crlf == b"crlf" and first["X-Pulsar-PROPERTY-p"] == "a  X-Injected: yes"
+    assert "X-Injected" not in first
+    utf8_as_latin1 = "\ufffd\ufffd".encode().decode("latin-1")  # how http.client reads it
+    assert odd == b"odd value" and second["X-Pulsar-PROPERTY-k"] == utf8_as_latin1
+    _still_serving(broker, topic)

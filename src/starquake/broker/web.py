@@ -280,7 +280,7 @@ def _response(reply: Reply, *, close: bool = False) -> web.Response:
     """The aiohttp response of ``reply``; ``close``: the connection closes after it (its
     request's body was not read in full)."""
     status, ctype, payload = reply[0], reply[1], reply[2]
-    headers = reply[3] if len(reply) > 3 else None
+    headers = _sanitised(reply[3]) if len(reply) > 3 else None
     response = web.Response(
         status=status,
         body=payload,
@@ -291,6 +291,15 @@ def _response(reply: Reply, *, close: bool = False) -> web.Response:
     if close:
         response.force_close()
     return response
+
+
+_LINE_BREAKS = re.compile(r"[\r\n]")
+
+
+def _sanitised(headers: dict[str, str]) -> dict[str, str]:
+    """Header names and values with each CR and LF as a space, as Jetty writes them (some
+    carry what a client sent, e.g. a message's properties: never a header of their own)."""
+    return {_LINE_BREAKS.sub(" ", name): _LINE_BREAKS.sub(" ", v) for name, v in headers.items()}
 
 
 def _mime(ctype: str) -> str:

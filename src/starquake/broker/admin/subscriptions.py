@@ -75,12 +75,12 @@ def entry_reply(entry: Entry, partition: int) -> Reply:
         "X-Pulsar-Message-ID": f"{entry.position.ledger_id}:{entry.position.entry_id}",
         "X-Pulsar-publish-time": _http_time(metadata.publish_time),
         "X-Pulsar-sequence-id": str(metadata.sequence_id),
-        "X-Pulsar-producer-name": metadata.producer_name,
+        "X-Pulsar-producer-name": text_of(metadata.producer_name),
     }
     if partition >= 0:
         headers["X-Pulsar-partition-index"] = str(partition)
     for prop in metadata.properties:
-        headers[f"X-Pulsar-PROPERTY-{prop.key}"] = prop.value
+        headers[f"X-Pulsar-PROPERTY-{text_of(prop.key)}"] = text_of(prop.value)
     if metadata.HasField("partition_key"):
         headers["X-Pulsar-partition-key"] = text_of(metadata.partition_key)
     if metadata.HasField("event_time") and metadata.event_time:
