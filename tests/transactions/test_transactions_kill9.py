@@ -177,17 +177,27 @@ def test_kill9_replays_only_the_pending_acks_of_ongoing_transactions(tmp_path: P
         consumer.acknowledge(messages[20], txn=open_)
         proc.kill()
         client.close()
+        before = len(_pending_acks_recovered(proc))
 
         proc.start()
         client = _client(proc)
         consumer = client.subscribe(topic, "sub", SHARED)
         # the open transaction's ack is pending again, then released at its timeout
         assert received(consumer, 1, 10_000) == [b"in-20"]
-        found = re.findall(r"pending acks of \S+ recovered \((\d+) records read", proc.log())
-        assert found and int(found[-1]) <= 8, found  # not the 61 records of the log
+        deadline = time.monotonic() + 10
+        while len(found := _pending_acks_recovered(proc)) <= before:  # this start's line
+            assert time.monotonic() < deadline, proc.log()
+            time.sleep(0.05)
+        assert found[before] <= 8, found  # not the 61 records of the log
         client.close()
     finally:
         proc.cleanup()
+
+
+def _pending_acks_recovered(proc: BrokerProcess) -> list[int]:
+    """The record counts of the "pending acks ... recovered" lines, in order."""
+    found = re.findall(r"pending acks of \S+ recovered \((\d+) records read", proc.log())
+    return [int(n) for n in found]
 
 
 def test_kill9_after_a_buffer_snapshot_reads_only_the_entries_after_it(tmp_path: Path) -> None:
