@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -15,9 +16,11 @@ from sq_storage_helpers import MakeFactory, commit
 
 from starquake.storage import (
     EARLIEST,
+    LedgerFencedError,
     ManagedLedgerConfig,
     ManagedLedgerFactory,
     SqliteMetadataStore,
+    StorageError,
 )
 
 LEDGERS = 6
@@ -61,6 +64,39 @@ def test_idle_files_are_closed_and_reopened_at_the_next_append(
         assert [e.data for e in ml.read_entries_now(EARLIEST, 10)] == [
             f"{i}-{r}".encode() for r in range(3)
         ]
+
+
+def _commit_all(f: ManagedLedgerFactory, root: Path) -> int:
+    """Commit until nothing waits; at most one file over the limit is open meanwhile (the
+    first ledger of a commit is always taken). Returns the number of commits."""
+    rounds = 0
+    while True:
+        pending = f.take_pending()
+        if pending is None:
+            break
+        assert _open_ledger_files(root / "data") <= LIMIT + 1
+        pending.execute()
+        pending.finish()
+        rounds += 1
+        assert rounds <= 2 * LEDGERS
+    assert _open_ledger_files(root / "data") <= LIMIT
+    return rounds
+
+
+def test_a_burst_over_more_ledgers_than_the_limit_is_committed_in_turns(
+    make_factory: MakeFactory, tmp_path: Path
+) -> None:
+    """Every ledger appended to before one commit: the files stay bounded, the appends are
+    committed over several commits, all of them."""
+    f = make_factory(max_open_write_files=LIMIT)
+    mls = [f.open(f"t{i}") for i in range(LEDGERS)]
+    commit(f)  # the new files' headers
+    for i, ml in enumerate(mls):
+        ml.append(f"burst-{i}".encode())
+    assert _open_ledger_files(tmp_path / "data") <= LIMIT
+    assert _commit_all(f, tmp_path) > 1
+    for i, ml in enumerate(mls):
+        assert [e.data for e in ml.read_entries_now(EARLIEST, 10)] == [f"burst-{i}".encode()]
 
 
 class WriteFdPoolModel(RuleBasedStateMachine):
@@ -109,8 +145,7 @@ class WriteFdPoolModel(RuleBasedStateMachine):
     @rule()
     def commit(self) -> None:
         assert self.factory is not None
-        commit(self.factory)
-        commit(self.factory)  # the files released by the first one
+        _commit_all(self.factory, self.root)
         for i in range(LEDGERS):
             self.committed[i] += self.pending[i]
             self.pending[i] = []
@@ -150,3 +185,31 @@ WriteFdPoolModel.TestCase.settings = settings(
     max_examples=30, stateful_step_count=30, deadline=None
 )
 test_write_fd_pool_model = WriteFdPoolModel.TestCase
+
+
+def test_a_file_that_cannot_be_opened_again_fails_its_commit_not_the_appends_before(
+    make_factory: MakeFactory, tmp_path: Path
+) -> None:
+    """A closed idle ledger file gone when its next appends are committed: that commit fails
+    naming the file, its ledgers are fenced (their appends never become visible); the other
+    ledgers go on."""
+    f = make_factory(max_open_write_files=1)
+    first, second = f.open("first"), f.open("second")
+    first.append(b"kept")
+    commit(f)
+    second.append(b"kept too")
+    commit(f)  # first's file is closed now: idle, over the limit
+    commit(f)
+    (victim,) = [s for s in first._states.values() if s.fd < 0]
+    victim.path.unlink()
+    first.append(b"lost")
+    pending = f.take_pending()
+    assert pending is not None
+    with pytest.raises(StorageError, match=str(victim.path)):
+        pending.execute()
+    assert pending.fail(StorageError("gone")) == [first]
+    with pytest.raises(LedgerFencedError):
+        first.append(b"refused")
+    second.append(b"after")
+    commit(f)
+    assert [e.data for e in second.read_entries_now(EARLIEST, 10)] == [b"kept too", b"after"]

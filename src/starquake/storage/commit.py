@@ -147,8 +147,12 @@ class PendingCommit:
         new_dirs: list[Path],
         index_jobs: list[IndexJob],
         delete_jobs: list[DeleteJob] | None = None,
+        open_error: StorageError | None = None,
     ) -> None:
+        """``open_error``: a ledger file of ``batches`` could not be opened; executing fails
+        with it before anything is written."""
         self._factory = factory
+        self._open_error = open_error
         self._batches = batches
         self._new_dirs = new_dirs
         self._index_jobs = index_jobs
@@ -180,6 +184,8 @@ class PendingCommit:
         if self._stage is not _Stage.TAKEN:
             raise StorageError(f"commit already {self._stage.value}")
         self._stage = _Stage.FAILED  # until proven otherwise
+        if self._open_error is not None:
+            raise self._open_error
         sealing = [b for b in self._batches if b.sealing]
         others = [b for b in self._batches if not b.sealing]
         faults = self._factory.faults

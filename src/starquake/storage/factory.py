@@ -262,56 +262,72 @@ class ManagedLedgerFactory:
     # ------------------------------------------------------------------ group commit
 
     def take_pending(self) -> PendingCommit | None:
-        """LOOP side: hand over every append not yet in a commit (None if there is nothing)."""
+        """LOOP side: hand over the appends not yet in a commit (None if there is nothing).
+
+        A ledger whose file was closed while idle is opened again here, and only while that
+        keeps the write files within ``max_open_write_files``: past it, its appends wait for
+        the next commit (the files of this one are idle again after it). The first ledger of
+        a commit is always taken, so every commit makes progress.
+        """
         dirty = self.dirty_states
         self.files.trim()
         if not dirty and not self._index_jobs and not self._delete_jobs:
             return None
         batches: list[WriteBatch] = []
         new_dirs: list[Path] = []
+        taken: list[LedgerState] = []
+        open_error: StorageError | None = None
         for state in dirty:
-            datas = state.pending
-            if not datas:
+            if state.pending and state.fd < 0 and not (state.dropped or state.owner.fenced):
+                if batches and not self.files.make_room():
+                    continue  # the next commit takes it
+                try:
+                    self.files.reopen(state)
+                except StorageError as exc:
+                    open_error = open_error or exc  # the commit fails: its ledgers fenced
+            taken.append(state)
+            batch = self._batch_of(state)
+            if batch is None:
                 continue
-            state.pending = []
-            if state.dropped or state.owner.fenced:
-                state.pending_offset = state.end
-                state.pending_first = state.entries
-                self.maybe_release(state)
-                continue
-            self.files.written(state)
-            header = None
-            offset = state.pending_offset
-            if state.header_pending:
-                header = encode_file_header(state.ledger_id)
-                offset = 0
-                state.header_pending = False
-            batches.append(
-                WriteBatch(
-                    state,
-                    state.fd,
-                    offset,
-                    datas,
-                    header,
-                    state.pending_first,
-                    state.end,
-                    state.sealed,
-                )
-            )
-            state.pending_offset = state.end
-            state.pending_first = state.entries
-            state.inflight += 1
+            batches.append(batch)
             if state.new_file:
                 state.new_file = False
                 if state.directory not in new_dirs:
                     new_dirs.append(state.directory)
-        dirty.clear()
+        for state in taken:
+            del dirty[state]
         jobs = [j for j in self._index_jobs if not j.state.dropped]
         self._index_jobs = []
         deletes, self._delete_jobs = self._delete_jobs, []
         if not batches and not jobs and not deletes:
             return None
-        return PendingCommit(self, batches, new_dirs, jobs, deletes)
+        return PendingCommit(self, batches, new_dirs, jobs, deletes, open_error)
+
+    def _batch_of(self, state: LedgerState) -> WriteBatch | None:
+        """The write of ``state``'s pending appends (None: nothing to write)."""
+        datas = state.pending
+        if not datas:
+            return None
+        state.pending = []
+        if state.dropped or state.owner.fenced:
+            state.pending_offset = state.end
+            state.pending_first = state.entries
+            self.maybe_release(state)
+            return None
+        self.files.written(state)
+        header = None
+        offset = state.pending_offset
+        if state.header_pending:
+            header = encode_file_header(state.ledger_id)
+            offset = 0
+            state.header_pending = False
+        batch = WriteBatch(
+            state, state.fd, offset, datas, header, state.pending_first, state.end, state.sealed
+        )
+        state.pending_offset = state.end
+        state.pending_first = state.entries
+        state.inflight += 1
+        return batch
 
     def cut_on_reopen(self, path: Path, size: int) -> None:
         """LOOP side: a failed commit may have left bytes past ``size`` in ``path``; the next
@@ -358,10 +374,6 @@ class ManagedLedgerFactory:
     def opened_write_fd(self, state: LedgerState) -> None:
         """``state``'s file was opened for writing (at most so many stay open)."""
         self.files.opened(state)
-
-    def reopen_write_fd(self, state: LedgerState) -> None:
-        """Open again the file of a current ledger closed while idle (before an append)."""
-        self.files.reopen(state)
 
     def read_fd(self, state: LedgerState) -> int:
         """A descriptor to pread ``state``'s file (its write fd, or a cached read-only one)."""

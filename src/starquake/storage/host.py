@@ -122,10 +122,6 @@ class LedgerHost(FileHost, Protocol):
         """``state``'s file was opened for writing (the host bounds how many stay open)."""
         ...
 
-    def reopen_write_fd(self, state: LedgerState) -> None:
-        """Open again the file of a current ledger that the host closed while it was idle."""
-        ...
-
     def read_fd(self, state: LedgerState) -> int:
         """A descriptor to pread ``state``'s file."""
         ...

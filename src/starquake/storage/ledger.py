@@ -257,8 +257,6 @@ class FileManagedLedger(LedgerCursors):
             ):
                 state = self._rollover(now)
                 n = 0
-        if state.fd < 0:  # closed while idle, to bound the open files
-            self._host.reopen_write_fd(state)
         state.entries = n + 1
         state.offsets.append(state.end)
         state.end += LEDGER_RECORD_HEADER_SIZE + len(data)  # a new ledger: the current format

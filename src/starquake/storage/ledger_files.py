@@ -45,21 +45,27 @@ class LedgerFiles:
     def trim(self) -> None:
         """Close idle write fds while over the limit (files being written stay open)."""
         if len(self._write) > self.max_write_fds:
-            self._close_idle(None)
+            self._close_idle(None, len(self._write) - self.max_write_fds)
+
+    def make_room(self) -> bool:
+        """Whether one more file can be opened for writing within the limit (the least
+        recently written idle one is closed for it if need be)."""
+        if len(self._write) >= self.max_write_fds:
+            self._close_idle(None, len(self._write) - self.max_write_fds + 1)
+        return len(self._write) < self.max_write_fds
 
     def opened(self, state: LedgerState) -> None:
         """``state``'s file was opened for writing (``state.fd``)."""
         self._write[state] = None
         if len(self._write) > self.max_write_fds:
-            self._close_idle(state)
+            self._close_idle(state, len(self._write) - self.max_write_fds)
 
     def released(self, state: LedgerState) -> None:
         """``state``'s write fd was closed for good (its ledger sealed, closed or dropped)."""
         self._write.pop(state, None)
 
-    def _close_idle(self, keep: LedgerState | None) -> None:
+    def _close_idle(self, keep: LedgerState | None, excess: int) -> None:
         fds = self._write
-        excess = len(fds) - self.max_write_fds
         idle: list[LedgerState] = []
         for old in fds:
             busy = old.inflight or old.pending or old.fd < 0
@@ -74,7 +80,8 @@ class LedgerFiles:
             old.fd = -1
 
     def reopen(self, state: LedgerState) -> None:
-        """Open again the file of a current ledger closed while idle (before an append)."""
+        """Open again the file of a current ledger closed while idle (before a commit writes
+        its appends)."""
         try:
             state.fd = os.open(state.path, os.O_RDWR | _CLOEXEC)
         except OSError as exc:
