@@ -28,8 +28,9 @@ class ManagedLedgerConfig:
     """Ledger ids reserved per metadata write."""
     max_open_write_files: int = 0
     """Current ledgers' files kept open for writing at most; the least recently written idle
-    ones are closed over it and opened again at their next append (0: half the process's
-    open-file limit, so that topics beyond it do not run the broker out of descriptors)."""
+    ones are closed over it and opened again by the commit of their next appends, which
+    waits for a later commit when all are being written (0: half the process's open-file
+    limit, so that topics beyond it do not run the broker out of descriptors)."""
     journal_sync: bool = True
     """``journalSyncData``: fsync appends before they are acknowledged. Off, a receipt only
     means the entry reached the operating system: it survives the broker's crash (kill -9) but
