@@ -214,3 +214,41 @@ def test_pending_acks_move_with_their_topic(
                 other.close()
         finally:
             close_after_kill(client)
+
+
+def test_a_topic_deleted_and_made_again_never_meets_its_old_snapshot(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        try:
+            topic = f"persistent://public/default/tsnap-{uuid.uuid4().hex[:6]}"
+            producer = client.create_producer(topic, batching_enabled=False)
+            left_open = client.new_transaction(120_000)
+            producer.send(b"open", txn=left_open)
+            txn = client.new_transaction()
+            producer.send(b"committed", txn=txn)
+            txn.commit()  # the first end takes a snapshot, with the transaction still open
+            owner = _owner(brokers, topic)
+            _snapshot_after(owner, topic, 0)
+            producer.close()
+            path = f"/admin/v2/persistent/{topic.removeprefix('persistent://')}"
+            status, body = admin_json(owner, "DELETE", path + "?force=true")
+            assert status == 204, (status, body)
+
+            consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)  # made again
+            client.create_producer(topic).send(b"fresh")
+            assert received(consumer, 1, 10_000) == [b"fresh"]
+            consumer.close()
+            # loaded again with entries: an old snapshot would be taken up now (and its open
+            # transaction would hold everything back)
+            status, body = admin_json(_owner(brokers, topic), "PUT", path + "/unload")
+            assert status == 204, (status, body)
+            consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
+            client.create_producer(topic).send(b"again")
+            assert received(consumer, 1, 10_000) == [b"again"]
+            assert _stats(_owner(brokers, topic), topic)["ongoingTxnSize"] == 0
+            left_open.abort()
+        finally:
+            client.close()
