@@ -1,5 +1,5 @@
-"""Transaction buffers and pending acks of a topic that moves to another broker (its owner
-killed with kill -9, or stopped cleanly), two broker processes over a real nats-server.
+"""Transaction buffers and pending acks of a topic that moves (its owner killed with kill -9,
+stopped cleanly, or its namespace unloaded), two broker processes over a real nats-server.
 
 The buffer's snapshot is kept in the metadata store on JetStream: the new owner recovers from
 it and reads only the entries stored after it (the broker's log line says how many, and from
@@ -92,24 +92,38 @@ def _snapshot_after(broker: BrokerProcess, topic: str, after: int) -> int:
     raise AssertionError("no new transaction buffer snapshot")
 
 
-def _fault(victim: BrokerProcess, fault: str) -> None:
+FAULTS = ["kill", "stop", "unload"]
+
+
+def _move(brokers: list[BrokerProcess], owner: BrokerProcess, fault: str) -> list[BrokerProcess]:
+    """Take ``topic`` from ``owner``: kill -9, a clean stop, or an unload of its namespace
+    (its bundles are given up; the next lookup chooses an owner again, maybe the same). The
+    brokers still running."""
     if fault == "kill":
-        victim.kill()
+        owner.kill()
+    elif fault == "stop":
+        owner.stop()
     else:
-        victim.stop()
+        status, body = admin_json(owner, "PUT", "/admin/v2/namespaces/public/default/unload")
+        assert status == 204, (status, body)
+    return [b for b in brokers if b.running]
 
 
-@pytest.mark.parametrize("fault", ["kill", "stop"])
+def _service_url(brokers: list[BrokerProcess]) -> str:
+    return "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
 def test_the_new_owner_recovers_the_buffer_from_its_snapshot(
     tmp_path: Path, jetstream_node: JetStreamNode, fault: str
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
-        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        client = pulsar.Client(
+            _service_url(brokers), enable_transaction=True, operation_timeout_seconds=30
+        )
         try:
             topic = _topic_off_the_coordinator(client, brokers)
             owner = _owner(brokers, topic)
-            survivor = next(b for b in brokers if b is not owner)
             producer = client.create_producer(topic, batching_enabled=False)
             visible: list[bytes] = []  # what a consumer gets before the open one ends
             later: list[bytes] = []  # and after
@@ -142,43 +156,44 @@ def test_the_new_owner_recovers_the_buffer_from_its_snapshot(
             round_(14, True, later)
             expected_max_read = f"{held.ledger_id()}:{held.entry_id()}"
             assert _stats(owner, topic)["maxReadPosition"] == expected_max_read
-            _fault(owner, fault)
+            alive = _move(brokers, owner, fault)
 
-            reader = pulsar.Client(survivor.url, operation_timeout_seconds=30)
+            reader = pulsar.Client(_service_url(alive), operation_timeout_seconds=30)
             try:
                 consumer = reader.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
                 assert received(consumer, len(visible), 30_000, quiet_ms=500) == visible
-                stats = _stats(survivor, topic)
+                new_owner = _owner(alive, topic)
+                stats = _stats(new_owner, topic)
                 assert stats["maxReadPosition"] == expected_max_read
                 assert stats["ongoingTxnSize"] == 1
                 found = re.findall(
                     rf"transaction buffer of {topic} recovered \((\d+) entries read, "
                     r"1 transactions open, from the snapshot at (\d+:\d+)\)",
-                    survivor.log(),
+                    new_owner.log(),
                 )
                 # not the 59 entries of the topic: those of rounds 13 and 14 (2 messages and
                 # a marker each) at most
                 assert found and int(found[-1][0]) <= 6, found
-                left_open.abort()  # its coordinator is on the survivor
+                left_open.abort()  # its coordinator is on a broker still running
                 assert received(consumer, len(later), 30_000, quiet_ms=500) == later
-                assert _stats(survivor, topic)["ongoingTxnSize"] == 0
+                assert _stats(new_owner, topic)["ongoingTxnSize"] == 0
             finally:
                 reader.close()
         finally:
             close_after_kill(client)
 
 
-@pytest.mark.parametrize("fault", ["kill", "stop"])
+@pytest.mark.parametrize("fault", FAULTS)
 def test_pending_acks_move_with_their_topic(
     tmp_path: Path, jetstream_node: JetStreamNode, fault: str
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
-        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        client = pulsar.Client(
+            _service_url(brokers), enable_transaction=True, operation_timeout_seconds=30
+        )
         try:
             topic = _topic_off_the_coordinator(client, brokers)
             owner = _owner(brokers, topic)
-            survivor = next(b for b in brokers if b is not owner)
             consumer = client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
             producer = client.create_producer(topic, batching_enabled=False)
             for i in range(6):
@@ -191,16 +206,16 @@ def test_pending_acks_move_with_their_topic(
                 consumer.acknowledge(message, txn=aborted)
             ids = [m.message_id() for m in messages]
             consumer.close()  # the rest goes back to the subscription
-            _fault(owner, fault)
+            alive = _move(brokers, owner, fault)
 
             other = pulsar.Client(
-                survivor.url, enable_transaction=True, operation_timeout_seconds=30
+                _service_url(alive), enable_transaction=True, operation_timeout_seconds=30
             )
             try:
                 again = other.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
                 # m4 and m5 were not acknowledged; m0-m3 are held by their transactions
                 assert sorted(received(again, 2, 30_000, quiet_ms=500)) == [b"m4", b"m5"]
-                assert "pending acks of " + topic in survivor.log()
+                assert "pending acks of " + topic in _owner(alive, topic).log()
                 rival = other.new_transaction()
                 with pytest.raises(pulsar.TransactionConflict, match="in pending ack status"):
                     again.acknowledge(ids[0], txn=rival)
@@ -220,8 +235,9 @@ def test_a_topic_deleted_and_made_again_never_meets_its_old_snapshot(
     tmp_path: Path, jetstream_node: JetStreamNode
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
-        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        client = pulsar.Client(
+            _service_url(brokers), enable_transaction=True, operation_timeout_seconds=30
+        )
         try:
             topic = f"persistent://public/default/tsnap-{uuid.uuid4().hex[:6]}"
             producer = client.create_producer(topic, batching_enabled=False)
