@@ -335,6 +335,7 @@ class JetStreamLedgerFactory:
             ):
                 await self.ledgers.delete(ledger_id)
             await self.metadata.delete(path)
+        await self.metadata.delete(snapshot_path(name))  # and last: one written meanwhile
         with self._names_lock:
             self._names.discard(name)
         directory = self.base_dir / directory_name(name)

@@ -99,7 +99,7 @@ class JetStreamManagedLedger(JsLedgerReads):
         self._directory = directory
         self._ledgers = host.ledgers
         self._metadata = host.metadata
-        self.txn_snapshots = JetStreamSnapshotStore(host.metadata, name)
+        self.txn_snapshots = JetStreamSnapshotStore(host.metadata, name, lambda: not self._closed)
         """Where the transaction buffer of its topic keeps its snapshot."""
         self._cache = host.cache
         self._clock = host.now

@@ -6,13 +6,16 @@ keyed by the topic's name, so that whichever broker owns the topic next finds it
 plays that part (a broker's local directory would not). It is deleted with the managed ledger
 (before its ledgers), so a topic deleted and made again never meets an old one.
 
-Writes are compare-and-set at the version this instance read or wrote last: a write from a
-previous owner that lost the topic, or made after the managed ledger was deleted, is refused
-instead of replacing a newer snapshot or bringing a deleted one back.
+Writes are compare-and-set at the version this instance read or wrote last, and only while
+the managed ledger is open here: a write from a previous owner that lost the topic, or made
+after the managed ledger was deleted, is refused instead of replacing a newer snapshot or
+bringing a deleted one back (a write already under way when the managed ledger is deleted is
+caught by the deletion, which removes the snapshot first and again last).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import quote
 
 from starquake.cluster.jetstream import storage_errors
@@ -32,9 +35,12 @@ def snapshot_path(name: str) -> str:
 class JetStreamSnapshotStore:
     """The snapshot of one managed ledger (see the module docstring)."""
 
-    def __init__(self, metadata: JetStreamMetadataStore, name: str) -> None:
+    def __init__(
+        self, metadata: JetStreamMetadataStore, name: str, is_open: Callable[[], bool]
+    ) -> None:
         self._metadata = metadata
         self._path = snapshot_path(name)
+        self._is_open = is_open
         self._version: int | None = None
         """The stored version this instance knows (None: not read yet)."""
 
@@ -53,7 +59,10 @@ class JetStreamSnapshotStore:
     async def write(self, data: bytes) -> None:
         """Store ``data`` at the version known here; StorageError when it was written or
         deleted by someone else since (the version is read again for the next write: a
-        snapshot covers a prefix of the topic whoever took it) or JetStream refused it."""
+        snapshot covers a prefix of the topic whoever took it), when the managed ledger was
+        closed here, or when JetStream refused it."""
+        if not self._is_open():
+            raise StorageError(f"{self._path}: its managed ledger is closed here")
         if self._version is None:
             await self.read()
         assert self._version is not None
