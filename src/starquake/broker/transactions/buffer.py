@@ -66,10 +66,17 @@ class TopicTransactionBuffer:
         topic: BufferedTopic,
         committer: Kicker,
         check_open: Callable[[TxnId], None] = lambda _: None,
+        snapshot_every: tuple[int, float] = (
+            snapshots.MAX_TRANSACTION_COUNT,
+            snapshots.MIN_TIME_SECONDS,
+        ),
     ) -> None:
         """``check_open`` raises when the coordinator knows the transaction is not open.
-        Snapshots are kept where the topic's storage keeps them (see :mod:`.buffer_snapshot`)."""
+        ``snapshot_every``: a snapshot is taken at an end once this many transactions ended
+        since the last one, or this many seconds passed; it is kept where the topic's
+        storage keeps it (see :mod:`.buffer_snapshot`)."""
         self._snapshots = snapshots.store_of(topic.ledger)
+        self._snapshot_count, self._snapshot_seconds = snapshot_every
         self._snapshot_failed = False
         self.snapshot_position: Position | None = None
         """The position of the snapshot the last load recovered from (None: a full replay)."""
@@ -167,8 +174,8 @@ class TopicTransactionBuffer:
         if not self._snapshot_due or self._ending or self._snapshot_task is not None:
             return
         elapsed = time.monotonic() - self._snapshot_at
-        if self._snapshot_due < snapshots.MAX_TRANSACTION_COUNT and (
-            self._snapshot_at and elapsed < snapshots.MIN_TIME_SECONDS
+        if self._snapshot_due < self._snapshot_count and (
+            self._snapshot_at and elapsed < self._snapshot_seconds
         ):
             return
         ledger = self._topic.ledger

@@ -4,7 +4,8 @@ As Pulsar's ``__transaction_buffer_snapshot``, a snapshot holds the buffer's sta
 position of the topic: the open transactions with their entries, the hidden entries (aborted
 messages, markers) and the recently ended transactions. It is taken at the end of a
 transaction once ``transactionBufferSnapshotMaxTransactionCount`` (1000) transactions ended
-since the last one or ``transactionBufferSnapshotMinTimeInMillis`` (5000) passed, never while
+since the last one or ``transactionBufferSnapshotMinTimeInMillis`` (5000) passed (the broker
+settings of those names), never while
 an end is under way (its marker could be stored but not applied yet).
 
 Where it is kept follows the topic's storage: on files, as a file in the topic's managed-ledger
@@ -36,10 +37,11 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "transaction-buffer-snapshot.json"
 MAX_TRANSACTION_COUNT = 1000
-"""``transactionBufferSnapshotMaxTransactionCount``: ended transactions between snapshots."""
+"""``transactionBufferSnapshotMaxTransactionCount``'s default: ended transactions between
+snapshots."""
 MIN_TIME_SECONDS = 5.0
-"""``transactionBufferSnapshotMinTimeInMillis``: at least this long between snapshots (or
-the count above)."""
+"""``transactionBufferSnapshotMinTimeInMillis``'s default: at least this long between
+snapshots (or the count above)."""
 
 TxnKey = tuple[int, int]
 State = tuple[dict[TxnKey, list[Position]], set[Position], dict[TxnKey, bool]]

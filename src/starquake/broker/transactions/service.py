@@ -315,7 +315,12 @@ class TransactionService:
         """Give a topic that is loading its transaction buffer, rebuilt from its entries."""
         if not self.enabled:
             return
-        buffer = TopicTransactionBuffer(topic, self._context.committer, self._check_open)
+        config = self._context.config
+        every = (
+            config.transactionBufferSnapshotMaxTransactionCount,
+            config.transactionBufferSnapshotMinTimeInMillis / 1000,
+        )
+        buffer = TopicTransactionBuffer(topic, self._context.committer, self._check_open, every)
         read = await buffer.recover()
         topic.txn = buffer
         self._buffers[topic.full_name] = buffer
