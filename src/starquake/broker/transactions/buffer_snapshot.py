@@ -194,7 +194,7 @@ async def read(store: SnapshotStore) -> tuple[Position, State] | None:
     if data is None:
         return None
     try:
-        return decode(data)
+        return await asyncio.to_thread(decode, data)  # tens of ms for a large one
     except (ValueError, KeyError, TypeError) as exc:
         log.error("transaction buffer snapshot %s unreadable (a full replay): %s", store.where, exc)
         if isinstance(store, FileSnapshotStore):
