@@ -80,8 +80,6 @@ class TopicTransactionBuffer:
         self._snapshot_failed = False
         self.snapshot_position: Position | None = None
         """The position of the snapshot the last load recovered from (None: a full replay)."""
-        self.recovered_entries = 0
-        """Entries the last load read."""
         self._topic = topic
         self._check_open = check_open
         self.appends = DurableAppends(topic.ledger, committer)
@@ -269,7 +267,6 @@ class TopicTransactionBuffer:
             start = ledger.next_position(entries[-1].position)
             await asyncio.sleep(0)  # a long replay never stalls the event loop
         self.recover_end_ms = int(time.time() * 1000)
-        self.recovered_entries = read
         return read
 
     def _replay(self, entries: Iterable[Entry]) -> None:
