@@ -5,8 +5,8 @@ position of the topic: the open transactions with their entries, the hidden entr
 messages, markers) and the recently ended transactions. It is taken at the end of a
 transaction once ``transactionBufferSnapshotMaxTransactionCount`` (1000) transactions ended
 since the last one or ``transactionBufferSnapshotMinTimeInMillis`` (5000) passed (the broker
-settings of those names), never while
-an end is under way (its marker could be stored but not applied yet).
+settings of those names), never while an end is under way (its marker could be stored but not
+applied yet). It is encoded and decoded off the event loop.
 
 Where it is kept follows the topic's storage: on files, as a file in the topic's managed-ledger
 directory (written to a temporary file, synced, then renamed); in cluster mode, in the
