@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
+
+from admin_http import http_call
 
 import starquake.client as sq
 from starquake.broker.embedded import EmbeddedBroker
@@ -70,3 +73,26 @@ def test_broker_restart_same_port(tmp_path: Path) -> None:
     finally:
         client.close()
         broker.stop()
+
+
+def test_a_producer_and_a_consumer_follow_a_topic_unloaded_again_and_again(
+    broker: EmbeddedBroker,
+) -> None:
+    """Unloads in quick succession: a CLOSE_PRODUCER / CLOSE_CONSUMER can come with the answer
+    to the handler's own registration; it must register again, not believe it is served."""
+    client = sq.Client(broker.service_url, operation_timeout_seconds=10)
+    try:
+        for round_ in range(15):
+            topic = f"persistent://public/default/unloads-{uuid.uuid4().hex[:8]}"
+            producer = client.create_producer(topic, send_timeout_millis=5000)
+            consumer = client.subscribe(topic, "s", initial_position=sq.InitialPosition.Earliest)
+            path = f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/unload"
+            for _ in range(4):
+                status, _ = http_call(broker.web_service_url, "PUT", path)
+                assert status == 204
+            producer.send(f"after-{round_}".encode())
+            assert consumer.receive(timeout_millis=5000).data() == f"after-{round_}".encode()
+            producer.close()
+            consumer.close()
+    finally:
+        client.close()

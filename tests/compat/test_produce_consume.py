@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pulsar
 import pytest
+from admin_http import http_call
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -139,3 +140,16 @@ def test_producer_names_are_unique_per_topic(client: pulsar.Client, topic: str) 
         client.create_producer(topic, producer_name="named")
     p1.close()
     client.create_producer(topic, producer_name="named").close()
+
+
+def test_generated_producer_names_stay_unique_when_the_topic_is_loaded_again(
+    broker: EmbeddedBroker, client: pulsar.Client, topic: str
+) -> None:
+    first = client.create_producer(topic)
+    path = f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/unload"
+    status, _ = http_call(broker.web_service_url, "PUT", path)
+    assert status == 204
+    first.send(b"after the reload")  # it comes back with the name it was given
+    second = client.create_producer(topic)  # and a new one gets another (not ProducerBusy)
+    assert second.producer_name() != first.producer_name()
+    second.send(b"second")

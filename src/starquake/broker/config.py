@@ -143,6 +143,10 @@ class BrokerConfig:
     brokerDeduplicationEnabled: bool = False
     transactionCoordinatorEnabled: bool = False
     """Transactions: the coordinators run, topics hold back uncommitted messages."""
+    transactionBufferSnapshotMaxTransactionCount: int = 1000
+    """Transactions ended on a topic after which its transaction buffer takes a snapshot."""
+    transactionBufferSnapshotMinTimeInMillis: int = 5000
+    """Or the time after the last snapshot after which the next end takes one."""
     brokerDeduplicationEntriesInterval: int = 1000
     """Entries between two snapshots of a topic's deduplication state (replayed at restart)."""
     nonPersistentMaxPendingBytesPerConnection: int = 8 * 1024 * 1024

@@ -45,6 +45,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "maxUnackedMessagesPerSubscription": (0, _INT),
     "delayedDeliveryTickTimeMillis": (1, _YEAR_SECONDS * 1000),
     "brokerDeduplicationEntriesInterval": (1, _INT),
+    "transactionBufferSnapshotMaxTransactionCount": (1, _INT),
+    "transactionBufferSnapshotMinTimeInMillis": (0, _LONG),
     "nonPersistentMaxPendingBytesPerConnection": (0, _LONG),
     "statsUpdateFrequencyInSecs": (1, _YEAR_SECONDS),
     "ttlDurationDefaultInSeconds": (0, _INT),

@@ -26,7 +26,7 @@ from starquake.broker.errors import (
     SubscriptionNotFoundError,
 )
 from starquake.broker.limits import check_consumer_limit, check_producer_limit
-from starquake.broker.producer_access import ProducerRegistry
+from starquake.broker.producer_access import ProducerRegistry, generated_producer_name
 from starquake.broker.rates import RateWindow
 from starquake.broker.selectors import (
     ConsistentHashingSelector,
@@ -234,7 +234,6 @@ class NonPersistentTopic:
         self.last_active = time.monotonic()
         """When the topic was last seen active (for the deletion of inactive topics)."""
         self.rates = RateWindow()
-        self._producer_seq = 0
 
     @property
     def producers(self) -> dict[int, Producer]:
@@ -257,10 +256,8 @@ class NonPersistentTopic:
 
     def generate_producer_name(self) -> str:
         """A producer name unique in the cluster, for producers that bring none."""
-        self._producer_seq += 1
-        return (
-            f"{self.service.config.clusterName}-np-{self.service.instance_id}-{self._producer_seq}"
-        )
+        config = self.service.config
+        return generated_producer_name(f"{config.clusterName}-np-{self.service.instance_id}")
 
     def publish(
         self,

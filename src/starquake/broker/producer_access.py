@@ -13,6 +13,7 @@ Each exclusive admission increments the topic epoch, sent back in PRODUCER_SUCCE
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,17 @@ from starquake.protocol.errors import ServerError
 
 if TYPE_CHECKING:
     from starquake.broker.producer import Producer
+
+
+_GENERATED = itertools.count(1)
+
+
+def generated_producer_name(prefix: str) -> str:
+    """A name for a producer that brings none: ``prefix`` (the cluster and the broker) and a
+    number counted over the whole broker, so that a topic unloaded and loaded again never
+    hands out the name of one of its producers coming back (a count per loaded topic would
+    start again, and the new producer would be refused as ProducerBusy)."""
+    return f"{prefix}-{next(_GENERATED)}"
 
 
 class ProducerFencedError(BrokerServiceError):

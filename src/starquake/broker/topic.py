@@ -29,7 +29,7 @@ from starquake.broker.errors import (
 )
 from starquake.broker.limits import check_producer_limit
 from starquake.broker.observations import ENTRY_SIZE_BOUNDS, WRITE_LATENCY_BOUNDS_MS, Buckets
-from starquake.broker.producer_access import ProducerRegistry
+from starquake.broker.producer_access import ProducerRegistry, generated_producer_name
 from starquake.broker.rates import RateWindow
 from starquake.broker.receipts import PendingReceipt, send_receipts
 from starquake.broker.subscription import Subscription
@@ -68,7 +68,6 @@ class PersistentTopic:
         self.producer_registry = ProducerRegistry()
         self.subscriptions: dict[str, Subscription] = {}
         self._pending: deque[PendingReceipt] = deque()
-        self._producer_seq = 0
         self.closed = False
         self.msg_in_counter = 0
         self.entry_infos = EntryInfoCache(scanner=stored_entry_info)
@@ -128,8 +127,8 @@ class PersistentTopic:
 
     def generate_producer_name(self) -> str:
         """A producer name unique in the cluster, for producers that bring none."""
-        self._producer_seq += 1
-        return f"{self.service.config.clusterName}-{self.service.instance_id}-{self._producer_seq}"
+        service = self.service
+        return generated_producer_name(f"{service.config.clusterName}-{service.instance_id}")
 
     def publish(
         self,

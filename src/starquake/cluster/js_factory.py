@@ -36,6 +36,7 @@ from starquake.cluster.js_ledgers import JetStreamLedgers
 from starquake.cluster.js_managed_ledger import JetStreamManagedLedger
 from starquake.cluster.js_ml_metadata import LEDGERS_ROOT, ManagedLedgerInfo, ledger_path
 from starquake.cluster.js_recovery import recover_managed_ledger
+from starquake.cluster.js_txn_snapshots import snapshot_path
 from starquake.cluster.kv_metadata import JetStreamMetadataStore
 from starquake.storage import ManagedLedger, PendingCommit
 from starquake.storage.append_stats import AppendStats
@@ -310,7 +311,8 @@ class JetStreamLedgerFactory:
 
     async def delete(self, name: str) -> None:
         """Delete the managed ledger ``name``: the open instance here discards its unwritten
-        appends; its cursors' states, its ledgers' records, then its ledger list go.
+        appends; its transaction-buffer snapshot, its cursors' states, its ledgers' records,
+        then its ledger list go.
 
         Interrupted, it leaves the ledger list (the managed ledger still exists, some of its
         ledgers maybe without records): deleting it again finishes the work."""
@@ -318,6 +320,7 @@ class JetStreamLedgerFactory:
             ml = registry.pop(name, None)
             if ml is not None:
                 ml.drop()
+        await self.metadata.delete(snapshot_path(name))  # first: never left without its topic
         path = ledger_path(name)
         for child in await self.metadata.list_children(path):
             await self.metadata.delete(f"{path}/{child}")
@@ -332,6 +335,7 @@ class JetStreamLedgerFactory:
             ):
                 await self.ledgers.delete(ledger_id)
             await self.metadata.delete(path)
+        await self.metadata.delete(snapshot_path(name))  # and last: one written meanwhile
         with self._names_lock:
             self._names.discard(name)
         directory = self.base_dir / directory_name(name)

@@ -41,14 +41,11 @@ from starquake.cluster.js_ml_metadata import (
     ledger_path,
 )
 from starquake.cluster.js_ml_reads import JsLedgerReads
+from starquake.cluster.js_txn_snapshots import JetStreamSnapshotStore
 from starquake.cluster.kv_metadata import BadVersionError, JetStreamMetadataStore
 from starquake.storage.config import ManagedLedgerConfig
 from starquake.storage.cursor import ManagedCursorImpl
-from starquake.storage.position import (
-    LedgerFencedError,
-    Position,
-    StorageError,
-)
+from starquake.storage.position import LedgerFencedError, Position, StorageError
 from starquake.storage.segment import HEADER_SIZE
 from starquake.storage.state import EntryCache, LedgerState
 
@@ -102,6 +99,8 @@ class JetStreamManagedLedger(JsLedgerReads):
         self._directory = directory
         self._ledgers = host.ledgers
         self._metadata = host.metadata
+        self.txn_snapshots = JetStreamSnapshotStore(host.metadata, name, lambda: not self._closed)
+        """Where the transaction buffer of its topic keeps its snapshot."""
         self._cache = host.cache
         self._clock = host.now
         config = host.config

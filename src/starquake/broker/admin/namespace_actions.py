@@ -27,6 +27,7 @@ from starquake.broker.subscription import Subscription
 from starquake.broker.web import Call, Need
 from starquake.cluster.bundles import BundleRef, NamespaceBundles
 from starquake.common.topic_name import TopicName
+from starquake.storage import StorageError
 
 if TYPE_CHECKING:
     from starquake.broker.service import BrokerService
@@ -53,6 +54,22 @@ def _bundle_named(bundles: NamespaceBundles, namespace: str, name: str) -> str:
         raise NotFoundError(f"Bundle {name} of namespace {namespace} does not exist") from None
 
 
+async def _give_up(service: BrokerService, refs: list[BundleRef]) -> None:
+    """In a cluster, give up bundles whose topics were just closed here, once their cursors'
+    last positions are stored (those of pending-ack logs too): the next owner takes them over
+    as they are, and no cursor this broker would store later, after that owner opened the
+    managed ledger, fences it. A store that fails is logged; the bundles go all the same."""
+    membership = service.placement.membership
+    if membership is None:
+        return
+    try:
+        await service.persist_cursors()
+    except StorageError as exc:
+        log.warning("cursor positions not stored before giving bundles up: %s", exc)
+    for ref in refs:
+        await membership.release(ref)
+
+
 async def unload(service: BrokerService, call: Call) -> Reply:
     """Unload every loaded topic of the namespace; in a cluster, give its bundles up."""
     namespace = namespace_of(service, call.params)
@@ -63,9 +80,8 @@ async def unload(service: BrokerService, call: Call) -> Reply:
             unloaded += 1
     membership = service.placement.membership
     if membership is not None:
-        for ref in membership.ownership.owned():
-            if ref.namespace == namespace:
-                await membership.release(ref)
+        owned = membership.ownership.owned()
+        await _give_up(service, [ref for ref in owned if ref.namespace == namespace])
     log.info("namespace %s unloaded (%d topic(s))", namespace, unloaded)
     return NO_CONTENT
 
@@ -77,9 +93,7 @@ async def unload_bundle(service: BrokerService, call: Call) -> Reply:
     name = _bundle_named(service.placement.bundles(namespace), namespace, call.params["bundle"])
     ref = BundleRef(namespace, name)
     unloaded = service.placement.close_bundle(ref, service)
-    membership = service.placement.membership
-    if membership is not None:
-        await membership.release(ref)
+    await _give_up(service, [ref])
     log.info("bundle %s/%s unloaded (%d topic(s))", namespace, name, unloaded)
     return NO_CONTENT
 
@@ -114,7 +128,7 @@ async def split_bundle(service: BrokerService, call: Call) -> Reply:
     membership = placement.membership
     if membership is not None:
         placement.close_bundle(ref, service, before[0])
-        await membership.release(ref)
+        await _give_up(service, [ref])
     log.info("bundle %s/%s split", namespace, name)
     return NO_CONTENT
 

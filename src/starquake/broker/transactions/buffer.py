@@ -7,8 +7,9 @@ on the topic (entries after it wait too, transactional or not, so that order is 
 of a transaction is a marker entry (see :mod:`.markers`), never dispatched either; aborted
 entries and markers are acknowledged on each cursor as its reads pass them.
 
-The state is rebuilt when the topic loads by reading its entries (Pulsar's recovery without a
-snapshot): message entries open their transaction, markers end it.
+The state is rebuilt when the topic loads from its last snapshot (see :mod:`.buffer_snapshot`)
+and the entries stored after it (all of them without one): message entries open their
+transaction, markers end it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from starquake.broker.transactions import buffer_snapshot as snapshots
 from starquake.broker.transactions.durable import DurableAppends, Kicker
 from starquake.broker.transactions.errors import TransactionConflictError, TxnId, txn_text
 from starquake.broker.transactions.markers import EntryKind, classify, marker_entry
-from starquake.storage import Entry, ManagedCursor, ManagedLedger, Position
+from starquake.storage import Entry, ManagedCursor, ManagedLedger, Position, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +66,20 @@ class TopicTransactionBuffer:
         topic: BufferedTopic,
         committer: Kicker,
         check_open: Callable[[TxnId], None] = lambda _: None,
-        snapshots_on: bool = True,
+        snapshot_every: tuple[int, float] = (
+            snapshots.MAX_TRANSACTION_COUNT,
+            snapshots.MIN_TIME_SECONDS,
+        ),
     ) -> None:
-        """``check_open`` raises when the coordinator knows the transaction is not open;
-        ``snapshots_on`` False (cluster mode: the snapshot files would stay on one broker's
-        disk, where a later owner never sees them and a topic deleted and made again could
-        meet an old one) means every load replays the topic's entries."""
-        self._snapshots_on = snapshots_on
+        """``check_open`` raises when the coordinator knows the transaction is not open.
+        ``snapshot_every``: a snapshot is taken at an end once this many transactions ended
+        since the last one, or this many seconds passed; it is kept where the topic's
+        storage keeps it (see :mod:`.buffer_snapshot`)."""
+        self._snapshots = snapshots.store_of(topic.ledger)
+        self._snapshot_count, self._snapshot_seconds = snapshot_every
+        self._snapshot_failed = False
+        self.snapshot_position: Position | None = None
+        """The position of the snapshot the last load recovered from (None: a full replay)."""
         self._topic = topic
         self._check_open = check_open
         self.appends = DurableAppends(topic.ledger, committer)
@@ -160,28 +168,35 @@ class TopicTransactionBuffer:
 
     def _maybe_snapshot(self) -> None:
         """Take a snapshot when one is due (see :mod:`.buffer_snapshot`)."""
-        if not self._snapshots_on:
-            return
+        store = self._snapshots
         if not self._snapshot_due or self._ending or self._snapshot_task is not None:
             return
         elapsed = time.monotonic() - self._snapshot_at
-        if self._snapshot_due < snapshots.MAX_TRANSACTION_COUNT and (
-            self._snapshot_at and elapsed < snapshots.MIN_TIME_SECONDS
+        if self._snapshot_due < self._snapshot_count and (
+            self._snapshot_at and elapsed < self._snapshot_seconds
         ):
             return
-        ledger = self._topic.ledger
-        data = snapshots.encode(ledger.last_confirmed, (self.open, self.hidden, self.ended))
+        position = self._topic.ledger.last_confirmed
+        # copied here (a few ms for 100,000 hidden entries), encoded off the event loop (tens
+        # of ms): the loop goes on changing the originals meanwhile
+        state = ({t: list(p) for t, p in self.open.items()}, set(self.hidden), dict(self.ended))
         self._snapshot_due = 0
         self._snapshot_at = time.monotonic()
-        task = asyncio.get_running_loop().create_task(self._write_snapshot(ledger, data))
-        self._snapshot_task = task
+        writing = self._write_snapshot(store, position, state)
+        self._snapshot_task = asyncio.get_running_loop().create_task(writing)
 
-    async def _write_snapshot(self, ledger: ManagedLedger, data: bytes) -> None:
+    async def _write_snapshot(
+        self, store: snapshots.SnapshotStore, position: Position, state: snapshots.State
+    ) -> None:
         try:
-            await asyncio.to_thread(snapshots.write, ledger.directory, data)
+            data = await asyncio.to_thread(snapshots.encode, position, state)
+            await store.write(data)
             self.last_snapshot_ms = int(time.time() * 1000)
-        except OSError as exc:  # the next one is taken at a later end
-            log.warning("transaction buffer snapshot of %s failed: %s", ledger.name, exc)
+            self._snapshot_failed = False
+        except (OSError, StorageError) as exc:  # the next one is taken at a later end
+            level = logging.DEBUG if self._snapshot_failed else logging.WARNING
+            self._snapshot_failed = True  # one line until one succeeds again
+            log.log(level, "transaction buffer snapshot of %s failed: %s", store.where, exc)
         finally:
             self._snapshot_task = None
 
@@ -236,11 +251,10 @@ class TopicTransactionBuffer:
         start = ledger.first_position()
         last = ledger.last_confirmed
         read = 0
-        snapshot = None
-        if self._snapshots_on:
-            snapshot = await asyncio.to_thread(snapshots.read, ledger.directory)
+        snapshot = await snapshots.read(self._snapshots)
         if snapshot is not None and start is not None and snapshot[0] <= last:
             position, (self.open, self.hidden, self.ended) = snapshot
+            self.snapshot_position = position
             self._hidden_from = None
             self.forget_trimmed()
             start = max(start, ledger.next_position(position))

@@ -18,8 +18,8 @@ client's TC_CLIENT_CONNECT there (its open fences a previous owner's log) and st
 bundle closes here. A coordinator's log and a pending-ack log are not placed by their own
 bundles: they go with their coordinator and their subscription's topic. Ends go to each
 topic's owner (:mod:`.remote_end`); a topic trusts the transaction id of a coordinator that is
-not on its broker, as Pulsar's topics do. Buffer snapshots are off in cluster mode (files on
-one broker's disk): a load replays the topic's entries.
+not on its broker, as Pulsar's topics do. A buffer's snapshot is kept in the metadata store
+in cluster mode, so that a topic's next owner replays only the entries after it.
 """
 
 from __future__ import annotations
@@ -315,18 +315,23 @@ class TransactionService:
         """Give a topic that is loading its transaction buffer, rebuilt from its entries."""
         if not self.enabled:
             return
-        buffer = TopicTransactionBuffer(
-            topic, self._context.committer, self._check_open, snapshots_on=not self._cluster
+        config = self._context.config
+        every = (
+            config.transactionBufferSnapshotMaxTransactionCount,
+            config.transactionBufferSnapshotMinTimeInMillis / 1000,
         )
+        buffer = TopicTransactionBuffer(topic, self._context.committer, self._check_open, every)
         read = await buffer.recover()
         topic.txn = buffer
         self._buffers[topic.full_name] = buffer
         if buffer.open or buffer.ended:
             log.info(
-                "transaction buffer of %s recovered (%d entries read, %d transactions open)",
+                "transaction buffer of %s recovered (%d entries read, %d transactions open, "
+                "from the snapshot at %s)",
                 topic.full_name,
                 read,
                 len(buffer.open),
+                buffer.snapshot_position,
             )
         if is_system_topic(topic.name):
             return

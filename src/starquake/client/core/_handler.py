@@ -162,11 +162,16 @@ class HandlerBase:
         """Send ``request`` (PRODUCER or SUBSCRIBE, and its request id) with this handler in
         ``registry`` (the connection's producers or consumers) under ``handler_id``, and return
         the answer. A failure takes it out again; after a timeout the broker may have
-        registered it all the same, so it is closed there too (``close(id, request_id)``)."""
+        registered it all the same, so it is closed there too (``close(id, request_id)``).
+
+        A CLOSE_PRODUCER / CLOSE_CONSUMER that arrives with the answer (the topic was unloaded
+        just after it took this handler) is read before this coroutine resumes: it takes the
+        handler out of ``registry`` while the handler is not yet bound to ``cnx``, so nothing
+        else would reconnect it. That is NotConnected here: the caller connects again."""
         registry[handler_id] = self
         command, rid = request
         try:
-            return await cnx.request(command, rid, self._core.operation_timeout)
+            answer = await cnx.request(command, rid, self._core.operation_timeout)
         except Timeout:
             registry.pop(handler_id, None)
             cnx.write_command(close(handler_id, self._core.next_request_id()))
@@ -174,6 +179,9 @@ class HandlerBase:
         except BaseException:
             registry.pop(handler_id, None)
             raise
+        if registry.get(handler_id) is not self:
+            raise NotConnected(f"{self!r} was closed by the broker as it registered")
+        return answer
 
     def _write(self, cmd: pb.BaseCommand) -> bool:
         """Write ``cmd`` on the connection if it is open; whether it was written."""
