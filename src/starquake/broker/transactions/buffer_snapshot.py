@@ -79,15 +79,18 @@ class FileSnapshotStore:
 
     @property
     def where(self) -> str:
+        """The file's path, for logs."""
         return str(self._directory / SNAPSHOT_FILE)
 
     async def read(self) -> bytes | None:
+        """The stored snapshot (None: none)."""
         try:
             return await asyncio.to_thread((self._directory / SNAPSHOT_FILE).read_bytes)
         except FileNotFoundError:
             return None
 
     async def write(self, data: bytes) -> None:
+        """Store ``data`` (a temporary file, synced, then renamed over the last one)."""
         await asyncio.to_thread(_write_file, self._directory, data)
 
     def discard(self) -> None:

@@ -7,8 +7,8 @@ does, the start creates tenant ``pulsar``, namespace ``pulsar/system`` and the p
 partition ``N``. Each coordinator's log is the managed ledger of
 ``persistent://pulsar/system/__transaction_log_<N>``, replayed before the broker takes clients.
 
-Every persistent topic gets a transaction buffer when it loads (rebuilt from its entries), so
-its dispatch holds back what open and aborted transactions hide.
+Every persistent topic gets a transaction buffer when it loads (from its snapshot and
+entries): its dispatch holds back what open and aborted transactions hide.
 
 Standalone, ending a transaction on its partitions is an in-process call to the topic. In
 cluster mode (``metadataStoreUrl``) the system namespace and assign topic are created once in
@@ -18,8 +18,7 @@ client's TC_CLIENT_CONNECT there (its open fences a previous owner's log) and st
 bundle closes here. A coordinator's log and a pending-ack log are not placed by their own
 bundles: they go with their coordinator and their subscription's topic. Ends go to each
 topic's owner (:mod:`.remote_end`); a topic trusts the transaction id of a coordinator that is
-not on its broker, as Pulsar's topics do. A buffer's snapshot is kept in the metadata store
-in cluster mode, so that a topic's next owner replays only the entries after it.
+not on its broker, as Pulsar's topics do. Buffer snapshots are in the metadata store then.
 """
 
 from __future__ import annotations
