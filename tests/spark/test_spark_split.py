@@ -145,7 +145,12 @@ def test_bulk_split_equals_per_message_split(
     if data.draw(st.booleans()):
         last = data.draw(st.integers(0, len(stored)))
         end = (7, last, data.draw(st.integers(0, 40)))
-    _both(stored, start, end)
+    walk = _split.WALK_COMPILED
+    try:  # the metadata read by the one-pass loop (compiled or not) or by numpy
+        _split.WALK_COMPILED = data.draw(st.booleans())
+        _both(stored, start, end)
+    finally:
+        _split.WALK_COMPILED = walk
 
 
 def _batch_entry(payload: bytes, count: int) -> BatchEntry:
@@ -257,12 +262,15 @@ def test_bulk_split_ids_of_large_batches() -> None:
 @given(
     st.lists(messages, min_size=1, max_size=12),
     st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
+    st.booleans(),
 )
 def test_a_damaged_batch_splits_as_message_by_message_or_is_refused(
-    batch: list[dict[str, Any]], flips: list[tuple[int, int]]
+    batch: list[dict[str, Any]], flips: list[tuple[int, int]], walk: bool
 ) -> None:
     """Bytes of a batch overwritten: the bulk splitter gives the per-message splitter's rows
-    or refuses the batch (the caller then splits it message by message); never other rows."""
+    or refuses the batch (the caller then splits it message by message); never other rows.
+    Either way of reading the metadata (``walk``: the one-pass loop, compiled or not; else
+    numpy)."""
     payload = bytearray(pack_batch([(_single(m), m["value"] or b"") for m in batch]))
     for at, byte in flips:
         payload[at % len(payload)] = byte
@@ -275,7 +283,9 @@ def test_a_damaged_batch_splits_as_message_by_message_or_is_refused(
         want = None
     schema = arrow_schema()
     try:
-        value, key, ids, publish, event, props = split_to_arrays([entry], schema)
+        value, key, ids, publish, event, props = split_to_arrays(
+            [entry], schema, compiled_walk=walk
+        )
     except Unsplittable:
         return
     name = pa.repeat(pa.scalar(TOPIC, pa.string()), len(value))

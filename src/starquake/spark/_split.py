@@ -333,7 +333,12 @@ def _walked(
     def ints(values: list[int]) -> np.ndarray:
         return np.array(values, np.int64)
 
-    n = len(w.value_pos)
+    n = len(w.value_at)
+    # the messages are back to back from the buffer's start: each one's start is the sum
+    # of the sizes before it, and the walk gave its value's and key's offsets from it
+    value_at, value_len, key_at = ints(w.value_at), ints(w.value_len), ints(w.key_at)
+    start = np.zeros(n, np.int64)
+    np.cumsum((value_at + value_len)[:-1], out=start[1:])
     event = np.zeros(n, np.uint64)
     event[ints(w.event_row)] = np.array(w.event_time, np.uint64)
     compacted = np.zeros(n, np.uint64)
@@ -341,9 +346,9 @@ def _walked(
     null_value = np.zeros(n, np.uint64)
     null_value[ints(w.null_value)] = 1
     meta = _Meta(
-        ints(w.value_pos),
-        ints(w.value_len),
-        ints(w.key_pos),
+        start + value_at,
+        value_len,
+        np.where(key_at >= 0, start + key_at, -1),
         ints(w.key_len),
         event,
         compacted,
