@@ -208,3 +208,88 @@ def test_unloading_the_system_namespace_moves_the_coordinator_with_its_transacti
             assert received(consumer, 2, timeout_ms=30_000) == [b"committed", b"plain"]
         finally:
             client.close()
+
+
+def _topic_served_by(broker: BrokerProcess, prefix: str) -> str:
+    """A new topic whose bundle ``broker`` owns (looked up until one is)."""
+    tag = uuid.uuid4().hex[:6]
+    for i in range(32):
+        topic = f"persistent://public/default/{prefix}-{tag}-{i}"
+        if _owner_url(broker, topic) == broker.url:
+            return topic
+    raise AssertionError(f"no topic of 32 is served by {broker.url}")
+
+
+def _kill_the_coordinators_broker(
+    brokers: list[BrokerProcess],
+) -> tuple[BrokerProcess, BrokerProcess]:
+    coordinator = _owner_url(brokers[0], ASSIGN_0)
+    victim = next(b for b in brokers if b.url == coordinator)
+    return victim, next(b for b in brokers if b is not victim)
+
+
+def test_a_dead_coordinator_is_adopted_without_a_client_and_its_open_transaction_times_out(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        try:
+            left_open = client.new_transaction(3000)
+            victim, survivor = _kill_the_coordinators_broker(brokers)
+            topic = _topic_served_by(survivor, "cta")
+            client.subscribe(topic, "sub", initial_position=EARLIEST).close()
+            producer = client.create_producer(topic)
+            producer.send(b"before")
+            work = client.subscribe(topic, "work", initial_position=EARLIEST)
+            work.acknowledge(work.receive(10_000), txn=left_open)
+            producer.send(b"open", txn=left_open)
+            victim.kill()
+        finally:
+            close_after_kill(client)
+
+        # no transactional client comes back: the survivor takes the coordinator's partition
+        # by itself, recovers it and aborts the transaction at its timeout, which lets the
+        # readers past it and releases its acknowledgment
+        client = pulsar.Client(survivor.url, operation_timeout_seconds=30)
+        try:
+            client.create_producer(topic).send(b"after")
+            reader = client.subscribe(topic, "sub", initial_position=EARLIEST)
+            assert received(reader, 2, timeout_ms=30_000) == [b"before", b"after"]
+            again = client.subscribe(topic, "work", initial_position=EARLIEST)
+            assert received(again, 2, timeout_ms=30_000) == [b"before", b"after"]
+        finally:
+            client.close()
+        log = survivor.log()
+        assert "transaction coordinator 0 had no live broker" in log
+        assert "timed out: aborting it" in log
+
+
+def test_a_commit_answered_before_the_coordinators_broker_died_stays_committed_on_adoption(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        try:
+            committed = client.new_transaction(60_000)
+            victim, survivor = _kill_the_coordinators_broker(brokers)
+            topic = _topic_served_by(survivor, "ctc")
+            client.subscribe(topic, "sub", initial_position=EARLIEST).close()
+            producer = client.create_producer(topic)
+            producer.send(b"committed", txn=committed)
+            committed.commit()  # answered: never lost
+            left_open = client.new_transaction(3000)
+            producer.send(b"open", txn=left_open)
+            victim.kill()
+        finally:
+            close_after_kill(client)
+
+        client = pulsar.Client(survivor.url, operation_timeout_seconds=30)
+        try:
+            client.create_producer(topic).send(b"plain")
+            reader = client.subscribe(topic, "sub", initial_position=EARLIEST)
+            assert received(reader, 2, timeout_ms=30_000) == [b"committed", b"plain"]
+        finally:
+            client.close()
+        assert "transaction coordinator 0 ready" in survivor.log()

@@ -11,6 +11,7 @@ another incarnation) is released at once rather than waited out.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from starquake.cluster.bundles import BundleRef
 from starquake.cluster.leases import Lease, LeaseLostError, LeaseTable
@@ -33,8 +34,15 @@ def _ref_of(name: str) -> BundleRef | None:
 class BundleOwnership:
     """The bundle leases of one broker (``me``), and who owns the others."""
 
-    def __init__(self, table: LeaseTable, me: BrokerInfo) -> None:
+    def __init__(
+        self,
+        table: LeaseTable,
+        me: BrokerInfo,
+        on_acquired: Callable[[BundleRef], object] | None = None,
+    ) -> None:
+        """``on_acquired``: told of each bundle taken here (after its lease is held)."""
         self._table = table
+        self._on_acquired = on_acquired
         self._me = me
         self._value = me.to_json()
         self._held: dict[BundleRef, Lease] = {}
@@ -66,6 +74,8 @@ class BundleOwnership:
             if lease is not None:
                 self._held[ref] = lease
                 log.info("bundle %s/%s owned", ref.namespace, ref.bundle)
+                if self._on_acquired is not None:
+                    self._on_acquired(ref)
                 return self._me
             held = await self._held_by(ref)
             if held is None:
