@@ -25,7 +25,6 @@ recovers them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -142,8 +141,12 @@ class ClusterCoordinators:
         while True:
             await asyncio.sleep(period)
             for tc_id in range(self._count):
-                with contextlib.suppress(ServiceNotReadyError):  # no store now: next round
+                try:
                     await self._adopt(tc_id)
+                except ServiceNotReadyError:
+                    pass  # no owner can be chosen now (the store does not answer): next round
+                except Exception as exc:  # the next round tries again
+                    log.warning("adopting transaction coordinator %d failed: %s", tc_id, exc)
 
     async def _adopt(self, tc_id: int) -> None:
         """Take partition ``tc_id``'s bundle if no live broker owns it; recover its
