@@ -12,11 +12,11 @@ coordinators when it takes the bundle of the system namespace that holds their p
 - at a client's TC_CLIENT_CONNECT (:meth:`ClusterCoordinators.ensure`), as before: loading
   is shared, so a coordinator is recovered once whichever comes first;
 - by adoption: a bundle whose owner died is taken by nobody until a lookup asks for it, so
-  every lease period each broker asks, authoritatively, for the owner of each assign
-  partition whose coordinator is not loaded here. While a live broker owns it, that is a
-  read of its lease (and a cached presence check), no write; when none does, this broker
-  takes the bundle and recovers the coordinator, so that its open transactions time out and
-  their topics and subscriptions move on.
+  every lease period each broker looks up the owner of each assign partition whose
+  coordinator is not loaded here (authoritatively every other round, see :meth:`_adopt`).
+  While a live broker owns it, that is a read of its lease (and a cached presence check),
+  no write; when none does, one broker takes the bundle and recovers the coordinator, so
+  that its open transactions time out and their topics and subscriptions move on.
 
 A bundle closed here stops its coordinators (their logs are unloaded; the next owner
 recovers them).
@@ -63,6 +63,8 @@ class ClusterCoordinators:
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._adopter: asyncio.Task[None] | None = None
+        self._elsewhere: set[int] = set()
+        """Partitions whose last lookup here, not authoritative, named another broker."""
 
     def start(self, period: float) -> None:
         """Follow the bundles acquired and closed here; adopt every ``period`` seconds."""
@@ -150,13 +152,22 @@ class ClusterCoordinators:
 
     async def _adopt(self, tc_id: int) -> None:
         """Take partition ``tc_id``'s bundle if no live broker owns it; recover its
-        coordinator if it is owned here and not running."""
+        coordinator if it is owned here and not running. The lookup is first the usual one
+        (an unowned bundle goes to the broker the leader chooses, which takes it at its own
+        round); a round after an answer naming another broker it is authoritative (an
+        unowned bundle is taken here), so that adoption takes at most two rounds."""
         if self._loaded(tc_id) or tc_id in self._loading:
             return
         partition = self.partition(tc_id)
         if not self._placement.serves(partition):
-            if await self._placement.owner(partition, True) is not None:
-                return  # a live broker owns it
+            authoritative = tc_id in self._elsewhere
+            if await self._placement.owner(partition, authoritative) is not None:
+                if authoritative:
+                    self._elsewhere.discard(tc_id)  # a live broker owns it
+                else:
+                    self._elsewhere.add(tc_id)  # owned there, or the leader chose it
+                return
+            self._elsewhere.discard(tc_id)
             log.info(
                 "transaction coordinator %d had no live broker: its partition is taken here",
                 tc_id,
