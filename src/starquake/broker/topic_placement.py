@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker.contexts import UnloadableTopic
-from starquake.broker.errors import ServiceNotReadyError, TopicNotServedError
+from starquake.broker.errors import BrokerServiceError, ServiceNotReadyError, TopicNotServedError
 from starquake.cluster.bundles import BundleRef, NamespaceBundles, NoOwnerError, bundle_of
 from starquake.common.topic_name import TopicName
 
@@ -100,7 +100,12 @@ class TopicPlacement:
 
     def bundle_acquired(self, ref: BundleRef) -> None:
         """This broker has just taken bundle ``ref``: tell the listeners."""
-        bundles = self.bundles(ref.namespace)
+        if not self.on_bundle_acquired:
+            return
+        try:
+            bundles = self.bundles(ref.namespace)
+        except BrokerServiceError:  # the namespace was deleted meanwhile: nothing to start
+            return
         for listener in self.on_bundle_acquired:
             listener(ref, bundles)
 

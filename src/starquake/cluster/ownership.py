@@ -75,7 +75,10 @@ class BundleOwnership:
                 self._held[ref] = lease
                 log.info("bundle %s/%s owned", ref.namespace, ref.bundle)
                 if self._on_acquired is not None:
-                    self._on_acquired(ref)
+                    try:
+                        self._on_acquired(ref)
+                    except Exception:  # the bundle is owned all the same
+                        log.exception("bundle %s/%s: a listener failed", *ref)
                 return self._me
             held = await self._held_by(ref)
             if held is None:
