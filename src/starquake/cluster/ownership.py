@@ -5,7 +5,9 @@ value is the owner's :class:`BrokerInfo` (so any broker answers a lookup from th
 alone). A broker takes a bundle with create-if-absent, renews all its bundles every
 ``ttl / 3`` and stops serving a bundle whose renewal is refused (the lease expired, perhaps
 another broker holds it now). A lease left by this broker's dead predecessor (same id,
-another incarnation) is released at once rather than waited out.
+another incarnation) is released at once rather than waited out. Each bundle taken is told
+to ``on_acquired`` (the broker starts what runs with the bundle, e.g. transaction
+coordinators).
 """
 
 from __future__ import annotations
