@@ -16,7 +16,7 @@ from broker_process import BrokerProcess, close_after_kill, running
 from txn_helpers import received
 
 from starquake import client as pulsar
-from starquake.cluster.nodes import JetStreamNode
+from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 
 LEASE = 3
 CLUSTER = f"c{uuid.uuid4().hex[:6]}"
@@ -25,13 +25,15 @@ EARLIEST = pulsar.InitialPosition.Earliest
 
 
 @contextlib.contextmanager
-def _brokers(base: Path, node: JetStreamNode, count: int = 2) -> Iterator[list[BrokerProcess]]:
+def _brokers(
+    base: Path, node: JetStreamNode, count: int = 2, cluster: str = CLUSTER, lease: float = LEASE
+) -> Iterator[list[BrokerProcess]]:
     brokers = [
         BrokerProcess(
             base / f"b{i}",
             f"metadataStoreUrl={node.url}",
-            f"clusterName={CLUSTER}",
-            f"starquakeOwnershipLeaseSeconds={LEASE}",
+            f"clusterName={cluster}",
+            f"starquakeOwnershipLeaseSeconds={lease}",
             "transactionCoordinatorEnabled=true",
             log_level="INFO",
         )
@@ -293,3 +295,23 @@ def test_a_commit_answered_before_the_coordinators_broker_died_stays_committed_o
         finally:
             client.close()
         assert "transaction coordinator 0 ready" in survivor.log()
+
+
+def test_taking_the_assign_partitions_bundle_starts_its_coordinator_without_a_client(
+    tmp_path: Path,
+) -> None:
+    # a cluster of its own (one store per cluster) whose lease period is longer than the
+    # test: no adoption round runs, the bundle is taken by the lookup alone
+    (node,) = jetstream_nodes(1, tmp_path / "jetstream")
+    node.start()
+    try:
+        cluster = f"c{uuid.uuid4().hex[:6]}"
+        with _brokers(tmp_path, node, 1, cluster, lease=120) as (broker,):
+            assert _owner_url(broker, ASSIGN_0) == broker.url
+            deadline = time.monotonic() + 30
+            while "transaction coordinator 0 ready" not in broker.log():
+                assert time.monotonic() < deadline, "the coordinator was not started"
+                time.sleep(0.1)
+            assert "had no live broker" not in broker.log()
+    finally:
+        node.stop()
