@@ -16,7 +16,7 @@ from broker_process import BrokerProcess, close_after_kill, running
 from txn_helpers import received
 
 from starquake import client as pulsar
-from starquake.cluster.nodes import JetStreamNode
+from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 
 LEASE = 3
 CLUSTER = f"c{uuid.uuid4().hex[:6]}"
@@ -25,13 +25,15 @@ EARLIEST = pulsar.InitialPosition.Earliest
 
 
 @contextlib.contextmanager
-def _brokers(base: Path, node: JetStreamNode, count: int = 2) -> Iterator[list[BrokerProcess]]:
+def _brokers(
+    base: Path, node: JetStreamNode, count: int = 2, cluster: str = CLUSTER, lease: float = LEASE
+) -> Iterator[list[BrokerProcess]]:
     brokers = [
         BrokerProcess(
             base / f"b{i}",
             f"metadataStoreUrl={node.url}",
-            f"clusterName={CLUSTER}",
-            f"starquakeOwnershipLeaseSeconds={LEASE}",
+            f"clusterName={cluster}",
+            f"starquakeOwnershipLeaseSeconds={lease}",
             "transactionCoordinatorEnabled=true",
             log_level="INFO",
         )
@@ -208,3 +210,108 @@ def test_unloading_the_system_namespace_moves_the_coordinator_with_its_transacti
             assert received(consumer, 2, timeout_ms=30_000) == [b"committed", b"plain"]
         finally:
             client.close()
+
+
+def _topic_served_by(broker: BrokerProcess, prefix: str) -> str:
+    """A new topic whose bundle ``broker`` owns (looked up until one is)."""
+    tag = uuid.uuid4().hex[:6]
+    for i in range(32):
+        topic = f"persistent://public/default/{prefix}-{tag}-{i}"
+        if _owner_url(broker, topic) == broker.url:
+            return topic
+    raise AssertionError(f"no topic of 32 is served by {broker.url}")
+
+
+def _kill_the_coordinators_broker(
+    brokers: list[BrokerProcess],
+) -> tuple[BrokerProcess, BrokerProcess]:
+    coordinator = _owner_url(brokers[0], ASSIGN_0)
+    victim = next(b for b in brokers if b.url == coordinator)
+    return victim, next(b for b in brokers if b is not victim)
+
+
+def test_a_dead_coordinator_is_adopted_without_a_client_and_its_open_transaction_times_out(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        try:
+            left_open = client.new_transaction(3000)
+            victim, survivor = _kill_the_coordinators_broker(brokers)
+            topic = _topic_served_by(survivor, "cta")
+            client.subscribe(topic, "sub", initial_position=EARLIEST).close()
+            producer = client.create_producer(topic)
+            producer.send(b"before")
+            work = client.subscribe(topic, "work", initial_position=EARLIEST)
+            work.acknowledge(work.receive(10_000), txn=left_open)
+            producer.send(b"open", txn=left_open)
+            victim.kill()
+        finally:
+            close_after_kill(client)
+
+        # no transactional client comes back: the survivor takes the coordinator's partition
+        # by itself, recovers it and aborts the transaction at its timeout, which lets the
+        # readers past it and releases its acknowledgment
+        client = pulsar.Client(survivor.url, operation_timeout_seconds=30)
+        try:
+            client.create_producer(topic).send(b"after")
+            reader = client.subscribe(topic, "sub", initial_position=EARLIEST)
+            assert received(reader, 2, timeout_ms=30_000) == [b"before", b"after"]
+            again = client.subscribe(topic, "work", initial_position=EARLIEST)
+            assert received(again, 2, timeout_ms=30_000) == [b"before", b"after"]
+        finally:
+            client.close()
+        log = survivor.log()
+        assert "transaction coordinator 0 had no live broker" in log
+        assert "timed out: aborting it" in log
+
+
+def test_a_commit_answered_before_the_coordinators_broker_died_stays_committed_on_adoption(
+    tmp_path: Path, jetstream_node: JetStreamNode
+) -> None:
+    with _brokers(tmp_path, jetstream_node) as brokers:
+        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
+        try:
+            committed = client.new_transaction(60_000)
+            victim, survivor = _kill_the_coordinators_broker(brokers)
+            topic = _topic_served_by(survivor, "ctc")
+            client.subscribe(topic, "sub", initial_position=EARLIEST).close()
+            producer = client.create_producer(topic)
+            producer.send(b"committed", txn=committed)
+            committed.commit()  # answered: never lost
+            left_open = client.new_transaction(3000)
+            producer.send(b"open", txn=left_open)
+            victim.kill()
+        finally:
+            close_after_kill(client)
+
+        client = pulsar.Client(survivor.url, operation_timeout_seconds=30)
+        try:
+            client.create_producer(topic).send(b"plain")
+            reader = client.subscribe(topic, "sub", initial_position=EARLIEST)
+            assert received(reader, 2, timeout_ms=30_000) == [b"committed", b"plain"]
+        finally:
+            client.close()
+        assert "transaction coordinator 0 ready" in survivor.log()
+
+
+def test_taking_the_assign_partitions_bundle_starts_its_coordinator_without_a_client(
+    tmp_path: Path,
+) -> None:
+    # a cluster of its own (one store per cluster) whose lease period is longer than the
+    # test: no adoption round runs, the bundle is taken by the lookup alone
+    (node,) = jetstream_nodes(1, tmp_path / "jetstream")
+    node.start()
+    try:
+        cluster = f"c{uuid.uuid4().hex[:6]}"
+        with _brokers(tmp_path, node, 1, cluster, lease=120) as (broker,):
+            assert _owner_url(broker, ASSIGN_0) == broker.url
+            deadline = time.monotonic() + 30
+            while "transaction coordinator 0 ready" not in broker.log():
+                assert time.monotonic() < deadline, "the coordinator was not started"
+                time.sleep(0.1)
+            assert "had no live broker" not in broker.log()
+    finally:
+        node.stop()

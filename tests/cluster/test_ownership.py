@@ -111,7 +111,11 @@ def test_one_owner_per_bundle_seen_everywhere_and_taken_over(
     async def scenario() -> None:
         tables = [await _table(jetstream_node, bucket) for _ in range(3)]
         brokers = [_broker(i) for i in range(3)]
-        owners = [BundleOwnership(t, b) for t, b in zip(tables, brokers, strict=True)]
+        taken: dict[str, list[BundleRef]] = {b.broker_id: [] for b in brokers}
+        owners = [
+            BundleOwnership(t, b, taken[b.broker_id].append)
+            for t, b in zip(tables, brokers, strict=True)
+        ]
         try:
             results = await asyncio.gather(*(o.acquire(ref) for o in owners))
             winner = results[0]
@@ -119,6 +123,9 @@ def test_one_owner_per_bundle_seen_everywhere_and_taken_over(
             assert all(r == winner for r in results), "two brokers think they own the bundle"
             holders = [o for o in owners if o.owns(ref)]
             assert len(holders) == 1 and holders[0].me == winner
+            # only the new owner is told, once (taking a bundle held already tells nobody)
+            assert await holders[0].acquire(ref) == winner
+            assert taken == {b.broker_id: [ref] if b == winner else [] for b in brokers}
             for o in owners:
                 assert await o.owner(ref) == winner
                 assert (await o.owners())[ref] == winner
@@ -137,6 +144,7 @@ def test_one_owner_per_bundle_seen_everywhere_and_taken_over(
             await _until(free, TTL + 5, "the dead owner's lease never ended")
             assert time.monotonic() - started >= TTL * 0.75
             assert await rest[1].acquire(ref) == rest[1].me
+            assert taken[rest[1].me.broker_id] == [ref]
             assert await holders[0].renew_all() == [ref]
             assert not holders[0].owns(ref)
             assert await holders[0].owner(ref) == rest[1].me

@@ -4,7 +4,8 @@ Once its ports are bound (its URLs known), a broker of a cluster joins it
 (:class:`~starquake.cluster.membership.ClusterMembership`): it registers under its broker id,
 Pulsar's ``host:webPort`` of its advertised address, with its URLs; its load reports count
 its topics, their message rates and the CPU the broker process used since the previous
-report; a bundle it loses has its topics closed. From then on its
+report; a bundle it loses has its topics closed; a bundle it takes is announced to the
+placement's listeners (the transaction coordinators of that bundle start). From then on its
 :class:`~starquake.broker.topic_placement.TopicPlacement` answers lookups for the cluster.
 """
 
@@ -98,6 +99,7 @@ async def join_cluster(
         broker_info(urls),
         lease_seconds=lease_seconds,
         on_bundle_lost=lambda ref: placement.close_bundle(ref, broker),
+        on_bundle_acquired=placement.bundle_acquired,
         load=LoadMeter(broker),
         replicas=replicas,
         give_up_after=give_up_after,

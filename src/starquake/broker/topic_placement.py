@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from starquake.broker.contexts import UnloadableTopic
-from starquake.broker.errors import ServiceNotReadyError, TopicNotServedError
+from starquake.broker.errors import BrokerServiceError, ServiceNotReadyError, TopicNotServedError
 from starquake.cluster.bundles import BundleRef, NamespaceBundles, NoOwnerError, bundle_of
 from starquake.common.topic_name import TopicName
 
@@ -66,6 +66,8 @@ class TopicPlacement:
         self._policies = namespace_policies
         self.on_bundle_closed: list[Callable[[BundleRef, NamespaceBundles], None]] = []
         """Told of each bundle closed here (after its topics closed)."""
+        self.on_bundle_acquired: list[Callable[[BundleRef, NamespaceBundles], None]] = []
+        """Told of each bundle this broker has just taken (it serves it from now)."""
         self.membership: ClusterMembership | None = None
         """This broker's part in a cluster (None: standalone, every topic is served here)."""
 
@@ -83,14 +85,29 @@ class TopicPlacement:
                 log.warning("unusable namespace bundles (%s): the default split", exc)
         return self._default
 
-    def check_served(self, topic: TopicName) -> None:
-        """Raise ServiceNotReadyError unless this broker serves ``topic`` now."""
+    def serves(self, topic: TopicName) -> bool:
+        """Whether this broker serves ``topic`` now."""
         membership = self.membership
         if membership is None or is_transaction_log(str(topic)):
-            return
+            return True
         namespace = topic.namespace_name
-        if not membership.owns(str(topic), namespace, self.bundles(namespace)):
+        return membership.owns(str(topic), namespace, self.bundles(namespace))
+
+    def check_served(self, topic: TopicName) -> None:
+        """Raise ServiceNotReadyError unless this broker serves ``topic`` now."""
+        if not self.serves(topic):
             raise TopicNotServedError(topic)
+
+    def bundle_acquired(self, ref: BundleRef) -> None:
+        """This broker has just taken bundle ``ref``: tell the listeners."""
+        if not self.on_bundle_acquired:
+            return
+        try:
+            bundles = self.bundles(ref.namespace)
+        except BrokerServiceError:  # the namespace was deleted meanwhile: nothing to start
+            return
+        for listener in self.on_bundle_acquired:
+            listener(ref, bundles)
 
     def in_bundle(
         self, topic: TopicName, ref: BundleRef, bundles: NamespaceBundles | None = None

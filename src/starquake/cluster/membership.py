@@ -77,6 +77,7 @@ class ClusterMembership:
         cluster: str,
         on_bundle_lost: Callable[[BundleRef], object],
         load: Callable[[], BrokerLoad],
+        on_bundle_acquired: Callable[[BundleRef], object] | None = None,
     ) -> None:
         self._me = me
         self._brokers = brokers
@@ -84,7 +85,7 @@ class ClusterMembership:
         self._on_bundle_lost = on_bundle_lost
         self._load = load
         self.registry = BrokerRegistry(brokers)
-        self.ownership = BundleOwnership(owners, me)
+        self.ownership = BundleOwnership(owners, me, on_bundle_acquired)
         self.election = LeaderElection(owners, me)
         self.presence = BrokerPresence(owners.connection, me)
         self.assigner = BundleAssigner(
@@ -102,6 +103,7 @@ class ClusterMembership:
         *,
         lease_seconds: float,
         on_bundle_lost: Callable[[BundleRef], object],
+        on_bundle_acquired: Callable[[BundleRef], object] | None = None,
         load: Callable[[], BrokerLoad] = BrokerLoad,
         replicas: int = 1,
         give_up_after: float = 30,
@@ -125,7 +127,7 @@ class ClusterMembership:
                 await table.close()
             raise
         brokers, owners = tables
-        member = cls(me, brokers, owners, cluster, on_bundle_lost, load)
+        member = cls(me, brokers, owners, cluster, on_bundle_lost, load, on_bundle_acquired)
         try:
             await member.presence.start()
             await member.registry.register(member._report())

@@ -5,12 +5,15 @@ value is the owner's :class:`BrokerInfo` (so any broker answers a lookup from th
 alone). A broker takes a bundle with create-if-absent, renews all its bundles every
 ``ttl / 3`` and stops serving a bundle whose renewal is refused (the lease expired, perhaps
 another broker holds it now). A lease left by this broker's dead predecessor (same id,
-another incarnation) is released at once rather than waited out.
+another incarnation) is released at once rather than waited out. Each bundle taken is told
+to ``on_acquired`` (the broker starts what runs with the bundle, e.g. transaction
+coordinators).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from starquake.cluster.bundles import BundleRef
 from starquake.cluster.leases import Lease, LeaseLostError, LeaseTable
@@ -33,8 +36,15 @@ def _ref_of(name: str) -> BundleRef | None:
 class BundleOwnership:
     """The bundle leases of one broker (``me``), and who owns the others."""
 
-    def __init__(self, table: LeaseTable, me: BrokerInfo) -> None:
+    def __init__(
+        self,
+        table: LeaseTable,
+        me: BrokerInfo,
+        on_acquired: Callable[[BundleRef], object] | None = None,
+    ) -> None:
+        """``on_acquired``: told of each bundle taken here (after its lease is held)."""
         self._table = table
+        self._on_acquired = on_acquired
         self._me = me
         self._value = me.to_json()
         self._held: dict[BundleRef, Lease] = {}
@@ -66,6 +76,11 @@ class BundleOwnership:
             if lease is not None:
                 self._held[ref] = lease
                 log.info("bundle %s/%s owned", ref.namespace, ref.bundle)
+                if self._on_acquired is not None:
+                    try:
+                        self._on_acquired(ref)
+                    except Exception:  # the bundle is owned all the same
+                        log.exception("bundle %s/%s: a listener failed", *ref)
                 return self._me
             held = await self._held_by(ref)
             if held is None:

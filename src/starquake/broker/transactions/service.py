@@ -13,12 +13,13 @@ entries): its dispatch holds back what open and aborted transactions hide.
 Standalone, ending a transaction on its partitions is an in-process call to the topic. In
 cluster mode (``metadataStoreUrl``) the system namespace and assign topic are created once in
 the shared metadata (one partition, as standalone); coordinator ``N`` runs on the broker that
-owns the bundle of partition ``N`` of the assign topic: it is recovered from its log at the
-client's TC_CLIENT_CONNECT there (its open fences a previous owner's log) and stopped when the
-bundle closes here. A coordinator's log and a pending-ack log are not placed by their own
-bundles: they go with their coordinator and their subscription's topic. Ends go to each
-topic's owner (:mod:`.remote_end`); a topic trusts the transaction id of a coordinator that is
-not on its broker, as Pulsar's topics do. Buffer snapshots are in the metadata store then.
+owns the bundle of partition ``N`` of the assign topic (:mod:`.cluster_coordinators`: it is
+recovered when that broker takes the bundle, or adopts it from a dead owner, or at a client's
+TC_CLIENT_CONNECT, and stopped when the bundle closes here). A coordinator's log and a
+pending-ack log are not placed by their own bundles: they go with their coordinator and
+their subscription's topic. Ends go to each topic's owner (:mod:`.remote_end`); a topic
+trusts the transaction id of a coordinator that is not on its broker, as Pulsar's topics do.
+Buffer snapshots are in the metadata store then.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from starquake.broker.topic_api import TopicApi
 from starquake.broker.topic_placement import TopicPlacement
 from starquake.broker.transactions.access import TxnAccess
 from starquake.broker.transactions.buffer import TopicTransactionBuffer
+from starquake.broker.transactions.cluster_coordinators import ASSIGN_TOPIC, ClusterCoordinators
 from starquake.broker.transactions.coordinator import TransactionCoordinator
 from starquake.broker.transactions.durable import Kicker
 from starquake.broker.transactions.errors import (
@@ -61,14 +63,12 @@ from starquake.broker.transactions.pending_ack import (
     pending_ack_topic,
 )
 from starquake.broker.transactions.remote_end import RemoteEnds
-from starquake.cluster.bundles import BundleRef, NamespaceBundles
 from starquake.common.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
 SYSTEM_TENANT = "pulsar"
 SYSTEM_NAMESPACE = "pulsar/system"
-ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 LOG_TOPIC_PREFIX = "persistent://pulsar/system/__transaction_log_"
 STANDALONE_COORDINATORS = 1
 """Partitions of the assign topic Pulsar's standalone creates."""
@@ -134,15 +134,14 @@ class TransactionService:
         self._cluster = False
         """Cluster mode: coordinators follow their partitions, ends go to the owners."""
         self._remote: RemoteEnds | None = None
-        self._loading_tc: dict[int, asyncio.Task[None]] = {}
+        self._placed: ClusterCoordinators | None = None
         self._coordinator_count = 0  # partitions of the assign topic, read at the start
         self._closing: set[asyncio.Task[None]] = set()
 
     async def start(self, cluster: str) -> None:
         """Create the system namespace and assign topic when missing, then (standalone)
         recover every coordinator from its log. In cluster mode a coordinator starts on the
-        broker that owns its partition of the assign topic, at the client's
-        TC_CLIENT_CONNECT (see :meth:`connect_coordinator`)."""
+        broker that owns its partition of the assign topic (see :mod:`.cluster_coordinators`)."""
         if not self.enabled:
             return
         self._cluster = bool(self._context.config.metadata_store_servers)
@@ -150,7 +149,14 @@ class TransactionService:
         self._coordinator_count = count
         if self._cluster:
             self._remote = RemoteEnds(self._owner_url, broker_client_config(self._context.config))
-            self._context.placement.on_bundle_closed.append(self._bundle_closed)
+            self._placed = ClusterCoordinators(
+                self._context.placement,
+                count,
+                self._load_coordinator,
+                self._stop_coordinator,
+                self.coordinators.__contains__,
+            )
+            self._placed.start(self._context.config.starquakeOwnershipLeaseSeconds)
             log.info("transactions on: %d coordinators placed with their partitions", count)
             return
         for tc_id in range(count):
@@ -163,19 +169,13 @@ class TransactionService:
         which fences a previous owner's log."""
         if tc_id in self.coordinators:
             return
-        if not self._cluster:
+        placed = self._placed
+        if placed is None:
             self.coordinator(tc_id)
             return
-        assign = TopicName.parse(ASSIGN_TOPIC)
-        if not 0 <= tc_id < self._context.resources.partitions(assign):
-            raise CoordinatorNotFoundError(f"Transaction coordinator {tc_id} not found")
-        self._context.placement.check_served(assign.partition(tc_id))
-        loading = self._loading_tc.get(tc_id)
-        if loading is None:
-            loading = asyncio.get_running_loop().create_task(self._load_coordinator(tc_id))
-            self._loading_tc[tc_id] = loading
-            loading.add_done_callback(lambda _: self._loading_tc.pop(tc_id, None))
-        await asyncio.shield(loading)
+        placed.check_id(tc_id)
+        self._context.placement.check_served(placed.partition(tc_id))
+        await placed.ensure(tc_id)
 
     async def ready_coordinator(self, tc_id: int) -> TransactionCoordinator:
         """Coordinator ``tc_id``, recovered here first in cluster mode when this broker owns
@@ -206,15 +206,6 @@ class TransactionService:
             replayed,
             len(coordinator.state.txns),
         )
-
-    def _bundle_closed(self, ref: BundleRef, bundles: NamespaceBundles) -> None:
-        """A bundle this broker no longer serves: stop the coordinators of its assign
-        partitions (their logs are unloaded; the next owner fences and recovers them)."""
-        placement = self._context.placement
-        for tc_id in list(self.coordinators):
-            partition = TopicName.parse(ASSIGN_TOPIC).partition(tc_id)
-            if placement.in_bundle(partition, ref, bundles):
-                self._stop_coordinator(tc_id)
 
     def _stop_coordinator(self, tc_id: int) -> None:
         coordinator = self.coordinators.pop(tc_id, None)
@@ -279,6 +270,8 @@ class TransactionService:
 
     async def stop(self) -> None:
         """Stop the coordinators' timers and recovery work."""
+        if self._placed is not None:
+            await self._placed.stop()
         for coordinator in self.coordinators.values():
             await coordinator.close()
         await asyncio.gather(*self._closing, return_exceptions=True)
