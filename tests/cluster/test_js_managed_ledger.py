@@ -309,3 +309,35 @@ def test_cursor_states_are_stored_periodically_without_a_close(
         assert taken.cursors["sub"].backlog() == 2
 
     run(jetstream_node, tmp_path, scenario)
+
+
+def test_flushes_at_once_store_a_new_cursor_once_without_fencing(
+    jetstream_node: JetStreamNode, tmp_path: Path
+) -> None:
+    """Two flushes at once (the broker's periodic store, an unload's, the factory's timer):
+    a cursor moved while the first writes its first version is stored by the second after
+    it, at the version the first got, not as a second "first version" that JetStream refuses
+    (which fenced the managed ledger though no other owner had it)."""
+    name = topic()
+
+    async def scenario(make: Callable[..., Awaitable[JetStreamLedgerFactory]]) -> None:
+        factory = await make()
+        ml = await factory.open(name)
+        positions = [ml.append(f"m{i}".encode()) for i in range(4)]
+        await ml.drain()
+        cursor = ml.open_cursor("sub", "earliest")
+        cursor.mark_delete(positions[0])
+
+        async def move_then_flush() -> None:
+            await asyncio.sleep(0)  # the first flush is writing the cursor's first version
+            cursor.mark_delete(positions[2])
+            await ml.flush_cursors()
+
+        await asyncio.gather(ml.flush_cursors(), move_then_flush())
+        assert not ml.fenced
+        assert cursor.stored_mark_delete == positions[2]
+        await factory.close()
+        taken = await (await make()).open(name)
+        assert taken.cursors["sub"].mark_delete_position == positions[2]
+
+    run(jetstream_node, tmp_path, scenario)

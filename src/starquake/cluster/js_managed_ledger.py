@@ -33,6 +33,7 @@ from starquake.cluster.js_ledgers import (
     LedgerIndex,
     LedgerWriter,
 )
+from starquake.cluster.js_ml_cursors import JsCursorStore
 from starquake.cluster.js_ml_metadata import (
     CompactedInfo,
     ManagedLedgerInfo,
@@ -89,7 +90,7 @@ class JsLedgerHost(Protocol):
     def ledger_closed(self, ml: JetStreamManagedLedger) -> None: ...
 
 
-class JetStreamManagedLedger(JsLedgerReads):
+class JetStreamManagedLedger(JsCursorStore, JsLedgerReads):
     """A managed ledger whose ledgers are JetStream subjects; open it with
     :meth:`JetStreamLedgerFactory.open`."""
 
@@ -133,8 +134,8 @@ class JetStreamManagedLedger(JsLedgerReads):
         self._cursors: dict[str, ManagedCursorImpl] = {}
         self._deleting: list[ManagedCursorImpl] = []
         self._cursor_dirty: dict[str, ManagedCursorImpl | None] = {}
+        self._flushing = asyncio.Lock()
         self.cursor_versions: dict[str, int] = {}
-        """Version of each durable cursor's stored state."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -462,36 +463,6 @@ class JetStreamManagedLedger(JsLedgerReads):
 
     def cursor_key(self, name: str) -> str:
         return cursor_path(self.name, name)
-
-    def _store_later(self, key: str, cursor: ManagedCursorImpl | None) -> None:
-        self._cursor_dirty[key] = cursor
-
-    async def flush_cursors(self) -> None:
-        """Store the durable cursors changed since the last flush, each a compare-and-set
-        at the version this owner holds; a version changed by another owner fences this one."""
-        dirty, self._cursor_dirty = self._cursor_dirty, {}
-        for key, cursor in dirty.items():
-            try:
-                await self._store_cursor(key, cursor)
-            except BadVersionError as exc:
-                self.fence(LedgerFencedError(f"{self.name}: cursor stored by another owner: {exc}"))
-                return
-            except StorageError as exc:
-                log.warning("managed ledger %s: cannot store cursor %s: %s", self.name, key, exc)
-                self._cursor_dirty.setdefault(key, cursor)
-
-    async def _store_cursor(self, key: str, cursor: ManagedCursorImpl | None) -> None:
-        version = self.cursor_versions.get(key)
-        if cursor is None:
-            if version is not None:
-                await self._metadata.delete(key, expected_version=version)
-                del self.cursor_versions[key]
-            return
-        mark = cursor.mark_delete_position
-        self.cursor_versions[key] = await self._metadata.put(
-            key, cursor.serialize(), expected_version=version or 0
-        )
-        cursor.stored_mark_delete = mark
 
     def __repr__(self) -> str:
         return f"JetStreamManagedLedger({self.name!r}, last_confirmed={self._lc})"
