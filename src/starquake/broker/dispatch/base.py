@@ -144,6 +144,8 @@ class Dispatcher:
         self.acks = 0
         """Counts acknowledgments: entries read before one may be acknowledged by now."""
         self.closed = False
+        self.messages_per_entry = 1.0
+        """Messages per entry of the last read: how many entries the permits can take."""
 
     # --- consumers ----------------------------------------------------------------------------
 
@@ -316,6 +318,21 @@ class Dispatcher:
         self.closed = True
 
     # --- helpers -----------------------------------------------------------------------------
+
+    def entries_to_read(self, permits: int) -> int:
+        """How many entries to read for ``permits`` messages: as many as the permits can take
+        at the messages per entry of the last read (Pulsar's precise dispatcher flow control),
+        at most ``max_read_batch``. Reading more would only put the rest back: on a backlog
+        that is not in the entry cache they would be read from the files again, one round
+        after another."""
+        per_entry = self.messages_per_entry
+        wanted = permits if per_entry <= 1.0 else -int(-permits // per_entry)
+        return max(1, min(wanted, self.max_read_batch))
+
+    def note_read(self, entries: int, messages: int) -> None:
+        """A read brought ``entries`` entries holding ``messages`` messages."""
+        if entries:
+            self.messages_per_entry = messages / entries
 
     def info(self, entry: Entry) -> EntryInfo:
         """What the broker needs to know of a stored entry (cached per topic)."""

@@ -1,0 +1,80 @@
+"""A stored backlog whose entries change size (large batches, then single messages, then batches
+again) reaches the consumers whole, whatever the subscription type: the dispatchers read as many
+entries as the permits can take at the last read's messages per entry, so these tests cover the
+estimate going wrong both ways (too few entries after batches, too many after single messages).
+The backlog is produced while no consumer is connected, so it is read from the ledger files."""
+
+from __future__ import annotations
+
+import time
+
+import pulsar
+import pytest
+
+BATCH = 150
+
+
+def _produce_backlog(client: pulsar.Client, topic: str) -> list[bytes]:
+    """Batches of ``BATCH`` messages and runs of single messages, alternating; returns the
+    payloads in log order."""
+    batched = client.create_producer(
+        topic,
+        batching_enabled=True,
+        batching_max_messages=BATCH,
+        batching_max_publish_delay_ms=60_000,
+    )
+    single = client.create_producer(topic, batching_enabled=False)
+    payloads: list[bytes] = []
+    for run in range(3):
+        for i in range(2 * BATCH):  # two full batches
+            payload = f"b{run}-{i}".encode()
+            batched.send_async(payload, None)
+            payloads.append(payload)
+        batched.flush()
+        for i in range(40):
+            payload = f"s{run}-{i}".encode()
+            single.send(payload)
+            payloads.append(payload)
+    batched.close()
+    single.close()
+    return payloads
+
+
+@pytest.mark.parametrize(
+    "sub_type",
+    [
+        pulsar.ConsumerType.Exclusive,
+        pulsar.ConsumerType.Failover,
+        pulsar.ConsumerType.Shared,
+        pulsar.ConsumerType.KeyShared,
+    ],
+)
+def test_backlog_of_changing_entry_sizes_is_delivered_whole(
+    client: pulsar.Client, topic: str, sub_type: pulsar.ConsumerType
+) -> None:
+    def subscribe() -> pulsar.Consumer:
+        return client.subscribe(
+            topic,
+            "backlog",
+            consumer_type=sub_type,
+            initial_position=pulsar.InitialPosition.Earliest,
+            receiver_queue_size=7,
+        )
+
+    subscribe().close()
+    payloads = _produce_backlog(client, topic)
+    consumer = subscribe()
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(payloads) and time.monotonic() < deadline:
+        try:
+            msg = consumer.receive(timeout_millis=200)
+        except pulsar.Timeout:
+            continue
+        got.append(msg.data())
+        consumer.acknowledge(msg)
+    consumer.close()
+    if sub_type in (pulsar.ConsumerType.Exclusive, pulsar.ConsumerType.Failover):
+        assert got == payloads
+    else:
+        assert sorted(got) == sorted(payloads)
