@@ -92,9 +92,10 @@ class DispatchedSubscription(Protocol):
         """Tell the consumers once a terminated topic is consumed to its end."""
 
     def read_entries(
-        self, max_entries: int, *, compacted: bool = False
+        self, max_entries: int, *, compacted: bool = False, max_bytes: int | None = None
     ) -> Coroutine[Any, Any, list[Entry]]:
-        """Read the next entries at the cursor (the compacted view's with ``compacted``)."""
+        """Read the next entries at the cursor (the compacted view's with ``compacted``), at
+        most ``max_bytes`` of them (at least one entry)."""
 
     def read_back(self, entry: Entry) -> None:
         """Put ``entry``, read but not sent, back before the next read."""
@@ -118,6 +119,8 @@ class Dispatcher:
         self.max_read_batch = max_read_batch
         topic = subscription.topic
         config = topic.service.config
+        self.max_read_bytes: int = config.dispatcherMaxReadSizeBytes
+        """Bytes of entries read per round at most (beyond them by one entry at most)."""
         # the applied policies (topic, namespace, broker); refreshed when a policy changes
         self.max_unacked_per_consumer = applied_policies.max_unacked_per_consumer(
             topic.service, topic.name

@@ -203,7 +203,9 @@ class SharedDispatcher(Dispatcher):
                     continue
             if len(self.to_redeliver) >= MAX_REPLAY_BEFORE_PAUSE:
                 break
-            entries = await self.subscription.read_entries(self.entries_to_read(permits))
+            entries = await self.subscription.read_entries(
+                self.entries_to_read(permits), max_bytes=self.max_read_bytes
+            )
             if self.closed:
                 return
             if acks != self.acks:
