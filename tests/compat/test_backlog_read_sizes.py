@@ -7,9 +7,13 @@ The backlog is produced while no consumer is connected, so it is read from the l
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pulsar
 import pytest
+from official_client import official_client
+
+from starquake.broker.embedded import EmbeddedBroker
 
 BATCH = 150
 
@@ -40,18 +44,11 @@ def _produce_backlog(client: pulsar.Client, topic: str) -> list[bytes]:
     return payloads
 
 
-@pytest.mark.parametrize(
-    "sub_type",
-    [
-        pulsar.ConsumerType.Exclusive,
-        pulsar.ConsumerType.Failover,
-        pulsar.ConsumerType.Shared,
-        pulsar.ConsumerType.KeyShared,
-    ],
-)
-def test_backlog_of_changing_entry_sizes_is_delivered_whole(
+def _consume_backlog(
     client: pulsar.Client, topic: str, sub_type: pulsar.ConsumerType
-) -> None:
+) -> tuple[list[bytes], list[bytes]]:
+    """Produce the backlog with no consumer connected, then receive it: (sent, received)."""
+
     def subscribe() -> pulsar.Consumer:
         return client.subscribe(
             topic,
@@ -74,7 +71,39 @@ def test_backlog_of_changing_entry_sizes_is_delivered_whole(
         got.append(msg.data())
         consumer.acknowledge(msg)
     consumer.close()
-    if sub_type in (pulsar.ConsumerType.Exclusive, pulsar.ConsumerType.Failover):
-        assert got == payloads
-    else:
-        assert sorted(got) == sorted(payloads)
+    return payloads, got
+
+
+ALL_TYPES = [
+    pulsar.ConsumerType.Exclusive,
+    pulsar.ConsumerType.Failover,
+    pulsar.ConsumerType.Shared,
+    pulsar.ConsumerType.KeyShared,
+]
+ORDERED = (pulsar.ConsumerType.Exclusive, pulsar.ConsumerType.Failover)
+
+
+@pytest.mark.parametrize("sub_type", ALL_TYPES)
+def test_backlog_of_changing_entry_sizes_is_delivered_whole(
+    client: pulsar.Client, topic: str, sub_type: pulsar.ConsumerType
+) -> None:
+    sent, got = _consume_backlog(client, topic, sub_type)
+    assert (got if sub_type in ORDERED else sorted(got)) == (
+        sent if sub_type in ORDERED else sorted(sent)
+    )
+
+
+@pytest.mark.parametrize("sub_type", ALL_TYPES)
+def test_one_entry_per_read_under_a_one_byte_read_size(
+    tmp_path: Path, topic: str, sub_type: pulsar.ConsumerType
+) -> None:
+    # dispatcherMaxReadSizeBytes=1: every read returns its first entry only
+    with EmbeddedBroker(tmp_path / "data", dispatcherMaxReadSizeBytes=1) as broker:
+        client = official_client(broker, pulsar.LoggerLevel.Warn)
+        try:
+            sent, got = _consume_backlog(client, topic, sub_type)
+        finally:
+            client.close()
+    assert (got if sub_type in ORDERED else sorted(got)) == (
+        sent if sub_type in ORDERED else sorted(sent)
+    )
