@@ -7,6 +7,7 @@ The backlog is produced while no consumer is connected, so it is read from the l
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pulsar
@@ -107,3 +108,48 @@ def test_one_entry_per_read_under_a_one_byte_read_size(
     assert (got if sub_type in ORDERED else sorted(got)) == (
         sent if sub_type in ORDERED else sorted(sent)
     )
+
+
+def test_a_long_run_of_delayed_messages_after_batches_does_not_hold_back_the_rest(
+    client: pulsar.Client, topic: str
+) -> None:
+    # after a batch the dispatcher reads one entry per few permits; a run of delayed messages
+    # (none of them dispatchable) must not use up its passes before the messages after it
+    def subscribe() -> pulsar.Consumer:
+        return client.subscribe(
+            topic,
+            "delayed",
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=pulsar.InitialPosition.Earliest,
+            receiver_queue_size=10,
+        )
+
+    subscribe().close()
+    batched = client.create_producer(
+        topic,
+        batching_enabled=True,
+        batching_max_messages=BATCH,
+        batching_max_publish_delay_ms=60_000,
+    )
+    sent = [f"b{i}".encode() for i in range(BATCH)]
+    for payload in sent:
+        batched.send_async(payload, None)
+    batched.flush()
+    single = client.create_producer(topic, batching_enabled=False)
+    for i in range(200):
+        single.send(f"later{i}".encode(), deliver_after=timedelta(hours=1))
+    tail = [f"t{i}".encode() for i in range(5)]
+    for payload in tail:
+        single.send(payload)
+    consumer = subscribe()
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while len(got) < len(sent) + len(tail) and time.monotonic() < deadline:
+        try:
+            msg = consumer.receive(timeout_millis=200)
+        except pulsar.Timeout:
+            continue
+        got.append(msg.data())
+        consumer.acknowledge(msg)
+    consumer.close()
+    assert sorted(got) == sorted(sent + tail)

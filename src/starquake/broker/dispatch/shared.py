@@ -211,7 +211,10 @@ class SharedDispatcher(Dispatcher):
             if acks != self.acks:
                 self.recount()
             batch = self._new(entries)
-            self.note_read(len(batch), sum(info.num_messages for _, info in batch))
+            if batch:
+                self.note_read(len(batch), sum(info.num_messages for _, info in batch))
+            elif entries:  # all of them delayed: look as far ahead as the permits again
+                self.messages_per_entry = 1.0
             if not batch:
                 if cursor.has_more_entries() and not self.subscription.held():
                     continue
