@@ -324,10 +324,10 @@ class Dispatcher:
 
     def entries_to_read(self, permits: int) -> int:
         """How many entries to read for ``permits`` messages: as many as the permits can take
-        at the messages per entry of the last read (Pulsar's precise dispatcher flow control),
-        at most ``max_read_batch``. Reading more would only put the rest back: on a backlog
-        that is not in the entry cache they would be read from the files again, one round
-        after another."""
+        at the messages per entry of the last read, at most ``max_read_batch`` (the estimate
+        of Pulsar's ``preciseDispatcherFlowControl``, always on here). What is sent does not
+        change: entries read past the permits were put back unsent, and on a backlog that is
+        not in the entry cache they were read from the files again, round after round."""
         per_entry = self.messages_per_entry
         wanted = permits if per_entry <= 1.0 else -int(-permits // per_entry)
         return max(1, min(wanted, self.max_read_batch))
