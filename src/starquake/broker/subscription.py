@@ -294,12 +294,13 @@ class Subscription:
         """Up to ``max_entries`` entries to dispatch: through the topic's compacted view for a
         ``read_compacted`` consumer, from the cursor otherwise (the read itself is returned,
         to be awaited: no coroutine of its own on the hot path); see :meth:`read_live`.
-        ``max_bytes`` bounds the cursor's reads (at least one entry each)."""
+        ``max_bytes`` bounds the cursor's reads (at least one entry each; the compacted
+        entries themselves are not bounded)."""
         if not compacted:
             return self.read_live(max_entries, max_bytes)
         if self._compacted_reads is None:
             self._compacted_reads = CompactedReads(self, self.start_position)
-        return self._compacted_reads.read(max_entries)
+        return self._compacted_reads.read(max_entries, max_bytes)
 
     def read_live(
         self, max_entries: int, max_bytes: int | None = None
