@@ -147,8 +147,9 @@ class Dispatcher:
         self.acks = 0
         """Counts acknowledgments: entries read before one may be acknowledged by now."""
         self.closed = False
-        self.messages_per_entry = 1.0
-        """Messages per entry of the last read: how many entries the permits can take."""
+        self.messages_per_entry: float | None = None
+        """Messages per entry of the last read: how many entries the permits can take (None:
+        nothing read yet)."""
 
     # --- consumers ----------------------------------------------------------------------------
 
@@ -327,8 +328,11 @@ class Dispatcher:
         at the messages per entry of the last read, at most ``max_read_batch`` (the estimate
         of Pulsar's ``preciseDispatcherFlowControl``, always on here). What is sent does not
         change: entries read past the permits were put back unsent, and on a backlog that is
-        not in the entry cache they were read from the files again, round after round."""
+        not in the entry cache they were read from the files again, round after round.
+        Before the first read one entry tells how large they are (the pass reads on)."""
         per_entry = self.messages_per_entry
+        if per_entry is None:
+            return 1
         wanted = permits if per_entry <= 1.0 else -int(-permits // per_entry)
         return max(1, min(wanted, self.max_read_batch))
 
