@@ -83,9 +83,10 @@ def test_append_commit_reopen_round_trip(
     st.sampled_from(["truncate", "corrupt"]),
     st.floats(0, 1, exclude_max=True),
     st.integers(1, 255),
+    st.integers(1, 60),
 )
 def test_damaged_last_ledger_recovers_prefix(
-    datas: list[bytes], per_ledger: int, mode: str, where: float, xor: int
+    datas: list[bytes], per_ledger: int, mode: str, where: float, xor: int, budget: int
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = Env(Path(tmp), max_entries_per_ledger=per_ledger, min_rollover_seconds=0)
@@ -125,6 +126,14 @@ def test_damaged_last_ledger_recovers_prefix(
 
         ml = env.start().open(NAME)
         assert ml.read_entries_now(EARLIEST, 1000) == expected
+        # reads bounded by bytes, round after round, across the ledgers and the cut tail
+        rounds: list[Entry] = []
+        start = ml.normalize(EARLIEST)
+        while batch := ml.read_entries_now(start, 4, max_bytes=budget):
+            assert sum(len(e.data) for e in batch[:-1]) <= budget
+            rounds.extend(batch)
+            start = ml.next_position(batch[-1].position)
+        assert rounds == expected
         if expected:
             assert ml.last_confirmed == expected[-1].position
         new = ml.append(b"after recovery")

@@ -122,6 +122,9 @@ class BrokerConfig:
     is refused with 406). 0, as in Pulsar: no limit of its own (still :data:`MAX_PARTITIONS`)."""
     allowAutoSubscriptionCreation: bool = True
     dispatcherMaxReadBatchSize: int = 100
+    dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024
+    """Bytes of entries a dispatcher reads at most per round (beyond them by one entry at most:
+    a read returns at least one entry)."""
     dispatcherReadFailureBackoffInitialTimeInMs: int = 15000
     """Wait after a failed dispatcher read, doubled per failure up to the max below."""
     dispatcherReadFailureBackoffMaxTimeInMs: int = 60000

@@ -38,6 +38,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "defaultNumberOfNamespaceBundles": (1, 128),  # MAX_BUNDLES
     "maxNumPartitionsPerPartitionedTopic": (0, MAX_PARTITIONS),
     "dispatcherMaxReadBatchSize": (1, _INT),
+    "dispatcherMaxReadSizeBytes": (1, _INT),
     "dispatcherReadFailureBackoffInitialTimeInMs": (1, 3_600_000),
     "dispatcherReadFailureBackoffMaxTimeInMs": (1, 3_600_000),
     "subscriptionKeySharedConsistentHashingReplicaPoints": (1, _INT),

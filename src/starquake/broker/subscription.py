@@ -289,28 +289,32 @@ class Subscription:
     # --- reading ------------------------------------------------------------------------------
 
     def read_entries(
-        self, max_entries: int, *, compacted: bool = False
+        self, max_entries: int, *, compacted: bool = False, max_bytes: int | None = None
     ) -> Coroutine[Any, Any, list[Entry]]:
         """Up to ``max_entries`` entries to dispatch: through the topic's compacted view for a
         ``read_compacted`` consumer, from the cursor otherwise (the read itself is returned,
-        to be awaited: no coroutine of its own on the hot path); see :meth:`read_live`."""
+        to be awaited: no coroutine of its own on the hot path); see :meth:`read_live`.
+        ``max_bytes`` bounds the cursor's reads (at least one entry each; the compacted
+        entries themselves are not bounded)."""
         if not compacted:
-            return self.read_live(max_entries)
+            return self.read_live(max_entries, max_bytes)
         if self._compacted_reads is None:
             self._compacted_reads = CompactedReads(self, self.start_position)
-        return self._compacted_reads.read(max_entries)
+        return self._compacted_reads.read(max_entries, max_bytes)
 
-    def read_live(self, max_entries: int) -> Coroutine[Any, Any, list[Entry]]:
+    def read_live(
+        self, max_entries: int, max_bytes: int | None = None
+    ) -> Coroutine[Any, Any, list[Entry]]:
         """The next entries at the cursor; with transactions on, what the topic's transaction
         buffer hides is left out, and reads stop at its max read position; messages that open
         transactions acknowledged here (pending acks) are passed over."""
         buffer = self.topic.txn
         pending = self.pending_ack
         if pending is not None and pending.state:
-            return read_unheld(self.cursor, buffer, pending.state, max_entries)
+            return read_unheld(self.cursor, buffer, pending.state, max_entries, max_bytes)
         if buffer is not None and (buffer.open or buffer.hidden):
-            return read_visible(self.cursor, buffer, max_entries)
-        return self.cursor.read_entries(max_entries)
+            return read_visible(self.cursor, buffer, max_entries, max_bytes)
+        return self.cursor.read_entries(max_entries, max_bytes)
 
     def held(self) -> bool:
         """Whether reading waits at the max read position of the topic's transactions."""

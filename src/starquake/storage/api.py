@@ -108,9 +108,11 @@ class ManagedCursor(Protocol):
         """True once :meth:`close` was called."""
         ...
 
-    async def read_entries(self, max_entries: int) -> list[Entry]:
+    async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
         """Up to ``max_entries`` unacknowledged visible entries from the read position, in
-        order; advances the read position past them (see Reads).
+        order; advances the read position past them (see Reads). With ``max_bytes`` the read
+        stops once its entries' data reach that many bytes (at least one entry is returned;
+        the last may go past the limit).
 
         One read at a time per cursor (:class:`StorageError` otherwise). A read during which
         the read position was moved (:meth:`rewind`, :meth:`seek`, :meth:`reset`) or the

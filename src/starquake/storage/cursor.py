@@ -196,8 +196,10 @@ class ManagedCursorImpl:
 
     # ------------------------------------------------------------------ reading
 
-    async def read_entries(self, max_entries: int) -> list[Entry]:
-        """Up to ``max_entries`` unacknowledged entries from the read position.
+    async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+        """Up to ``max_entries`` unacknowledged entries from the read position, and with
+        ``max_bytes`` until their data reach that many bytes (at least one entry; the last may
+        go past the limit).
 
         Stops at the ledger's last confirmed entry; advances the read position past what was
         returned (and past acknowledged entries skipped on the way). Entries the ledger has at
@@ -213,6 +215,7 @@ class ManagedCursorImpl:
         lc = ml.last_confirmed
         moves = self._moves
         p = self._rp
+        left = max_bytes
         while len(out) < max_entries:
             p = self._skip_acked(p)
             if p > lc:
@@ -222,9 +225,9 @@ class ManagedCursorImpl:
             nxt = acked.next_range_after(p) if acked else None
             if nxt is not None and nxt[0] == p[0]:
                 want = min(want, nxt[1] - p[1])
-            batch = ml.try_read_entries(p, want)
+            batch = ml.try_read_entries(p, want, left)
             if batch is None:  # the ledger must wait for them
-                waited = await self._read_waiting(p, want, moves)
+                waited = await self._read_waiting(p, want, moves, left)
                 if waited is None:
                     return []  # the cursor was moved or closed meanwhile
                 lc = ml.last_confirmed
@@ -240,19 +243,23 @@ class ManagedCursorImpl:
                 break
             out.extend(batch)
             p = ml.next_position(batch[-1].position)
+            if left is not None:
+                left -= sum([len(entry.data) for entry in batch])
+                if left <= 0:
+                    break
         if p <= self._md:
             p = ml.next_position(self._md)
         self._rp = p
         return out
 
     async def _read_waiting(
-        self, p: Position, want: int, moves: int
+        self, p: Position, want: int, moves: int, max_bytes: int | None
     ) -> tuple[list[Entry], bool] | None:
         """The ledger's awaited read at ``p``: (entries still unacknowledged, whether any
         were read), or None if the cursor was moved or closed while it waited."""
         self._reading = True
         try:
-            batch = await self._ml.read_entries(p, want)
+            batch = await self._ml.read_entries(p, want, max_bytes)
         finally:
             self._reading = False
         if self._moves != moves or self._closed:

@@ -65,8 +65,11 @@ class CompactedSubscription(Protocol):
     def dispatcher(self) -> DispatcherApi | None:
         """The subscription's dispatcher (None before any consumer)."""
 
-    def read_live(self, max_entries: int) -> Coroutine[Any, Any, list[Entry]]:
-        """The next entries of the live log at the cursor (what transactions hide left out)."""
+    def read_live(
+        self, max_entries: int, max_bytes: int | None = None
+    ) -> Coroutine[Any, Any, list[Entry]]:
+        """The next entries of the live log at the cursor (what transactions hide left out),
+        within ``max_bytes`` (at least one)."""
 
 
 async def last_compacted_message(topic: CompactedTopic) -> LastMessage:
@@ -115,16 +118,17 @@ class CompactedReads:
         cursor = self._subscription.cursor
         return position > cursor.mark_delete_position and cursor.is_acked(position)
 
-    async def read(self, max_entries: int) -> list[Entry]:
-        """Up to ``max_entries`` entries: compacted ones first, then the live log's."""
+    async def read(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+        """Up to ``max_entries`` entries: compacted ones first, then the live log's (those
+        within ``max_bytes``, at least one)."""
         cursor = self._subscription.cursor
         view = self._subscription.topic.compaction.view
         if view is None:
             self.position = None
-            return await self._subscription.read_live(max_entries)
+            return await self._subscription.read_live(max_entries, max_bytes)
         if self.position is None:
             if cursor.read_position > view.horizon:
-                return await self._subscription.read_live(max_entries)
+                return await self._subscription.read_live(max_entries, max_bytes)
             self.position = cursor.read_position  # a compaction passed the read position
         epoch = self._epoch
         try:
@@ -150,7 +154,7 @@ class CompactedReads:
         cursor.seek((horizon.ledger_id, horizon.entry_id + 1))
         if entries:
             return entries
-        return await self._subscription.read_live(max_entries)
+        return await self._subscription.read_live(max_entries, max_bytes)
 
     def read_back(self, entry: Entry) -> None:
         """``entry`` was read but not dispatched: it is the next one to read."""

@@ -92,9 +92,10 @@ class DispatchedSubscription(Protocol):
         """Tell the consumers once a terminated topic is consumed to its end."""
 
     def read_entries(
-        self, max_entries: int, *, compacted: bool = False
+        self, max_entries: int, *, compacted: bool = False, max_bytes: int | None = None
     ) -> Coroutine[Any, Any, list[Entry]]:
-        """Read the next entries at the cursor (the compacted view's with ``compacted``)."""
+        """Read the next entries at the cursor (the compacted view's with ``compacted``), at
+        most ``max_bytes`` of them (at least one entry)."""
 
     def read_back(self, entry: Entry) -> None:
         """Put ``entry``, read but not sent, back before the next read."""
@@ -118,6 +119,8 @@ class Dispatcher:
         self.max_read_batch = max_read_batch
         topic = subscription.topic
         config = topic.service.config
+        self.max_read_bytes: int = config.dispatcherMaxReadSizeBytes
+        """Bytes of entries read per round at most (beyond them by one entry at most)."""
         # the applied policies (topic, namespace, broker); refreshed when a policy changes
         self.max_unacked_per_consumer = applied_policies.max_unacked_per_consumer(
             topic.service, topic.name
@@ -144,6 +147,9 @@ class Dispatcher:
         self.acks = 0
         """Counts acknowledgments: entries read before one may be acknowledged by now."""
         self.closed = False
+        self.messages_per_entry: float | None = None
+        """Messages per entry of the last read: how many entries the permits can take (None:
+        nothing read yet)."""
 
     # --- consumers ----------------------------------------------------------------------------
 
@@ -316,6 +322,24 @@ class Dispatcher:
         self.closed = True
 
     # --- helpers -----------------------------------------------------------------------------
+
+    def entries_to_read(self, permits: int) -> int:
+        """How many entries to read for ``permits`` messages: as many as the permits can take
+        at the messages per entry of the last read, at most ``max_read_batch`` (the estimate
+        of Pulsar's ``preciseDispatcherFlowControl``, always on here). What is sent does not
+        change: entries read past the permits were put back unsent, and on a backlog that is
+        not in the entry cache they were read from the files again, round after round.
+        Before the first read one entry tells how large they are (the pass reads on)."""
+        per_entry = self.messages_per_entry
+        if per_entry is None:
+            return 1
+        wanted = permits if per_entry <= 1.0 else -int(-permits // per_entry)
+        return max(1, min(wanted, self.max_read_batch))
+
+    def note_read(self, entries: int, messages: int) -> None:
+        """A read brought ``entries`` entries holding ``messages`` messages."""
+        if entries:
+            self.messages_per_entry = messages / entries
 
     def info(self, entry: Entry) -> EntryInfo:
         """What the broker needs to know of a stored entry (cached per topic)."""

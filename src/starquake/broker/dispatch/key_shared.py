@@ -115,6 +115,12 @@ class KeySharedDispatcher(SharedDispatcher):
 
     # --- replay bookkeeping ---------------------------------------------------------------------
 
+    def entries_to_read(self, permits: int) -> int:
+        """As many entries as messages the permits allow, up to ``max_read_batch``: the
+        entries of keys whose consumers are full wait in the replay set while the others go,
+        so a read looks ahead as far as the permits of all the consumers."""
+        return max(1, min(permits, self.max_read_batch))
+
     def _hash(self, info: EntryInfo) -> int:
         key = info.sticky_key
         value = self._hash_memo.get(key)

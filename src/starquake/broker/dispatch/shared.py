@@ -190,7 +190,8 @@ class SharedDispatcher(Dispatcher):
             receivers = [c for c in self.consumers if self.can_receive(c)]
             if not receivers:
                 break
-            limit = min(sum(c.permits for c in receivers), self.max_read_batch)
+            permits = sum(c.permits for c in receivers)
+            limit = min(permits, self.max_read_batch)
             acks = self.acks
             if self.to_redeliver:
                 replay = await self._read_replay(limit)
@@ -202,12 +203,18 @@ class SharedDispatcher(Dispatcher):
                     continue
             if len(self.to_redeliver) >= MAX_REPLAY_BEFORE_PAUSE:
                 break
-            entries = await self.subscription.read_entries(limit)
+            entries = await self.subscription.read_entries(
+                self.entries_to_read(permits), max_bytes=self.max_read_bytes
+            )
             if self.closed:
                 return
             if acks != self.acks:
                 self.recount()
             batch = self._new(entries)
+            if batch:
+                self.note_read(len(batch), sum(info.num_messages for _, info in batch))
+            elif entries:  # all of them delayed: look as far ahead as the permits again
+                self.messages_per_entry = 1.0
             if not batch:
                 if cursor.has_more_entries() and not self.subscription.held():
                     continue

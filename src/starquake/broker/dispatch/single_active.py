@@ -87,7 +87,9 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             if consumer is None or not self.can_receive(consumer):
                 return
             entries = await subscription.read_entries(
-                min(consumer.permits, self.max_read_batch), compacted=consumer.read_compacted
+                self.entries_to_read(consumer.permits),
+                compacted=consumer.read_compacted,
+                max_bytes=self.max_read_bytes,
             )
             # A change of the active consumer rewinds the cursor, which empties a read that
             # was waiting; a closed dispatcher's subscription rewinds or goes away.
@@ -102,6 +104,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
                 info = self.info(entry)
                 budget -= info.num_messages
                 batch.append(self.prepared(entry, info))
+            self.note_read(len(batch), consumer.permits - budget)
             self.send(consumer, batch)
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:

@@ -284,12 +284,15 @@ class TopicTransactionBuffer:
 
 
 async def read_visible(
-    cursor: ManagedCursor, buffer: TopicTransactionBuffer, max_entries: int
+    cursor: ManagedCursor,
+    buffer: TopicTransactionBuffer,
+    max_entries: int,
+    max_bytes: int | None = None,
 ) -> list[Entry]:
     """The next entries a subscription may dispatch: up to the max read position, without
     aborted messages and markers (acknowledged on ``cursor`` as they are passed)."""
     while True:
-        entries = await cursor.read_entries(max_entries)
+        entries = await cursor.read_entries(max_entries, max_bytes)
         if not entries:
             return entries
         limit = buffer.max_read
@@ -322,16 +325,20 @@ class Held(Protocol):
 
 
 async def read_unheld(
-    cursor: ManagedCursor, buffer: TopicTransactionBuffer | None, held: Held, max_entries: int
+    cursor: ManagedCursor,
+    buffer: TopicTransactionBuffer | None,
+    held: Held,
+    max_entries: int,
+    max_bytes: int | None = None,
 ) -> list[Entry]:
     """As :func:`read_visible` (or the cursor's read without a buffer), without the entries
     that open transactions acknowledged on the subscription: they are passed, not
     acknowledged, and delivered again if their transaction aborts."""
     while True:
         if buffer is not None and (buffer.open or buffer.hidden):
-            entries = await read_visible(cursor, buffer, max_entries)
+            entries = await read_visible(cursor, buffer, max_entries, max_bytes)
         else:
-            entries = await cursor.read_entries(max_entries)
+            entries = await cursor.read_entries(max_entries, max_bytes)
         kept = [entry for entry in entries if not held.holds(entry.position)]
         if kept or not entries or not cursor.has_more_entries():
             return kept
