@@ -1,7 +1,9 @@
 """Exactly-once writes through Pulsar transactions (``exactlyOnceMode=transaction``) with real
 Spark, to a broker with transactions on and deduplication off: a batch write run twice, a
-streaming query, the query's process killed (kill -9) at a few points and restarted on its
-checkpoint, and the broker killed under it. Each source row is in the sink once."""
+streaming query, and the broker killed (kill -9) under it, then the query's process killed
+too and restarted on its checkpoint. Each source row is in the sink once. Kill points of the
+query's process alone are bench/spark_kill_campaign.py --transaction's, and the driver's
+commit interrupted between any two of its steps is test_spark_txn_commit.py's."""
 
 from __future__ import annotations
 
@@ -74,27 +76,6 @@ def test_a_streaming_query_writes_each_row_once(
     assert len(counts) == 1200
     assert [v for v, n in counts.items() if n > 1] == []
     assert len([p for p in query.recentProgress if p["numInputRows"]]) == 3  # 500, 500, 200
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_killed_pipeline_restarted_on_its_checkpoint_writes_each_message_once(
-    txn_broker: SparkBroker, new_topic: str, workdir: Path
-) -> None:
-    # 2.5 s after the first rows: inside a micro-batch, not at its commit (kills right at
-    # the first rows, and at random points, are bench/spark_kill_campaign.py --transaction's)
-    name = new_topic.rsplit("/", 1)[1]
-    outcome = run_kill_point(
-        txn_broker,
-        workdir,
-        name,
-        kill_broker=False,
-        keyed=True,
-        delay=2.5,
-        total=SUITE_TOTAL,
-        transaction=True,
-    )
-    assert (outcome.lost, outcome.duplicated) == (0, 0), outcome
 
 
 @pytest.mark.slow
