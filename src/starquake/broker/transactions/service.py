@@ -217,7 +217,7 @@ class TransactionService:
         loaded = self._context.loaded_topic(TopicName.parse(f"{LOG_TOPIC_PREFIX}{tc_id}"))
         if isinstance(loaded, PersistentTopic):
             self._context.unload_topic(loaded)
-        log.info("transaction coordinator %d stopped: its partition moved", tc_id)
+        log.info("transaction coordinator %d stopped here: its bundle or its log was closed", tc_id)
 
     def topic_unloaded(self, topic: PersistentTopic) -> None:
         """``topic`` was unloaded: its pending-ack logs go with it (in a cluster another
