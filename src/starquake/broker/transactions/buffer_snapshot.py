@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from starquake.storage import ManagedLedger, Position, StorageError
+from starquake.storage.segment import fsync_dir, write_file
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +110,9 @@ def store_of(ledger: ManagedLedger) -> SnapshotStore:
 def _write_file(directory: Path, data: bytes) -> None:
     path = directory / SNAPSHOT_FILE
     temporary = path.with_suffix(".tmp")
-    with open(temporary, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
+    write_file(temporary, data)
     os.replace(temporary, path)
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    fsync_dir(directory)
 
 
 # --- the form ---------------------------------------------------------------------------------
