@@ -1,8 +1,7 @@
 """The descriptors of a factory's ledger files: write descriptors of the current ledgers,
-bounded (the least recently written idle ones are closed and opened again by the commit
-of their next appends, so that many managed ledgers do not use up the process's
-descriptors), and a small
-cache of read-only descriptors of the other ledgers. LOOP side only."""
+bounded (the least recently written idle ones are closed and opened again by the commit of
+their next appends, so that many managed ledgers do not use up the process's descriptors),
+and a small cache of read-only descriptors of the other ledgers. LOOP side only."""
 
 from __future__ import annotations
 
