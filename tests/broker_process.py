@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
+from admin_http import admin_json
 from parent_watch import dies_with_parent
 
 # our own generator: a library must not draw from (or disturb) the global one
@@ -279,3 +280,13 @@ def running(brokers: list[BrokerProcess], timeout: float = 60) -> Iterator[list[
     finally:
         for broker in brokers:
             broker.cleanup()
+
+
+def owner_of(brokers: list[BrokerProcess], topic: str) -> BrokerProcess:
+    """The broker of ``brokers`` that owns ``topic`` (an admin lookup through the first)."""
+    status, body = admin_json(brokers[0], "GET", f"/lookup/v2/topic/{topic.replace('://', '/')}")
+    assert status == 200, (status, body)
+    for broker in brokers:
+        if body["brokerUrl"] == broker.url:
+            return broker
+    raise AssertionError(f"no broker of {body}")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pulsar
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill, process_client, running
+from broker_process import BrokerProcess, close_after_kill, owner_of, process_client, running
 from compaction_helpers import admin_path, compact, keyed_data, pairs, read_count, send_all
 from polling import wait_for
 
@@ -41,12 +41,6 @@ def _brokers(base: Path, node: JetStreamNode) -> Iterator[list[BrokerProcess]]:
     ]
     with running(brokers):
         yield brokers
-
-
-def _owner(brokers: list[BrokerProcess], topic: str) -> BrokerProcess:
-    status, body = admin_json(brokers[0], "GET", f"/lookup/v2/topic/{topic.replace('://', '/')}")
-    assert status == 200, (status, body)
-    return next(b for b in brokers if b.url == body["brokerUrl"])
 
 
 def _internal(broker: BrokerProcess, topic: str) -> dict[str, Any]:
@@ -106,7 +100,7 @@ def test_the_compacted_view_moves_with_its_topic_and_outlives_the_trimmed_log(
             send_all(producer, messages)
         finally:
             client.close()
-        owner = _owner(brokers, topic)
+        owner = owner_of(brokers, topic)
         compact(owner, topic)
         originals = _ledgers(owner, topic)
         first_view = _internal(owner, topic)["compactedLedger"]["ledgerId"]
@@ -115,7 +109,7 @@ def test_the_compacted_view_moves_with_its_topic_and_outlives_the_trimmed_log(
         # an unload (cursors stored, lease given up): the next owner opens the same view
         assert admin_json(owner, "PUT", admin_path(topic, "unload"))[0] == 204
         assert _compacted_read(service_url, topic, len(expected)) == expected
-        owner = _owner(brokers, topic)
+        owner = owner_of(brokers, topic)
         assert _internal(owner, topic)["compactedLedger"]["ledgerId"] == first_view
 
         # kill -9 of the owner: the survivor trims the original ledgers (retention none, all

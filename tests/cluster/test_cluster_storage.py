@@ -19,7 +19,14 @@ from pathlib import Path
 import pulsar
 import pytest
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill, process_client, read_all, running
+from broker_process import (
+    BrokerProcess,
+    close_after_kill,
+    owner_of,
+    process_client,
+    read_all,
+    running,
+)
 from polling import wait_for
 
 from starquake.broker.config import BrokerConfig, ConfigError
@@ -54,15 +61,6 @@ def _service_url(brokers: list[BrokerProcess]) -> str:
     return "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
 
 
-def _owner(brokers: list[BrokerProcess], topic: str) -> BrokerProcess:
-    status, body = admin_json(brokers[0], "GET", f"/lookup/v2/topic/{topic.replace('://', '/')}")
-    assert status == 200, (status, body)
-    for broker in brokers:
-        if body["brokerUrl"] == broker.url:
-            return broker
-    raise AssertionError(f"no broker of {body}")
-
-
 def _names(broker: BrokerProcess) -> list[str]:
     status, body = admin_json(broker, "GET", "/admin/v2/persistent/public/default")
     assert status == 200, (status, body)
@@ -84,7 +82,7 @@ def test_a_killed_brokers_topics_are_served_by_another_with_nothing_lost(
             for _ in range(50):
                 consumer.acknowledge(consumer.receive(10_000))
             time.sleep(2.5)  # the broker stores acknowledgments every second
-            owner = _owner(brokers, topic)
+            owner = owner_of(brokers, topic)
             survivor = next(b for b in brokers if b is not owner)
             owner.kill()
         finally:
@@ -112,7 +110,7 @@ def test_a_killed_brokers_topics_are_served_by_another_with_nothing_lost(
                 everything.append(reader.read_next(10_000).data())
             assert everything == [*sent, b"after"]
             assert more.ledger_id() > 0
-            assert _owner([survivor], topic) is survivor
+            assert owner_of([survivor], topic) is survivor
         finally:
             client.close()
 
@@ -126,12 +124,12 @@ def test_deduplication_and_termination_move_with_their_topics(
 ) -> None:
     deduplicated = f"persistent://public/default/dedup-{uuid.uuid4().hex[:6]}"
     with _brokers(tmp_path, jetstream_node, "brokerDeduplicationEnabled=true") as brokers:
-        owner = _owner(brokers, deduplicated)
+        owner = owner_of(brokers, deduplicated)
         # a topic to terminate on the same broker (a quarter of the names share its bundle)
         terminated = next(
             name
             for name in (f"persistent://public/default/ended-{uuid.uuid4().hex}" for _ in range(64))
-            if _owner(brokers, name) is owner
+            if owner_of(brokers, name) is owner
         )
         client = process_client(_service_url(brokers), operation_timeout_seconds=30)
         try:
@@ -203,7 +201,7 @@ def test_a_partitioned_topic_spread_over_brokers_is_deleted_by_each_owner(
                 producer.send(f"{i}".encode(), partition_key=f"k{i}")
         finally:
             client.close()
-        owners = {_owner(brokers, p).url for p in partitions}
+        owners = {owner_of(brokers, p).url for p in partitions}
         assert len(owners) == 2, "eight partitions in four bundles all on one broker"
         for broker in brokers:
             wait_for(lambda b=broker: set(partitions) <= set(_names(b)), "partitions listed")
@@ -228,10 +226,10 @@ def test_every_broker_lists_the_stored_topics_and_a_deleted_one_goes_everywhere(
             client.close()
         for broker in brokers:
             wait_for(lambda b=broker: set(topics) <= set(_names(b)), "every topic listed")
-        owners = {_owner(brokers, t).url for t in topics}
+        owners = {owner_of(brokers, t).url for t in topics}
         assert len(owners) == 2, "six topics in four bundles all on one broker"
         gone = topics[0]
-        asked = next(b for b in brokers if b is not _owner(brokers, gone))
+        asked = next(b for b in brokers if b is not owner_of(brokers, gone))
         # the broker asked sends the request on to the topic's owner, which deletes it
         hops = _delete(asked.web_service_url + "/admin/v2/" + gone.replace("://", "/"))
         assert hops == 1

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill, running
+from broker_process import BrokerProcess, close_after_kill, owner_of, running
 from txn_helpers import received
 
 from starquake import client as pulsar
@@ -54,23 +54,16 @@ def _brokers(base: Path, node: JetStreamNode) -> Iterator[list[BrokerProcess]]:
         yield brokers
 
 
-def _owner(brokers: list[BrokerProcess], topic: str) -> BrokerProcess:
-    path = f"/lookup/v2/topic/{topic.replace('://', '/')}"
-    status, body = admin_json(brokers[0], "GET", path)
-    assert status == 200, (status, body)
-    return next(b for b in brokers if b.url == body["brokerUrl"])
-
-
 def _topic_off_the_coordinator(client: pulsar.Client, brokers: list[BrokerProcess]) -> str:
     """A new topic (created) whose owner is not the broker of coordinator 0, so that the
     coordinator stays up while the topic's owner goes."""
     client.new_transaction().abort()  # places the coordinator
-    coordinator = _owner(brokers, ASSIGN_0)
+    coordinator = owner_of(brokers, ASSIGN_0)
     tag = uuid.uuid4().hex[:6]
     for i in range(32):
         topic = f"persistent://public/default/tsnap-{tag}-{i}"
         client.create_producer(topic).close()
-        if _owner(brokers, topic) is not coordinator:
+        if owner_of(brokers, topic) is not coordinator:
             return topic
     raise AssertionError("every topic went to the coordinator's broker")
 
@@ -127,7 +120,7 @@ def test_the_new_owner_recovers_the_buffer_from_its_snapshot(
         )
         try:
             topic = _topic_off_the_coordinator(client, brokers)
-            owner = _owner(brokers, topic)
+            owner = owner_of(brokers, topic)
             producer = client.create_producer(topic, batching_enabled=False)
             visible: list[bytes] = []  # what a consumer gets before the open one ends
             later: list[bytes] = []  # and after
@@ -165,7 +158,7 @@ def test_the_new_owner_recovers_the_buffer_from_its_snapshot(
             try:
                 consumer = reader.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
                 assert received(consumer, len(visible), 30_000, quiet_ms=500) == visible
-                new_owner = _owner(alive, topic)
+                new_owner = owner_of(alive, topic)
                 stats = _stats(new_owner, topic)
                 assert stats["maxReadPosition"] == expected_max_read
                 assert stats["ongoingTxnSize"] == 1
@@ -199,7 +192,7 @@ def test_pending_acks_move_with_their_topic(
         )
         try:
             topic = _topic_off_the_coordinator(client, brokers)
-            owner = _owner(brokers, topic)
+            owner = owner_of(brokers, topic)
             consumer = client.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
             producer = client.create_producer(topic, batching_enabled=False)
             for i in range(6):
@@ -221,7 +214,7 @@ def test_pending_acks_move_with_their_topic(
                 again = other.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
                 # m4 and m5 were not acknowledged; m0-m3 are held by their transactions
                 assert sorted(received(again, 2, 30_000, quiet_ms=500)) == [b"m4", b"m5"]
-                assert "pending acks of " + topic in _owner(alive, topic).log()
+                assert "pending acks of " + topic in owner_of(alive, topic).log()
                 rival = other.new_transaction()
                 with pytest.raises(pulsar.TransactionConflict, match="in pending ack status"):
                     again.acknowledge(ids[0], txn=rival)
@@ -252,7 +245,7 @@ def test_a_topic_deleted_and_made_again_never_meets_its_old_snapshot(
             txn = client.new_transaction()
             producer.send(b"committed", txn=txn)
             txn.commit()  # the first end takes a snapshot, with the transaction still open
-            owner = _owner(brokers, topic)
+            owner = owner_of(brokers, topic)
             _snapshot_after(owner, topic, 0)
             producer.close()
             path = f"/admin/v2/persistent/{topic.removeprefix('persistent://')}"
@@ -265,12 +258,12 @@ def test_a_topic_deleted_and_made_again_never_meets_its_old_snapshot(
             consumer.close()
             # loaded again with entries: an old snapshot would be taken up now (and its open
             # transaction would hold everything back)
-            status, body = admin_json(_owner(brokers, topic), "PUT", path + "/unload")
+            status, body = admin_json(owner_of(brokers, topic), "PUT", path + "/unload")
             assert status == 204, (status, body)
             consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
             client.create_producer(topic).send(b"again")
             assert received(consumer, 1, 10_000) == [b"again"]
-            assert _stats(_owner(brokers, topic), topic)["ongoingTxnSize"] == 0
+            assert _stats(owner_of(brokers, topic), topic)["ongoingTxnSize"] == 0
             left_open.abort()
         finally:
             client.close()
