@@ -50,6 +50,24 @@ def test_compiled_build_imports_the_extensions() -> None:
     assert probe["producer"].endswith(".so")
 
 
+@pytest.mark.skipif(
+    not (PACKAGE / "_native.json").exists(), reason="this install has no compiled build"
+)
+def test_each_compiled_module_imports_first() -> None:
+    """A compiled module may refer to another's compiled class at import (a NamedTuple's
+    annotations do): imported first in a fresh interpreter, each still loads (the broker's own
+    import order hid a crash of starquake.broker.receipts imported alone)."""
+    modules = sorted(json.loads((PACKAGE / "_native.json").read_text()))
+    env = {k: v for k, v in os.environ.items() if k != "STARQUAKE_PURE"}
+    code = "import importlib, sys; m = importlib.import_module(sys.argv[1]); print(m.__file__)"
+    for module in modules:
+        run = subprocess.run(
+            [sys.executable, "-c", code, module], env=env, capture_output=True, text=True
+        )
+        assert run.returncode == 0, (module, run.returncode, run.stderr[-2000:])
+        assert run.stdout.strip().endswith(".so"), (module, run.stdout)
+
+
 def test_a_source_changed_after_the_build_is_stale() -> None:
     source = PACKAGE / "protocol" / "varint.py"
     digest = hashlib.sha256(source.read_bytes()).hexdigest()

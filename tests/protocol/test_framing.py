@@ -162,22 +162,47 @@ def test_hand_encoded_message_matches_protobuf(
     assert ours == expected.SerializeToString()
 
 
+_receipt_ids = st.one_of(st.just(-1), st.integers(0, 2**63 - 1))
+
+
 @given(
     producer_id=st.integers(0, 2**64 - 1),
-    sequence_id=st.integers(0, 2**64 - 1),
-    ledger=st.integers(0, 2**63 - 1),
-    entry=st.integers(0, 2**63 - 1),
-    highest=st.integers(0, 2**64 - 1),
+    receipts=st.lists(
+        st.tuples(
+            st.integers(0, 2**64 - 1),  # sequence id
+            _receipt_ids,  # ledger (-1: a duplicate's receipt)
+            _receipt_ids,  # entry
+            st.one_of(st.just(-1), st.integers(0, 2**64 - 1)),  # highest (-1: none declared)
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    partition=st.one_of(st.just(-1), st.integers(0, 2**31 - 1)),
 )
-def test_hand_encoded_send_receipt_matches_protobuf(
-    producer_id: int, sequence_id: int, ledger: int, entry: int, highest: int
+def test_hand_encoded_send_receipts_match_protobuf(
+    producer_id: int, receipts: list[tuple[int, int, int, int]], partition: int
 ) -> None:
-    frame = commands.send_receipt(producer_id, sequence_id, ledger, entry, highest)
-    expected = T(type=T.SEND_RECEIPT)
-    r = expected.send_receipt
-    r.producer_id = producer_id
-    r.sequence_id = sequence_id
-    r.message_id.ledgerId = ledger
-    r.message_id.entryId = entry
-    r.highest_sequence_id = highest
-    assert frame == encode_command(expected)
+    """Receipts joined back to back (as one producer's run of a commit is sent) are the frames
+    protobuf encodes, -1 written as 2**64-1 as Java does."""
+    parts: list[bytes] = []
+    head = commands.receipt_producer_head(producer_id)
+    tail = commands.receipt_partition_tail(partition)
+    expected_frames = []
+    for sequence_id, ledger, entry, highest in receipts:
+        commands.add_send_receipt(parts, head, sequence_id, ledger, entry, highest, tail)
+        expected = T(type=T.SEND_RECEIPT)
+        r = expected.send_receipt
+        r.producer_id = producer_id
+        r.sequence_id = sequence_id
+        r.message_id.ledgerId = ledger & (2**64 - 1)
+        r.message_id.entryId = entry & (2**64 - 1)
+        if partition >= 0:
+            r.message_id.partition = partition
+        r.highest_sequence_id = highest & (2**64 - 1)
+        expected_frames.append(encode_command(expected))
+    assert b"".join(parts) == b"".join(expected_frames)
+    sequence_id, ledger, entry, highest = receipts[0]
+    assert (
+        commands.send_receipt(producer_id, sequence_id, ledger, entry, highest, partition)
+        == expected_frames[0]
+    )

@@ -31,10 +31,6 @@ class ProducerTransport(Protocol):
         """The ``count`` oldest sends of ``producer_id`` awaiting receipts are answered."""
         ...
 
-    def write_frames(self, frames: list[bytes | memoryview]) -> None:
-        """Queue several frames to the client."""
-        ...
-
     def disconnect_producer(self, producer: Producer) -> None:
         """Close ``producer`` from the broker side."""
         ...
@@ -131,12 +127,12 @@ class Producer:
         if not self.closed:
             self.cnx.write(frame)
 
-    def on_receipts(self, frames: list[bytes | memoryview]) -> None:
-        """Send SEND_RECEIPT frames of the oldest sends awaiting them, in order (unless the
-        producer closed meanwhile)."""
-        self.cnx.receipts_sent(self.producer_id, len(frames))
+    def on_receipts(self, frames: bytes, count: int) -> None:
+        """Send ``count`` SEND_RECEIPT frames (``frames``, back to back) of the oldest sends
+        awaiting them, in order (unless the producer closed meanwhile)."""
+        self.cnx.receipts_sent(self.producer_id, count)
         if not self.closed:
-            self.cnx.write_frames(frames)
+            self.cnx.write(frames)
 
     def on_send_error(self, sequence_id: int, code: ServerError, message: str) -> None:
         """Answer the send ``sequence_id`` with SEND_ERROR (unless the producer closed)."""

@@ -2,8 +2,8 @@
 
 Publishing queues a :class:`PendingReceipt` per entry (in append order); when a group commit
 made entries durable, :func:`send_receipts` answers those up to its last position, in order.
-Consecutive receipts of one producer go to its connection together (one write, one count of
-the answered bytes), so a commit of n entries makes a few calls, not n.
+Consecutive receipts of one producer go to its connection together (one bytes object, one
+write, one count of the answered bytes), so a commit of n entries makes a few calls, not n.
 """
 
 from __future__ import annotations
@@ -12,12 +12,18 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from starquake.protocol.commands import send_receipt
+# At run time, not only for the checker: the compiled PendingReceipt's annotations refer to the
+# compiled Producer class, which must be set up first whichever module is imported first.
+from starquake.broker.producer import Producer
+from starquake.protocol.commands import (
+    add_send_receipt,
+    receipt_partition_tail,
+    receipt_producer_head,
+)
 from starquake.storage import Position
 
 if TYPE_CHECKING:
     from starquake.broker.dedup import MessageDeduplication
-    from starquake.broker.producer import Producer
 
 
 class PendingReceipt(NamedTuple):
@@ -48,8 +54,11 @@ def send_receipts(
     ``dedup`` (deduplication on) learns of each stored entry; ``count_latency(received, n)``
     counts n entries whose SEND was read at ``received`` (entries read in one go share their
     read time: counted once per run of equal read times)."""
-    frames: list[bytes | memoryview] = []
+    parts: list[bytes] = []
+    count = 0
     to: Producer | None = None
+    head = b""
+    partition_tail = receipt_partition_tail(partition)
     run_read = -1.0
     run = 0
     while pending and pending[0].position <= last:
@@ -58,11 +67,14 @@ def send_receipts(
         )
         if producer is not to:
             if to is not None:
-                to.on_receipts(frames)
-                frames = []
+                to.on_receipts(b"".join(parts), count)
+                parts = []
+                count = 0
             to = producer
+            head = receipt_producer_head(producer.producer_id)
+        count += 1
         if duplicate:
-            frames.append(send_receipt(producer.producer_id, sequence_id, -1, -1, highest))
+            add_send_receipt(parts, head, sequence_id, -1, -1, highest, b"")
             continue
         if received != run_read:
             if run:
@@ -74,17 +86,10 @@ def send_receipts(
             dedup.on_persisted(
                 producer.name, sequence_id, highest, position, is_last_chunk=last_chunk
             )
-        frames.append(
-            send_receipt(
-                producer.producer_id,
-                sequence_id,
-                position.ledger_id,
-                position.entry_id,
-                highest,
-                partition,
-            )
+        add_send_receipt(
+            parts, head, sequence_id, position.ledger_id, position.entry_id, highest, partition_tail
         )
     if to is not None:
-        to.on_receipts(frames)
+        to.on_receipts(b"".join(parts), count)
     if run:
         count_latency(run_read, run)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from starquake.protocol import client_commands
 from starquake.protocol.client_commands import MAX_PROTOCOL_VERSION
@@ -88,23 +89,68 @@ def send_receipt(
     partition: int = -1,
 ) -> bytes:
     """SEND_RECEIPT frame."""
-    mid = encode_message_id(ledger_id, entry_id, partition)
-    inner = b"".join(
-        (
-            b"\x08",
-            varint(producer_id),
-            b"\x10",
-            varint(sequence_id),
-            b"\x1a",
-            varint(len(mid)),
-            mid,
-            b"\x20",
-            varint(highest_sequence_id),
-        )
+    parts: list[bytes] = []
+    add_send_receipt(
+        parts,
+        receipt_producer_head(producer_id),
+        sequence_id,
+        ledger_id,
+        entry_id,
+        highest_sequence_id,
+        receipt_partition_tail(partition),
     )
-    body = b"\x08\x07\x3a" + varint(len(inner)) + inner
-    size = len(body)
-    return _FRAME_HEAD.pack(size + 4, size) + body
+    return b"".join(parts)
+
+
+# SEND_RECEIPT pieces. Its every length fits a one-byte varint: the inner command is at most
+# 12 (producer id) + 10 (sequence id) + 2 + 28 (message id with partition) + 11 (highest) bytes.
+_SMALL_FRAME_HEADS: Final = [_FRAME_HEAD.pack(size + 4, size) for size in range(128)]
+_RECEIPT_BODY_HEADS: Final = [b"\x08\x07\x3a" + bytes((size,)) for size in range(128)]
+"""BaseCommand{type: SEND_RECEIPT, send_receipt: <size> ...}."""
+_RECEIPT_ID_HEADS: Final = [b"\x1a" + bytes((size,)) + b"\x08" for size in range(128)]
+"""message_id: <size> {ledgerId: ...}."""
+_NO_HIGHEST: Final = b"\x20" + varint(-1)
+
+
+def receipt_producer_head(producer_id: int) -> bytes:
+    """The start of every SEND_RECEIPT of a producer: its id and the sequence id's tag."""
+    return b"\x08" + varint(producer_id) + b"\x10"
+
+
+def receipt_partition_tail(partition: int) -> bytes:
+    """The message id's partition field of a topic's receipts (nothing for -1)."""
+    return b"\x18" + varint(partition) if partition >= 0 else b""
+
+
+def add_send_receipt(
+    parts: list[bytes],
+    producer_head: bytes,
+    sequence_id: int,
+    ledger_id: int,
+    entry_id: int,
+    highest_sequence_id: int,
+    partition_tail: bytes,
+) -> None:
+    """Append the pieces of one SEND_RECEIPT frame to ``parts`` (joined once for many
+    receipts: no bytes object is made per receipt beyond its large varints)."""
+    sequence = varint(sequence_id)
+    ledger = varint(ledger_id)
+    entry = varint(entry_id)
+    highest = _NO_HIGHEST if highest_sequence_id == -1 else b"\x20" + varint(highest_sequence_id)
+    id_size = 2 + len(ledger) + len(entry) + len(partition_tail)
+    inner_size = len(producer_head) + len(sequence) + 2 + id_size + len(highest)
+    parts += (
+        _SMALL_FRAME_HEADS[inner_size + 4],
+        _RECEIPT_BODY_HEADS[inner_size],
+        producer_head,
+        sequence,
+        _RECEIPT_ID_HEADS[id_size],
+        ledger,
+        b"\x10",
+        entry,
+        partition_tail,
+        highest,
+    )
 
 
 def message_id_data(

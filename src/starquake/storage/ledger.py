@@ -35,6 +35,11 @@ __all__ = ["FileManagedLedger"]
 log = logging.getLogger(__name__)
 
 
+_new_position = tuple.__new__
+"""Makes a Position from a tuple of its fields (the NamedTuple's own constructor is a Python
+function: several times slower, once per append)."""
+
+
 class FileManagedLedger(LedgerCursors):
     """A named, append-only log of entries in local files; the file backend of
     :class:`~starquake.storage.api.ManagedLedger`. Create it with
@@ -268,7 +273,7 @@ class FileManagedLedger(LedgerCursors):
             self._cache.add(state, data)
         else:
             self._cache.skip(state)  # no consumer would read it from the cache soon
-        return Position(state.ledger_id, n)
+        return _new_position(Position, (state.ledger_id, n))  # Position(...) without its __new__
 
     def _refuse(self) -> None:
         if self._fenced is not None:
