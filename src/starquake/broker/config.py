@@ -293,6 +293,10 @@ class BrokerConfig:
     managedLedgerCursorPositionFlushSeconds: float = 1.0
     managedLedgerTrimIntervalSeconds: float = 60.0
     journalSyncData: bool = True
+    starquakeLedgerPreallocationMB: int = 4
+    """Largest step by which the file of a topic's current ledger is zero-filled ahead of its
+    writes (steps as large as the file, from 64 KB): an fsync over written blocks flushes data
+    only, not the file system's journal as at the end of a file. 0: files grow write by write."""
 
     extra: dict[str, str] = field(default_factory=dict)
 

@@ -29,6 +29,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "keepAliveIntervalSeconds": (1, _YEAR_SECONDS),
     "metadataStoreOperationTimeoutSeconds": (1, 3600),
     "starquakeOwnershipLeaseSeconds": (1, 3600),
+    "starquakeLedgerPreallocationMB": (0, 1024),
     "managedLedgerDefaultEnsembleSize": (1, 5),
     "managedLedgerDefaultWriteQuorum": (1, 5),
     "managedLedgerDefaultAckQuorum": (1, 5),

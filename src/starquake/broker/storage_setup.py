@@ -33,6 +33,7 @@ def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
         cache_max_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
         cache_eviction_watermark=config.managedLedgerCacheEvictionWatermark,
         journal_sync=config.journalSyncData,
+        preallocate_max_bytes=config.starquakeLedgerPreallocationMB * 1024 * 1024,
     )
 
 

@@ -29,12 +29,22 @@ from .api import ManagedLedger
 from .faults import StorageFaults
 from .host import CommitHost
 from .position import Position, StorageError
-from .segment import encode_ledger_records, fsync_dir, pwrite_all, sync_fd, write_index
+from .segment import (
+    encode_ledger_records,
+    fsync_dir,
+    pwrite_all,
+    sync_fd,
+    truncate_file,
+    write_index,
+)
 from .state import LedgerOwner, LedgerState
 
 __all__ = ["DeleteJob", "IndexJob", "PendingCommit", "WriteBatch"]
 
 log = logging.getLogger(__name__)
+
+PREALLOCATE_MIN_BYTES = 64 * 1024
+"""The smallest zero-filled step ahead of a ledger file's writes."""
 
 
 class WriteBatch:
@@ -73,8 +83,9 @@ class WriteBatch:
         self.end = end
         self.sealing = sealing
 
-    def write(self, faults: StorageFaults | None = None) -> int:
-        """Write the framed records at their offset (thread side); the number of bytes."""
+    def write(self, faults: StorageFaults | None = None, preallocate_max: int = 0) -> int:
+        """Write the framed records at their offset (thread side); the number of bytes. With
+        ``preallocate_max`` the file is zero-filled ahead of them (see :meth:`_preallocate`)."""
         parts: list[bytes] = []
         if self.header is not None:
             parts.append(self.header)
@@ -85,8 +96,49 @@ class WriteBatch:
             if len(allowed) < len(data):
                 pwrite_all(self.fd, allowed, self.offset)
                 raise OSError(errno.EIO, "write torn (injected)", str(self.state.path))
+        if preallocate_max:
+            self._preallocate(self.offset + len(data), preallocate_max)
         pwrite_all(self.fd, data, self.offset)
         return len(data)
+
+    def _preallocate(self, end: int, max_step: int) -> None:
+        """Zero-fill the file ahead of ``end`` once the writes reach what was filled before.
+
+        fdatasync of bytes written over allocated blocks flushes the data only; past the end of
+        the file it also commits the file system's journal (new blocks, new size), several
+        times slower at the tail (on ext4 here: p99 0.9 ms against 0.2 ms). A step is as large
+        as the file, from ``PREALLOCATE_MIN_BYTES`` to ``max_step``: a small topic's file at
+        most doubles. The zeros never parse as records; recovery and sealing cut them off.
+        Best effort: a file that cannot grow by a step (a full disk) is written as it is."""
+        state = self.state
+        if end <= state.allocated_end:
+            return
+        step = min(max(end, PREALLOCATE_MIN_BYTES), max_step)
+        try:
+            _write_zeros(self.fd, end, step)
+        except OSError:
+            with contextlib.suppress(OSError):  # give back what the zeros took
+                os.ftruncate(self.fd, end)
+            return
+        state.allocated_end = end + step
+
+
+_ZEROS = bytes(PREALLOCATE_MIN_BYTES)
+
+
+def _write_zeros(fd: int, offset: int, size: int) -> None:
+    """Write ``size`` zero bytes at ``offset`` from one small shared buffer."""
+    while size > 0:
+        chunk = min(size, len(_ZEROS) * 64)
+        count, rest = divmod(chunk, len(_ZEROS))
+        buffers = [_ZEROS] * count
+        if rest:
+            buffers.append(_ZEROS[:rest])
+        written = os.pwritev(fd, buffers, offset)
+        if written <= 0:
+            raise OSError("pwritev wrote nothing")
+        offset += written
+        size -= written
 
 
 class IndexJob:
@@ -103,8 +155,10 @@ class IndexJob:
         self.created_at = state.created_at
 
     def run(self) -> None:
-        """Write the index file (thread side); errors are ignored."""
+        """Cut the file's zero-filled tail, then write the index file (thread side); errors
+        are ignored (the index must cover the whole file, else it is not used)."""
         with contextlib.suppress(OSError):
+            truncate_file(self.directory / f"{self.ledger_id}.log", self.data_end)
             write_index(
                 self.directory, self.ledger_id, self.offsets, self.data_end, self.created_at
             )
@@ -189,10 +243,12 @@ class PendingCommit:
         sealing = [b for b in self._batches if b.sealing]
         others = [b for b in self._batches if not b.sealing]
         faults = self._factory.faults
-        sync = self._factory.config.journal_sync
+        config = self._factory.config
+        sync = config.journal_sync
+        preallocate = config.preallocate_max_bytes if sync else 0
         for group in (sealing, others):
             for batch in group:
-                self.bytes_written += batch.write(faults)
+                self.bytes_written += batch.write(faults, preallocate)
             if not sync:
                 continue
             for batch in group:

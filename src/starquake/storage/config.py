@@ -35,3 +35,7 @@ class ManagedLedgerConfig:
     """``journalSyncData``: fsync appends before they are acknowledged. Off, a receipt only
     means the entry reached the operating system: it survives the broker's crash (kill -9) but
     not the machine's."""
+    preallocate_max_bytes: int = 4 * 1024 * 1024
+    """The largest step by which a current ledger's file is zero-filled ahead of its writes
+    (steps as large as the file, from 64 KB), so that each fsync flushes data, not the file
+    system's journal; 0: files grow with each write. Only with ``journal_sync``."""

@@ -3,10 +3,11 @@
 Every ``<ledgerId>.log`` found becomes a sealed ledger. A ledger with a valid index file is loaded
 from the index; any other one is scanned record by record. Damaged records followed by valid ones
 keep their entry ids and are marked damaged (reads skip them); a torn tail is cut off, and the cut
-bytes are kept in ``quarantine/``. A file with no whole record is removed when it holds no more than
-a file header (a ledger created but never written), and otherwise moved to ``quarantine/``: valid
-data is never deleted. Stray temporary and orphaned index files are removed. Everything but the
-ordinary torn tail of a crash is logged as an error.
+bytes are kept in ``quarantine/`` (but for the zeros a file is preallocated with: cut silently). A
+file with no whole record is removed when it holds no more than a file header and zeros (a ledger
+created but never written), and otherwise moved to ``quarantine/``: valid data is never deleted.
+Stray temporary and orphaned index files are removed. Everything but the ordinary torn tail of a
+crash is logged as an error.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .segment import (
     HEADER_SIZE,
     ScanResult,
     file_version,
+    next_nonzero,
     quarantine,
     read_index,
     scan_ledger_file,
@@ -34,7 +36,8 @@ log = logging.getLogger(__name__)
 
 def _cut(path: Path, size: int, name: str, why: str) -> None:
     """Cut ``path`` to ``size`` bytes, keeping what was cut in quarantine under ``name``, and
-    log it with the reason ``why``.
+    log it with the reason ``why``. Trailing zeros are not kept: a current ledger's file is
+    zero-filled ahead of its writes, so a crash leaves such a tail (cut without a word).
 
     When the copy cannot be made (typically a full disk), the torn tail is left in the file
     instead (recovery ignores it, and tries again at the next load), so that the ledger still
@@ -48,7 +51,11 @@ def _cut(path: Path, size: int, name: str, why: str) -> None:
         return
     with open(path, "rb") as f:
         f.seek(size)
-        extra = f.read()
+        extra = f.read().rstrip(b"\0")  # zeros: the file's preallocated tail, not data
+    if not extra:
+        truncate_file(path, size)
+        log.debug("ledger %s: cut its zero-filled tail of %d bytes", path, actual - size)
+        return
     try:
         moved = quarantine(path.parent, name, data=extra)
     except OSError as exc:
@@ -193,8 +200,8 @@ def _load_ledger(
 
 def _drop_empty(path: Path, size: int, directory: Path, ledger_id: int) -> None:
     """Remove a ledger file with no whole record: deleted when it holds no more than a file
-    header, else moved to quarantine (valid data is never deleted)."""
-    if size > HEADER_SIZE:
+    header and zeros, else moved to quarantine (valid data is never deleted)."""
+    if size > HEADER_SIZE and _holds_data(path):
         try:
             moved: Path | str = quarantine(directory, f"{ledger_id}.log", source=path)
         except OSError as exc:  # e.g. a full disk: left where it is, ignored
@@ -209,3 +216,10 @@ def _drop_empty(path: Path, size: int, directory: Path, ledger_id: int) -> None:
         os.unlink(path)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(directory / f"{ledger_id}.idx")
+
+
+def _holds_data(path: Path) -> bool:
+    """Whether a ledger file holds anything but zeros after its file header."""
+    with open(path, "rb") as f:
+        f.seek(HEADER_SIZE)
+        return next_nonzero(f.read(), 0) >= 0

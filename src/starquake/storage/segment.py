@@ -43,6 +43,7 @@ import contextlib
 import itertools
 import mmap
 import os
+import re
 import struct
 import time
 import zlib
@@ -64,6 +65,7 @@ __all__ = [
     "encode_records",
     "file_version",
     "fsync_dir",
+    "next_nonzero",
     "parse_records",
     "pwrite_all",
     "quarantine",
@@ -212,11 +214,12 @@ def fsync_dir(path: Path) -> None:
 
 
 def truncate_file(path: Path, size: int) -> None:
-    """Cut ``path`` to ``size`` bytes and fsync it."""
+    """Cut ``path`` to ``size`` bytes and fsync it (nothing to do if it is not longer)."""
     fd = os.open(path, os.O_RDWR)
     try:
-        os.ftruncate(fd, size)
-        os.fsync(fd)
+        if os.fstat(fd).st_size > size:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -277,11 +280,31 @@ def _resync(mm: mmap.mmap | bytes, bad: int, size: int, header: int) -> tuple[in
         guess = bad + header + n
         if guess < size and trusted(guess):
             return guess, True
-    for pos in range(bad + 1, size - header + 1):
+    pos = bad + 1
+    nonzero = -1
+    while pos <= size - header:
+        if nonzero < pos:
+            # A header of zeros is never a valid record: skip zero runs (a preallocated tail
+            # is megabytes of them) to where the next non-zero byte can be in a header.
+            nonzero = next_nonzero(mm, pos)
+            if nonzero < 0:
+                break
+            pos = max(pos, nonzero - header + 1)
+            continue
         (n,) = _U32.unpack_from(mm, pos)
         if pos + header + n <= size and trusted(pos):
             return pos, False
+        pos += 1
     return -1, False
+
+
+_NONZERO = re.compile(rb"[^\x00]")
+
+
+def next_nonzero(data: mmap.mmap | bytes, pos: int) -> int:
+    """Offset of the first byte that is not zero at or after ``pos``; -1 if there is none."""
+    found = _NONZERO.search(data, pos)
+    return -1 if found is None else found.start()
 
 
 def _lost_entries(
@@ -343,6 +366,8 @@ def scan_ledger_file(path: Path, ledger_id: int) -> ScanResult:
                     offsets.append(pos)
                     pos = end
                     continue
+                if next_nonzero(mm, pos) < 0:
+                    break  # the zero-filled tail of a file preallocated ahead of its writes
                 nxt, by_length = _resync(mm, pos, size, header)
                 if nxt < 0:
                     break

@@ -50,6 +50,7 @@ class LedgerState:
     """
 
     __slots__ = (
+        "allocated_end",
         "cache",
         "cache_base",
         "cache_dead",
@@ -87,6 +88,7 @@ class LedgerState:
         self.path = directory / f"{ledger_id}.log"
         self.created_at = created_at
         self.fd = -1
+        self.allocated_end = 0
         self.offsets: array[int] = array("q")
         self.end = HEADER_SIZE
         self.entries = 0
