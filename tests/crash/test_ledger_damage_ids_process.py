@@ -24,11 +24,12 @@ ACKED = 5
 
 def _spans(path: Path) -> list[tuple[int, int]]:
     """(start, end) of each record: a 16-byte file header (u16 format version at 4), then
-    [u32 length][u32 crc][u64 entry id, from version 2][data] records."""
+    [u32 length][u32 crc][u64 entry id, from version 2][data] records, then the zeros the
+    file was preallocated with."""
     raw = path.read_bytes()
     header = 16 if struct.unpack_from("<H", raw, 4)[0] >= 2 else 8
     spans, pos = [], 16
-    while pos + header <= len(raw):
+    while pos + header <= len(raw) and any(raw[pos : pos + header]):
         (length,) = struct.unpack_from("<I", raw, pos)
         spans.append((pos, pos + header + length))
         pos += header + length

@@ -198,12 +198,13 @@ def _ledger_files(broker: BrokerProcess, topic: str) -> list[Path]:
 
 def _record_offsets(path: Path) -> list[int]:
     """Offsets of the records of a ledger file: a 16-byte header (u16 version at 4), then
-    [u32 length][u32 crc][u64 entry id (version 2)][data] records."""
+    [u32 length][u32 crc][u64 entry id (version 2)][data] records, then the zeros the file was
+    preallocated with."""
     raw = path.read_bytes()
     (version,) = struct.unpack_from("<H", raw, 4)
     header = 16 if version >= 2 else 8
     offsets, pos = [], 16
-    while pos + header <= len(raw):
+    while pos + header <= len(raw) and any(raw[pos : pos + header]):
         (length,) = struct.unpack_from("<I", raw, pos)
         offsets.append(pos)
         pos += header + length

@@ -181,3 +181,28 @@ def test_a_file_of_a_header_and_zeros_is_removed_not_quarantined(tmp_path: Path)
     assert not path.exists()
     assert not (path.parent / "quarantine").exists()
     _close(factory, store)
+
+
+def test_damage_before_the_last_record_keeps_the_last_record_followed_by_zeros(
+    tmp_path: Path,
+) -> None:
+    """The record after damaged bytes is trusted when it is the file's last: followed by the
+    preallocated zeros as by the end of the file (it was cut as a torn tail)."""
+    factory, store = _open(tmp_path / "live")
+    ml = factory.open(NAME)
+    positions = [ml.append(bytes([65 + i]) * 30) for i in range(6)]
+    commit(factory)
+    ledger = ml.current_ledger_id
+    crashed = _crash_copy(tmp_path)
+    _close(factory, store)
+    path = next(crashed.rglob(f"{ledger}.log"))
+    record = LEDGER_RECORD_HEADER_SIZE + 30
+    raw = bytearray(path.read_bytes())
+    for i in range(HEADER_SIZE + 2, HEADER_SIZE + 5 * record - 2):  # records 0 to 4
+        raw[i] ^= 0x5A
+    path.write_bytes(bytes(raw))
+    factory, store = _open(crashed)
+    ml = factory.open(NAME)
+    assert ml.read_entries_now(EARLIEST, 10) == [Entry(positions[5], b"F" * 30)]
+    assert ml.last_confirmed == positions[5]
+    _close(factory, store)

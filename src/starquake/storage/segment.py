@@ -266,14 +266,17 @@ def _resync(mm: mmap.mmap | bytes, bad: int, size: int, header: int) -> tuple[in
     """Offset of the first trustworthy record after a bad one at ``bad`` (-1: a torn tail), and
     whether the bad record's own length field led there.
 
-    A record is trusted when it is valid and is either the last in the file or followed by
-    another valid record (a random match of both CRCs is practically impossible). The bad
-    record's own length is tried first: with a flipped data byte it is still right.
+    A record is trusted when it is valid and is either the last in the file (only zeros, the
+    file's preallocation, may follow it) or followed by another valid record (a random match
+    of both CRCs is practically impossible). The bad record's own length is tried first: with
+    a flipped data byte it is still right.
     """
 
     def trusted(pos: int) -> bool:
         end = _record_ok(mm, pos, size, header)
-        return end == size or (end > 0 and _record_ok(mm, end, size, header) > 0)
+        if end < 0:
+            return False
+        return end == size or _record_ok(mm, end, size, header) > 0 or next_nonzero(mm, end) < 0
 
     if bad + header <= size:
         n: int = _U32.unpack_from(mm, bad)[0]
