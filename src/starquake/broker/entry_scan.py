@@ -20,6 +20,7 @@ from typing import Final
 from starquake.broker.entry_info import NONE_KEY, EntryInfo
 from starquake.protocol.checksum import crc32c
 from starquake.protocol.send_scan import read_varint
+from starquake.protocol.varint import read_u32
 
 _VARINT: Final = 0
 _LENGTH: Final = 2
@@ -129,12 +130,12 @@ def _scan(entry: bytes, check_crc: bool) -> tuple[EntryInfo, bool, int] | None:
     if end >= 2 and entry[0] == 0x0E:
         if entry[1] != 0x01 or end < 10:
             return None  # broker entry metadata, or too short: left to protobuf
-        if check_crc and crc32c(entry[6:]) != _u32(entry, 2):
+        if check_crc and crc32c(entry[6:]) != read_u32(entry, 2):
             return None
         pos = 6
     if end - pos < 4:
         return None
-    meta_end = pos + 4 + _u32(entry, pos)
+    meta_end = pos + 4 + read_u32(entry, pos)
     if meta_end > end:
         return None
     fields = _Fields()
@@ -204,11 +205,6 @@ def _result(fields: _Fields, payload_size: int) -> tuple[EntryInfo, bool, int] |
     )
     last_chunk = not fields.has_chunk_id or chunk_id >= num_chunks - 1
     return info, last_chunk, payload_size
-
-
-def _u32(data: bytes, pos: int) -> int:
-    """The big-endian u32 at ``data[pos:pos + 4]``."""
-    return (data[pos] << 24) | (data[pos + 1] << 16) | (data[pos + 2] << 8) | data[pos + 3]
 
 
 def _is_utf8(data: bytes) -> bool:

@@ -157,13 +157,14 @@ class PersistentTopic:
             producer, sequence_id, highest_sequence_id, last_chunk
         ):
             return None
+        ledger = self.ledger
         try:
-            position = self.ledger.append(entry)
+            position = ledger.append(entry)
         except StorageError as exc:
             if dedup.enabled:
                 dedup.on_failed(producer.name, sequence_id, highest_sequence_id)
             raise PersistenceError(f"Cannot store the message: {exc}") from exc
-        if self.ledger.has_active_cursors():
+        if ledger.has_active_cursors():
             # kept for the consumers reading at the tail; a later read parses it again
             self.entry_infos.put(position, info)
         self._pending.append(
@@ -180,14 +181,16 @@ class PersistentTopic:
                 ),
             )
         )
+        size = len(entry)
+        messages = info.num_messages
         sizes = self.entry_sizes
-        sizes.counts[bisect_left(ENTRY_SIZE_BOUNDS, len(entry))] += 1
-        sizes.sum += len(entry)
-        self.msg_in_counter += info.num_messages
-        self.bytes_in_counter += len(entry)
+        sizes.counts[bisect_left(ENTRY_SIZE_BOUNDS, size)] += 1
+        sizes.sum += size
+        self.msg_in_counter += messages
+        self.bytes_in_counter += size
         self.entries_added += 1
-        producer.msg_in_counter += info.num_messages
-        producer.bytes_in_counter += len(entry)
+        producer.msg_in_counter += messages
+        producer.bytes_in_counter += size
         self.service.committer.kick()
         return position
 

@@ -23,6 +23,7 @@ from starquake.protocol._generated import starquake_wire_pb2 as pb
 from starquake.protocol.checksum import crc32c
 from starquake.protocol.errors import ChecksumMismatchError, FrameTooLargeError, MalformedFrameError
 from starquake.protocol.send_scan import SendFields, scan_send
+from starquake.protocol.varint import read_u32
 
 MAGIC_CHECKSUM = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -209,10 +210,9 @@ class FrameDecoder:
         pos = 0
         avail = len(buf)
         limit = self._max_frame_size
-        unpack = _U32.unpack_from
         parse = pb.BaseCommand.FromString
         while avail - pos >= 4:
-            (total,) = unpack(buf, pos)
+            total = read_u32(buf, pos)
             if total > limit:
                 raise FrameTooLargeError(f"frame of {total} bytes exceeds the limit of {limit}")
             if total < 4:
@@ -220,7 +220,7 @@ class FrameDecoder:
             frame_end = pos + 4 + total
             if frame_end > avail:
                 break
-            (cmd_size,) = unpack(buf, pos + 4)
+            cmd_size = read_u32(buf, pos + 4)
             if cmd_size > total - 4:
                 raise MalformedFrameError("command size exceeds frame size")
             cmd_end = pos + 8 + cmd_size
@@ -247,7 +247,7 @@ class FrameDecoder:
             self._size = len(rest)
             self._need = 4
             if len(rest) >= 4:
-                (total,) = unpack(rest, 0)
+                total = read_u32(rest, 0)
                 if total > limit:
                     raise FrameTooLargeError(f"frame of {total} bytes exceeds the limit of {limit}")
                 self._need = 4 + total

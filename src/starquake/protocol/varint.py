@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["SMALL_VARINTS", "SMALL_VARINT_LIMIT", "varint"]
+__all__ = ["SMALL_VARINTS", "SMALL_VARINT_LIMIT", "read_u32", "varint"]
 
 _U64_MASK: Final = (1 << 64) - 1
 
@@ -36,3 +36,9 @@ def varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def read_u32(data: bytes, pos: int) -> int:
+    """The big-endian u32 at ``data[pos:pos + 4]`` (the frame sizes; compiled, it makes no
+    tuple as a Struct's unpack does)."""
+    return (data[pos] << 24) | (data[pos + 1] << 16) | (data[pos + 2] << 8) | data[pos + 3]
