@@ -167,20 +167,9 @@ class PersistentTopic:
         if ledger.has_active_cursors():
             # kept for the consumers reading at the tail; a later read parses it again
             self.entry_infos.put(position, info)
-        self._pending.append(
-            _new_receipt(  # PendingReceipt(...) without its Python-level __new__
-                PendingReceipt,
-                (
-                    position,
-                    producer,
-                    sequence_id,
-                    highest_sequence_id,
-                    last_chunk,
-                    False,
-                    self.service.received_at,
-                ),
-            )
-        )
+        read_at = self.service.received_at
+        receipt = (position, producer, sequence_id, highest_sequence_id, last_chunk, False, read_at)
+        self._pending.append(_new_receipt(PendingReceipt, receipt))  # without its Python __new__
         size = len(entry)
         messages = info.num_messages
         sizes = self.entry_sizes
