@@ -102,6 +102,27 @@ def test_a_burst_over_more_ledgers_than_the_limit_is_committed_in_turns(
         assert [e.data for e in ml.read_entries_now(EARLIEST, 10)] == [f"burst-{i}".encode()]
 
 
+def test_a_burst_of_rollovers_opens_no_file_before_its_commit(
+    make_factory: MakeFactory, tmp_path: Path
+) -> None:
+    """Each append of a burst rolls its managed ledger over: the new ledgers' files are
+    created at once but opened only by the commits that write them, in turns within the
+    limit (each used to be opened at its rollover, past the limit until the commit)."""
+    f = make_factory(max_open_write_files=LIMIT, max_entries_per_ledger=1, min_rollover_seconds=0)
+    mls = [f.open(f"t{i}") for i in range(LEDGERS)]
+    for i, ml in enumerate(mls):
+        ml.append(f"first-{i}".encode())
+    _commit_all(f, tmp_path)
+    for i, ml in enumerate(mls):
+        ml.append(f"second-{i}".encode())  # a new ledger each
+    assert _open_ledger_files(tmp_path / "data") <= LIMIT
+    assert _commit_all(f, tmp_path) > 1
+    for i, ml in enumerate(mls):
+        got = [e.data for e in ml.read_entries_now(EARLIEST, 10)]
+        assert got == [f"first-{i}".encode(), f"second-{i}".encode()]
+        assert len({e.position.ledger_id for e in ml.read_entries_now(EARLIEST, 10)}) == 2
+
+
 class WriteFdPoolModel(RuleBasedStateMachine):
     """Many managed ledgers through a factory that may keep only ``LIMIT`` files open."""
 

@@ -264,10 +264,10 @@ class ManagedLedgerFactory:
     def take_pending(self) -> PendingCommit | None:
         """LOOP side: hand over the appends not yet in a commit (None if there is nothing).
 
-        A ledger whose file was closed while idle is opened again here, and only while that
-        keeps the write files within ``max_open_write_files``: past it, its appends wait for
-        the next commit (the files of this one are idle again after it). The first ledger of
-        a commit is always taken, so every commit makes progress.
+        A ledger whose file is not open (new, or closed while idle) is opened here, and only
+        while that keeps the write files within ``max_open_write_files``: past it, its appends
+        wait for the next commit (the files of this one are idle again after it). The first
+        ledger of a commit is always taken, so every commit makes progress.
         """
         dirty = self.dirty_states
         self.files.trim()
@@ -370,10 +370,6 @@ class ManagedLedgerFactory:
             and not state.index_done
         ):
             self.queue_index(state)
-
-    def opened_write_fd(self, state: LedgerState) -> None:
-        """``state``'s file was opened for writing (at most so many stay open)."""
-        self.files.opened(state)
 
     def read_fd(self, state: LedgerState) -> int:
         """A descriptor to pread ``state``'s file (its write fd, or a cached read-only one)."""

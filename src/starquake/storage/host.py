@@ -118,10 +118,6 @@ class LedgerHost(FileHost, Protocol):
         """Have the next commit delete ``paths`` and fsync ``directory``."""
         ...
 
-    def opened_write_fd(self, state: LedgerState) -> None:
-        """``state``'s file was opened for writing (the host bounds how many stay open)."""
-        ...
-
     def read_fd(self, state: LedgerState) -> int:
         """A descriptor to pread ``state``'s file."""
         ...

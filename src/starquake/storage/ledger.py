@@ -138,12 +138,13 @@ class FileManagedLedger(LedgerCursors):
 
     def _create_ledger(self, now: float, reuse: int | None = None) -> LedgerState:
         """A new current ledger: id ``reuse`` (an emptied ledger of this one) or a new id."""
-        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
         ledger_id = reuse if reuse is not None else self._host.allocate_ledger_id()
         state = LedgerState(self, ledger_id, self._directory, now)
         try:
-            state.fd = os.open(state.path, flags, 0o644)
-            self._host.opened_write_fd(state)
+            # Created now, opened for writing by the commit of its first appends (within
+            # max_open_write_files: a burst of rollovers must not open a file each at once).
+            os.close(os.open(state.path, flags, 0o644))
         except FileExistsError as exc:
             if reuse is not None:
                 return self._create_ledger(now)

@@ -1,7 +1,8 @@
 """The descriptors of a factory's ledger files: write descriptors of the current ledgers,
-bounded (the least recently written idle ones are closed and opened again by the commit of
-their next appends, so that many managed ledgers do not use up the process's descriptors),
-and a small cache of read-only descriptors of the other ledgers. LOOP side only."""
+bounded (a new ledger's file is opened by the commit of its first appends; the least recently
+written idle ones are closed and opened again by the commit of their next appends, so that
+many managed ledgers do not use up the process's descriptors), and a small cache of read-only
+descriptors of the other ledgers. LOOP side only."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ class LedgerFiles:
             self._close_idle(None, len(self._write) - self.max_write_fds + 1)
         return len(self._write) < self.max_write_fds
 
-    def opened(self, state: LedgerState) -> None:
+    def _opened(self, state: LedgerState) -> None:
         """``state``'s file was opened for writing (``state.fd``)."""
         self._write[state] = None
         if len(self._write) > self.max_write_fds:
@@ -80,13 +81,13 @@ class LedgerFiles:
             old.fd = -1
 
     def reopen(self, state: LedgerState) -> None:
-        """Open again the file of a current ledger closed while idle (before a commit writes
-        its appends)."""
+        """Open the file of a current ledger, new or closed while idle, for a commit to write
+        its appends."""
         try:
             state.fd = os.open(state.path, os.O_RDWR | _CLOEXEC)
         except OSError as exc:
             raise StorageError(f"cannot open ledger file {state.path}: {exc}") from exc
-        self.opened(state)
+        self._opened(state)
 
     def read_fd(self, state: LedgerState) -> int:
         """A descriptor to pread ``state``'s file (its write fd, or a cached read-only one)."""
