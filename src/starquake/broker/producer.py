@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from starquake.broker.rates import RateWindow
@@ -53,10 +52,6 @@ class ProducerTopic(Protocol):
     def full_name(self) -> str:
         """The topic's full name (``persistent://tenant/namespace/topic``)."""
 
-    @property
-    def producers(self) -> Mapping[int, Producer]:
-        """The connected producers by producer id."""
-
     def last_sequence_id(self, producer_name: str) -> int:
         """The last sequence id stored for a producer name (-1: none)."""
 
@@ -86,6 +81,7 @@ class Producer:
 
     __slots__ = (
         "access_mode",
+        "attached",
         "bytes_in_counter",
         "closed",
         "cnx",
@@ -115,6 +111,9 @@ class Producer:
         self.access_mode = access_mode
         self.epoch = epoch
         self.closed = False
+        self.attached = False
+        """Admitted by its topic and not removed since (a WaitForExclusive producer waits
+        unattached): only then are its SENDs taken."""
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self.connected_since = time.time()

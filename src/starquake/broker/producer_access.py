@@ -104,7 +104,7 @@ class ProducerRegistry:
         if mode in (ProducerAccessMode.Exclusive, ProducerAccessMode.WaitForExclusive):
             self._add_exclusive(producer)
             return True
-        self.producers[id(producer)] = producer
+        self._add(producer)
         return True
 
     def wait(self, producer: Producer, on_ready: Callable[[Producer, int], None]) -> None:
@@ -114,11 +114,16 @@ class ProducerRegistry:
     def _add_exclusive(self, producer: Producer) -> None:
         self.epoch += 1
         self.exclusive = producer
+        self._add(producer)
+
+    def _add(self, producer: Producer) -> None:
         self.producers[id(producer)] = producer
+        producer.attached = True
 
     def remove(self, producer: Producer) -> None:
         """Forget ``producer`` and promote the next waiting one if the topic is now free."""
-        self.producers.pop(id(producer), None)
+        if self.producers.pop(id(producer), None) is not None:
+            producer.attached = False
         if self.exclusive is producer:
             self.exclusive = None
         for waiter in list(self.waiting):

@@ -207,7 +207,7 @@ class ProducerCommands:
     def _send(self, send: SendFields) -> None:
         """SEND: check the entry and publish it; its receipt (or error) is sent later."""
         producer = self._cnx.producers.get(send.producer_id)
-        if producer is None or id(producer) not in producer.topic.producers:
+        if producer is None or not producer.attached:
             log.warning(
                 "closing connection from %s: SEND for unknown producer %d",
                 self._cnx.remote_address,
