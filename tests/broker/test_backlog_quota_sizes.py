@@ -4,7 +4,9 @@ eviction moves the slowest cursor to."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from hypothesis import given
@@ -56,21 +58,28 @@ def test_position_after_counts_every_stored_entry(
 # --- estimated_size_after on a real managed ledger ------------------------------------------
 
 
-def _ledger(directory: Path, sizes: list[int], per_ledger: int) -> ManagedLedger:
+@contextlib.contextmanager
+def _ledger(directory: Path, sizes: list[int], per_ledger: int) -> Iterator[ManagedLedger]:
+    """A managed ledger holding entries of ``sizes``; its factory and store are closed after
+    (each hypothesis example made one: their descriptors piled up in the worker)."""
     store = SqliteMetadataStore(directory / "meta.db")
     factory = ManagedLedgerFactory(
         directory / "data",
         store,
         ManagedLedgerConfig(max_entries_per_ledger=per_ledger, min_rollover_seconds=0),
     )
-    ledger = factory.open("persistent://public/default/sizes")
-    for size in sizes:
-        ledger.append(b"x" * size)
-    pending = factory.take_pending()
-    assert pending is not None
-    pending.execute()
-    pending.finish()
-    return ledger
+    try:
+        ledger = factory.open("persistent://public/default/sizes")
+        for size in sizes:
+            ledger.append(b"x" * size)
+        pending = factory.take_pending()
+        assert pending is not None
+        pending.execute()
+        pending.finish()
+        yield ledger
+    finally:
+        factory.close()
+        store.close()
 
 
 @given(
@@ -79,8 +88,7 @@ def _ledger(directory: Path, sizes: list[int], per_ledger: int) -> ManagedLedger
     data=st.data(),
 )
 def test_estimated_size_after(sizes: list[int], per_ledger: int, data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        ledger = _ledger(Path(tmp), sizes, per_ledger)
+    with tempfile.TemporaryDirectory() as tmp, _ledger(Path(tmp), sizes, per_ledger) as ledger:
         infos = [i for i in ledger.ledgers() if i.entries]
         stored = [Position(i.ledger_id, e) for i in infos for e in range(i.entries)]
         assert len(stored) == len(sizes)
@@ -107,10 +115,10 @@ def test_estimated_size_after(sizes: list[int], per_ledger: int, data: st.DataOb
 
 
 def test_estimated_size_after_is_exact_for_equal_entries(tmp_path: Path) -> None:
-    ledger = _ledger(tmp_path, [50] * 10, per_ledger=4)
-    infos = [i for i in ledger.ledgers() if i.entries]
-    stored = [Position(i.ledger_id, e) for i in infos for e in range(i.entries)]
-    for n, position in enumerate(stored):
-        assert ledger.estimated_size_after(position) == (len(stored) - n - 1) * (
-            50 + RECORD_HEADER_SIZE
-        )
+    with _ledger(tmp_path, [50] * 10, per_ledger=4) as ledger:
+        infos = [i for i in ledger.ledgers() if i.entries]
+        stored = [Position(i.ledger_id, e) for i in infos for e in range(i.entries)]
+        for n, position in enumerate(stored):
+            assert ledger.estimated_size_after(position) == (len(stored) - n - 1) * (
+                50 + RECORD_HEADER_SIZE
+            )

@@ -24,6 +24,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from sq_storage_helpers import close_like_a_crash
 
 from starquake.storage import (
     EARLIEST,
@@ -100,7 +101,8 @@ class StorageMachine(RuleBasedStateMachine):
 
     @rule()
     def crash(self) -> None:
-        assert self.store is not None
+        assert self.store is not None and self.factory is not None
+        close_like_a_crash(self.factory, [self.ml])
         self.store.close()  # nothing else is flushed: appends not committed are lost
         self.factory = None
         self.pending = []

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from sq_storage_helpers import MakeFactory, commit
+from sq_storage_helpers import MakeFactory, close_like_a_crash, commit
 
 from starquake.storage import (
     EARLIEST,
@@ -188,9 +188,7 @@ class WriteFdPoolModel(RuleBasedStateMachine):
     @rule()
     def crash(self) -> None:
         assert self.factory is not None and self.store is not None
-        for state_fd in [s.fd for ml in self.mls for s in ml._states.values()]:
-            if state_fd >= 0:
-                os.close(state_fd)  # as the process's death would
+        close_like_a_crash(self.factory, self.mls)
         self.store.close()
         self.factory = None
         self.pending = {i: [] for i in range(LEDGERS)}
