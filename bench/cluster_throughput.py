@@ -39,7 +39,7 @@ sys.path[:0] = [str(ROOT / "tests")]
 import pulsar  # noqa: E402
 from admin_http import admin_json  # noqa: E402
 from bench_common import align_columns  # noqa: E402
-from broker_process import BrokerProcess  # noqa: E402
+from broker_process import BrokerProcess, multi_host_url  # noqa: E402
 
 from starquake.cluster.nodes import JetStreamNode, jetstream_nodes  # noqa: E402
 
@@ -128,7 +128,7 @@ def one_run(config: Config, args: argparse.Namespace) -> dict[str, Any]:
         path = f"/admin/v2/{topic.replace('persistent://', 'persistent/')}/partitions"
         status, body = admin_json(brokers[0], "PUT", path, args.partitions)
         assert status == 204, (status, body)
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         client = pulsar.Client(
             url,
             operation_timeout_seconds=60,

@@ -282,6 +282,12 @@ def running(brokers: list[BrokerProcess], timeout: float = 60) -> Iterator[list[
             broker.cleanup()
 
 
+def multi_host_url(brokers: list[BrokerProcess]) -> str:
+    """One service URL naming every broker of ``brokers`` (``pulsar://h1:p1,h2:p2``), as a
+    client of a cluster is given."""
+    return "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+
+
 def owner_of(brokers: list[BrokerProcess], topic: str) -> BrokerProcess:
     """The broker of ``brokers`` that owns ``topic`` (an admin lookup through the first)."""
     status, body = admin_json(brokers[0], "GET", f"/lookup/v2/topic/{topic.replace('://', '/')}")

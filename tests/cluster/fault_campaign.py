@@ -35,7 +35,7 @@ from pathlib import Path
 import nats
 import pulsar
 from admin_http import admin_json
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, multi_host_url
 
 from starquake.cluster.nodes import JetStreamNode, jetstream_nodes
 
@@ -113,7 +113,7 @@ class Cluster:
 
     @property
     def service_url(self) -> str:
-        return "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in self.brokers)
+        return multi_host_url(self.brokers)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[Cluster]:

@@ -15,7 +15,14 @@ from typing import Any
 
 import pulsar
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill, owner_of, process_client, running
+from broker_process import (
+    BrokerProcess,
+    close_after_kill,
+    multi_host_url,
+    owner_of,
+    process_client,
+    running,
+)
 from compaction_helpers import admin_path, compact, keyed_data, pairs, read_count, send_all
 from polling import wait_for
 
@@ -88,7 +95,7 @@ def test_the_compacted_view_moves_with_its_topic_and_outlives_the_trimmed_log(
     topic = f"persistent://public/default/compacted-{uuid.uuid4().hex[:6]}"
     messages, expected = keyed_data(300, 25, 4)
     with _brokers(tmp_path, jetstream_node) as brokers:
-        service_url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        service_url = multi_host_url(brokers)
         client = process_client(service_url, operation_timeout_seconds=30)
         try:
             producer = client.create_producer(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pulsar
 from admin_http import admin_json
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, multi_host_url
 from dashboard_browser import find_chromium, parse_dom, run_chromium
 
 from starquake.cluster.nodes import jetstream_nodes
@@ -27,7 +27,7 @@ def test_the_overview_shows_brokers_leader_and_bundle_owners(tmp_path: Path) -> 
     try:
         for broker in brokers:
             broker.start(timeout=60)
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         client = pulsar.Client(url, operation_timeout_seconds=30)
         try:
             for i in range(8):  # topics in several bundles

@@ -22,6 +22,7 @@ from admin_http import admin_json
 from broker_process import (
     BrokerProcess,
     close_after_kill,
+    multi_host_url,
     owner_of,
     process_client,
     read_all,
@@ -57,10 +58,6 @@ def _brokers(
         yield brokers
 
 
-def _service_url(brokers: list[BrokerProcess]) -> str:
-    return "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
-
-
 def _names(broker: BrokerProcess) -> list[str]:
     status, body = admin_json(broker, "GET", "/admin/v2/persistent/public/default")
     assert status == 200, (status, body)
@@ -72,7 +69,7 @@ def test_a_killed_brokers_topics_are_served_by_another_with_nothing_lost(
 ) -> None:
     topic = f"persistent://public/default/moves-{uuid.uuid4().hex[:6]}"
     with _brokers(tmp_path, jetstream_node) as brokers:
-        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        client = process_client(multi_host_url(brokers), operation_timeout_seconds=30)
         try:
             consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
             producer = client.create_producer(topic, batching_enabled=False)
@@ -131,7 +128,7 @@ def test_deduplication_and_termination_move_with_their_topics(
             for name in (f"persistent://public/default/ended-{uuid.uuid4().hex}" for _ in range(64))
             if owner_of(brokers, name) is owner
         )
-        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        client = process_client(multi_host_url(brokers), operation_timeout_seconds=30)
         try:
             writer = client.create_producer(
                 deduplicated, producer_name="writer", batching_enabled=False
@@ -194,7 +191,7 @@ def test_a_partitioned_topic_spread_over_brokers_is_deleted_by_each_owner(
         path = "/admin/v2/" + topic.replace("://", "/") + "/partitions"
         status, body = admin_json(brokers[0], "PUT", path, 8)
         assert status == 204, (status, body)
-        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        client = process_client(multi_host_url(brokers), operation_timeout_seconds=30)
         try:
             producer = client.create_producer(topic, batching_enabled=False)
             for i in range(32):
@@ -218,7 +215,7 @@ def test_every_broker_lists_the_stored_topics_and_a_deleted_one_goes_everywhere(
 ) -> None:
     topics = [f"persistent://public/default/listed-{uuid.uuid4().hex[:6]}-{i}" for i in range(6)]
     with _brokers(tmp_path, jetstream_node) as brokers:
-        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        client = process_client(multi_host_url(brokers), operation_timeout_seconds=30)
         try:
             for topic in topics:
                 client.create_producer(topic).send(b"x")
@@ -235,7 +232,7 @@ def test_every_broker_lists_the_stored_topics_and_a_deleted_one_goes_everywhere(
         assert hops == 1
         for broker in brokers:
             wait_for(lambda b=broker: gone not in _names(b), "the deleted topic unlisted")
-        client = process_client(_service_url(brokers), operation_timeout_seconds=30)
+        client = process_client(multi_host_url(brokers), operation_timeout_seconds=30)
         try:
             reader = client.create_reader(gone, pulsar.MessageId.earliest)
             assert not reader.has_message_available()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill, running
+from broker_process import BrokerProcess, close_after_kill, multi_host_url, running
 from txn_helpers import received
 
 from starquake import client as pulsar
@@ -53,7 +53,7 @@ def test_a_transaction_over_topics_of_two_brokers_commits_and_aborts_whole(
     tmp_path: Path, jetstream_node: JetStreamNode
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
         try:
             tag = uuid.uuid4().hex[:6]
@@ -111,7 +111,7 @@ def test_the_coordinator_moves_when_its_broker_is_killed_and_no_commit_is_lost(
     tmp_path: Path, jetstream_node: JetStreamNode
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         tag = uuid.uuid4().hex[:6]
         topics = [f"persistent://public/default/ctk-{tag}-{i}" for i in range(6)]
         client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
@@ -154,7 +154,7 @@ def test_a_commit_reaches_the_topics_of_a_participant_killed_before_it(
     tmp_path: Path, jetstream_node: JetStreamNode
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         tag = uuid.uuid4().hex[:6]
         topics = [f"persistent://public/default/ctp-{tag}-{i}" for i in range(8)]
         client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
@@ -188,7 +188,7 @@ def test_unloading_the_system_namespace_moves_the_coordinator_with_its_transacti
     tmp_path: Path, jetstream_node: JetStreamNode
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         topic = f"persistent://public/default/ctu-{uuid.uuid4().hex[:6]}"
         client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
         try:
@@ -234,7 +234,7 @@ def test_a_dead_coordinator_is_adopted_without_a_client_and_its_open_transaction
     tmp_path: Path, jetstream_node: JetStreamNode
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
         try:
             left_open = client.new_transaction(3000)
@@ -271,7 +271,7 @@ def test_a_commit_answered_before_the_coordinators_broker_died_stays_committed_o
     tmp_path: Path, jetstream_node: JetStreamNode
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
         try:
             committed = client.new_transaction(60_000)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from auth_support import data_url, hs256, secret_key
-from broker_process import BrokerProcess, running
+from broker_process import BrokerProcess, multi_host_url, running
 from txn_helpers import received
 
 from starquake import client as pulsar
@@ -64,7 +64,7 @@ def _owner_url(broker: BrokerProcess, topic: str) -> str:
 
 
 def _client(brokers: list[BrokerProcess]) -> pulsar.Client:
-    url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+    url = multi_host_url(brokers)
     return pulsar.Client(
         url,
         authentication=pulsar.AuthenticationToken(ADMIN),

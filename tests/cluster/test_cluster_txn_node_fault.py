@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import nats
-from broker_process import BrokerProcess, close_after_kill, running
+from broker_process import BrokerProcess, close_after_kill, multi_host_url, running
 from txn_helpers import received
 
 from starquake import client as pulsar
@@ -70,7 +70,7 @@ def test_answered_commits_survive_the_kill_of_a_jetstream_node(
     tmp_path: Path, jetstream_trio: list[JetStreamNode]
 ) -> None:
     with _brokers(tmp_path, jetstream_trio) as brokers:
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         client = pulsar.Client(url, enable_transaction=True, operation_timeout_seconds=30)
         try:
             topic = f"persistent://public/default/tnode-{uuid.uuid4().hex[:6]}"

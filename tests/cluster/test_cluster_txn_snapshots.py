@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from admin_http import admin_json
-from broker_process import BrokerProcess, close_after_kill, owner_of, running
+from broker_process import BrokerProcess, close_after_kill, multi_host_url, owner_of, running
 from txn_helpers import received
 
 from starquake import client as pulsar
@@ -106,17 +106,13 @@ def _move(brokers: list[BrokerProcess], owner: BrokerProcess, fault: str) -> lis
     return [b for b in brokers if b.running]
 
 
-def _service_url(brokers: list[BrokerProcess]) -> str:
-    return "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
-
-
 @pytest.mark.parametrize("fault", FAULTS)
 def test_the_new_owner_recovers_the_buffer_from_its_snapshot(
     tmp_path: Path, jetstream_node: JetStreamNode, fault: str
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
         client = pulsar.Client(
-            _service_url(brokers), enable_transaction=True, operation_timeout_seconds=30
+            multi_host_url(brokers), enable_transaction=True, operation_timeout_seconds=30
         )
         try:
             topic = _topic_off_the_coordinator(client, brokers)
@@ -154,7 +150,7 @@ def test_the_new_owner_recovers_the_buffer_from_its_snapshot(
             assert _stats(owner, topic)["maxReadPosition"] == expected_max_read
             alive = _move(brokers, owner, fault)
 
-            reader = pulsar.Client(_service_url(alive), operation_timeout_seconds=30)
+            reader = pulsar.Client(multi_host_url(alive), operation_timeout_seconds=30)
             try:
                 consumer = reader.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
                 assert received(consumer, len(visible), 30_000, quiet_ms=500) == visible
@@ -188,7 +184,7 @@ def test_pending_acks_move_with_their_topic(
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
         client = pulsar.Client(
-            _service_url(brokers), enable_transaction=True, operation_timeout_seconds=30
+            multi_host_url(brokers), enable_transaction=True, operation_timeout_seconds=30
         )
         try:
             topic = _topic_off_the_coordinator(client, brokers)
@@ -208,7 +204,7 @@ def test_pending_acks_move_with_their_topic(
             alive = _move(brokers, owner, fault)
 
             other = pulsar.Client(
-                _service_url(alive), enable_transaction=True, operation_timeout_seconds=30
+                multi_host_url(alive), enable_transaction=True, operation_timeout_seconds=30
             )
             try:
                 again = other.subscribe(topic, "sub", SHARED, initial_position=EARLIEST)
@@ -235,7 +231,7 @@ def test_a_topic_deleted_and_made_again_never_meets_its_old_snapshot(
 ) -> None:
     with _brokers(tmp_path, jetstream_node) as brokers:
         client = pulsar.Client(
-            _service_url(brokers), enable_transaction=True, operation_timeout_seconds=30
+            multi_host_url(brokers), enable_transaction=True, operation_timeout_seconds=30
         )
         try:
             topic = f"persistent://public/default/tsnap-{uuid.uuid4().hex[:6]}"

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from admin_http import admin_json
-from broker_process import BrokerProcess, running
+from broker_process import BrokerProcess, multi_host_url, running
 from txn_helpers import received
 
 from starquake import client as pulsar
@@ -39,7 +39,7 @@ def test_acks_made_just_before_a_namespace_unload_are_where_the_next_owner_looks
         for i in range(2)
     ]
     with running(brokers):
-        url = "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in brokers)
+        url = multi_host_url(brokers)
         client = pulsar.Client(url, operation_timeout_seconds=30)
         try:
             topic = f"persistent://public/default/unl-{uuid.uuid4().hex[:6]}"

@@ -19,6 +19,21 @@ from starquake.broker.embedded import EmbeddedBroker
 BATCH = 150
 
 
+def _receive_acknowledged(consumer: pulsar.Consumer, count: int, seconds: float) -> list[bytes]:
+    """The payloads of up to ``count`` messages received (each acknowledged) within
+    ``seconds``: fewer when the broker holds some back, for the caller's assertion to show."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + seconds
+    while len(got) < count and time.monotonic() < deadline:
+        try:
+            msg = consumer.receive(timeout_millis=200)
+        except pulsar.Timeout:
+            continue
+        got.append(msg.data())
+        consumer.acknowledge(msg)
+    return got
+
+
 def _produce_backlog(client: pulsar.Client, topic: str) -> list[bytes]:
     """Batches of ``BATCH`` messages and runs of single messages, alternating; returns the
     payloads in log order."""
@@ -62,15 +77,7 @@ def _consume_backlog(
     subscribe().close()
     payloads = _produce_backlog(client, topic)
     consumer = subscribe()
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < len(payloads) and time.monotonic() < deadline:
-        try:
-            msg = consumer.receive(timeout_millis=200)
-        except pulsar.Timeout:
-            continue
-        got.append(msg.data())
-        consumer.acknowledge(msg)
+    got = _receive_acknowledged(consumer, len(payloads), 30)
     consumer.close()
     return payloads, got
 
@@ -142,14 +149,6 @@ def test_a_long_run_of_delayed_messages_after_batches_does_not_hold_back_the_res
     for payload in tail:
         single.send(payload)
     consumer = subscribe()
-    got: list[bytes] = []
-    deadline = time.monotonic() + 20
-    while len(got) < len(sent) + len(tail) and time.monotonic() < deadline:
-        try:
-            msg = consumer.receive(timeout_millis=200)
-        except pulsar.Timeout:
-            continue
-        got.append(msg.data())
-        consumer.acknowledge(msg)
+    got = _receive_acknowledged(consumer, len(sent) + len(tail), 20)
     consumer.close()
     assert sorted(got) == sorted(sent + tail)

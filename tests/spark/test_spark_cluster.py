@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from admin_http import admin_json
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, multi_host_url
 from conftest import SparkBroker
 from spark_helpers import load, read_topic
 
@@ -29,7 +29,7 @@ class ClusterSparkBroker(SparkBroker):
 
     @property
     def url(self) -> str:
-        return "pulsar://" + ",".join(b.url.removeprefix("pulsar://") for b in self.brokers)
+        return multi_host_url(self.brokers)
 
 
 @pytest.fixture(scope="module")
