@@ -230,6 +230,22 @@ def _kill_the_coordinators_broker(
     return victim, next(b for b in brokers if b is not victim)
 
 
+def _send_and_read_on(
+    broker: BrokerProcess, topic: str, plain: bytes, subscriptions: list[str]
+) -> list[list[bytes]]:
+    """Through a client of ``broker`` alone: send ``plain`` to ``topic``, then the first two
+    messages each of ``subscriptions`` gets (from the earliest)."""
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30)
+    try:
+        client.create_producer(topic).send(plain)
+        return [
+            received(client.subscribe(topic, name, initial_position=EARLIEST), 2, timeout_ms=30_000)
+            for name in subscriptions
+        ]
+    finally:
+        client.close()
+
+
 def test_a_dead_coordinator_is_adopted_without_a_client_and_its_open_transaction_times_out(
     tmp_path: Path, jetstream_node: JetStreamNode
 ) -> None:
@@ -253,15 +269,10 @@ def test_a_dead_coordinator_is_adopted_without_a_client_and_its_open_transaction
         # no transactional client comes back: the survivor takes the coordinator's partition
         # by itself, recovers it and aborts the transaction at its timeout, which lets the
         # readers past it and releases its acknowledgment
-        client = pulsar.Client(survivor.url, operation_timeout_seconds=30)
-        try:
-            client.create_producer(topic).send(b"after")
-            reader = client.subscribe(topic, "sub", initial_position=EARLIEST)
-            assert received(reader, 2, timeout_ms=30_000) == [b"before", b"after"]
-            again = client.subscribe(topic, "work", initial_position=EARLIEST)
-            assert received(again, 2, timeout_ms=30_000) == [b"before", b"after"]
-        finally:
-            client.close()
+        assert _send_and_read_on(survivor, topic, b"after", ["sub", "work"]) == [
+            [b"before", b"after"],
+            [b"before", b"after"],
+        ]
         log = survivor.log()
         assert "transaction coordinator 0 had no live broker" in log
         assert "timed out: aborting it" in log
@@ -287,13 +298,7 @@ def test_a_commit_answered_before_the_coordinators_broker_died_stays_committed_o
         finally:
             close_after_kill(client)
 
-        client = pulsar.Client(survivor.url, operation_timeout_seconds=30)
-        try:
-            client.create_producer(topic).send(b"plain")
-            reader = client.subscribe(topic, "sub", initial_position=EARLIEST)
-            assert received(reader, 2, timeout_ms=30_000) == [b"committed", b"plain"]
-        finally:
-            client.close()
+        assert _send_and_read_on(survivor, topic, b"plain", ["sub"]) == [[b"committed", b"plain"]]
         assert "transaction coordinator 0 ready" in survivor.log()
 
 
