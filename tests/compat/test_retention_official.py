@@ -100,7 +100,9 @@ def test_time_retention_keeps_acked_data_until_the_policy_changes(
         kept = disk_bytes(data)
         assert kept > COUNT * len(PAYLOAD)
         time.sleep(1.5)  # several trim passes
-        assert disk_bytes(data) >= kept - 64 * 1024  # all the entries are still there
+        # all the entries are still there (the size read before may also count the zeros a
+        # ledger file is filled with ahead of its writes, cut when the ledger closes)
+        assert disk_bytes(data) > COUNT * len(PAYLOAD)
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
         assert reader.read_next(timeout_millis=5000).data() == PAYLOAD
         seen = 1
