@@ -55,6 +55,8 @@ class CursorModel:
 
 
 class StorageMachine(RuleBasedStateMachine):
+    commit_budget = 0  # a commit takes every pending append
+
     def __init__(self) -> None:
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="sq-model-"))
@@ -72,7 +74,9 @@ class StorageMachine(RuleBasedStateMachine):
 
     def _start(self) -> None:
         self.store = SqliteMetadataStore(self.root / "meta.db")
-        config = ManagedLedgerConfig(max_entries_per_ledger=3, min_rollover_seconds=0)
+        config = ManagedLedgerConfig(
+            max_entries_per_ledger=3, min_rollover_seconds=0, commit_max_bytes=self.commit_budget
+        )
         self.factory = ManagedLedgerFactory(
             self.root / "data", self.store, config, clock=lambda: self.now
         )
@@ -125,8 +129,13 @@ class StorageMachine(RuleBasedStateMachine):
         if pending is not None:
             pending.execute()
             pending.finish()
-        self.committed += self.pending
-        self.pending = []
+        # what the commit took (all, or a first part within the budget) is readable now
+        last = self.ml.last_confirmed
+        done = [(p, data) for p, data in self.pending if p <= last]
+        if not self.commit_budget:
+            assert len(done) == len(self.pending)
+        self.committed += done
+        self.pending = self.pending[len(done) :]
 
     @rule()
     def tick(self) -> None:
@@ -251,7 +260,15 @@ class StorageMachine(RuleBasedStateMachine):
             assert [e.position for e in read_now(cursor.read_entries(10_000))] == unacked
 
 
+class BudgetedStorageMachine(StorageMachine):
+    """Commits of at most 40 bytes (one or two records): appends span commits, sealed
+    ledgers are still written whole."""
+
+    commit_budget = 40
+
+
 TestStorageModel = StorageMachine.TestCase
+TestBudgetedStorageModel = BudgetedStorageMachine.TestCase
 # STARQUAKE_MODEL_EXAMPLES=5000 for a long run on demand
 TestStorageModel.settings = settings(
     max_examples=int(os.environ.get("STARQUAKE_MODEL_EXAMPLES", "150")),
@@ -259,3 +276,4 @@ TestStorageModel.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+TestBudgetedStorageModel.settings = TestStorageModel.settings

@@ -19,7 +19,7 @@ from starquake.storage import (
     ManagedLedgerFactory,
     SqliteMetadataStore,
 )
-from starquake.storage.commit import PREALLOCATE_MIN_BYTES
+from starquake.storage.commit import PREALLOCATE_LARGE_WRITE, PREALLOCATE_MIN_BYTES
 from starquake.storage.segment import HEADER_SIZE, LEDGER_RECORD_HEADER_SIZE, read_index
 
 NAME = "persistent://public/default/prealloc"
@@ -104,6 +104,25 @@ def test_without_preallocation_the_file_ends_at_its_last_record(
         ml.append(b"y" * 50)
     commit(factory)
     assert (ml._directory / f"{ml.current_ledger_id}.log").stat().st_size == _data_end(5, 50)
+    _close(factory, store)
+
+
+def test_a_large_write_grows_the_file_without_zeros_and_small_ones_fill_again(
+    tmp_path: Path,
+) -> None:
+    factory, store = _open(tmp_path)
+    ml = factory.open(NAME)
+    path = ml._directory / f"{ml.current_ledger_id}.log"
+    big = PREALLOCATE_LARGE_WRITE
+    ml.append(b"L" * big)
+    commit(factory)
+    assert path.stat().st_size == _data_end(1, big)  # no zeros: the bytes bound its fsync
+    ml.append(b"s" * 100)
+    commit(factory)
+    end = _data_end(1, big) + LEDGER_RECORD_HEADER_SIZE + 100
+    assert path.stat().st_size > end
+    assert path.read_bytes()[end:] == bytes(path.stat().st_size - end)
+    assert [len(e.data) for e in ml.read_entries_now(EARLIEST, 10)] == [big, 100]
     _close(factory, store)
 
 

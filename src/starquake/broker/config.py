@@ -293,6 +293,9 @@ class BrokerConfig:
     managedLedgerCursorPositionFlushSeconds: float = 1.0
     managedLedgerTrimIntervalSeconds: float = 60.0
     journalSyncData: bool = True
+    journalBufferedWritesThreshold: int = 2 * 1024 * 1024
+    """Bytes of appends one group commit (write + fsync) takes at most; the rest goes to
+    the next commit. 0: a commit takes everything buffered."""
     starquakeLedgerPreallocationMB: int = 4
     """Largest step by which the file of a topic's current ledger is zero-filled ahead of its
     writes (steps as large as the file, from 64 KB): an fsync over written blocks flushes data

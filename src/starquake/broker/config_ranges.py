@@ -30,6 +30,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "metadataStoreOperationTimeoutSeconds": (1, 3600),
     "starquakeOwnershipLeaseSeconds": (1, 3600),
     "starquakeLedgerPreallocationMB": (0, 1024),
+    "journalBufferedWritesThreshold": (0, _LONG),
     "managedLedgerDefaultEnsembleSize": (1, 5),
     "managedLedgerDefaultWriteQuorum": (1, 5),
     "managedLedgerDefaultAckQuorum": (1, 5),

@@ -34,6 +34,7 @@ def storage_config(config: BrokerConfig) -> ManagedLedgerConfig:
         cache_eviction_watermark=config.managedLedgerCacheEvictionWatermark,
         journal_sync=config.journalSyncData,
         preallocate_max_bytes=config.starquakeLedgerPreallocationMB * 1024 * 1024,
+        commit_max_bytes=config.journalBufferedWritesThreshold,
     )
 
 

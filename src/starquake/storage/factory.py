@@ -277,7 +277,10 @@ class ManagedLedgerFactory:
         new_dirs: list[Path] = []
         taken: list[LedgerState] = []
         open_error: StorageError | None = None
+        budget = self.config.commit_max_bytes or -1  # -1: no limit
         for state in dirty:
+            if budget == 0:
+                break  # the next commit takes the rest
             if state.pending and state.fd < 0 and not (state.dropped or state.owner.fenced):
                 if batches and not self.files.make_room():
                     continue  # the next commit takes it
@@ -286,16 +289,20 @@ class ManagedLedgerFactory:
                 except StorageError as exc:
                     open_error = open_error or exc  # the commit fails: its ledgers fenced
             taken.append(state)
-            batch = self._batch_of(state)
+            batch = self._batch_of(state, budget)
             if batch is None:
                 continue
             batches.append(batch)
+            if budget > 0:
+                budget = max(0, budget - (batch.end - batch.offset))
             if state.new_file:
                 state.new_file = False
                 if state.directory not in new_dirs:
                     new_dirs.append(state.directory)
         for state in taken:
             del dirty[state]
+            if state.pending:  # partly taken: its turn comes again after the others'
+                dirty[state] = None
         jobs = [j for j in self._index_jobs if not j.state.dropped]
         self._index_jobs = []
         deletes, self._delete_jobs = self._delete_jobs, []
@@ -303,8 +310,10 @@ class ManagedLedgerFactory:
             return None
         return PendingCommit(self, batches, new_dirs, jobs, deletes, open_error)
 
-    def _batch_of(self, state: LedgerState) -> WriteBatch | None:
-        """The write of ``state``'s pending appends (None: nothing to write)."""
+    def _batch_of(self, state: LedgerState, budget: int) -> WriteBatch | None:
+        """The write of ``state``'s pending appends (None: nothing to write): those that fit
+        in ``budget`` bytes (-1: all), all of them when the ledger is sealed (its bytes must be
+        synced before those of the ledger after it)."""
         datas = state.pending
         if not datas:
             return None
@@ -314,6 +323,10 @@ class ManagedLedgerFactory:
             state.pending_first = state.entries
             self.maybe_release(state)
             return None
+        if budget >= 0 and not state.sealed:
+            count = state.pending_within(budget)
+            if count < len(datas):
+                datas, state.pending = datas[:count], datas[count:]
         self.files.written(state)
         header = None
         offset = state.pending_offset
@@ -321,11 +334,11 @@ class ManagedLedgerFactory:
             header = encode_file_header(state.ledger_id)
             offset = 0
             state.header_pending = False
-        batch = WriteBatch(
-            state, state.fd, offset, datas, header, state.pending_first, state.end, state.sealed
-        )
-        state.pending_offset = state.end
-        state.pending_first = state.entries
+        first = state.pending_first
+        end = state.offsets[first + len(datas)] if state.pending else state.end
+        batch = WriteBatch(state, state.fd, offset, datas, header, first, end, state.sealed)
+        state.pending_offset = end
+        state.pending_first = first + len(datas)
         state.inflight += 1
         return batch
 
@@ -460,10 +473,9 @@ class ManagedLedgerFactory:
             return
         for ml in list(self._open.values()):
             ml.close()
-        for _ in range(3):  # data, then index files queued when the data files were released
-            commit = self.take_pending()
-            if commit is None:
-                break
+        # the data (in commits of at most commit_max_bytes), then the index files queued when
+        # the data files were released
+        while (commit := self.take_pending()) is not None:
             try:
                 commit.execute()
             except BaseException as exc:

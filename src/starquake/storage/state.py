@@ -7,6 +7,7 @@ that the factory and the group commit call.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -121,6 +122,16 @@ class LedgerState:
         """File offset just after the record of ``entry_id``."""
         nxt = entry_id + 1
         return self.offsets[nxt] if nxt < len(self.offsets) else self.end
+
+    def pending_within(self, budget: int) -> int:
+        """How many of the pending appends, from the first, fit in ``budget`` bytes of the
+        file (at least one: a record larger than the budget is written alone)."""
+        first = self.pending_first
+        if self.end - self.pending_offset <= budget:
+            return self.entries - first
+        # the records that end by the limit are those before the first one starting past it
+        after = bisect_right(self.offsets, self.pending_offset + budget, first + 1, self.entries)
+        return max(1, after - 1 - first)
 
     def __repr__(self) -> str:
         return f"LedgerState({self.ledger_id}, entries={self.entries}, confirmed={self.confirmed})"
