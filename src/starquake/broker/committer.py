@@ -1,13 +1,18 @@
 """Group commit: appends from every topic share one write + fsync, run off the event loop.
 
 While one commit executes in the worker thread, new appends accumulate; the next commit takes
-all of them at once, so under load many entries share each fsync (BookKeeper's journal does the
-same). At most one commit executes at a time, which keeps each ledger's bytes in order.
+them (up to the commit's byte budget), so under load many entries share each fsync (BookKeeper's
+journal does the same). Commits complete in the order they were taken, which keeps each ledger's
+bytes in order. When appends are left over the budget, a commit is written by the write thread
+and fsynced by the sync thread, and the next one is written meanwhile: the disk flushes one
+commit while the next one's bytes are copied, and receipts of each commit go out as soon as
+it is synced.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +35,28 @@ class CommitSource(Protocol):
         """The work waiting to be committed, or None."""
 
 
+_SyncFuture = concurrent.futures.Future[None]
+
+
+def _execute(pending: PendingCommit) -> _SyncFuture | None:
+    """Write thread: write and fsync ``pending`` in one go."""
+    pending.execute()
+    return None
+
+
+class _Inflight:
+    """A commit taken and started: ``written`` resolves once its bytes are written (with the
+    future of its fsync when that runs apart), ``doomed`` is set when an earlier commit failed
+    (its bytes follow lost ones: it must fail too)."""
+
+    __slots__ = ("doomed", "pending", "written")
+
+    def __init__(self, pending: PendingCommit, written: asyncio.Future[_SyncFuture | None]) -> None:
+        self.pending = pending
+        self.written = written
+        self.doomed: BaseException | None = None
+
+
 class GroupCommitter:
     """Runs the commits of a :class:`CommitSource` one after another while work is pending."""
 
@@ -43,6 +70,7 @@ class GroupCommitter:
         self._on_committed = on_committed
         self._on_failed = on_failed
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-sync")
+        self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-fsync")
         self._task: asyncio.Task[None] | None = None
         self._kicked = False
         self.commits = 0
@@ -58,43 +86,62 @@ class GroupCommitter:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def _start_next(self) -> tuple[PendingCommit, asyncio.Future[None]] | None:
+    def _start_next(self) -> _Inflight | None:
         self._kicked = False
         pending = self._factory.take_pending()
         if pending is None:
             return None
-        future = asyncio.get_running_loop().run_in_executor(self._executor, pending.execute)
-        return pending, future
+        run = self._write_then_sync if pending.splittable else _execute
+        written = asyncio.get_running_loop().run_in_executor(self._executor, run, pending)
+        return _Inflight(pending, written)
+
+    def _write_then_sync(self, pending: PendingCommit) -> _SyncFuture | None:
+        """Write thread: write ``pending``, queue its fsync behind the earlier ones'."""
+        pending.write()
+        return self._syncer.submit(pending.sync)
 
     async def _run(self) -> None:
-        # The next commit starts executing before the previous one's receipts are sent, so the
-        # worker thread writes and fsyncs while the loop answers producers and reads more sends.
+        # The next commit starts before the previous one's receipts are sent, so the threads
+        # write and fsync while the loop answers producers and reads more sends; with appends
+        # over the budget it starts as soon as the previous one is written.
         try:
-            inflight = self._start_next()
-            while inflight is not None:
-                pending, future = inflight
+            current = self._start_next()
+            while current is not None:
+                after: _Inflight | None = None
+                error = current.doomed
                 try:
-                    await future
+                    syncing = await current.written
+                    if syncing is not None:  # its fsync runs apart: write the next meanwhile
+                        if error is None:
+                            after = self._start_next()
+                        await asyncio.wrap_future(syncing)
                 except Exception as exc:
-                    self._failure_log.log(logging.ERROR, "group commit failed: %s", exc)
-                    self.failures += 1
-                    failed = pending.fail(exc)
-                    self._on_failed(failed, exc)
-                    inflight = self._start_next()
+                    error = error or exc
+                if error is not None:
+                    self._fail(current.pending, error)
+                    if after is not None:
+                        after.doomed = error  # its bytes follow the lost ones
+                    current = after or self._start_next()
                     continue
-                results = pending.finish()
+                done = current.pending
+                results = done.finish()
                 self.commits += 1
-                inflight = self._start_next()
+                current = after or self._start_next()
                 self._on_committed(results)
                 for observe in self.observers:
                     try:
-                        observe(pending)
+                        observe(done)
                     except Exception:
                         log.exception("group commit observer failed")
-                if inflight is None and self._kicked:
-                    inflight = self._start_next()
+                if current is None and self._kicked:  # appended by the callbacks
+                    current = self._start_next()
         finally:
             self._task = None
+
+    def _fail(self, pending: PendingCommit, exc: BaseException) -> None:
+        self._failure_log.log(logging.ERROR, "group commit failed: %s", exc)
+        self.failures += 1
+        self._on_failed(pending.fail(exc), exc)
 
     async def drain(self) -> None:
         """Wait until everything appended so far is committed."""
@@ -103,5 +150,6 @@ class GroupCommitter:
             await asyncio.shield(self._task)
 
     def close(self) -> None:
-        """Wait for the commit under way and stop the commit thread."""
+        """Wait for the commits under way and stop the commit threads."""
         self._executor.shutdown(wait=True)
+        self._syncer.shutdown(wait=True)

@@ -207,6 +207,7 @@ class DeleteJob:
 
 class _Stage(enum.Enum):
     TAKEN = "taken"
+    WRITTEN = "written"
     EXECUTED = "executed"
     FAILED = "failed"
     DONE = "done"
@@ -223,10 +224,13 @@ class PendingCommit:
         index_jobs: list[IndexJob],
         delete_jobs: list[DeleteJob] | None = None,
         open_error: StorageError | None = None,
+        more_pending: bool = False,
     ) -> None:
         """``open_error``: a ledger file of ``batches`` could not be opened; executing fails
-        with it before anything is written."""
+        with it before anything is written. ``more_pending``: appends were left for the next
+        commit (over the commit's byte budget)."""
         self._factory = factory
+        self.more_pending = more_pending
         self._open_error = open_error
         self._batches = batches
         self._new_dirs = new_dirs
@@ -250,34 +254,76 @@ class PendingCommit:
         """Number of data bytes in this commit."""
         return sum(len(d) for b in self._batches for d in b.datas)
 
+    @property
+    def splittable(self) -> bool:
+        """Whether :meth:`write` and :meth:`sync` may run apart, the next commit's write
+        between them: appends are waiting beyond this commit, it seals no ledger, and it
+        fsyncs. (A sealed ledger's bytes must be synced before any other file is written.)"""
+        return (
+            self.more_pending
+            and self._factory.config.journal_sync
+            and self._open_error is None
+            and not any(b.sealing for b in self._batches)
+        )
+
     def execute(self) -> None:
         """THREAD side: write the captured entries to their ledger files and fsync them.
 
         Also fsyncs the directories of newly created files and writes pending index files. Raises
         ``OSError`` (or :class:`StorageError`) on failure; call :meth:`fail` then.
         """
+        self._begin()
+        sealing = [b for b in self._batches if b.sealing]
+        if sealing:  # written and synced before any other file is written
+            self._write(sealing)
+            self._sync(sealing)
+        others = [b for b in self._batches if not b.sealing] if sealing else self._batches
+        self._write(others)
+        self._sync(others)
+        self._finish_files()
+
+    def write(self) -> None:
+        """THREAD side, first half of :meth:`execute` for a :attr:`splittable` commit: write
+        the entries without fsyncing them; :meth:`sync` (in any thread, after this returned)
+        makes them durable. Raises like :meth:`execute`."""
+        self._begin()
+        self._write(self._batches)
+        self._stage = _Stage.WRITTEN
+
+    def sync(self) -> None:
+        """THREAD side, second half: fsync what :meth:`write` wrote, then the file work."""
+        if self._stage is not _Stage.WRITTEN:
+            raise StorageError(f"cannot sync a commit that is {self._stage.value}")
+        self._stage = _Stage.FAILED  # until proven otherwise
+        self._sync(self._batches)
+        self._finish_files()
+
+    def _begin(self) -> None:
         if self._stage is not _Stage.TAKEN:
             raise StorageError(f"commit already {self._stage.value}")
         self._stage = _Stage.FAILED  # until proven otherwise
         if self._open_error is not None:
             raise self._open_error
-        sealing = [b for b in self._batches if b.sealing]
-        others = [b for b in self._batches if not b.sealing]
-        faults = self._factory.faults
+
+    def _write(self, batches: list[WriteBatch]) -> None:
         config = self._factory.config
-        sync = config.journal_sync
-        preallocate = config.preallocate_max_bytes if sync else 0
-        for group in (sealing, others):
-            for batch in group:
-                self.bytes_written += batch.write(faults, preallocate)
-            if not sync:
-                continue
-            for batch in group:
-                if faults is not None:
-                    faults.before_sync(batch.state.path)
-                started = time.perf_counter()
-                sync_fd(batch.fd)
-                self.sync_seconds.append(time.perf_counter() - started)
+        preallocate = config.preallocate_max_bytes if config.journal_sync else 0
+        faults = self._factory.faults
+        for batch in batches:
+            self.bytes_written += batch.write(faults, preallocate)
+
+    def _sync(self, batches: list[WriteBatch]) -> None:
+        if not self._factory.config.journal_sync:
+            return
+        faults = self._factory.faults
+        for batch in batches:
+            if faults is not None:
+                faults.before_sync(batch.state.path)
+            started = time.perf_counter()
+            sync_fd(batch.fd)
+            self.sync_seconds.append(time.perf_counter() - started)
+
+    def _finish_files(self) -> None:
         for directory in self._new_dirs:
             fsync_dir(directory)
         for job in self._index_jobs:
