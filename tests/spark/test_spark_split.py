@@ -292,3 +292,24 @@ def test_a_damaged_batch_splits_as_message_by_message_or_is_refused(
     got = pa.RecordBatch.from_arrays([value, key, name, ids, publish, event, props], schema=schema)
     assert want is not None, "split in bulk what the per-message splitter refuses"
     assert got.equals(want)
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [
+        bytes([0xF2, 0x92, 0x98, 0xB2, 0x12]),  # five bytes, over 2**32
+        bytes([0x98, 0x80, 0x80, 0x80, 0x80, 0x00]),  # payload_size's tag in six bytes
+    ],
+)
+@pytest.mark.parametrize("walk", [True, False])
+def test_a_field_tag_protobuf_refuses_is_refused_in_bulk(tag: bytes, walk: bool) -> None:
+    """A message's metadata with a tag protobuf does not read (over 32 bits, or longer than
+    five bytes): both splitters refuse the batch (found by the damaged-batch test)."""
+    meta = bytes([0x18, 0x02]) + tag + bytes([0x00])  # payload_size 2, then the odd field
+    payload = len(meta).to_bytes(4, "big") + meta + b"ab"
+    entry = BatchEntry(7, 0, payload, 1, 0, 1, 1, b"\x08\x07\x10\x00", b"")
+    with pytest.raises(Exception, match="damaged batch"):
+        RowSegments(split=TOPIC).add_batch(entry)
+    with pytest.raises(Unsplittable):
+        split_to_arrays([entry], arrow_schema(), compiled_walk=walk)
+

@@ -21,6 +21,7 @@ __all__ = ["Walked", "walk"]
 
 _I32_MAX: Final = (1 << 31) - 1
 _U64_MASK: Final = (1 << 64) - 1
+_U32_MAX: Final = (1 << 32) - 1
 
 # The wire type of each SingleMessageMetadata field number below 11 (255: no such field):
 # 1 properties, 2 partition_key and 7 ordering_key are length-delimited, the others varints.
@@ -72,6 +73,15 @@ def _varint(buf: bytes, p: i64, end: i64) -> tuple[int, i64]:
             raise ValueError("a varint longer than 10 bytes")
 
 
+def _tag(buf: bytes, p: i64, end: i64) -> tuple[int, i64]:
+    """(value, position after it) of a field's tag at ``p``: as protobuf reads one, at most
+    five bytes and below 2**32 (a field number up to 2**29 - 1)."""
+    value, after = _varint(buf, p, end)
+    if after - p > 5 or value > _U32_MAX:
+        raise ValueError("a field tag out of range")
+    return value, after
+
+
 def _length(buf: bytes, p: i64, end: i64) -> tuple[i64, i64]:
     """(length, position after it) of a length-delimited field's length at ``p``."""
     if p < end:
@@ -105,7 +115,7 @@ def _property(buf: bytes, p: i64, end: i64, row: int, out: Walked) -> None:
     value_pos: i64 = -1
     value_len: i64 = -1
     while p < end:
-        tag, p = _varint(buf, p, end)
+        tag, p = _tag(buf, p, end)
         number = tag >> 3
         wire = tag & 7
         if number == 0:
@@ -145,7 +155,7 @@ def _metadata(buf: bytes, p: i64, meta_end: i64, row: int, out: Walked) -> tuple
         if tag < 0x80:
             p += 1
         else:
-            big, p = _varint(buf, p, meta_end)
+            big, p = _tag(buf, p, meta_end)
             tag = (big & 7) | (min(big >> 3, 11) << 3)  # every number over 10 is skipped
         number = tag >> 3
         wire = tag & 7

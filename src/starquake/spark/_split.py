@@ -28,6 +28,7 @@ __all__ = ["Unsplittable", "split_to_arrays"]
 _U32 = struct.Struct(">I")
 _PAD = bytes(16)  # lets the vectorised varint reads run past the last byte safely
 _I32_MAX = (1 << 31) - 1
+_U32_MAX = (1 << 32) - 1
 # Wire types of the SingleMessageMetadata fields (number -> type): a field met with another
 # type is left to the per-message splitter.
 _SMM_TYPES = {1: 2, 2: 2, 3: 0, 4: 0, 5: 0, 6: 0, 7: 2, 8: 0, 9: 0, 10: 0}
@@ -224,6 +225,8 @@ def _scan(
     while live.size:
         at = cursor[live]
         tag, tag_size = _varint(b, at)
+        if ((tag_size > 5) | (tag > np.uint64(_U32_MAX))).any():  # protobuf refuses them
+            raise Unsplittable("a field tag out of range")
         wire = (tag & np.uint64(7)).astype(np.int64)
         field = (tag >> np.uint64(3)).astype(np.int64)
         body = at + tag_size
