@@ -312,4 +312,3 @@ def test_a_field_tag_protobuf_refuses_is_refused_in_bulk(tag: bytes, walk: bool)
         RowSegments(split=TOPIC).add_batch(entry)
     with pytest.raises(Unsplittable):
         split_to_arrays([entry], arrow_schema(), compiled_walk=walk)
-
