@@ -78,6 +78,7 @@ class WalkConfig:
     entries_per_ledger: int = 4
     dedup: bool = False
     batch_index_ack: bool = False
+    commit_budget: int = 0  # bytes per group commit; 0: the broker's default
     # known broker bugs the walk steers around (see KNOWN_BUGS)
     avoid: frozenset[str] = frozenset()
 
@@ -90,11 +91,18 @@ class WalkConfig:
             f"brokerDeduplicationEnabled={str(self.dedup).lower()}",
             f"acknowledgmentAtBatchIndexLevelEnabled={str(self.batch_index_ack).lower()}",
             f"delayedDeliveryTickTimeMillis={DELAY_TICK_MS}",
+            *(
+                [f"journalBufferedWritesThreshold={self.commit_budget}"]
+                if self.commit_budget
+                else []
+            ),
         ]
 
     @staticmethod
     def for_seed(seed: int, avoid: frozenset[str] = frozenset()) -> WalkConfig:
-        """Settings from the seed: its two low bits choose deduplication and batch-index acks."""
+        """Settings from the seed: its three low bits choose deduplication, batch-index acks
+        and group commits of a few entries (so that a commit is written while the one before
+        it is fsynced, and a kill can fall between them)."""
         rng = random.Random(f"config-{seed}")
         return WalkConfig(
             seed=seed,
@@ -102,6 +110,7 @@ class WalkConfig:
             entries_per_ledger=rng.randint(3, 5),
             dedup=seed % 2 == 1,
             batch_index_ack=seed // 2 % 2 == 1,
+            commit_budget=600 if seed // 4 % 2 == 1 else 0,
             avoid=avoid,
         )
 

@@ -67,6 +67,7 @@ def test_the_suite_walks_hold_every_kind_of_case() -> None:
     assert expected <= covered, sorted(expected - covered)
     configs = {(c.dedup, c.batch_index_ack) for c in map(WalkConfig.for_seed, SEEDS)}
     assert len(configs) == 4
+    assert {c.commit_budget > 0 for c in map(WalkConfig.for_seed, SEEDS)} == {True, False}
 
 
 @pytest.mark.timeout(400)
