@@ -64,16 +64,72 @@ CHILD = textwrap.dedent(
 )
 
 
+# The broker's group committer, commits of at most 3,000 bytes, at most 300 entries waiting
+# (a window, as producers have): with appends left over, each commit is written while the one
+# before is fsynced; a position is printed once reported committed (a producer's receipt).
+CHILD_PIPELINE = textwrap.dedent(
+    """
+    import asyncio, collections, hashlib, sys
+    from pathlib import Path
+    from starquake.broker.committer import GroupCommitter
+    from starquake.storage import ManagedLedgerConfig, ManagedLedgerFactory, SqliteMetadataStore
+
+    root, run = Path(sys.argv[1]), int(sys.argv[2])
+
+    def payload(run, i):
+        seed = hashlib.sha256(f"{run}:{i}".encode()).digest()
+        return seed * (1 + seed[0] % 40)
+
+    store = SqliteMetadataStore(root / "meta.db")
+    config = ManagedLedgerConfig(
+        max_entries_per_ledger=400, min_rollover_seconds=0, commit_max_bytes=3000
+    )
+    factory = ManagedLedgerFactory(root / "data", store, config)
+    waiting = collections.defaultdict(collections.deque)
+
+    def committed(results):
+        out = []
+        for ml, last in results:
+            queue = waiting[ml.name]
+            while queue and queue[0][0] <= last:
+                p, n = queue.popleft()
+                out.append(f"{ml.name} {p.ledger_id} {p.entry_id} {run} {n}\\n")
+        sys.stdout.write("".join(out))
+        sys.stdout.flush()
+
+    def failed(ledgers, exc):
+        raise SystemExit(f"commit failed: {exc}")
+
+    async def main():
+        committer = GroupCommitter(factory, committed, failed)
+        mls = [factory.open(f"{sys.argv[3]}-{k}") for k in range(3)]
+        i = 0
+        while True:
+            while sum(len(queue) for queue in waiting.values()) > 300:  # a producer's window
+                await asyncio.sleep(0.0002)
+            for _ in range(1 + i % 23):
+                ml = mls[i % 3]
+                waiting[ml.name].append((ml.append(payload(run, i)), i))
+                i += 1
+            committer.kick()
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+    """
+)
+
+
 def _payload(run: int, i: int) -> bytes:
     seed = hashlib.sha256(f"{run}:{i}".encode()).digest()
     return seed * (1 + seed[0] % 40)
 
 
 @pytest.mark.slow
-def test_kill9_keeps_every_committed_entry(tmp_path: Path) -> None:
+@pytest.mark.parametrize("child", [CHILD, CHILD_PIPELINE], ids=["commits", "group-committer"])
+def test_kill9_keeps_every_committed_entry(tmp_path: Path, child: str) -> None:
     rng = random.Random(1234)
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
+    script.write_text(child)
     committed: list[tuple[str, Position, int, int]] = []
     for run in range(3):
         proc = subprocess.Popen(
