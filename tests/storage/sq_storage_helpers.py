@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
-from starquake.storage import ManagedLedger, ManagedLedgerFactory, Position
+from starquake.storage import (
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerFactory,
+    Position,
+    SqliteMetadataStore,
+)
 
 MakeFactory = Callable[..., ManagedLedgerFactory]
 
@@ -19,6 +26,22 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def open_factory(
+    root: Path, **config: int | float
+) -> tuple[ManagedLedgerFactory, SqliteMetadataStore]:
+    """A factory in ``root`` (created if need be) with its own metadata store and a fake
+    clock; ``config``: ManagedLedgerConfig fields."""
+    root.mkdir(exist_ok=True)
+    store = SqliteMetadataStore(root / "meta.db")
+    factory = ManagedLedgerFactory(
+        root / "data",
+        store,
+        ManagedLedgerConfig(**config),  # type: ignore[arg-type]
+        clock=FakeClock(),
+    )
+    return factory, store
 
 
 def commit(factory: ManagedLedgerFactory) -> list[tuple[ManagedLedger, Position]]:

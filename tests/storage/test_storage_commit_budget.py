@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sq_storage_helpers import FakeClock, commit
+from sq_storage_helpers import commit, open_factory
 
 from starquake.storage import (
     EARLIEST,
-    ManagedLedgerConfig,
     ManagedLedgerFactory,
     Position,
-    SqliteMetadataStore,
 )
 from starquake.storage.segment import LEDGER_RECORD_HEADER_SIZE
 
@@ -21,24 +19,12 @@ RECORD = 10_000
 SIZE = RECORD - LEDGER_RECORD_HEADER_SIZE  # payload of a 10,000-byte record
 
 
-def _open(root: Path, **config: int | float) -> tuple[ManagedLedgerFactory, SqliteMetadataStore]:
-    root.mkdir(exist_ok=True)
-    store = SqliteMetadataStore(root / "meta.db")
-    factory = ManagedLedgerFactory(
-        root / "data",
-        store,
-        ManagedLedgerConfig(**config),  # type: ignore[arg-type]
-        clock=FakeClock(),
-    )
-    return factory, store
-
-
 def _readable(factory: ManagedLedgerFactory, name: str) -> list[Position]:
     return [e.position for e in factory.open(name).read_entries_now(EARLIEST, 1000)]
 
 
 def test_appends_span_commits_within_the_budget_in_order(tmp_path: Path) -> None:
-    factory, store = _open(tmp_path, commit_max_bytes=3 * RECORD + 100)
+    factory, store = open_factory(tmp_path, commit_max_bytes=3 * RECORD + 100)
     ml = factory.open("a")
     positions = [ml.append(bytes([i]) * SIZE) for i in range(10)]
     seen = []
@@ -51,14 +37,14 @@ def test_appends_span_commits_within_the_budget_in_order(tmp_path: Path) -> None
     assert ml.last_confirmed == positions[-1]
     factory.close()
     store.close()
-    factory, store = _open(tmp_path)
+    factory, store = open_factory(tmp_path)
     assert [e.data[0] for e in factory.open("a").read_entries_now(EARLIEST, 100)] == list(range(10))
     factory.close()
     store.close()
 
 
 def test_a_record_larger_than_the_budget_is_committed_alone(tmp_path: Path) -> None:
-    factory, store = _open(tmp_path, commit_max_bytes=100)
+    factory, store = open_factory(tmp_path, commit_max_bytes=100)
     ml = factory.open("a")
     first = ml.append(b"x" * SIZE)
     ml.append(b"y" * SIZE)
@@ -71,7 +57,7 @@ def test_a_record_larger_than_the_budget_is_committed_alone(tmp_path: Path) -> N
 
 
 def test_a_ledger_left_over_waits_behind_the_others(tmp_path: Path) -> None:
-    factory, store = _open(tmp_path, commit_max_bytes=2 * RECORD)
+    factory, store = open_factory(tmp_path, commit_max_bytes=2 * RECORD)
     big, small = factory.open("big"), factory.open("small")
     for _ in range(6):
         big.append(b"b" * SIZE)
@@ -89,7 +75,7 @@ def test_a_ledger_left_over_waits_behind_the_others(tmp_path: Path) -> None:
 
 
 def test_a_sealed_ledger_is_committed_whole(tmp_path: Path) -> None:
-    factory, store = _open(
+    factory, store = open_factory(
         tmp_path, commit_max_bytes=RECORD, max_entries_per_ledger=5, min_rollover_seconds=0
     )
     ml = factory.open("a")

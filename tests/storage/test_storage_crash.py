@@ -24,21 +24,26 @@ from starquake.storage import (
 
 NAME = "persistent://public/default/crash"
 
-CHILD = textwrap.dedent(
+# What both children start with: argv is the directory, the run number and the ledgers' name
+# prefix; ``config_args`` (a format field) completes the factory's ManagedLedgerConfig.
+PRELUDE = """
+import asyncio, collections, hashlib, sys, threading
+from pathlib import Path
+from starquake.storage import ManagedLedgerConfig, ManagedLedgerFactory, SqliteMetadataStore
+
+root, run = Path(sys.argv[1]), int(sys.argv[2])
+
+def payload(run, i):
+    seed = hashlib.sha256(f"{{run}}:{{i}}".encode()).digest()
+    return seed * (1 + seed[0] % 40)
+
+store = SqliteMetadataStore(root / "meta.db")
+config = ManagedLedgerConfig(min_rollover_seconds=0, {config_args})
+factory = ManagedLedgerFactory(root / "data", store, config)
+"""
+
+CHILD = PRELUDE.format(config_args="max_entries_per_ledger=37") + textwrap.dedent(
     """
-    import hashlib, sys, threading
-    from pathlib import Path
-    from starquake.storage import ManagedLedgerConfig, ManagedLedgerFactory, SqliteMetadataStore
-
-    root, run = Path(sys.argv[1]), int(sys.argv[2])
-
-    def payload(run, i):
-        seed = hashlib.sha256(f"{run}:{i}".encode()).digest()
-        return seed * (1 + seed[0] % 40)
-
-    store = SqliteMetadataStore(root / "meta.db")
-    config = ManagedLedgerConfig(max_entries_per_ledger=37, min_rollover_seconds=0)
-    factory = ManagedLedgerFactory(root / "data", store, config)
     mls = [factory.open(f"{sys.argv[3]}-{k}") for k in range(3)]
     i = 0
     appended = []
@@ -67,24 +72,12 @@ CHILD = textwrap.dedent(
 # The broker's group committer, commits of at most 3,000 bytes, at most 300 entries waiting
 # (a window, as producers have): with appends left over, each commit is written while the one
 # before is fsynced; a position is printed once reported committed (a producer's receipt).
-CHILD_PIPELINE = textwrap.dedent(
+CHILD_PIPELINE = PRELUDE.format(
+    config_args="max_entries_per_ledger=400, commit_max_bytes=3000"
+) + textwrap.dedent(
     """
-    import asyncio, collections, hashlib, sys
-    from pathlib import Path
     from starquake.broker.committer import GroupCommitter
-    from starquake.storage import ManagedLedgerConfig, ManagedLedgerFactory, SqliteMetadataStore
 
-    root, run = Path(sys.argv[1]), int(sys.argv[2])
-
-    def payload(run, i):
-        seed = hashlib.sha256(f"{run}:{i}".encode()).digest()
-        return seed * (1 + seed[0] % 40)
-
-    store = SqliteMetadataStore(root / "meta.db")
-    config = ManagedLedgerConfig(
-        max_entries_per_ledger=400, min_rollover_seconds=0, commit_max_bytes=3000
-    )
-    factory = ManagedLedgerFactory(root / "data", store, config)
     waiting = collections.defaultdict(collections.deque)
 
     def committed(results):

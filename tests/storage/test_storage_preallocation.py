@@ -10,12 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sq_storage_helpers import FakeClock, commit
+from sq_storage_helpers import commit, open_factory
 
 from starquake.storage import (
     EARLIEST,
     Entry,
-    ManagedLedgerConfig,
     ManagedLedgerFactory,
     SqliteMetadataStore,
 )
@@ -23,18 +22,6 @@ from starquake.storage.commit import PREALLOCATE_LARGE_WRITE, PREALLOCATE_MIN_BY
 from starquake.storage.segment import HEADER_SIZE, LEDGER_RECORD_HEADER_SIZE, read_index
 
 NAME = "persistent://public/default/prealloc"
-
-
-def _open(root: Path, **config: int | float) -> tuple[ManagedLedgerFactory, SqliteMetadataStore]:
-    root.mkdir(exist_ok=True)
-    store = SqliteMetadataStore(root / "meta.db")
-    factory = ManagedLedgerFactory(
-        root / "data",
-        store,
-        ManagedLedgerConfig(**config),  # type: ignore[arg-type]
-        clock=FakeClock(),
-    )
-    return factory, store
 
 
 def _close(factory: ManagedLedgerFactory, store: SqliteMetadataStore) -> None:
@@ -47,7 +34,7 @@ def _data_end(count: int, size: int) -> int:
 
 
 def test_the_current_file_is_zero_filled_ahead_and_sealing_cuts_the_zeros(tmp_path: Path) -> None:
-    factory, store = _open(tmp_path, max_entries_per_ledger=20, min_rollover_seconds=0)
+    factory, store = open_factory(tmp_path, max_entries_per_ledger=20, min_rollover_seconds=0)
     ml = factory.open(NAME)
     datas = [bytes([i]) * 100 for i in range(30)]
     positions = [ml.append(d) for d in datas[:10]]
@@ -63,7 +50,7 @@ def test_the_current_file_is_zero_filled_ahead_and_sealing_cuts_the_zeros(tmp_pa
     assert path.stat().st_size == _data_end(20, 100)
     assert read_index(path.with_suffix(".idx"), first, _data_end(20, 100)) is not None
     _close(factory, store)
-    factory, store = _open(tmp_path)
+    factory, store = open_factory(tmp_path)
     ml = factory.open(NAME)
     assert ml.read_entries_now(EARLIEST, 100) == [
         Entry(p, d) for p, d in zip(positions, datas, strict=True)
@@ -77,7 +64,7 @@ def test_the_current_file_is_zero_filled_ahead_and_sealing_cuts_the_zeros(tmp_pa
 
 
 def test_steps_grow_with_the_file_up_to_the_maximum(tmp_path: Path) -> None:
-    factory, store = _open(tmp_path, preallocate_max_bytes=256 * 1024)
+    factory, store = open_factory(tmp_path, preallocate_max_bytes=256 * 1024)
     ml = factory.open(NAME)
     path = ml._directory / f"{ml.current_ledger_id}.log"
     sizes = []
@@ -98,7 +85,7 @@ def test_steps_grow_with_the_file_up_to_the_maximum(tmp_path: Path) -> None:
 def test_without_preallocation_the_file_ends_at_its_last_record(
     tmp_path: Path, config: dict[str, int]
 ) -> None:
-    factory, store = _open(tmp_path, **config)
+    factory, store = open_factory(tmp_path, **config)
     ml = factory.open(NAME)
     for _ in range(5):
         ml.append(b"y" * 50)
@@ -110,7 +97,7 @@ def test_without_preallocation_the_file_ends_at_its_last_record(
 def test_a_large_write_grows_the_file_without_zeros_and_small_ones_fill_again(
     tmp_path: Path,
 ) -> None:
-    factory, store = _open(tmp_path)
+    factory, store = open_factory(tmp_path)
     ml = factory.open(NAME)
     path = ml._directory / f"{ml.current_ledger_id}.log"
     big = PREALLOCATE_LARGE_WRITE
@@ -137,7 +124,7 @@ def _crash_copy(tmp_path: Path) -> Path:
 def test_a_crash_leaves_zeros_that_recovery_cuts_without_a_word(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    factory, store = _open(tmp_path / "live")
+    factory, store = open_factory(tmp_path / "live")
     ml = factory.open(NAME)
     positions = [ml.append(bytes([i]) * 40) for i in range(7)]
     commit(factory)
@@ -147,7 +134,7 @@ def test_a_crash_leaves_zeros_that_recovery_cuts_without_a_word(
     path = next(crashed.rglob(f"{ledger}.log"))
     assert path.stat().st_size > _data_end(7, 40)
     caplog.set_level(logging.DEBUG, logger="starquake.storage")
-    factory, store = _open(crashed)
+    factory, store = open_factory(crashed)
     ml = factory.open(NAME)
     assert [e.position for e in ml.read_entries_now(EARLIEST, 100)] == positions
     assert path.stat().st_size == _data_end(7, 40)
@@ -158,7 +145,7 @@ def test_a_crash_leaves_zeros_that_recovery_cuts_without_a_word(
 
 
 def test_a_torn_record_before_the_zeros_is_quarantined_without_them(tmp_path: Path) -> None:
-    factory, store = _open(tmp_path / "live", preallocate_max_bytes=4 * 1024 * 1024)
+    factory, store = open_factory(tmp_path / "live", preallocate_max_bytes=4 * 1024 * 1024)
     ml = factory.open(NAME)
     for _ in range(40):
         ml.append(b"z" * 100_000)
@@ -173,7 +160,7 @@ def test_a_torn_record_before_the_zeros_is_quarantined_without_them(tmp_path: Pa
     with path.open("r+b") as f:
         f.seek(end)
         f.write(torn)
-    factory, store = _open(crashed)
+    factory, store = open_factory(crashed)
     ml = factory.open(NAME)
     assert len(ml.read_entries_now(EARLIEST, 100)) == 40
     assert path.stat().st_size == end
@@ -183,7 +170,7 @@ def test_a_torn_record_before_the_zeros_is_quarantined_without_them(tmp_path: Pa
 
 
 def test_a_file_of_a_header_and_zeros_is_removed_not_quarantined(tmp_path: Path) -> None:
-    factory, store = _open(tmp_path / "live")
+    factory, store = open_factory(tmp_path / "live")
     ml = factory.open(NAME)
     ml.append(b"first")
     commit(factory)
@@ -194,7 +181,7 @@ def test_a_file_of_a_header_and_zeros_is_removed_not_quarantined(tmp_path: Path)
     with path.open("r+b") as f:  # the record's bytes never reached the disk, the zeros did
         f.seek(HEADER_SIZE)
         f.write(bytes(LEDGER_RECORD_HEADER_SIZE + 5))
-    factory, store = _open(crashed)
+    factory, store = open_factory(crashed)
     ml = factory.open(NAME)
     assert ml.read_entries_now(EARLIEST, 10) == []
     assert not path.exists()
@@ -207,7 +194,7 @@ def test_damage_before_the_last_record_keeps_the_last_record_followed_by_zeros(
 ) -> None:
     """The record after damaged bytes is trusted when it is the file's last: followed by the
     preallocated zeros as by the end of the file (it was cut as a torn tail)."""
-    factory, store = _open(tmp_path / "live")
+    factory, store = open_factory(tmp_path / "live")
     ml = factory.open(NAME)
     positions = [ml.append(bytes([65 + i]) * 30) for i in range(6)]
     commit(factory)
@@ -220,7 +207,7 @@ def test_damage_before_the_last_record_keeps_the_last_record_followed_by_zeros(
     for i in range(HEADER_SIZE + 2, HEADER_SIZE + 5 * record - 2):  # records 0 to 4
         raw[i] ^= 0x5A
     path.write_bytes(bytes(raw))
-    factory, store = _open(crashed)
+    factory, store = open_factory(crashed)
     ml = factory.open(NAME)
     assert ml.read_entries_now(EARLIEST, 10) == [Entry(positions[5], b"F" * 30)]
     assert ml.last_confirmed == positions[5]
