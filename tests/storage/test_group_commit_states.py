@@ -65,7 +65,7 @@ rounds = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=int(os.environ.get("STARQUAKE_COMMIT_EXAMPLES", "60")), deadline=None)
 @given(
     rounds=rounds,
     budget=st.sampled_from([0, 300, 1500, 6000]),

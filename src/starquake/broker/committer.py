@@ -45,15 +45,15 @@ def _execute(pending: PendingCommit) -> _SyncFuture | None:
 
 
 class _Inflight:
-    """A commit taken and started: ``written`` resolves once its bytes are written (with the
-    future of its fsync when that runs apart), ``doomed`` is set when an earlier commit failed
-    (its bytes follow lost ones: it must fail too)."""
+    """A commit taken: ``written`` resolves once its bytes are written (to the future of its
+    fsync when that runs apart; None until the commit is started), ``doomed`` is set when an
+    earlier commit failed (its bytes follow lost ones: it must fail too)."""
 
     __slots__ = ("doomed", "pending", "written")
 
-    def __init__(self, pending: PendingCommit, written: asyncio.Future[_SyncFuture | None]) -> None:
+    def __init__(self, pending: PendingCommit) -> None:
         self.pending = pending
-        self.written = written
+        self.written: asyncio.Future[_SyncFuture | None] | None = None
         self.doomed: BaseException | None = None
 
 
@@ -69,7 +69,7 @@ class GroupCommitter:
         self._factory = factory
         self._on_committed = on_committed
         self._on_failed = on_failed
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-sync")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-write")
         self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-fsync")
         self._task: asyncio.Task[None] | None = None
         self._kicked = False
@@ -86,14 +86,21 @@ class GroupCommitter:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def _start_next(self) -> _Inflight | None:
+    def _take(self, *, start: bool = True) -> _Inflight | None:
+        """The next commit, started unless ``start`` is False (None: nothing to commit)."""
         self._kicked = False
         pending = self._factory.take_pending()
         if pending is None:
             return None
+        inflight = _Inflight(pending)
+        if start:
+            self._start(inflight)
+        return inflight
+
+    def _start(self, inflight: _Inflight) -> None:
+        pending = inflight.pending
         run = self._write_then_sync if pending.splittable else _execute
-        written = asyncio.get_running_loop().run_in_executor(self._executor, run, pending)
-        return _Inflight(pending, written)
+        inflight.written = asyncio.get_running_loop().run_in_executor(self._executor, run, pending)
 
     def _write_then_sync(self, pending: PendingCommit) -> _SyncFuture | None:
         """Write thread: write ``pending``, queue its fsync behind the earlier ones'."""
@@ -103,30 +110,41 @@ class GroupCommitter:
     async def _run(self) -> None:
         # The next commit starts before the previous one's receipts are sent, so the threads
         # write and fsync while the loop answers producers and reads more sends; with appends
-        # over the budget it starts as soon as the previous one is written.
+        # over the budget it is written while the previous one is fsynced. All fsyncs of
+        # overlapping commits run in the fsync thread, in order: a commit that would fsync in
+        # the write thread (one sealing a ledger) waits until the one before is done, since a
+        # failed fsync's error is reported to one caller only and must fail every commit
+        # behind it.
         try:
-            current = self._start_next()
+            current = self._take()
             while current is not None:
+                if current.written is None and current.doomed is None:
+                    self._start(current)  # taken while the one before was being fsynced
                 after: _Inflight | None = None
                 error = current.doomed
                 try:
-                    syncing = await current.written
-                    if syncing is not None:  # its fsync runs apart: write the next meanwhile
-                        if error is None:
-                            after = self._start_next()
-                        await asyncio.wrap_future(syncing)
+                    if current.written is not None:
+                        syncing = await current.written
+                        if syncing is not None and error is None:  # its fsync runs apart
+                            after = self._take(start=False)
+                            if after is not None and after.pending.splittable:
+                                self._start(after)  # written meanwhile, fsynced after it
+                        if syncing is not None:
+                            await asyncio.wrap_future(syncing)
                 except Exception as exc:
                     error = error or exc
                 if error is not None:
                     self._fail(current.pending, error)
                     if after is not None:
-                        after.doomed = error  # its bytes follow the lost ones
-                    current = after or self._start_next()
+                        after.doomed = error  # taken before the failure: its bytes follow
+                    current = after or self._take()
                     continue
                 done = current.pending
                 results = done.finish()
                 self.commits += 1
-                current = after or self._start_next()
+                if after is not None and after.written is None:
+                    self._start(after)
+                current = after or self._take()
                 self._on_committed(results)
                 for observe in self.observers:
                     try:
@@ -134,7 +152,7 @@ class GroupCommitter:
                     except Exception:
                         log.exception("group commit observer failed")
                 if current is None and self._kicked:  # appended by the callbacks
-                    current = self._start_next()
+                    current = self._take()
         finally:
             self._task = None
 
