@@ -152,17 +152,11 @@ _ZEROS = bytes(PREALLOCATE_MIN_BYTES)
 
 def _write_zeros(fd: int, offset: int, size: int) -> None:
     """Write ``size`` zero bytes at ``offset`` from one small shared buffer."""
-    while size > 0:
-        chunk = min(size, len(_ZEROS) * 64)
-        count, rest = divmod(chunk, len(_ZEROS))
-        buffers = [_ZEROS] * count
-        if rest:
-            buffers.append(_ZEROS[:rest])
-        written = os.pwritev(fd, buffers, offset)
-        if written <= 0:
-            raise OSError("pwritev wrote nothing")
-        offset += written
-        size -= written
+    count, rest = divmod(size, len(_ZEROS))
+    buffers = [_ZEROS] * count
+    if rest:
+        buffers.append(_ZEROS[:rest])
+    _pwritev_all(fd, buffers, offset)
 
 
 class IndexJob:

@@ -337,7 +337,7 @@ class ManagedLedgerFactory:
             offset = 0
             state.header_pending = False
         first = state.pending_first
-        end = state.offsets[first + len(datas)] if state.pending else state.end
+        end = state.record_end(first + len(datas) - 1)
         batch = WriteBatch(state, state.fd, offset, datas, header, first, end, state.sealed)
         state.pending_offset = end
         state.pending_first = first + len(datas)
