@@ -16,6 +16,7 @@ from starquake.broker.errors import (
     ConsumerBusyError,
     ConsumerNotFoundError,
     NotAllowedError,
+    ServiceNotReadyError,
 )
 from starquake.broker.schemas.topic_schemas import check_consumer_schema
 from starquake.broker.subscription import Subscription, to_signed
@@ -101,6 +102,9 @@ class ConsumerCommands:
         if request.consumer_id in self._cnx.consumers:  # the same id came again while loading
             self._cnx.fail(request, BrokerServiceError("Consumer id already in use"))
             return
+        if topic.closed:  # unloaded during the schema check
+            self._cnx.fail(request, ServiceNotReadyError("Topic is being closed"))
+            return
         if request.read_compacted and int(request.subType) not in (
             SubType.Exclusive,
             SubType.Failover,
@@ -140,6 +144,9 @@ class ConsumerCommands:
         """Add the consumer to its subscription and confirm the SUBSCRIBE."""
         if request.consumer_id in self._cnx.consumers:  # the same id arrived again meanwhile
             self._cnx.fail(request, BrokerServiceError("Consumer id already in use"))
+            return
+        if topic.closed:  # unloaded while the subscription was being stored
+            self._cnx.fail(request, ServiceNotReadyError("Topic is being closed"))
             return
         try:
             consumer = self._new_consumer(request, topic, subscription)

@@ -20,6 +20,7 @@ from starquake.broker.errors import (
     ChecksumError,
     NotAllowedError,
     ProducerBusyError,
+    ServiceNotReadyError,
 )
 from starquake.broker.producer import Producer
 from starquake.broker.schemas.topic_schemas import add_producer_schema, validation_enforced
@@ -114,6 +115,9 @@ class ProducerCommands:
         """Admit the producer to the topic and answer (at once, or when it gets exclusivity)."""
         if request.producer_id in self._cnx.producers:  # the same id came again while loading
             self._cnx.fail(request, ProducerBusyError("Producer id already in use"))
+            return
+        if topic.closed:  # unloaded during the schema check
+            self._cnx.fail(request, ServiceNotReadyError("Topic is being closed"))
             return
         try:
             name = request.producer_name if request.HasField("producer_name") else ""

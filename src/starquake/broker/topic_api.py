@@ -27,6 +27,11 @@ class TopicApi(SubscribedTopic, ProducerTopic, Protocol):
     (:class:`~starquake.broker.producer.ProducerTopic`), and more."""
 
     @property
+    def closed(self) -> bool:
+        """The topic is closing or closed (unloaded, deleted): it takes no new producer or
+        consumer (one registering across the close is told to retry)."""
+
+    @property
     def producer_registry(self) -> ProducerRegistry:
         """Who may produce: the producers and the access mode's state."""
 
