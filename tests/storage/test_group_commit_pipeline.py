@@ -1,7 +1,7 @@
-"""With appends left over a commit's byte budget, the group committer writes the next commit
-while the previous one is being fsynced (one write thread, one fsync thread); commits still
-complete in order, and when an fsync fails the commit written behind it fails too: its bytes
-follow lost ones, so none of them is acknowledged."""
+"""The group committer writes the next commits while earlier ones are being fsynced (one write
+thread, one fsync thread, up to PIPELINE_DEPTH commits under way); commits still complete in
+order, and when an fsync fails the commits taken behind it fail too: their bytes follow lost
+ones, so none of them is acknowledged."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from starquake.broker.committer import GroupCommitter
+from starquake.broker.committer import PIPELINE_DEPTH, GroupCommitter
 from starquake.storage import (
     EARLIEST,
     LedgerFencedError,
@@ -113,13 +113,14 @@ def test_the_next_commit_is_written_during_an_fsync_and_commits_complete_in_orde
     assert stored == [bytes([i]) * SIZE for i in range(9)]
 
 
-def test_when_an_fsync_fails_the_commit_written_behind_it_fails_too(tmp_path: Path) -> None:
+def test_when_an_fsync_fails_the_commits_written_behind_it_fail_too(tmp_path: Path) -> None:
+    assert PIPELINE_DEPTH >= 3  # all three commits are taken before the first fsync ends
     faults = FirstSyncWaitsForTheNextWrite(fail_first=errno.EIO)
     positions, confirmed, failures, stored = _run(tmp_path, faults, 6)
     assert faults.written_during_sync.is_set()
     assert len(positions) == 6 and confirmed == []  # none acknowledged after the failure
-    assert len(failures) == 2  # the failed commit, then the one written during its fsync
+    assert len(failures) == 3  # the failed commit, then the two written during its fsync
     assert all(isinstance(exc, OSError) and exc.errno == errno.EIO for exc in failures)
-    # the bytes of both commits reached the file, never acknowledged: reopened, the fenced
+    # the bytes of all three commits reached the file, never acknowledged: reopened, the fenced
     # ledger ends at its last acknowledged entry
     assert stored == []

@@ -1,8 +1,9 @@
 """The group committer over random appends, commit budgets and one failed fsync anywhere.
 
-Appends to three ledgers arrive in rounds while commits run (one commit at a time, or written
-while the one before is fsynced when appends are left over the budget); the failed fsync loses
-what its file had not synced yet. Whatever happens:
+Appends to three ledgers arrive in rounds while commits run (a pipeline of 1 to 5 commits: later
+ones written while earlier ones are fsynced; a commit sealing a ledger alone); the failed fsync
+loses what its file had not synced yet. Without fsync (``journal_sync`` off) a small commit is
+written by the loop itself. Whatever happens:
 each ledger's reported positions only grow; a reopened ledger holds exactly the entries up to
 its last reported position when it was fenced, else every entry appended; a reported entry
 is never lost; without an injected failure nothing fails.
@@ -71,13 +72,20 @@ rounds = st.lists(
     budget=st.sampled_from([0, 300, 1500, 6000]),
     fail_at=st.one_of(st.none(), st.integers(1, 12)),
     per_ledger=st.integers(2, 30),
+    depth=st.integers(1, 5),
+    sync=st.sampled_from([True, True, True, False]),
 )
 def test_reports_grow_and_what_was_reported_survives(
-    rounds: list[list[tuple[int, int, int]]], budget: int, fail_at: int | None, per_ledger: int
+    rounds: list[list[tuple[int, int, int]]],
+    budget: int,
+    fail_at: int | None,
+    per_ledger: int,
+    depth: int,
+    sync: bool,
 ) -> None:
     root = Path(tempfile.mkdtemp(prefix="sq-commit-states-"))
     try:
-        _check(root, rounds, budget, fail_at, per_ledger)
+        _check(root, rounds, budget, fail_at, per_ledger, depth, sync)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -88,11 +96,16 @@ def _check(
     budget: int,
     fail_at: int | None,
     per_ledger: int,
+    depth: int,
+    sync: bool,
 ) -> None:
     faults = FailOneSync(fail_at)
     store = SqliteMetadataStore(root / "meta.db")
     config = ManagedLedgerConfig(
-        max_entries_per_ledger=per_ledger, min_rollover_seconds=0, commit_max_bytes=budget
+        max_entries_per_ledger=per_ledger,
+        min_rollover_seconds=0,
+        commit_max_bytes=budget,
+        journal_sync=sync,
     )
     factory = ManagedLedgerFactory(root / "data", store, config, faults=faults)
     names = [f"persistent://public/default/states-{k}" for k in range(LEDGERS)]
@@ -108,7 +121,7 @@ def _check(
         failures.append(exc)
 
     async def run() -> dict[str, list[tuple[Position, bytes]]]:
-        committer = GroupCommitter(factory, committed, failed)
+        committer = GroupCommitter(factory, committed, failed, depth)
         try:
             mls = [factory.open(name) for name in names]
             counter = 0

@@ -1,19 +1,24 @@
 """Group commit: appends from every topic share one write + fsync, run off the event loop.
 
-While one commit executes in the worker thread, new appends accumulate; the next commit takes
-them (up to the commit's byte budget), so under load many entries share each fsync (BookKeeper's
-journal does the same). Commits complete in the order they were taken, which keeps each ledger's
-bytes in order. When appends are left over the budget, a commit is written by the write thread
-and fsynced by the sync thread, and the next one is written meanwhile: the disk flushes one
-commit while the next one's bytes are copied, and receipts of each commit go out as soon as
-it is synced.
+Commits form a pipeline: the loop takes the appends waiting (up to the commit's byte budget)
+whenever fewer than ``PIPELINE_DEPTH`` commits are under way, the write thread writes them in
+order and the fsync thread fsyncs them in order, so one commit is written while the ones
+before it are flushed and the loop goes on reading sends meanwhile. Under load many entries
+share each fsync (BookKeeper's journal does the same), and small groups keep the receipts
+flowing back while the next sends are read. Commits complete in the order they were taken,
+which keeps each ledger's bytes in order.
+
+A commit that seals a ledger runs alone (written and fsynced in the write thread once the ones
+before it are done, nothing taken after it until it is done): a sealed ledger's bytes must be
+durable before a later file is written. When a commit fails, every commit taken before the
+failure was known fails too: their bytes follow lost ones.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
@@ -27,6 +32,14 @@ CommittedCallback = Callable[[Sequence[tuple[ManagedLedger, Position]]], None]
 FailedCallback = Callable[[Sequence[ManagedLedger], BaseException], None]
 CommitObserver = Callable[[PendingCommit], None]
 
+PIPELINE_DEPTH = 4
+"""Commits under way at once (taken, being written, or waiting for their fsync)."""
+INLINE_WRITE_MAX_BYTES = 256 * 1024
+"""Without fsync (``journalSyncData=false``) the loop writes a commit of at most this many
+bytes itself, when no other commit is under way: a copy into the page cache of tens of
+microseconds, where handing it to the write thread and back costs more (the threads share the
+interpreter's lock with the loop)."""
+
 
 class CommitSource(Protocol):
     """Where the group commit takes its work: the file ledgers' pending appends."""
@@ -35,44 +48,41 @@ class CommitSource(Protocol):
         """The work waiting to be committed, or None."""
 
 
-_SyncFuture = concurrent.futures.Future[None]
-
-
-def _execute(pending: PendingCommit) -> _SyncFuture | None:
-    """Write thread: write and fsync ``pending`` in one go."""
-    pending.execute()
-    return None
-
-
 class _Inflight:
-    """A commit taken: ``written`` resolves once its bytes are written (to the future of its
-    fsync when that runs apart; None until the commit is started), ``doomed`` is set when an
-    earlier commit failed (its bytes follow lost ones: it must fail too)."""
+    """A commit taken. ``started``: handed to the threads; ``ended``: the threads are done
+    with it (``error`` says how); ``doomed``: an earlier commit failed, so this one fails."""
 
-    __slots__ = ("doomed", "pending", "written")
+    __slots__ = ("alone", "doomed", "ended", "error", "pending", "started")
 
     def __init__(self, pending: PendingCommit) -> None:
         self.pending = pending
-        self.written: asyncio.Future[_SyncFuture | None] | None = None
+        self.alone = pending.runs_alone
+        self.started = False
+        self.ended = False
+        self.error: BaseException | None = None
         self.doomed: BaseException | None = None
 
 
 class GroupCommitter:
-    """Runs the commits of a :class:`CommitSource` one after another while work is pending."""
+    """Runs the commits of a :class:`CommitSource` as a pipeline while work is pending."""
 
     def __init__(
         self,
         factory: CommitSource,
         on_committed: CommittedCallback,
         on_failed: FailedCallback,
+        depth: int = PIPELINE_DEPTH,
     ) -> None:
         self._factory = factory
         self._on_committed = on_committed
         self._on_failed = on_failed
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-write")
+        self._depth = max(1, depth)
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-write")
         self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-fsync")
-        self._task: asyncio.Task[None] | None = None
-        self._kicked = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._inflight: deque[_Inflight] = deque()
+        self._pump_scheduled = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
         self.commits = 0
         self.failures = 0
         # a full disk fails every commit while clients keep reconnecting: one line per 10 s
@@ -81,93 +91,137 @@ class GroupCommitter:
         """Called on the loop with each commit that succeeded, after its receipts (metrics)."""
 
     def kick(self) -> None:
-        """There is something to commit: start a commit loop if none is running."""
-        self._kicked = True
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        """There is something to commit: take it once the current callback is done (so that
+        the appends of one read share a commit)."""
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            self._loop = loop = asyncio.get_running_loop()
+            loop.call_soon(self._pump)
 
-    def _take(self, *, start: bool = True) -> _Inflight | None:
-        """The next commit, started unless ``start`` is False (None: nothing to commit)."""
-        self._kicked = False
-        pending = self._factory.take_pending()
-        if pending is None:
-            return None
-        inflight = _Inflight(pending)
-        if start:
-            self._start(inflight)
-        return inflight
+    def _pump(self) -> None:
+        """Take commits while the pipeline has room; a commit that runs alone ends the round."""
+        self._pump_scheduled = False
+        inflight = self._inflight
+        while len(inflight) < self._depth and not (inflight and inflight[-1].alone):
+            pending = self._factory.take_pending()
+            if pending is None:
+                break
+            commit = _Inflight(pending)
+            inflight.append(commit)
+            if not commit.alone or len(inflight) == 1:
+                self._start(commit)
+        if not inflight:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
-    def _start(self, inflight: _Inflight) -> None:
-        pending = inflight.pending
-        run = self._write_then_sync if pending.splittable else _execute
-        inflight.written = asyncio.get_running_loop().run_in_executor(self._executor, run, pending)
+    def _start(self, commit: _Inflight) -> None:
+        commit.started = True
+        pending = commit.pending
+        if pending.splittable:
+            self._writer.submit(self._write, commit)
+        elif len(self._inflight) == 1 and pending.writes_only(INLINE_WRITE_MAX_BYTES):
+            self._write_here(commit)
+        else:
+            self._writer.submit(self._execute, commit)
 
-    def _write_then_sync(self, pending: PendingCommit) -> _SyncFuture | None:
-        """Write thread: write ``pending``, queue its fsync behind the earlier ones'."""
-        pending.write()
-        return self._syncer.submit(pending.sync)
-
-    async def _run(self) -> None:
-        # The next commit starts before the previous one's receipts are sent, so the threads
-        # write and fsync while the loop answers producers and reads more sends; with appends
-        # over the budget it is written while the previous one is fsynced. All fsyncs of
-        # overlapping commits run in the fsync thread, in order: a commit that would fsync in
-        # the write thread (one sealing a ledger) waits until the one before is done, since a
-        # failed fsync's error is reported to one caller only and must fail every commit
-        # behind it.
+    def _write_here(self, commit: _Inflight) -> None:
+        """Loop side: a commit that only copies a little into the page cache is cheaper than
+        the two thread hand-offs it would take."""
         try:
-            current = self._take()
-            while current is not None:
-                if current.written is None and current.doomed is None:
-                    self._start(current)  # taken while the one before was being fsynced
-                after: _Inflight | None = None
-                error = current.doomed
-                try:
-                    if current.written is not None:
-                        syncing = await current.written
-                        if syncing is not None and error is None:  # its fsync runs apart
-                            after = self._take(start=False)
-                            if after is not None and after.pending.splittable:
-                                self._start(after)  # written meanwhile, fsynced after it
-                        if syncing is not None:
-                            await asyncio.wrap_future(syncing)
-                except Exception as exc:
-                    error = error or exc
-                if error is not None:
-                    self._fail(current.pending, error)
-                    if after is not None:
-                        after.doomed = error  # taken before the failure: its bytes follow
-                    current = after or self._take()
-                    continue
-                done = current.pending
-                results = done.finish()
-                self.commits += 1
-                if after is not None and after.written is None:
-                    self._start(after)
-                current = after or self._take()
-                self._on_committed(results)
-                for observe in self.observers:
-                    try:
-                        observe(done)
-                    except Exception:
-                        log.exception("group commit observer failed")
-                if current is None and self._kicked:  # appended by the callbacks
-                    current = self._take()
-        finally:
-            self._task = None
+            commit.pending.execute()
+        except Exception as exc:
+            commit.error = exc
+        asyncio.get_running_loop().call_soon(self._on_ended, commit)
+
+    # --- thread side --------------------------------------------------------------------------
+
+    def _execute(self, commit: _Inflight) -> None:
+        """Write thread: write and fsync (if it syncs at all) in one go."""
+        try:
+            commit.pending.execute()
+        except BaseException as exc:
+            self._ended(commit, exc)
+            return
+        self._ended(commit, None)
+
+    def _write(self, commit: _Inflight) -> None:
+        """Write thread: write, then queue the fsync behind the earlier ones'."""
+        try:
+            commit.pending.write()
+        except BaseException as exc:
+            self._ended(commit, exc)
+            return
+        self._syncer.submit(self._sync, commit)
+
+    def _sync(self, commit: _Inflight) -> None:
+        """Fsync thread: make a written commit durable."""
+        try:
+            commit.pending.sync()
+        except BaseException as exc:
+            self._ended(commit, exc)
+            return
+        self._ended(commit, None)
+
+    def _ended(self, commit: _Inflight, error: BaseException | None) -> None:
+        commit.error = error
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_ended, commit)
+
+    # --- loop side ----------------------------------------------------------------------------
+
+    def _on_ended(self, commit: _Inflight) -> None:
+        commit.ended = True
+        inflight = self._inflight
+        while inflight:
+            head = inflight[0]
+            if head.started and not head.ended:
+                break
+            inflight.popleft()
+            error = head.doomed or head.error
+            if error is not None:
+                for later in inflight:  # taken before the failure: their bytes follow
+                    later.doomed = later.doomed or error
+                self._fail(head.pending, error)
+            else:
+                self._complete(head.pending)
+            if inflight and not inflight[0].started and inflight[0].doomed is None:
+                self._start(inflight[0])  # one that runs alone, now first
+        self._pump()
+
+    def _complete(self, pending: PendingCommit) -> None:
+        results = pending.finish()
+        self.commits += 1
+        try:
+            self._on_committed(results)
+        except Exception:
+            log.exception("group commit callback failed")
+        for observe in self.observers:
+            try:
+                observe(pending)
+            except Exception:
+                log.exception("group commit observer failed")
 
     def _fail(self, pending: PendingCommit, exc: BaseException) -> None:
         self._failure_log.log(logging.ERROR, "group commit failed: %s", exc)
         self.failures += 1
-        self._on_failed(pending.fail(exc), exc)
+        try:
+            self._on_failed(pending.fail(exc), exc)
+        except Exception:
+            log.exception("group commit failure callback failed")
 
     async def drain(self) -> None:
         """Wait until everything appended so far is committed."""
         self.kick()
-        while self._task is not None:
-            await asyncio.shield(self._task)
+        loop = asyncio.get_running_loop()
+        while self._inflight or self._pump_scheduled:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
 
     def close(self) -> None:
         """Wait for the commits under way and stop the commit threads."""
-        self._executor.shutdown(wait=True)
+        self._writer.shutdown(wait=True)
         self._syncer.shutdown(wait=True)

@@ -253,14 +253,29 @@ class PendingCommit:
 
     @property
     def splittable(self) -> bool:
-        """Whether :meth:`write` and :meth:`sync` may run apart, the next commit's write
-        between them: appends are waiting beyond this commit, it seals no ledger, and it
-        fsyncs. (A sealed ledger's bytes must be synced before any other file is written.)"""
+        """Whether :meth:`write` and :meth:`sync` may run apart, later commits written
+        between them: it fsyncs, and seals no ledger (a sealed ledger's bytes must be synced
+        before any other file is written)."""
+        return self._factory.config.journal_sync and not self.runs_alone
+
+    @property
+    def runs_alone(self) -> bool:
+        """Whether this commit must run with no other under way: it fsyncs and seals a
+        ledger, or it fails at once (a ledger file could not be opened)."""
+        if self._open_error is not None:
+            return True
+        return self._factory.config.journal_sync and any(b.sealing for b in self._batches)
+
+    def writes_only(self, max_bytes: int) -> bool:
+        """Whether executing this commit only writes at most ``max_bytes`` of entries: no
+        fsync (``journal_sync`` off), no file to open, create, index or delete."""
         return (
-            self.more_pending
-            and self._factory.config.journal_sync
+            not self._factory.config.journal_sync
             and self._open_error is None
-            and not any(b.sealing for b in self._batches)
+            and not self._new_dirs
+            and not self._index_jobs
+            and not self._delete_jobs
+            and sum(b.end - b.offset for b in self._batches) <= max_bytes
         )
 
     def execute(self) -> None:
