@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -124,3 +125,92 @@ def test_when_an_fsync_fails_the_commits_written_behind_it_fail_too(tmp_path: Pa
     # the bytes of all three commits reached the file, never acknowledged: reopened, the fenced
     # ledger ends at its last acknowledged entry
     assert stored == []
+
+
+class NotesWrites(StorageFaults):
+    """Notes the thread of each write; the first fsync takes ``hold`` seconds, and the writes
+    made meanwhile are counted."""
+
+    def __init__(self, hold: float = 0.0) -> None:
+        self.hold = hold
+        self.threads: list[str] = []
+        self.during_first_sync = 0
+        self._syncing = False
+        self._synced = 0
+
+    def before_write(self, path: Path, offset: int, data: bytes) -> bytes:
+        self.threads.append(threading.current_thread().name.split("_")[0])
+        if self._syncing:
+            self.during_first_sync += 1
+        return data
+
+    def before_sync(self, path: Path) -> None:
+        self._synced += 1
+        if self._synced == 1 and self.hold:
+            self._syncing = True
+            time.sleep(self.hold)
+            self._syncing = False
+
+
+def _commit_rounds(
+    tmp_path: Path, faults: NotesWrites, rounds: list[int], *, journal_sync: bool
+) -> tuple[int, list[bytes]]:
+    """Append rounds of records to one ledger (commits of two records), draining after each
+    round; returns the reports received and the entries held when the ledger is opened again."""
+    store = SqliteMetadataStore(tmp_path / "meta.db")
+    config = ManagedLedgerConfig(commit_max_bytes=2 * RECORD, journal_sync=journal_sync)
+    factory = ManagedLedgerFactory(tmp_path / "data", store, config, faults=faults)
+    reports: list[Position] = []
+
+    def committed(results: Sequence[tuple[ManagedLedger, Position]]) -> None:
+        reports.extend(position for _, position in results)
+
+    def failed(_ledgers: Sequence[ManagedLedger], exc: BaseException) -> None:
+        raise AssertionError(f"commit failed: {exc!r}")
+
+    async def run() -> list[bytes]:
+        committer = GroupCommitter(factory, committed, failed)
+        try:
+            ledger = factory.open(NAME)
+            counter = 0
+            for count in rounds:
+                for _ in range(count):
+                    ledger.append(bytes([counter]) * SIZE)
+                    counter += 1
+                await committer.drain()
+            ledger.close()
+            await committer.drain()
+            return [bytes(e.data) for e in factory.open(NAME).read_entries_now(EARLIEST, 100)]
+        finally:
+            committer.close()
+
+    try:
+        stored = asyncio.run(run())
+    finally:
+        factory.close()
+        store.close()
+    return len(reports), stored
+
+
+def test_at_most_pipeline_depth_commits_are_under_way(tmp_path: Path) -> None:
+    """Twelve records in commits of two: while the first commit's fsync is held, the next
+    PIPELINE_DEPTH - 1 commits are written, and no more until it completes."""
+    faults = NotesWrites(hold=0.5)
+    reports, stored = _commit_rounds(tmp_path, faults, [12], journal_sync=True)
+    assert faults.during_first_sync == PIPELINE_DEPTH - 1
+    assert reports == 6
+    assert stored == [bytes([i]) * SIZE for i in range(12)]
+
+
+def test_without_fsync_the_loop_writes_small_commits_itself(tmp_path: Path) -> None:
+    """journal_sync off: a commit that only writes entries is written by the loop (the first
+    one also creates the ledger's directory: the write thread does that one); with fsync,
+    every write is made by the write thread."""
+    faults = NotesWrites()
+    reports, stored = _commit_rounds(tmp_path, faults, [2, 2, 2], journal_sync=False)
+    assert faults.threads == ["starquake-write", "MainThread", "MainThread"]
+    assert reports == 3 and stored == [bytes([i]) * SIZE for i in range(6)]
+    durable = NotesWrites()
+    (tmp_path / "durable").mkdir()
+    _commit_rounds(tmp_path / "durable", durable, [2, 2, 2], journal_sync=True)
+    assert durable.threads == ["starquake-write"] * 3

@@ -221,13 +221,10 @@ class PendingCommit:
         index_jobs: list[IndexJob],
         delete_jobs: list[DeleteJob] | None = None,
         open_error: StorageError | None = None,
-        more_pending: bool = False,
     ) -> None:
         """``open_error``: a ledger file of ``batches`` could not be opened; executing fails
-        with it before anything is written. ``more_pending``: appends were left for the next
-        commit (over the commit's byte budget)."""
+        with it before anything is written."""
         self._factory = factory
-        self.more_pending = more_pending
         self._open_error = open_error
         self._batches = batches
         self._new_dirs = new_dirs

@@ -41,6 +41,6 @@ class ManagedLedgerConfig:
     system's journal; 0: files grow with each write. Only with ``journal_sync``."""
     commit_max_bytes: int = 2 * 1024 * 1024
     """``journalBufferedWritesThreshold``: the bytes of appends one group commit takes at
-    most (at least one entry); the rest waits for the next commit, which starts as soon as
-    this one is synced. Bounded commits keep receipts flowing back while the next bytes are
-    written, instead of one long write and fsync of everything buffered. 0: no limit."""
+    most (at least one entry); the rest waits for the next commit, written while this one is
+    synced. Bounded commits keep receipts flowing back while the next bytes are written,
+    instead of one long write and fsync of everything buffered. 0: no limit."""

@@ -308,9 +308,7 @@ class ManagedLedgerFactory:
         deletes, self._delete_jobs = self._delete_jobs, []
         if not batches and not jobs and not deletes:
             return None
-        return PendingCommit(
-            self, batches, new_dirs, jobs, deletes, open_error, more_pending=bool(dirty)
-        )
+        return PendingCommit(self, batches, new_dirs, jobs, deletes, open_error)
 
     def _batch_of(self, state: LedgerState, budget: int) -> WriteBatch | None:
         """The write of ``state``'s pending appends (None: nothing to write): those that fit
