@@ -135,6 +135,7 @@ class NotesWrites(StorageFaults):
         self.hold = hold
         self.threads: list[str] = []
         self.during_first_sync = 0
+        self.syncs = 0
         self._syncing = False
         self._synced = 0
 
@@ -146,6 +147,7 @@ class NotesWrites(StorageFaults):
 
     def before_sync(self, path: Path) -> None:
         self._synced += 1
+        self.syncs = self._synced
         if self._synced == 1 and self.hold:
             self._syncing = True
             time.sleep(self.hold)
@@ -194,10 +196,13 @@ def _commit_rounds(
 
 def test_at_most_pipeline_depth_commits_are_under_way(tmp_path: Path) -> None:
     """Twelve records in commits of two: while the first commit's fsync is held, the next
-    PIPELINE_DEPTH - 1 commits are written, and no more until it completes."""
+    PIPELINE_DEPTH - 1 commits are written, and no more until it completes; those are then
+    made durable by one fsync (the six commits take at most four)."""
+    assert PIPELINE_DEPTH == 4
     faults = NotesWrites(hold=0.5)
     reports, stored = _commit_rounds(tmp_path, faults, [12], journal_sync=True)
     assert faults.during_first_sync == PIPELINE_DEPTH - 1
+    assert 2 <= faults.syncs <= 4
     assert reports == 6
     assert stored == [bytes([i]) * SIZE for i in range(12)]
 

@@ -2,10 +2,11 @@
 
 Commits form a pipeline: the loop takes the appends waiting (up to the commit's byte budget)
 whenever fewer than ``PIPELINE_DEPTH`` commits are under way, the write thread writes them in
-order and the fsync thread fsyncs them in order, so one commit is written while the ones
-before it are flushed and the loop goes on reading sends meanwhile. Under load many entries
-share each fsync (BookKeeper's journal does the same), and small groups keep the receipts
-flowing back while the next sends are read. Commits complete in the order they were taken,
+order, and the fsync thread makes durable, with one fsync per file, every commit written
+while its previous fsync ran: commits are written while earlier ones are flushed, the loop
+goes on reading sends meanwhile, and small commits do not queue one fsync each. Under load
+many entries share each fsync (BookKeeper's journal does the same), and small groups keep the
+receipts flowing back while the next sends are read. Commits complete in the order they were taken,
 which keeps each ledger's bytes in order.
 
 A commit that seals a ledger runs alone (written and fsynced in the write thread once the ones
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +81,9 @@ class GroupCommitter:
         self._depth = max(1, depth)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-write")
         self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-fsync")
+        self._written_lock = threading.Lock()
+        self._written: list[_Inflight] = []  # written, for the fsync thread (under the lock)
+        self._syncing = False  # the fsync thread is taking them (under the lock)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._inflight: deque[_Inflight] = deque()
         self._pump_scheduled = False
@@ -147,22 +152,37 @@ class GroupCommitter:
         self._ended(commit, None)
 
     def _write(self, commit: _Inflight) -> None:
-        """Write thread: write, then queue the fsync behind the earlier ones'."""
+        """Write thread: write, then hand the commit to the fsync thread (started unless it
+        is running: it takes what was written meanwhile when its fsync is done)."""
         try:
             commit.pending.write()
         except BaseException as exc:
             self._ended(commit, exc)
             return
-        self._syncer.submit(self._sync, commit)
+        with self._written_lock:
+            self._written.append(commit)
+            if self._syncing:
+                return
+            self._syncing = True
+        self._syncer.submit(self._sync_written)
 
-    def _sync(self, commit: _Inflight) -> None:
-        """Fsync thread: make a written commit durable."""
-        try:
-            commit.pending.sync()
-        except BaseException as exc:
-            self._ended(commit, exc)
-            return
-        self._ended(commit, None)
+    def _sync_written(self) -> None:
+        """Fsync thread: make every commit written so far durable with one fsync per file,
+        until none is left."""
+        while True:
+            with self._written_lock:
+                group = self._written
+                if not group:
+                    self._syncing = False
+                    return
+                self._written = []
+            error: BaseException | None = None
+            try:
+                PendingCommit.sync_together([commit.pending for commit in group])
+            except BaseException as exc:
+                error = exc
+            for commit in group:
+                self._ended(commit, error)
 
     def _ended(self, commit: _Inflight, error: BaseException | None) -> None:
         commit.error = error

@@ -301,11 +301,26 @@ class PendingCommit:
 
     def sync(self) -> None:
         """THREAD side, second half: fsync what :meth:`write` wrote, then the file work."""
-        if self._stage is not _Stage.WRITTEN:
-            raise StorageError(f"cannot sync a commit that is {self._stage.value}")
-        self._stage = _Stage.FAILED  # until proven otherwise
-        self._sync(self._batches)
-        self._finish_files()
+        PendingCommit.sync_together([self])
+
+    @staticmethod
+    def sync_together(commits: list[PendingCommit]) -> None:
+        """THREAD side: the second half of several written commits, in the order they were
+        written: each file they wrote is fsynced once (which flushes all of them; the
+        measurement goes to the last commit that wrote it), then each commit's file work.
+        Raises like :meth:`execute`; then none of them is durable."""
+        last: dict[int, tuple[PendingCommit, WriteBatch]] = {}
+        for commit in commits:
+            if commit._stage is not _Stage.WRITTEN:
+                raise StorageError(f"cannot sync a commit that is {commit._stage.value}")
+        for commit in commits:
+            commit._stage = _Stage.FAILED  # until proven otherwise
+            for batch in commit._batches:
+                last[batch.fd] = (commit, batch)
+        for commit, batch in last.values():
+            commit._sync([batch])
+        for commit in commits:
+            commit._finish_files()
 
     def _begin(self) -> None:
         if self._stage is not _Stage.TAKEN:
