@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from starquake.storage import (
     ManagedLedger,
@@ -15,6 +17,21 @@ from starquake.storage import (
 )
 
 MakeFactory = Callable[..., ManagedLedgerFactory]
+_T = TypeVar("_T")
+
+
+def run_and_close(
+    main: Callable[[], Coroutine[Any, Any, _T]],
+    factory: ManagedLedgerFactory,
+    store: SqliteMetadataStore,
+) -> _T:
+    """``asyncio.run(main())``, then close the factory and its metadata store, whatever
+    happened."""
+    try:
+        return asyncio.run(main())
+    finally:
+        factory.close()
+        store.close()
 
 
 class FakeClock:

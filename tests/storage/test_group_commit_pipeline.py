@@ -5,7 +5,6 @@ ones, so none of them is acknowledged."""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import threading
 import time
@@ -13,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from sq_storage_helpers import run_and_close
 
 from starquake.broker.committer import PIPELINE_DEPTH, GroupCommitter
 from starquake.storage import (
@@ -94,11 +94,7 @@ def _run(
         finally:
             committer.close()
 
-    try:
-        positions, stored = asyncio.run(run())
-    finally:
-        factory.close()
-        store.close()
+    positions, stored = run_and_close(run, factory, store)
     return positions, confirmed, failures, stored
 
 
@@ -186,11 +182,7 @@ def _commit_rounds(
         finally:
             committer.close()
 
-    try:
-        stored = asyncio.run(run())
-    finally:
-        factory.close()
-        store.close()
+    stored = run_and_close(run, factory, store)
     return len(reports), stored
 
 

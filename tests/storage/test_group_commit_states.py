@@ -23,6 +23,7 @@ from pathlib import Path
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from sq_storage_helpers import run_and_close
 
 from starquake.broker.committer import GroupCommitter
 from starquake.storage import (
@@ -149,11 +150,7 @@ def _check(
         finally:
             committer.close()
 
-    try:
-        stored = asyncio.run(run())
-    finally:
-        factory.close()
-        store.close()
+    stored = run_and_close(run, factory, store)
 
     event(f"failed commits: {min(len(failures), 2)}")
     if fail_at is None or faults.syncs < fail_at:

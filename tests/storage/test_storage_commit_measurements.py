@@ -3,11 +3,10 @@ ledger file's fsync took; and the committer handing each commit to its observers
 
 from __future__ import annotations
 
-import asyncio
 import errno
 from pathlib import Path
 
-from sq_storage_helpers import MakeFactory
+from sq_storage_helpers import MakeFactory, run_and_close
 
 from starquake.broker.committer import GroupCommitter
 from starquake.storage import (
@@ -105,11 +104,7 @@ def test_the_committer_shows_each_successful_commit_to_its_observers_and_counts_
         finally:
             committer.close()
 
-    try:
-        asyncio.run(run())
-    finally:
-        factory.close()
-        store.close()
+    run_and_close(run, factory, store)
     assert [c.entry_count for c in seen] == [3, 1]  # the failed commit is not observed
     assert all(len(c.sync_seconds) == 1 and c.bytes_written > 0 for c in seen)
     assert len(failed) == 1
