@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import SparkBroker
-from spark_helpers import produce, read_topic
+from spark_helpers import count_topic, produce, read_topic
 
 PIPELINE = Path(__file__).with_name("eo_pipeline.py")
 TOTAL = 3000  # source messages of a campaign run: 6 micro-batches of 500
@@ -89,7 +89,7 @@ def _wait_for_kill_point(
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]
-        written = len(read_topic(broker, sink))
+        written = count_topic(broker, sink)
         if written >= at and (atomic or written % 500 != 0):
             return written
         time.sleep(0.2)
@@ -101,7 +101,7 @@ def _run_on(broker: SparkBroker, sink: str, proc: subprocess.Popen[bytes], rows:
     query fails) until the sink grows or the process ends."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if len(read_topic(broker, sink)) > rows:
+        if count_topic(broker, sink) > rows:
             return
         time.sleep(0.5)
 

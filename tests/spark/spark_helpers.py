@@ -7,6 +7,8 @@ from typing import Any
 import pulsar
 from conftest import SparkBroker
 
+import starquake.client as sq
+
 
 def produce(
     broker: SparkBroker, topic: str, count: int, *, prefix: str = "m", **producer_args: Any
@@ -38,6 +40,24 @@ def produce(
         producer.flush()
         producer.close()
         assert not failures, failures[:3]
+    finally:
+        client.close()
+
+
+def count_topic(broker: SparkBroker, topic: str) -> int:
+    """How many messages ``topic`` (all partitions) holds, read with Starquake's client: for
+    polls repeated every fraction of a second. The official client's library has crashed the
+    test process (SIGSEGV) in such a loop of creating, reading and closing readers."""
+    client = sq.Client(broker.url)
+    try:
+        count = 0
+        for name in client.get_topic_partitions(topic):
+            reader = client.create_reader(name, sq.MessageId.earliest)
+            while reader.has_message_available():
+                reader.read_next(5000)
+                count += 1
+            reader.close()
+        return count
     finally:
         client.close()
 

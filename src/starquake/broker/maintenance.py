@@ -45,14 +45,24 @@ class MaintenanceContext(InactiveTopicsContext, Protocol):
 
 async def cache_eviction_loop(service: MaintenanceContext) -> None:
     """Every ``managedLedgerCacheEvictionIntervalMs``: evict the entries cached longer than
-    ``managedLedgerCacheEvictionTimeThresholdMillis`` (0: no time limit)."""
+    ``managedLedgerCacheEvictionTimeThresholdMillis`` (0: no time limit). While nothing is
+    cached (no consumer reads at the tail) it sleeps until an entry is: an idle or
+    produce-only broker does not wake every 10 ms."""
     config = service.config
     cache = service.storage.cache
-    while True:
-        await asyncio.sleep(config.managedLedgerCacheEvictionIntervalMs / 1000)
-        threshold = config.managedLedgerCacheEvictionTimeThresholdMillis
-        if threshold > 0:
-            cache.evict_older_than(time.monotonic(), threshold / 1000)
+    filled = asyncio.Event()
+    cache.on_filled = filled.set
+    try:
+        while True:
+            if cache.empty:
+                filled.clear()
+                await filled.wait()
+            await asyncio.sleep(config.managedLedgerCacheEvictionIntervalMs / 1000)
+            threshold = config.managedLedgerCacheEvictionTimeThresholdMillis
+            if threshold > 0:
+                cache.evict_older_than(time.monotonic(), threshold / 1000)
+    finally:
+        cache.on_filled = None
 
 
 async def stats_loop(service: MaintenanceContext) -> None:

@@ -164,6 +164,7 @@ class EntryCache:
         "_popped",
         "_pushed",
         "max_bytes",
+        "on_filled",
         "size",
         "watermark",
     )
@@ -180,15 +181,25 @@ class EntryCache:
         """References ever taken off the front of ``_order`` (its start)."""
         self._marks: deque[tuple[float, int]] = deque()
         """(time, ``_pushed`` then) of each :meth:`evict_older_than` call, oldest first."""
+        self.on_filled: Callable[[], None] | None = None
+        """Called when an entry is cached while none was (the time-based eviction sleeps
+        while the cache is empty)."""
 
     @property
     def entries(self) -> int:
         """How many entries are cached."""
         return self._live
 
+    @property
+    def empty(self) -> bool:
+        """Nothing is cached: time-based eviction has nothing to do."""
+        return not self._order
+
     def add(self, state: LedgerState, data: bytes) -> None:
         """Cache the entry just appended to ``state`` (its id is ``cache_base + len(cache)``)."""
         state.cache.append(data)
+        if not self._order and self.on_filled is not None:
+            self.on_filled()
         self._order.append(state)
         self._pushed += 1
         self._live += 1
