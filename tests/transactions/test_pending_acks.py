@@ -372,3 +372,21 @@ def test_a_pending_cumulative_ack_keeps_the_exclusive_order_for_a_new_consumer(
         second.close()
         third = txn_client.subscribe(topic, "sub", kind)
         assert received(third, 2) == [b"in-1", b"in-2"], kind
+
+
+def test_an_abort_releases_a_message_not_yet_read_once(txn_client: pulsar.Client) -> None:
+    """A transaction acknowledged a message the subscription had not read yet (a consumer may
+    name any message id); its abort must not queue that message for redelivery as well: the
+    reads reach it anyway, and it was delivered twice."""
+    topic = new_topic()
+    consumer = txn_client.subscribe(
+        topic, "sub", SHARED, initial_position=EARLIEST, receiver_queue_size=1
+    )
+    producer = txn_client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(f"in-{i}".encode()) for i in range(3)]
+    first = consumer.receive(5000)  # the one permit: the reads stop after in-0
+    txn = txn_client.new_transaction()
+    consumer.acknowledge(ids[2], txn=txn)
+    txn.abort()
+    consumer.acknowledge(first)
+    assert sorted(received(consumer, 2)) == [b"in-1", b"in-2"]

@@ -341,9 +341,12 @@ def release(subscription: Subscription, ended: Ended) -> None:
     dispatcher = subscription.dispatcher
     positions = [p for p in ended.positions() if not cursor.is_acked(p)]
     if ended.cumulative is None and isinstance(dispatcher, SharedDispatcher):
-        if positions:
-            dispatcher.note_redelivered(positions)
-            dispatcher.add_replay(positions)
+        # only what the reads passed over while it was held: the reads still reach the rest
+        read_to = cursor.read_position
+        passed = [p for p in positions if p < read_to]
+        if passed:
+            dispatcher.note_redelivered(passed)
+            dispatcher.add_replay(passed)
             dispatcher.schedule()
         return
     if isinstance(dispatcher, SingleActiveConsumerDispatcher) and dispatcher.active is not None:
