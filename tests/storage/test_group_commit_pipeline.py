@@ -61,13 +61,13 @@ class FirstSyncWaitsForTheNextWrite(StorageFaults):
 
 
 def _run(
-    tmp_path: Path, faults: FirstSyncWaitsForTheNextWrite, count: int
+    tmp_path: Path, faults: StorageFaults, rounds: list[int], *, journal_sync: bool = True
 ) -> tuple[list[Position], list[Position], list[BaseException], list[bytes]]:
-    """Append ``count`` records to one ledger and commit them in commits of two records;
-    returns the appended positions, the confirmed positions reported in order, the failures
-    reported, and the entries the ledger holds when opened again."""
+    """Append rounds of records to one ledger (draining after each round), committed in commits
+    of two records; returns the appended positions, the confirmed positions reported in order,
+    the failures reported, and the entries the ledger holds when opened again."""
     store = SqliteMetadataStore(tmp_path / "meta.db")
-    config = ManagedLedgerConfig(commit_max_bytes=2 * RECORD)
+    config = ManagedLedgerConfig(commit_max_bytes=2 * RECORD, journal_sync=journal_sync)
     factory = ManagedLedgerFactory(tmp_path / "data", store, config, faults=faults)
     confirmed: list[Position] = []
     failures: list[BaseException] = []
@@ -82,8 +82,11 @@ def _run(
         committer = GroupCommitter(factory, committed, failed)
         try:
             ledger = factory.open(NAME)
-            positions = [ledger.append(bytes([i]) * SIZE) for i in range(count)]
-            await committer.drain()
+            positions: list[Position] = []
+            for count in rounds:
+                for _ in range(count):
+                    positions.append(ledger.append(bytes([len(positions)]) * SIZE))
+                await committer.drain()
             if failures:
                 with pytest.raises(LedgerFencedError):
                     ledger.append(b"refused")
@@ -102,7 +105,7 @@ def test_the_next_commit_is_written_during_an_fsync_and_commits_complete_in_orde
     tmp_path: Path,
 ) -> None:
     faults = FirstSyncWaitsForTheNextWrite()
-    positions, confirmed, failures, stored = _run(tmp_path, faults, 9)
+    positions, confirmed, failures, stored = _run(tmp_path, faults, [9])
     assert faults.written_during_sync.is_set()
     assert failures == []
     # one report per commit of two records (the last one alone), in order
@@ -113,7 +116,7 @@ def test_the_next_commit_is_written_during_an_fsync_and_commits_complete_in_orde
 def test_when_an_fsync_fails_the_commits_written_behind_it_fail_too(tmp_path: Path) -> None:
     assert PIPELINE_DEPTH >= 3  # all three commits are taken before the first fsync ends
     faults = FirstSyncWaitsForTheNextWrite(fail_first=errno.EIO)
-    positions, confirmed, failures, stored = _run(tmp_path, faults, 6)
+    positions, confirmed, failures, stored = _run(tmp_path, faults, [6])
     assert faults.written_during_sync.is_set()
     assert len(positions) == 6 and confirmed == []  # none acknowledged after the failure
     assert len(failures) == 3  # the failed commit, then the two written during its fsync
@@ -150,52 +153,16 @@ class NotesWrites(StorageFaults):
             self._syncing = False
 
 
-def _commit_rounds(
-    tmp_path: Path, faults: NotesWrites, rounds: list[int], *, journal_sync: bool
-) -> tuple[int, list[bytes]]:
-    """Append rounds of records to one ledger (commits of two records), draining after each
-    round; returns the reports received and the entries held when the ledger is opened again."""
-    store = SqliteMetadataStore(tmp_path / "meta.db")
-    config = ManagedLedgerConfig(commit_max_bytes=2 * RECORD, journal_sync=journal_sync)
-    factory = ManagedLedgerFactory(tmp_path / "data", store, config, faults=faults)
-    reports: list[Position] = []
-
-    def committed(results: Sequence[tuple[ManagedLedger, Position]]) -> None:
-        reports.extend(position for _, position in results)
-
-    def failed(_ledgers: Sequence[ManagedLedger], exc: BaseException) -> None:
-        raise AssertionError(f"commit failed: {exc!r}")
-
-    async def run() -> list[bytes]:
-        committer = GroupCommitter(factory, committed, failed)
-        try:
-            ledger = factory.open(NAME)
-            counter = 0
-            for count in rounds:
-                for _ in range(count):
-                    ledger.append(bytes([counter]) * SIZE)
-                    counter += 1
-                await committer.drain()
-            ledger.close()
-            await committer.drain()
-            return [bytes(e.data) for e in factory.open(NAME).read_entries_now(EARLIEST, 100)]
-        finally:
-            committer.close()
-
-    stored = run_and_close(run, factory, store)
-    return len(reports), stored
-
-
 def test_at_most_pipeline_depth_commits_are_under_way(tmp_path: Path) -> None:
     """Twelve records in commits of two: while the first commit's fsync is held, the next
     PIPELINE_DEPTH - 1 commits are written, and no more until it completes; those are then
     made durable by one fsync (the six commits take at most four)."""
     assert PIPELINE_DEPTH == 4
     faults = NotesWrites(hold=0.5)
-    reports, stored = _commit_rounds(tmp_path, faults, [12], journal_sync=True)
+    _, confirmed, failures, stored = _run(tmp_path, faults, [12])
     assert faults.during_first_sync == PIPELINE_DEPTH - 1
     assert 2 <= faults.syncs <= 4
-    assert reports == 6
+    assert failures == [] and len(confirmed) == 6
     assert stored == [bytes([i]) * SIZE for i in range(12)]
 
 
@@ -204,10 +171,11 @@ def test_without_fsync_the_loop_writes_small_commits_itself(tmp_path: Path) -> N
     one also creates the ledger's directory: the write thread does that one); with fsync,
     every write is made by the write thread."""
     faults = NotesWrites()
-    reports, stored = _commit_rounds(tmp_path, faults, [2, 2, 2], journal_sync=False)
+    _, confirmed, failures, stored = _run(tmp_path, faults, [2, 2, 2], journal_sync=False)
     assert faults.threads == ["starquake-write", "MainThread", "MainThread"]
-    assert reports == 3 and stored == [bytes([i]) * SIZE for i in range(6)]
+    assert failures == [] and len(confirmed) == 3
+    assert stored == [bytes([i]) * SIZE for i in range(6)]
     durable = NotesWrites()
     (tmp_path / "durable").mkdir()
-    _commit_rounds(tmp_path / "durable", durable, [2, 2, 2], journal_sync=True)
+    assert _run(tmp_path / "durable", durable, [2, 2, 2])[2] == []
     assert durable.threads == ["starquake-write"] * 3

@@ -23,6 +23,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Protocol
 
 from starquake.broker.log_throttle import LogThrottle
@@ -48,6 +49,15 @@ class CommitSource(Protocol):
 
     def take_pending(self) -> PendingCommit | None:
         """The work waiting to be committed, or None."""
+
+
+def _attempt(step: Callable[[], None]) -> BaseException | None:
+    """Run one stage of a commit; what it raised (None: it succeeded)."""
+    try:
+        step()
+    except BaseException as exc:
+        return exc
+    return None
 
 
 class _Inflight:
@@ -144,20 +154,14 @@ class GroupCommitter:
 
     def _execute(self, commit: _Inflight) -> None:
         """Write thread: write and fsync (if it syncs at all) in one go."""
-        try:
-            commit.pending.execute()
-        except BaseException as exc:
-            self._ended(commit, exc)
-            return
-        self._ended(commit, None)
+        self._ended(commit, _attempt(commit.pending.execute))
 
     def _write(self, commit: _Inflight) -> None:
         """Write thread: write, then hand the commit to the fsync thread (started unless it
         is running: it takes what was written meanwhile when its fsync is done)."""
-        try:
-            commit.pending.write()
-        except BaseException as exc:
-            self._ended(commit, exc)
+        error = _attempt(commit.pending.write)
+        if error is not None:
+            self._ended(commit, error)
             return
         with self._written_lock:
             self._written.append(commit)
@@ -176,11 +180,7 @@ class GroupCommitter:
                     self._syncing = False
                     return
                 self._written = []
-            error: BaseException | None = None
-            try:
-                PendingCommit.sync_together([commit.pending for commit in group])
-            except BaseException as exc:
-                error = exc
+            error = _attempt(partial(PendingCommit.sync_together, [c.pending for c in group]))
             for commit in group:
                 self._ended(commit, error)
 

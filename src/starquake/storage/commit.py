@@ -9,11 +9,12 @@ The broker drives it in three steps::
     commit.fail(exc)                  # event loop: the entries never become visible; fence
 
 ``execute`` only touches file descriptors and the bytes captured by ``take_pending``; everything
-else happens on the loop, so no lock is needed. A :attr:`PendingCommit.splittable` commit (appends
-were left over its byte budget, and it seals no ledger) may instead run as ``write()`` then
-``sync()``, and the next commit's write may run between the two, in another thread. Writes run one
-at a time in the order the commits were taken, and so do fsyncs; a commit finishes (or fails)
-after the one before it. Within one commit, ledgers that were sealed (rolled over) are written and
+else happens on the loop, so no lock is needed. A :attr:`PendingCommit.splittable` commit (it
+fsyncs and seals no ledger) may instead run as ``write()`` then ``sync()`` (or
+``sync_together()`` with the commits written after it, one fsync per file), later commits'
+writes running between the two, in another thread. Writes run one at a time in the order the
+commits were taken, and so do fsyncs; a commit finishes (or fails) after the one before it.
+Within one commit, ledgers that were sealed (rolled over) are written and
 synced before any other file is written, so a crash can never keep an entry of a newer ledger
 while losing an older one.
 """
