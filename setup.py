@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
@@ -91,9 +91,22 @@ def _remove_unlisted(package_dir: Path) -> None:
             extension.unlink()
 
 
+PLACEHOLDER = Extension("starquake._compiled_modules", sources=[])
+"""The extensions setup() is given: mypyc (a type check of the modules, then their C) runs only
+where something is built, not in the build backend's steps that only write metadata (each a
+process of its own, which would run it again)."""
+METADATA_ONLY = frozenset({"egg_info", "dist_info", "sdist"})
+
+
 class OptionalBuildExt(build_ext):
-    """build_ext that leaves a pure-Python install when compiling fails, and writes the
-    manifest of what it compiled."""
+    """build_ext that compiles with mypyc, leaves a pure-Python install when compiling fails,
+    and writes the manifest of what it compiled."""
+
+    def finalize_options(self) -> None:
+        dist = self.distribution
+        if dist.ext_modules == [PLACEHOLDER] and not set(dist.commands) <= METADATA_ONLY:
+            dist.ext_modules = _extensions()
+        super().finalize_options()
 
     def run(self) -> None:
         if not self.extensions:
@@ -122,4 +135,5 @@ class OptionalBuildExt(build_ext):
 
 
 if __name__ == "__main__":  # as setuptools' build backend runs it
-    setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+    pure = os.environ.get("STARQUAKE_PURE") == "1"
+    setup(ext_modules=[] if pure else [PLACEHOLDER], cmdclass={"build_ext": OptionalBuildExt})
