@@ -2,9 +2,10 @@
 
 For each message of the input topic, in one transaction: send the transformed message
 (``out|<input payload>``) to the output topic, acknowledge the input (individually, or
-cumulatively), commit. A transaction that fails is aborted when it still can be, and the
-messages the job holds are asked for again; one whose end is unknown (the broker was killed)
-is left to its coordinator, which ends it (at its timeout if it was still open).
+cumulatively), commit. A transaction that fails is aborted when it still can be, and the job
+subscribes again (it goes on from the subscription's position); one whose end is unknown (the
+broker was killed) is left to its coordinator, which ends it (at its timeout if it was still
+open).
 
     python ctp_job.py URL INPUT OUTPUT individual|cumulative
 """
@@ -27,8 +28,9 @@ def transform(data: bytes) -> bytes:
 
 
 def _handles(
-    client: pulsar.Client, source: str, sink: str
+    client: pulsar.Client, source: str, sink: str, producer: pulsar.Producer | None = None
 ) -> tuple[pulsar.Consumer, pulsar.Producer]:
+    """The job's consumer (subscribed anew) and its producer (made once)."""
     while True:
         try:
             consumer = client.subscribe(
@@ -37,7 +39,8 @@ def _handles(
                 initial_position=pulsar.InitialPosition.Earliest,
                 receiver_queue_size=20,
             )
-            producer = client.create_producer(sink, send_timeout_millis=15_000)
+            if producer is None:
+                producer = client.create_producer(sink, send_timeout_millis=15_000)
             return consumer, producer
         except pulsar.PulsarException:
             time.sleep(0.3)
@@ -67,9 +70,14 @@ def run(url: str, source: str, sink: str, cumulative: bool) -> None:
             if txn is not None and txn.state == "OPEN":
                 with contextlib.suppress(pulsar.PulsarException):
                     txn.abort()
+            # Start again from the subscription's position: the messages fetched after this
+            # one must not be processed first (a cumulative acknowledgment of one of them
+            # would cover this one). Asking for a redelivery does not drop them while the
+            # broker is down, in the official client as in ours, so the consumer is made anew.
             with contextlib.suppress(pulsar.PulsarException):
-                consumer.redeliver_unacknowledged_messages()
+                consumer.close()
             time.sleep(0.2)
+            consumer, producer = _handles(client, source, sink, producer)
 
 
 if __name__ == "__main__":
