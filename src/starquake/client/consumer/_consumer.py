@@ -158,8 +158,9 @@ class ConsumerImpl(HandlerBase):
         )
         close = client_commands.close_consumer
         await self._register_on(cnx, cnx.consumers, self.consumer_id, (cmd, rid), close)
-        if self._closing:
+        if self._closing:  # closed while it subscribed: not left registered on the broker
             cnx.consumers.pop(self.consumer_id, None)
+            cnx.write_command(close(self.consumer_id, self._core.next_request_id()))
             return
         self._queue.settle()  # count what other threads took before the permits start over
         self._cnx = cnx

@@ -162,7 +162,8 @@ class HandlerBase:
         """Send ``request`` (PRODUCER or SUBSCRIBE, and its request id) with this handler in
         ``registry`` (the connection's producers or consumers) under ``handler_id``, and return
         the answer. A failure takes it out again; after a timeout the broker may have
-        registered it all the same, so it is closed there too (``close(id, request_id)``).
+        registered it all the same, so it is closed there too (``close(id, request_id)``); so too
+        when the registration is given up (cancelled: the handler was closed meanwhile).
 
         A CLOSE_PRODUCER / CLOSE_CONSUMER that arrives with the answer (the topic was unloaded
         just after it took this handler) is read before this coroutine resumes: it takes the
@@ -172,9 +173,12 @@ class HandlerBase:
         command, rid = request
         try:
             answer = await cnx.request(command, rid, self._core.operation_timeout)
-        except Timeout:
+        except (Timeout, asyncio.CancelledError):
+            # the broker may have registered it (or will): close it there, or it would hold
+            # its place (an exclusive subscription, a producer name) as long as the connection
             registry.pop(handler_id, None)
-            cnx.write_command(close(handler_id, self._core.next_request_id()))
+            if cnx.is_open:
+                cnx.write_command(close(handler_id, self._core.next_request_id()))
             raise
         except BaseException:
             registry.pop(handler_id, None)
