@@ -58,9 +58,6 @@ def _module_name(relative: str) -> str:
 
 
 def _extensions() -> list[Any]:
-    if os.environ.get("STARQUAKE_PURE") == "1":
-        print("starquake: STARQUAKE_PURE=1, building pure Python", file=sys.stderr)
-        return []
     try:
         from mypyc.build import mypycify
     except ImportError:
@@ -136,4 +133,6 @@ class OptionalBuildExt(build_ext):
 
 if __name__ == "__main__":  # as setuptools' build backend runs it
     pure = os.environ.get("STARQUAKE_PURE") == "1"
+    if pure:
+        print("starquake: STARQUAKE_PURE=1, building pure Python", file=sys.stderr)
     setup(ext_modules=[] if pure else [PLACEHOLDER], cmdclass={"build_ext": OptionalBuildExt})

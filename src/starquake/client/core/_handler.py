@@ -177,8 +177,7 @@ class HandlerBase:
             # the broker may have registered it (or will): close it there, or it would hold
             # its place (an exclusive subscription, a producer name) as long as the connection
             registry.pop(handler_id, None)
-            if cnx.is_open:
-                cnx.write_command(close(handler_id, self._core.next_request_id()))
+            cnx.write_command(close(handler_id, self._core.next_request_id()))  # dropped if closed
             raise
         except BaseException:
             registry.pop(handler_id, None)
