@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from google.protobuf.message import Message
 
 from starquake.broker.errors import BrokerServiceError
+from starquake.broker.registrations import CreationsUnderWay
 
 _R = TypeVar("_R")
 
@@ -31,6 +32,9 @@ class CommandContext(Protocol):
     remote_address: str
     producers: dict[int, Producer]
     consumers: dict[int, Consumer]
+    creating: CreationsUnderWay
+    """PRODUCER and SUBSCRIBE requests under way (a close for one of their ids gives the
+    creation up)."""
 
     @property
     def client_version(self) -> str:

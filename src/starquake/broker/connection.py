@@ -46,6 +46,7 @@ from starquake.broker.held_permits import HeldPermits
 from starquake.broker.log_throttle import LogThrottle
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
+from starquake.broker.registrations import CreationsUnderWay
 from starquake.broker.security.cnx_auth import ConnectionAuthenticator
 from starquake.broker.security.tls import peer_common_name
 from starquake.broker.topic_commands import TopicCommands
@@ -95,6 +96,7 @@ class ServerCnx(asyncio.Protocol):
         self.authenticator = ConnectionAuthenticator(self)
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
+        self.creating = CreationsUnderWay()
         self._read_holds: set[str] = set()
         self._last_received = time.monotonic()
         self._keepalive: asyncio.TimerHandle | None = None
@@ -350,8 +352,9 @@ class ServerCnx(asyncio.Protocol):
     # --- async steps of the command handlers --------------------------------------------------
 
     def fail(self, request: Message, exc: BrokerServiceError) -> None:
-        """Answer ``request`` with the error reply its command calls for."""
+        """Answer ``request`` with its error reply (a PRODUCER or SUBSCRIBE is then over)."""
         self.write(error_reply(request, exc))
+        self.creating.failed(request)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` as a background task of the broker service."""
@@ -473,9 +476,7 @@ class ServerCnx(asyncio.Protocol):
             return
         if time.monotonic() - self._last_received >= interval:
             if self._ping_outstanding:
-                log.info(
-                    "closing idle connection from %s (no keep-alive reply)", self.remote_address
-                )
+                log.info("closing idle connection from %s (no PONG)", self.remote_address)
                 self.abort()
                 return
             self._ping_outstanding = True

@@ -62,6 +62,11 @@ class ConsumerCommands:
             else:
                 self._cnx.fail(request, BrokerServiceError("Consumer id already in use"))
             return
+        if not self._cnx.creating.consumers.begin(consumer_id, request_id):
+            self._cnx.fail(
+                request, ServiceNotReadyError("Consumer is already present on the connection")
+            )
+            return
         try:
             topic_name = self._service.parse_topic(request.topic)
             self._service.authorization.check_subscribe(
@@ -99,9 +104,8 @@ class ConsumerCommands:
 
     def _add_consumer(self, request: pb.CommandSubscribe, topic: TopicApi) -> None:
         """Find or create the subscription; store it first when it is new and durable."""
-        if request.consumer_id in self._cnx.consumers:  # the same id came again while loading
-            self._cnx.fail(request, BrokerServiceError("Consumer id already in use"))
-            return
+        if not self._cnx.creating.consumers.wanted(request.consumer_id, request.request_id):
+            return  # closed by the client while the topic loaded (it no longer waits)
         if topic.closed:  # unloaded during the schema check
             self._cnx.fail(request, ServiceNotReadyError("Topic is being closed"))
             return
@@ -142,8 +146,10 @@ class ConsumerCommands:
         self, request: pb.CommandSubscribe, topic: TopicApi, subscription: SubscriptionApi
     ) -> None:
         """Add the consumer to its subscription and confirm the SUBSCRIBE."""
-        if request.consumer_id in self._cnx.consumers:  # the same id arrived again meanwhile
-            self._cnx.fail(request, BrokerServiceError("Consumer id already in use"))
+        if not self._cnx.creating.consumers.wanted(request.consumer_id, request.request_id):
+            # closed by the client while the subscription was being stored
+            if not subscription.durable and not subscription.consumers:
+                topic.remove_subscription(subscription.name)
             return
         if topic.closed:  # unloaded while the subscription was being stored
             self._cnx.fail(request, ServiceNotReadyError("Topic is being closed"))
@@ -157,6 +163,7 @@ class ConsumerCommands:
             self._cnx.fail(request, exc)
             return
         self._cnx.consumers[request.consumer_id] = consumer
+        self._cnx.creating.consumers.end(request.consumer_id, request.request_id)
         log.info(
             "consumer %r subscribed to %s/%s (%s) from %s",
             consumer.name,
@@ -330,6 +337,12 @@ class ConsumerCommands:
         consumer = self._cnx.consumers.get(request.consumer_id)
         if consumer is not None:
             self.remove_consumer(consumer)
+        elif self._cnx.creating.consumers.give_up(request.consumer_id):
+            log.info(
+                "consumer %d closed by %s before its subscription completed",
+                request.consumer_id,
+                self._cnx.remote_address,
+            )
         self._cnx.write(commands.success(request.request_id))
 
     def remove_consumer(self, consumer: Consumer) -> None:

@@ -72,6 +72,11 @@ class ProducerCommands:
                 )
             )
             return
+        if not self._cnx.creating.producers.begin(request.producer_id, request.request_id):
+            self._cnx.fail(
+                request, ServiceNotReadyError("Producer is already present on the connection")
+            )
+            return
         try:
             topic_name = self._service.parse_topic(request.topic)
             self._service.authorization.check_produce(
@@ -113,9 +118,8 @@ class ProducerCommands:
         self, request: pb.CommandProducer, topic: TopicApi, schema_version: bytes
     ) -> None:
         """Admit the producer to the topic and answer (at once, or when it gets exclusivity)."""
-        if request.producer_id in self._cnx.producers:  # the same id came again while loading
-            self._cnx.fail(request, ProducerBusyError("Producer id already in use"))
-            return
+        if not self._cnx.creating.producers.wanted(request.producer_id, request.request_id):
+            return  # closed by the client while the topic loaded (it no longer waits)
         if topic.closed:  # unloaded during the schema check
             self._cnx.fail(request, ServiceNotReadyError("Topic is being closed"))
             return
@@ -136,6 +140,7 @@ class ProducerCommands:
             self._cnx.fail(request, exc)
             return
         self._cnx.producers[request.producer_id] = producer
+        self._cnx.creating.producers.end(request.producer_id, request.request_id)
         if admitted:
             log.info(
                 "producer %s created on %s from %s",
@@ -330,6 +335,12 @@ class ProducerCommands:
         if producer is not None:
             self.remove_producer(producer)
             log.info("producer %s closed on %s", producer.name, producer.topic.full_name)
+        elif self._cnx.creating.producers.give_up(request.producer_id):
+            log.info(
+                "producer %d closed by %s before its creation completed",
+                request.producer_id,
+                self._cnx.remote_address,
+            )
         self._cnx.write(commands.success(request.request_id))
 
     def remove_producer(self, producer: Producer) -> None:
