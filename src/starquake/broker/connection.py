@@ -43,6 +43,7 @@ from starquake.broker.consumer_commands import ConsumerCommands
 from starquake.broker.error_replies import error_reply
 from starquake.broker.errors import BrokerServiceError
 from starquake.broker.held_permits import HeldPermits
+from starquake.broker.keepalive import KeepAlive
 from starquake.broker.log_throttle import LogThrottle
 from starquake.broker.producer import Producer
 from starquake.broker.producer_commands import ProducerCommands
@@ -51,7 +52,6 @@ from starquake.broker.security.cnx_auth import ConnectionAuthenticator
 from starquake.broker.security.tls import peer_common_name
 from starquake.broker.topic_commands import TopicCommands
 from starquake.broker.transactions.commands import TxnCommands
-from starquake.protocol import commands
 from starquake.protocol.errors import FrameTooLargeError, ProtocolError
 from starquake.protocol.framing import FRAME_PADDING, Frame, FrameDecoder
 from starquake.protocol.send_scan import SendFields
@@ -98,13 +98,12 @@ class ServerCnx(asyncio.Protocol):
         self.consumers: dict[int, Consumer] = {}
         self.creating = CreationsUnderWay()
         self._read_holds: set[str] = set()
-        self._last_received = time.monotonic()
-        self._keepalive: asyncio.TimerHandle | None = None
-        self._ping_outstanding = False
+        self.last_received = time.monotonic()
+        self._keepalive = KeepAlive(self, service.config.keepAliveIntervalSeconds)
         self._out: list[bytes | memoryview] = []
         self._out_bytes = 0
         self._flush_scheduled = False
-        self._closing = False
+        self.closing = False
         self._write_paused = False
         self._held_permits = HeldPermits()
         self._producer_commands = ProducerCommands(self)
@@ -122,8 +121,8 @@ class ServerCnx(asyncio.Protocol):
         return {
             T.CONNECT: handshake.on_connect,
             T.AUTH_RESPONSE: handshake.on_auth_response,
-            T.PING: self._on_ping,
-            T.PONG: self._on_pong,
+            T.PING: self._keepalive.on_ping,
+            T.PONG: self._keepalive.on_pong,
             T.PARTITIONED_METADATA: topics.on_partitioned_metadata,
             T.LOOKUP: topics.on_lookup,
             T.GET_TOPICS_OF_NAMESPACE: topics.on_get_topics_of_namespace,
@@ -154,16 +153,13 @@ class ServerCnx(asyncio.Protocol):
         self.service.connections.add(self)
         self.service.connection_counts.created += 1
         self.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
-        interval = self.service.config.keepAliveIntervalSeconds
-        if interval > 0:
-            self._keepalive = asyncio.get_running_loop().call_later(interval, self._check_keepalive)
+        self._keepalive.start()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Detach the connection's producers and consumers."""
         self.service.connections.discard(self)
         self.service.connection_counts.closed += 1
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+        self._keepalive.stop()
         for producer in list(self.producers.values()):
             self._producer_commands.remove_producer(producer)
         for consumer in list(self.consumers.values()):
@@ -175,7 +171,7 @@ class ServerCnx(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         """Decode the frames ``data`` completes and handle them in order."""
-        self._last_received = self.service.received_at = time.monotonic()
+        self.last_received = self.service.received_at = time.monotonic()
         if self._handshake_frames and self.authenticator.connected:
             self._handshake_frames = False
             self.decoder.max_frame_size = self._max_frame
@@ -183,43 +179,54 @@ class ServerCnx(asyncio.Protocol):
             frames = self.decoder.feed_sends(data)
         except ProtocolError as exc:
             what = "" if isinstance(exc, FrameTooLargeError) else "malformed frame: "
-            self._log_close(f"{what}{exc}")
+            self.log_close(f"{what}{exc}")
             self.close()
             return
-        for frame in frames:
-            if self.transport is None or self._closing:
-                return
-            handlers = self._handlers  # per frame: a CONNECT in this batch may build it
-            if isinstance(frame, SendFields):
-                if handlers is not None:  # the hot path: a plain SEND, read without protobuf
-                    self._producer_commands.on_scanned_send(frame)
-                    continue
-                frame = Frame(frame.base_command(), frame.entry)
-            command, entry = frame
-            if handlers is None:
-                handler = self._handler_before_table(command.type)
-            else:  # a plain lookup, no call
-                handler = handlers.get(command.type)
-            if handler is None:
-                if not self.authenticator.connected:
-                    self._log_close("command before CONNECT")
-                    self.close()
+        sends = self._producer_commands
+        try:
+            for frame in frames:
+                if self.transport is None or self.closing:
                     return
-                self._unsupported(command)
-                continue
-            problem = invalid_command(command)
-            if problem is not None:
-                log.warning("closing connection from %s: %s", self.remote_address, problem)
+                if isinstance(frame, SendFields) and self._handlers is not None:
+                    sends.on_scanned_send(frame)  # the hot path: a SEND read without protobuf
+                    continue
+                sends.flush_sends()  # the SENDs before any other command are published first
+                if not self._handle(frame):
+                    return
+        finally:
+            sends.flush_sends()  # the SENDs at the end of the read (of one producer: together)
+
+    def _handle(self, frame: Frame | SendFields) -> bool:
+        """Hand one command to its handler; False when the connection closes because of it."""
+        if isinstance(frame, SendFields):  # a SEND before the handshake
+            frame = Frame(frame.base_command(), frame.entry)
+        command, entry = frame
+        handlers = self._handlers  # per frame: a CONNECT read with it may build the table
+        if handlers is None:
+            handler = self._handler_before_table(command.type)
+        else:  # a plain lookup, no call
+            handler = handlers.get(command.type)
+        if handler is None:
+            if not self.authenticator.connected:
+                self.log_close("command before CONNECT")
                 self.close()
-                return
-            try:
-                handler(command, entry)
-            except Exception:
-                log.exception(
-                    "error handling %s from %s", T.Type.Name(command.type), self.remote_address
-                )
-                self.close()
-                return
+                return False
+            self._unsupported(command)
+            return True
+        problem = invalid_command(command)
+        if problem is not None:
+            log.warning("closing connection from %s: %s", self.remote_address, problem)
+            self.close()
+            return False
+        try:
+            handler(command, entry)
+        except Exception:
+            log.exception(
+                "error handling %s from %s", T.Type.Name(command.type), self.remote_address
+            )
+            self.close()
+            return False
+        return True
 
     def _handler_before_table(self, kind: int) -> Callable[[T, bytes | None], None] | None:
         """Without a table: CONNECT's before the handshake; after it, the table's (built now)."""
@@ -230,14 +237,14 @@ class ServerCnx(asyncio.Protocol):
 
     def write(self, frame: bytes) -> None:
         """Queue a frame; everything queued in one loop iteration goes out in one write."""
-        if self.transport is None or self._closing:
+        if self.transport is None or self.closing:
             return
         self._out.append(frame)
         self._queued(len(frame))
 
     def write_frames(self, frames: list[bytes | memoryview]) -> None:
         """Queue several frames (see :meth:`write`)."""
-        if self.transport is None or self._closing:
+        if self.transport is None or self.closing:
             return
         self._out.extend(frames)
         self._queued(sum(map(len, frames)))
@@ -262,10 +269,10 @@ class ServerCnx(asyncio.Protocol):
     def close(self) -> None:
         """Flush what is queued and close; abort if the peer has not taken it after a grace."""
         transport = self.transport
-        if transport is None or self._closing:
+        if transport is None or self.closing:
             return
         self._flush()
-        self._closing = True
+        self.closing = True
         if transport.is_closing():
             return  # already going (a TLS peer said goodbye): closing twice breaks TLS transports
         transport.close()
@@ -274,7 +281,7 @@ class ServerCnx(asyncio.Protocol):
 
     def abort(self) -> None:
         """Drop the connection now, discarding unsent data."""
-        self._closing = True
+        self.closing = True
         if self.transport is not None:
             self.transport.abort()
 
@@ -286,7 +293,7 @@ class ServerCnx(asyncio.Protocol):
     def pause_writing(self) -> None:
         """The write buffer is full: stop reading and hold back the consumers' permits."""
         self._write_paused = True
-        if self.transport is not None and not self._closing:
+        if self.transport is not None and not self.closing:
             self.hold_reading(WRITES)
         self._held_permits.take_from(self.consumers)
 
@@ -307,7 +314,7 @@ class ServerCnx(asyncio.Protocol):
         if reason not in self._read_holds:
             return
         self._read_holds.discard(reason)
-        if not self._read_holds and self.transport is not None and not self._closing:
+        if not self._read_holds and self.transport is not None and not self.closing:
             self.transport.resume_reading()
 
     @property
@@ -453,7 +460,7 @@ class ServerCnx(asyncio.Protocol):
             return
         self._consumer_commands.on_flow(command, entry)
 
-    def _log_close(self, why: str) -> None:
+    def log_close(self, why: str) -> None:
         """Log why the connection closes; at most once an interval before the handshake (a
         peer that never identified itself can repeat this at will)."""
         if self.authenticator.connected:
@@ -466,23 +473,6 @@ class ServerCnx(asyncio.Protocol):
                 why,
             )
 
-    def _check_keepalive(self) -> None:
-        interval = self.service.config.keepAliveIntervalSeconds
-        if self.transport is None or self._closing:
-            return
-        if not self.authenticator.connected:
-            self._log_close(f"no CONNECT completed within {interval} s")
-            self.abort()
-            return
-        if time.monotonic() - self._last_received >= interval:
-            if self._ping_outstanding:
-                log.info("closing idle connection from %s (no PONG)", self.remote_address)
-                self.abort()
-                return
-            self._ping_outstanding = True
-            self.write(commands.ping())
-        self._keepalive = asyncio.get_running_loop().call_later(interval, self._check_keepalive)
-
     def _unsupported(self, command: T) -> None:
         name = T.Type.Name(command.type)
         reply = unsupported_reply(command)
@@ -492,9 +482,3 @@ class ServerCnx(asyncio.Protocol):
             return
         log.info("unsupported command %s from %s", name, self.remote_address)
         self.write(reply)
-
-    def _on_ping(self, command: T, _: bytes | None) -> None:
-        self.write(commands.pong())
-
-    def _on_pong(self, command: T, _: bytes | None) -> None:
-        self._ping_outstanding = False

@@ -40,7 +40,7 @@ from starquake.storage import Position
 
 if TYPE_CHECKING:
     from starquake.broker.contexts import TopicContext
-    from starquake.broker.producer import Producer
+    from starquake.broker.producer import Producer, RunEntry
     from starquake.broker.transactions.buffer import TopicTransactionBuffer
 
 log = logging.getLogger(__name__)
@@ -282,6 +282,16 @@ class NonPersistentTopic:
         producer.on_receipt(
             commands.send_receipt(producer.producer_id, sequence_id, -1, -1, highest_sequence_id)
         )
+
+    takes_runs = False
+    """Each message is handed on as it comes (:meth:`publish`)."""
+
+    def publish_run(self, producer: Producer, run: Sequence[RunEntry]) -> None:
+        """:meth:`publish` each entry of ``run`` (the connection does not call it here)."""
+        if self.closed:
+            raise ServiceNotReadyError("Topic is being closed")
+        for sequence_id, highest, info, entry, last_chunk in run:
+            self.publish(producer, sequence_id, highest, info, entry, last_chunk=last_chunk)
 
     def forget_new_subscription(self, name: str) -> None:
         """Nothing to undo: non-persistent subscriptions are never stored."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from starquake.broker.rates import RateWindow
 from starquake.protocol import commands
@@ -13,6 +14,10 @@ if TYPE_CHECKING:
     from starquake.broker.entry_info import EntryInfo
     from starquake.broker.transactions.buffer import TopicTransactionBuffer
     from starquake.storage import Position
+
+RunEntry: TypeAlias = "tuple[int, int, EntryInfo, bytes, bool]"
+"""An entry to publish with others: sequence id, highest sequence id, info, the entry, and
+whether it is the last chunk of its message."""
 
 
 class ProducerTransport(Protocol):
@@ -67,6 +72,14 @@ class ProducerTopic(Protocol):
     ) -> Position | None:
         """Store or hand on a message (its position; None: not stored here); its receipt goes
         to the producer when done."""
+
+    @property
+    def takes_runs(self) -> bool:
+        """:meth:`publish_run` may be used now (nothing checks each entry on its own)."""
+
+    def publish_run(self, producer: Producer, run: Sequence[RunEntry]) -> None:
+        """:meth:`publish` each entry of ``run``, in order, in one call (the SENDs of one read);
+        every entry is stored, or none (the error is raised)."""
 
     @property
     def txn(self) -> TopicTransactionBuffer | None:

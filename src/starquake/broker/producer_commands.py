@@ -1,5 +1,10 @@
 """Producer commands of a connection: PRODUCER, SEND (the publish hot path), CLOSE_PRODUCER.
 
+The SENDs of one producer read together (one read of the connection, no other command between
+them) are published as a run: one append of all their entries to the managed ledger, their
+receipts queued in order, as if published one by one; a topic that checks each entry on its
+own (deduplication, a delivery delay limit) and a SEND of a transaction take them one by one.
+
 Read back-pressure: when the bytes of sends waiting for their receipt pass
 ``maxPendingSendBytesPerConnection``, the connection stops reading until receipts bring them
 back to half of it.
@@ -22,7 +27,7 @@ from starquake.broker.errors import (
     ProducerBusyError,
     ServiceNotReadyError,
 )
-from starquake.broker.producer import Producer
+from starquake.broker.producer import Producer, RunEntry
 from starquake.broker.schemas.topic_schemas import add_producer_schema, validation_enforced
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
@@ -55,6 +60,10 @@ class ProducerCommands:
         # Sizes of the entries awaiting a receipt, per producer id, oldest first (receipts of one
         # producer go out in order): each receipt gives its entry's bytes back.
         self._pending_sizes: dict[int, deque[int]] = {}
+        # SENDs of one producer read together, published together (see flush_sends)
+        self._run: list[RunEntry] = []
+        self._run_sends: list[SendFields] = []
+        self._run_producer: Producer | None = None
 
     # --- PRODUCER -----------------------------------------------------------------------------
 
@@ -201,22 +210,28 @@ class ProducerCommands:
     # --- SEND ---------------------------------------------------------------------------------
 
     def on_send(self, command: T, entry: bytes | None) -> None:
-        """SEND decoded through protobuf: as :meth:`on_scanned_send`."""
+        """SEND decoded through protobuf: as :meth:`on_scanned_send`, published at once."""
         self._send(send_fields_of(command.send, entry))
+        self.flush_sends()
 
     def on_scanned_send(self, send: SendFields) -> None:
         """SEND read without protobuf; an unexpected error closes the connection (as the
-        connection does around the other handlers)."""
+        connection does around the other handlers). Its entry may wait, with the SENDs after
+        it, until :meth:`flush_sends` (which the connection calls before any other command
+        and at the end of each read)."""
         try:
             self._send(send)
         except Exception:
             log.exception("error handling SEND from %s", self._cnx.remote_address)
+            self._run, self._run_sends, self._run_producer = [], [], None
             self._cnx.close()
 
     def _send(self, send: SendFields) -> None:
-        """SEND: check the entry and publish it; its receipt (or error) is sent later."""
+        """SEND: check the entry and publish it (in a run with the SENDs of its producer read
+        with it); its receipt (or error) is sent later."""
         producer = self._cnx.producers.get(send.producer_id)
         if producer is None or not producer.attached:
+            self.flush_sends()
             log.warning(
                 "closing connection from %s: SEND for unknown producer %d",
                 self._cnx.remote_address,
@@ -238,6 +253,44 @@ class ProducerCommands:
             highest = send.highest_sequence_id
         else:
             highest = NO_HIGHEST_SEQUENCE_ID
+        item = (sequence_id, highest, info, entry, last_chunk)
+        if send.has_txn:
+            self.flush_sends()
+            self._publish(producer, send, item)
+            self._pause_if_over_limit()
+            return
+        if producer is not self._run_producer:
+            self.flush_sends()
+            self._run_producer = producer
+        self._run.append(item)
+        self._run_sends.append(send)
+
+    def flush_sends(self) -> None:
+        """Publish the SENDs :meth:`_send` collected: together when the topic takes runs."""
+        producer = self._run_producer
+        if producer is None:
+            return
+        run, sends = self._run, self._run_sends
+        self._run, self._run_sends, self._run_producer = [], [], None
+        topic = producer.topic
+        producer_id = producer.producer_id
+        if len(run) > 1 and topic.takes_runs:
+            for item in run:
+                self._count_pending(producer_id, len(item[3]))
+            try:
+                topic.publish_run(producer, run)
+            except BrokerServiceError as exc:
+                for send in sends:
+                    self.receipt_sent(producer_id, newest=True)
+                    self._cnx.fail(send.message(), exc)
+        else:
+            for item, send in zip(run, sends, strict=True):
+                self._publish(producer, send, item)
+        self._pause_if_over_limit()
+
+    def _publish(self, producer: Producer, send: SendFields, item: RunEntry) -> None:
+        """Publish one SEND's entry (to its transaction, if it has one)."""
+        sequence_id, highest, info, entry, last_chunk = item
         self._count_pending(send.producer_id, len(entry))  # a duplicate's receipt may come now
         txn = (send.txnid_most_bits, send.txnid_least_bits) if send.has_txn else None
         try:
@@ -250,7 +303,9 @@ class ProducerCommands:
         except BrokerServiceError as exc:
             self.receipt_sent(send.producer_id, newest=True)
             self._cnx.fail(send.message(), exc)
-            return
+
+    def _pause_if_over_limit(self) -> None:
+        """Hold reading while the bytes awaiting receipts pass the connection's limit."""
         limit = self._service.config.maxPendingSendBytesPerConnection
         if not self.reading_paused and self.pending_send_bytes > limit:
             self.reading_paused = True

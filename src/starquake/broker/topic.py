@@ -12,6 +12,7 @@ import logging
 import time
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from starquake.broker import applied_policies, topic_stats
@@ -41,7 +42,7 @@ from starquake.storage import EARLIEST, Entry, ManagedLedger, Position, StorageE
 
 if TYPE_CHECKING:
     from starquake.broker.contexts import TopicContext
-    from starquake.broker.producer import Producer
+    from starquake.broker.producer import Producer, RunEntry
     from starquake.broker.transactions.buffer import TopicTransactionBuffer
 
 log = logging.getLogger(__name__)
@@ -182,6 +183,45 @@ class PersistentTopic:
         producer.bytes_in_counter += size
         self.service.committer.kick()
         return position
+
+    @property
+    def takes_runs(self) -> bool:
+        """Entries may be published several at once: no deduplication or delivery delay
+        limit checks each one."""
+        return not self.max_delivery_delay_ms and not self.dedup.enabled
+
+    def publish_run(self, producer: Producer, run: Sequence[RunEntry]) -> None:
+        """:meth:`publish` each entry of ``run``, in order, in one call (while
+        :attr:`takes_runs`); all are stored or none (the error is raised)."""
+        if self.closed or self.terminated is not None:
+            self._refuse_publish()
+        ledger = self.ledger
+        try:
+            positions = ledger.append_many([item[3] for item in run])
+        except StorageError as exc:
+            raise PersistenceError(f"Cannot store the message: {exc}") from exc
+        infos = self.entry_infos if ledger.has_active_cursors() else None
+        read_at = self.service.received_at
+        add = self._pending.append
+        counts = self.entry_sizes.counts
+        size_sum = messages = 0
+        for position, item in zip(positions, run, strict=True):
+            sequence_id, highest, info, entry, last_chunk = item
+            if infos is not None:
+                infos.put(position, info)
+            receipt = (position, producer, sequence_id, highest, last_chunk, False, read_at)
+            add(_new_receipt(PendingReceipt, receipt))
+            size = len(entry)
+            counts[bisect_left(ENTRY_SIZE_BOUNDS, size)] += 1
+            size_sum += size
+            messages += info.num_messages
+        self.entry_sizes.sum += size_sum
+        self.msg_in_counter += messages
+        self.bytes_in_counter += size_sum
+        self.entries_added += len(run)
+        producer.msg_in_counter += messages
+        producer.bytes_in_counter += size_sum
+        self.service.committer.kick()
 
     def _refuse_publish(self) -> NoReturn:
         """Refuse a message for a topic that is closing or terminated."""

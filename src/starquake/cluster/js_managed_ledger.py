@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -360,6 +361,13 @@ class JetStreamManagedLedger(JsCursorStore, JsLedgerReads):
             self._cache.skip(state)  # no consumer would read it from the cache soon
         self._kick()
         return Position(state.ledger_id, n)
+
+    def append_many(self, datas: Sequence[bytes]) -> list[Position]:
+        """:meth:`append` each of ``datas``; none is taken when one cannot be."""
+        largest = max(map(len, datas), default=0)
+        if largest + _FRAMING > self._js_host.max_record_bytes:
+            raise StorageError(f"entry of {largest} bytes is larger than a record may be")
+        return [self.append(data) for data in datas]
 
     def _kick(self) -> None:
         if self._task is None and self._fenced is None:

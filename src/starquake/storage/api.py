@@ -229,6 +229,12 @@ class ManagedLedger(Protocol):
         :class:`StorageError` when closed."""
         ...
 
+    def append_many(self, datas: Sequence[bytes]) -> list[Position]:
+        """:meth:`append` each of ``datas``, in order, in one call (the publish path hands over
+        the SENDs of one read together); their positions. All are taken, or none (the error
+        is raised)."""
+        ...
+
     def maybe_rollover(self) -> bool:
         """Apply the ledger rollover rule now (a timer calls it); True if a new ledger began."""
         ...

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -275,6 +276,47 @@ class FileManagedLedger(LedgerCursors):
         else:
             self._cache.skip(state)  # no consumer would read it from the cache soon
         return _new_position(Position, (state.ledger_id, n))  # Position(...) without its __new__
+
+    def append_many(self, datas: Sequence[bytes]) -> list[Position]:
+        """:meth:`append` each of ``datas``, in order, in one call (the SENDs of one read);
+        their positions. The rollover rule is applied before each entry, at one time."""
+        if self._fenced is not None or self._closed:
+            self._refuse()
+        positions: list[Position] = []
+        add = positions.append
+        now = self._clock()
+        cache = self._cache if self._active_count else None
+        state = self._cur
+        n = state.entries
+        offsets, end, pending = state.offsets, state.end, state.pending
+        rolls = self._rolls_at(state, now)
+        for data in datas:
+            if n and (rolls == 1 or (rolls and (n >= self._max_entries or end >= self._max_size))):
+                state.entries, state.end = n, end
+                state = self._rollover(now)
+                n, rolls = 0, self._rolls_at(state, now)
+                offsets, end, pending = state.offsets, state.end, state.pending
+            if not pending:
+                self._dirty[state] = None
+            offsets.append(end)
+            end += LEDGER_RECORD_HEADER_SIZE + len(data)  # a new ledger: the current format
+            pending.append(data)
+            if cache is None:
+                self._cache.skip(state)
+            else:
+                cache.add(state, data)
+            add(_new_position(Position, (state.ledger_id, n)))
+            n += 1
+        state.entries, state.end = n, end
+        return positions
+
+    def _rolls_at(self, state: LedgerState, now: float) -> int:
+        """When ``state`` rolls over at ``now``: 1 before any further entry (its time is up),
+        2 once it is full, 0 not in this call (it is too young)."""
+        age = now - state.created_at
+        if age >= self._max_roll:
+            return 1
+        return 2 if age >= self._min_roll else 0
 
     def _refuse(self) -> None:
         if self._fenced is not None:
