@@ -32,7 +32,8 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     # packages
     "common": (set(), {"mmh3"}),
     "protocol": ({"common"}, {"google", "crc32c", "lz4", "zstandard", "cramjam"}),
-    "storage": ({"common"}, set()),
+    # crc32c checksums the records of the ledger files (the CPU's CRC32C instruction)
+    "storage": ({"common"}, {"crc32c"}),
     # cluster mode: bundles, local JetStream nodes, the metadata store on JetStream (nats-py)
     "cluster": ({"common", "storage"}, {"nats"}),
     # aiohttp serves the web port (broker/web.py) and its endpoints (broker/admin/);

@@ -14,7 +14,7 @@ from disk_usage import fill_disk, tiny_disk
 from official_client import drain
 from polling import wait_for
 
-from starquake.storage.segment import quarantine
+from starquake.storage.quarantine import quarantine
 
 TOPIC = "persistent://public/default/full"
 EARLIEST = pulsar.InitialPosition.Earliest

@@ -141,6 +141,52 @@ def test_a_version_1_file_is_read(tmp_path: Path) -> None:
     assert [p for p, _ in recovered] == ids[:4] + ids[5:]
 
 
+def _as_version_2(path: Path, datas: list[bytes]) -> None:
+    """Rewrite a ledger file in the second format: records with ids, zlib's CRC-32."""
+    header = bytearray(path.read_bytes()[:FILE_HEADER])
+    header[4:6] = struct.pack("<H", 2)
+    out = [bytes(header)]
+    for entry_id, data in enumerate(datas):
+        covered = struct.pack("<IQ", len(data), entry_id)
+        crc = zlib.crc32(data, zlib.crc32(covered))
+        out.append(struct.pack("<IIQ", len(data), crc, entry_id) + data)
+    path.write_bytes(b"".join(out))
+
+
+def test_a_file_written_now_is_not_version_2(tmp_path: Path) -> None:
+    datas = [f"new-{i}".encode() for i in range(3)]
+    path, _ = _write(tmp_path, datas)
+    raw = path.read_bytes()
+    assert struct.unpack_from("<H", raw, 4) == (3,)
+    _as_version_2(path, datas)
+    assert path.read_bytes() != raw  # the CRCs differ: the test below reads another format
+
+
+def test_a_version_2_file_is_read_and_its_damage_found(tmp_path: Path) -> None:
+    datas = [f"v2-{i}".encode() * 3 for i in range(30)]
+    path, ids = _write(tmp_path, datas)
+    _as_version_2(path, datas)
+    assert _recover(tmp_path) == list(zip(ids, datas, strict=True))
+    raw = bytearray(path.read_bytes())
+    raw[_record_spans(datas, LEDGER_RECORD_HEADER_SIZE)[4][1] - 1] ^= 0x11  # entry 4's data
+    path.write_bytes(bytes(raw))
+    assert [p for p, _ in _recover(tmp_path)] == ids[:4] + ids[5:]
+    _zero_region_spanning_records(path, 10, 5, LEDGER_RECORD_HEADER_SIZE)
+    recovered = _recover(tmp_path)
+    assert [p for p, _ in recovered] == ids[:4] + ids[5:10] + ids[15:]
+    assert [d for _, d in recovered] == datas[:4] + datas[5:10] + datas[15:]
+
+
+def test_a_version_2_file_with_a_damaged_header_is_read(tmp_path: Path) -> None:
+    datas = [f"v2-{i}".encode() for i in range(8)]
+    path, ids = _write(tmp_path, datas)
+    _as_version_2(path, datas)
+    raw = bytearray(path.read_bytes())
+    raw[0:FILE_HEADER] = bytes(FILE_HEADER)  # the format is found from the records
+    path.write_bytes(bytes(raw))
+    assert _recover(tmp_path) == list(zip(ids, datas, strict=True))
+
+
 def test_a_version_1_region_of_unknown_extent_stops_with_an_error(tmp_path: Path) -> None:
     datas = [f"old-{i}".encode() * 4 for i in range(20)]
     path, _ = _write(tmp_path, datas)

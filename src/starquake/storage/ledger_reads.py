@@ -323,7 +323,8 @@ class LedgerReads:
         starts = [offset - start_offset for offset in offsets[eid:j]]
         first_id = eid if state.version >= 2 else None
         ledger_id = state.ledger_id
-        for k, record in enumerate(parse_records(buf, starts, length, first_id), eid):
+        records = parse_records(buf, starts, length, first_id, state.version)
+        for k, record in enumerate(records, eid):
             if record is None:
                 self._damaged(state, k)
             else:

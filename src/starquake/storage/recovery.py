@@ -17,12 +17,12 @@ import logging
 import os
 from pathlib import Path
 
+from .quarantine import quarantine
 from .segment import (
     HEADER_SIZE,
     ScanResult,
     file_version,
     next_nonzero,
-    quarantine,
     read_index,
     scan_ledger_file,
     truncate_file,

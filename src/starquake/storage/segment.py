@@ -4,21 +4,23 @@ Data file ``<ledgerId>.log`` (all integers little-endian)::
 
     file header, 16 bytes
       0  magic       4 bytes   b"SQLF"
-      4  version     u16       2 (1: the first format, still read)
+      4  version     u16       3 (1 and 2: earlier formats, still read)
       6  flags       u16       0
       8  ledger_id   u64
-    records, back to back from offset 16, entry ids 0, 1, 2, ...; version 2:
+    records, back to back from offset 16, entry ids 0, 1, 2, ...; version 3:
       0  length      u32       number of data bytes
-      4  crc         u32       zlib.crc32 over bytes 0-3 and 8-15 of the record, then the data
+      4  crc         u32       CRC32C over bytes 0-3 and 8-15 of the record, then the data
       8  entry_id    u64       the record's entry id
      16  data        `length` bytes, opaque
-    version 1 records have no entry id: an 8-byte header (length, crc over the length and data).
+    version 2 records are the same but for their crc, zlib.crc32 (several times slower than the
+    CPU's CRC32C instruction on large entries); version 1 records have no entry id either: an
+    8-byte header (length, zlib.crc32 over the length and data).
 
 The CRC covers the length so that a zero-filled tail never parses as valid empty records. Recovery
 walks the records. At a record that is partial or whose CRC does not match it looks for the next
 trustworthy record: if there is none, the bad bytes are a torn tail, cut off (and kept in the
 ledger directory's ``quarantine/`` folder). If there is one, the bad bytes are *damaged* and the
-entry ids never move: in version 2 the next record's entry id says how many entries the damaged
+entry ids never move: from version 2 the next record's entry id says how many entries the damaged
 bytes held, and each of them keeps its id as a lost entry (reads skip it). Version 1 records
 carry no id: one damaged record whose own length leads to the next record is one lost entry;
 damage whose extent is unknown stops the recovery with an error (the ids after it are unknown).
@@ -39,18 +41,17 @@ that startup does not scan them::
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import mmap
 import os
 import re
 import struct
-import time
 import zlib
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
+
+import crc32c as _crc32c
 
 from .position import StorageError
 
@@ -68,7 +69,6 @@ __all__ = [
     "next_nonzero",
     "parse_records",
     "pwrite_all",
-    "quarantine",
     "read_index",
     "record_header_size",
     "scan_ledger_file",
@@ -81,8 +81,8 @@ __all__ = [
 _MAGIC = b"SQLF"
 _INDEX_MAGIC = b"SQIX"
 _INDEX_VERSION = 1
-FORMAT_VERSION = 2
-"""Version of the ledger files written now (records carry their entry ids)."""
+FORMAT_VERSION = 3
+"""Version of the ledger files written now (records carry their entry ids; CRC32C)."""
 _FILE_HEADER = struct.Struct("<4sHHQ")
 _RECORD = struct.Struct("<II")
 _RECORD_V2 = struct.Struct("<IIQ")
@@ -94,7 +94,7 @@ HEADER_SIZE = _FILE_HEADER.size
 RECORD_HEADER_SIZE = _RECORD.size
 """Header of a record without entry id: version 1 ledgers and compacted ledgers."""
 LEDGER_RECORD_HEADER_SIZE = _RECORD_V2.size
-"""Header of a record of the ledger files written now (version 2)."""
+"""Header of a record of the ledger files written now (from version 2: with its entry id)."""
 
 
 def record_header_size(version: int) -> int:
@@ -102,12 +102,15 @@ def record_header_size(version: int) -> int:
     return LEDGER_RECORD_HEADER_SIZE if version >= 2 else RECORD_HEADER_SIZE
 
 
-def _record_crc(view: memoryview | bytes, pos: int, start: int, stop: int) -> int:
-    """CRC of the record at ``pos`` whose data is ``view[start:stop]`` (any version)."""
-    crc = zlib.crc32(view[pos : pos + 4])
+def _record_crc(view: memoryview | bytes, pos: int, start: int, stop: int, version: int) -> int:
+    """CRC of the record at ``pos`` whose data is ``view[start:stop]`` in a ledger file of
+    ``version`` (1: records of compacted ledgers too)."""
+    crc_of = _crc32c.crc32c if version >= 3 else zlib.crc32
+    crc: int = crc_of(view[pos : pos + 4])
     if start - pos == LEDGER_RECORD_HEADER_SIZE:
-        crc = zlib.crc32(view[pos + 8 : start], crc)
-    return zlib.crc32(view[start:stop], crc)
+        crc = crc_of(view[pos + 8 : start], crc)
+    result: int = crc_of(view[start:stop], crc)
+    return result
 
 
 sync_fd = getattr(os, "fdatasync", os.fsync)
@@ -120,10 +123,11 @@ def encode_file_header(ledger_id: int) -> bytes:
 
 
 def encode_ledger_records(datas: Sequence[bytes], first_id: int, parts: list[bytes]) -> None:
-    """Append the version 2 records of ``datas`` (entry ids from ``first_id``) to ``parts``."""
+    """Append the records of ``datas`` (entry ids from ``first_id``) to ``parts``, in the
+    format written now (:data:`FORMAT_VERSION`)."""
     pack = _RECORD_V2.pack
     covered = _LENGTH_AND_ID.pack  # the header bytes the CRC covers, in order
-    crc32 = zlib.crc32
+    crc32 = _crc32c.crc32c
     append = parts.append
     for entry_id, data in enumerate(datas, first_id):
         n = len(data)
@@ -144,14 +148,15 @@ def encode_records(datas: Sequence[bytes], parts: list[bytes]) -> None:
 
 
 def parse_records(
-    buf: bytes, starts: Sequence[int], end: int, first_id: int | None = None
+    buf: bytes, starts: Sequence[int], end: int, first_id: int | None = None, version: int = 1
 ) -> list[memoryview | None]:
     """Split the records at offsets ``starts`` (relative to ``buf``; the last one ends at
     ``end``) out of ``buf``, checking each one's length and CRC. The records are views into
     ``buf`` (not copies: a read hands them straight to the connection).
 
-    ``first_id`` is the entry id of the first record of a version 2 ledger (the records carry
-    their ids, which must match); None for records without ids. A damaged record is returned as
+    ``first_id`` is the entry id of the first record of a ledger of ``version`` 2 or later (the
+    records carry their ids, which must match); None for records without ids (version 1, and
+    compacted ledgers). A damaged record is returned as
     None (the caller decides what that means); the others are found at their own offsets
     whatever the damaged one's length field says.
     """
@@ -171,7 +176,7 @@ def parse_records(
         start = pos + header
         if (
             start + n != stop
-            or _record_crc(view, pos, start, stop) != crc
+            or _record_crc(view, pos, start, stop, version) != crc
             or (first_id is not None and _U64.unpack_from(buf, pos + 8)[0] != first_id + i)
         ):
             out.append(None)
@@ -244,8 +249,9 @@ class ScanResult(NamedTuple):
     regions: list[tuple[int, int, int, int]] = []
 
 
-def _record_ok(mm: mmap.mmap | bytes, pos: int, size: int, header: int) -> int:
-    """End offset of a valid record (with a ``header``-byte header) at ``pos``, or -1."""
+def _record_ok(mm: mmap.mmap | bytes, pos: int, size: int, version: int) -> int:
+    """End offset of a valid record of a ``version`` file at ``pos``, or -1."""
+    header = record_header_size(version)
     if pos + header > size:
         return -1
     n, crc = _RECORD.unpack_from(mm, pos)
@@ -253,7 +259,7 @@ def _record_ok(mm: mmap.mmap | bytes, pos: int, size: int, header: int) -> int:
     if end > size:
         return -1
     with memoryview(mm) as view:
-        ok = _record_crc(view, pos, pos + header, end)
+        ok = _record_crc(view, pos, pos + header, end, version)
     return end if ok == crc else -1
 
 
@@ -262,7 +268,7 @@ def _record_id(mm: mmap.mmap | bytes, pos: int) -> int:
     return entry_id
 
 
-def _resync(mm: mmap.mmap | bytes, bad: int, size: int, header: int) -> tuple[int, bool]:
+def _resync(mm: mmap.mmap | bytes, bad: int, size: int, version: int) -> tuple[int, bool]:
     """Offset of the first trustworthy record after a bad one at ``bad`` (-1: a torn tail), and
     whether the bad record's own length field led there.
 
@@ -272,11 +278,13 @@ def _resync(mm: mmap.mmap | bytes, bad: int, size: int, header: int) -> tuple[in
     a flipped data byte it is still right.
     """
 
+    header = record_header_size(version)
+
     def trusted(pos: int) -> bool:
-        end = _record_ok(mm, pos, size, header)
+        end = _record_ok(mm, pos, size, version)
         if end < 0:
             return False
-        return end == size or _record_ok(mm, end, size, header) > 0 or next_nonzero(mm, end) < 0
+        return end == size or _record_ok(mm, end, size, version) > 0 or next_nonzero(mm, end) < 0
 
     if bad + header <= size:
         n: int = _U32.unpack_from(mm, bad)[0]
@@ -356,10 +364,9 @@ def scan_ledger_file(path: Path, ledger_id: int) -> ScanResult:
             header_ok = version is not None
             if version is None:
                 version = _guess_version(mm, size)
-            header = record_header_size(version)
             pos = HEADER_SIZE
             while pos < size:
-                end = _record_ok(mm, pos, size, header)
+                end = _record_ok(mm, pos, size, version)
                 if end >= 0 and version >= 2 and _record_id(mm, pos) != len(offsets):
                     raise StorageError(
                         f"ledger file {path}: the record at offset {pos} has entry id "
@@ -371,7 +378,7 @@ def scan_ledger_file(path: Path, ledger_id: int) -> ScanResult:
                     continue
                 if next_nonzero(mm, pos) < 0:
                     break  # the zero-filled tail of a file preallocated ahead of its writes
-                nxt, by_length = _resync(mm, pos, size, header)
+                nxt, by_length = _resync(mm, pos, size, version)
                 if nxt < 0:
                     break
                 first = len(offsets)
@@ -389,7 +396,7 @@ def _header_version(header: bytes, ledger_id: int) -> int | None:
     if len(header) < HEADER_SIZE:
         return None
     magic, version, flags, lid = _FILE_HEADER.unpack(header)
-    if magic == _MAGIC and version in (1, 2) and flags == 0 and lid == ledger_id:
+    if magic == _MAGIC and version in (1, 2, 3) and flags == 0 and lid == ledger_id:
         return int(version)
     return None
 
@@ -402,49 +409,13 @@ def file_version(path: Path, ledger_id: int) -> int | None:
 
 def _guess_version(mm: mmap.mmap | bytes, size: int) -> int:
     """The format of a file whose header is damaged, from its records."""
-    if _record_ok(mm, HEADER_SIZE, size, LEDGER_RECORD_HEADER_SIZE) >= 0:
-        return 2
-    if _record_ok(mm, HEADER_SIZE, size, RECORD_HEADER_SIZE) >= 0:
-        return 1
-    found, _ = _resync(mm, HEADER_SIZE, size, LEDGER_RECORD_HEADER_SIZE)
-    return 2 if found >= 0 else 1
-
-
-_quarantined = itertools.count()
-
-
-def quarantine(
-    directory: Path, name: str, data: bytes | None = None, source: Path | None = None
-) -> Path:
-    """Keep damaged bytes in ``directory/quarantine/`` instead of deleting them.
-
-    Either writes ``data`` to a new file or moves ``source`` there; returns the new path. Names
-    are unique (time, process id and a counter): a retry never collides with an earlier file.
-    """
-    folder = directory / "quarantine"
-    if not folder.exists():
-        folder.mkdir()
-        fsync_dir(directory)
-    stamp = f"{name}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
-    while True:
-        target = folder / f"{stamp}.{next(_quarantined)}"
-        if source is not None:
-            if target.exists():
-                continue
-            os.replace(source, target)
-        else:
-            try:
-                write_file(target, data or b"", exclusive=True)
-            except FileExistsError:
-                continue
-            except OSError:
-                with contextlib.suppress(OSError):
-                    target.unlink()  # e.g. the disk is full: leave no partial copy behind
-                raise
-        break
-    fsync_dir(folder)
-    fsync_dir(directory)
-    return target
+    for version in (FORMAT_VERSION, 2, 1):
+        if _record_ok(mm, HEADER_SIZE, size, version) >= 0:
+            return version
+    for version in (FORMAT_VERSION, 2):
+        if _resync(mm, HEADER_SIZE, size, version)[0] >= 0:
+            return version
+    return 1
 
 
 def write_index(
