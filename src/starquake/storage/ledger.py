@@ -287,28 +287,34 @@ class FileManagedLedger(LedgerCursors):
         now = self._clock()
         cache = self._cache if self._active_count else None
         state = self._cur
-        n = state.entries
+        n, skipped = state.entries, 0  # skipped: entries not cached (no cursor reads them soon)
         offsets, end, pending = state.offsets, state.end, state.pending
-        rolls = self._rolls_at(state, now)
+        rolls, ledger_id = self._rolls_at(state, now), state.ledger_id
         for data in datas:
             if n and (rolls == 1 or (rolls and (n >= self._max_entries or end >= self._max_size))):
-                state.entries, state.end = n, end
+                self._end_run(state, n, end, skipped)
                 state = self._rollover(now)
-                n, rolls = 0, self._rolls_at(state, now)
-                offsets, end, pending = state.offsets, state.end, state.pending
+                n, skipped, offsets, end, pending = 0, 0, state.offsets, state.end, state.pending
+                rolls, ledger_id = self._rolls_at(state, now), state.ledger_id
             if not pending:
                 self._dirty[state] = None
             offsets.append(end)
             end += LEDGER_RECORD_HEADER_SIZE + len(data)  # a new ledger: the current format
             pending.append(data)
             if cache is None:
-                self._cache.skip(state)
+                skipped += 1
             else:
                 cache.add(state, data)
-            add(_new_position(Position, (state.ledger_id, n)))
+            add(_new_position(Position, (ledger_id, n)))
             n += 1
-        state.entries, state.end = n, end
+        self._end_run(state, n, end, skipped)
         return positions
+
+    def _end_run(self, state: LedgerState, entries: int, end: int, skipped: int) -> None:
+        """What :meth:`append_many` kept in locals goes back to ``state``."""
+        state.entries, state.end = entries, end
+        if skipped:
+            self._cache.skip(state, skipped)
 
     def _rolls_at(self, state: LedgerState, now: float) -> int:
         """When ``state`` rolls over at ``now``: 1 before any further entry (its time is up),

@@ -6,6 +6,7 @@ that the factory and the group commit call.
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from bisect import bisect_right
 from collections import deque
@@ -207,15 +208,17 @@ class EntryCache:
         if self.size > self.max_bytes:
             self._evict_to(int(self.max_bytes * self.watermark))
 
-    def skip(self, state: LedgerState) -> None:
-        """Keep the numbering of ``state``'s cached entries right past an entry appended but
-        not cached (no cursor was active to read it soon)."""
+    def skip(self, state: LedgerState, count: int = 1) -> None:
+        """Keep the numbering of ``state``'s cached entries right past ``count`` entries
+        appended but not cached (no cursor was active to read them soon)."""
         if state.cache_skip >= len(state.cache):
-            state.cache_base += len(state.cache) + 1
+            state.cache_base += len(state.cache) + count
             state.cache.clear()
             state.cache_skip = 0
-        else:
+        elif count == 1:
             state.cache.append(None)
+        else:
+            state.cache.extend(itertools.repeat(None, count))
 
     def get(self, state: LedgerState, entry_id: int) -> bytes | None:
         """Cached bytes of an entry, or None."""
