@@ -102,21 +102,28 @@ def _answers(cnx: RawConnection) -> list[pb.BaseCommand]:
     return frames
 
 
+def _close_while_created(
+    cnx: RawConnection, create: pb.BaseCommand, close: pb.BaseCommand, held: HeldLoads
+) -> None:
+    """Send ``create`` (request id 1) and ``close`` (request id 2) together while the topic's
+    load is held: the close is confirmed; once the load resumes, the creation is not answered
+    (its client stopped waiting)."""
+    cnx.send(encode_command(create) + encode_command(close))
+    closed = cnx.next()
+    assert closed.type == T.SUCCESS and closed.success.request_id == 2, closed
+    assert held.held == 1
+    held.release()
+    assert _answers(cnx) == []
+
+
 def test_a_consumer_closed_while_it_subscribes_is_not_created(
     broker: EmbeddedBroker, topic: str, held: HeldLoads
 ) -> None:
     with connected(broker.broker_port) as early:
-        early.send(
-            encode_command(_subscribe(topic, 1, 1))
-            + encode_command(client_commands.close_consumer(1, 2))
+        _close_while_created(
+            early, _subscribe(topic, 1, 1), client_commands.close_consumer(1, 2), held
         )
-        closed = early.next()
-        assert closed.type == T.SUCCESS and closed.success.request_id == 2, closed
-        assert held.held == 1
-        held.release()
-        # the SUBSCRIBE is not answered (its client stopped waiting) and nothing holds it
-        assert _answers(early) == []
-        assert broker.call(_consumer_counts(broker)) == [0]
+        assert broker.call(_consumer_counts(broker)) == [0]  # nothing holds the subscription
         with connected(broker.broker_port) as later:
             later.send_command(_subscribe(topic, 7, 1))
             answer = later.next()
@@ -127,14 +134,9 @@ def test_a_producer_closed_while_it_is_created_is_not_created(
     broker: EmbeddedBroker, topic: str, held: HeldLoads
 ) -> None:
     with connected(broker.broker_port) as early:
-        early.send(
-            encode_command(_producer(topic, 1, 1, "early"))
-            + encode_command(client_commands.close_producer(1, 2))
+        _close_while_created(
+            early, _producer(topic, 1, 1, "early"), client_commands.close_producer(1, 2), held
         )
-        closed = early.next()
-        assert closed.type == T.SUCCESS and closed.success.request_id == 2, closed
-        held.release()
-        assert _answers(early) == []
         with connected(broker.broker_port) as later:
             later.send_command(_producer(topic, 1, 1, "later"))
             answer = later.next()

@@ -223,7 +223,7 @@ class ProducerCommands:
             self._send(send)
         except Exception:
             log.exception("error handling SEND from %s", self._cnx.remote_address)
-            self._run, self._run_sends, self._run_producer = [], [], None
+            self._take_run()  # the SENDs collected are not published: the connection closes
             self._cnx.close()
 
     def _send(self, send: SendFields) -> None:
@@ -267,11 +267,9 @@ class ProducerCommands:
 
     def flush_sends(self) -> None:
         """Publish the SENDs :meth:`_send` collected: together when the topic takes runs."""
-        producer = self._run_producer
+        producer, run, sends = self._take_run()
         if producer is None:
             return
-        run, sends = self._run, self._run_sends
-        self._run, self._run_sends, self._run_producer = [], [], None
         topic = producer.topic
         producer_id = producer.producer_id
         if len(run) > 1 and topic.takes_runs:
@@ -287,6 +285,12 @@ class ProducerCommands:
             for item, send in zip(run, sends, strict=True):
                 self._publish(producer, send, item)
         self._pause_if_over_limit()
+
+    def _take_run(self) -> tuple[Producer | None, list[RunEntry], list[SendFields]]:
+        """The SENDs collected (their producer, entries and commands), forgotten here."""
+        taken = (self._run_producer, self._run, self._run_sends)
+        self._run, self._run_sends, self._run_producer = [], [], None
+        return taken
 
     def _publish(self, producer: Producer, send: SendFields, item: RunEntry) -> None:
         """Publish one SEND's entry (to its transaction, if it has one)."""

@@ -172,16 +172,8 @@ class PersistentTopic:
         receipt = (position, producer, sequence_id, highest_sequence_id, last_chunk, False, read_at)
         self._pending.append(_new_receipt(PendingReceipt, receipt))  # without its Python __new__
         size = len(entry)
-        messages = info.num_messages
-        sizes = self.entry_sizes
-        sizes.counts[bisect_left(ENTRY_SIZE_BOUNDS, size)] += 1
-        sizes.sum += size
-        self.msg_in_counter += messages
-        self.bytes_in_counter += size
-        self.entries_added += 1
-        producer.msg_in_counter += messages
-        producer.bytes_in_counter += size
-        self.service.committer.kick()
+        self.entry_sizes.counts[bisect_left(ENTRY_SIZE_BOUNDS, size)] += 1
+        self._count_in(producer, 1, info.num_messages, size)
         return position
 
     @property
@@ -215,12 +207,17 @@ class PersistentTopic:
             counts[bisect_left(ENTRY_SIZE_BOUNDS, size)] += 1
             size_sum += size
             messages += info.num_messages
-        self.entry_sizes.sum += size_sum
+        self._count_in(producer, len(run), messages, size_sum)
+
+    def _count_in(self, producer: Producer, entries: int, messages: int, size: int) -> None:
+        """Count ``entries`` published (``messages`` messages, ``size`` bytes; each entry's
+        size already counted in its bucket) and have them committed."""
+        self.entry_sizes.sum += size
         self.msg_in_counter += messages
-        self.bytes_in_counter += size_sum
-        self.entries_added += len(run)
+        self.bytes_in_counter += size
+        self.entries_added += entries
         producer.msg_in_counter += messages
-        producer.bytes_in_counter += size_sum
+        producer.bytes_in_counter += size
         self.service.committer.kick()
 
     def _refuse_publish(self) -> NoReturn:
