@@ -1,7 +1,9 @@
 """A stored backlog whose entries change size (large batches, then single messages, then batches
-again) reaches the consumers whole, whatever the subscription type: the dispatchers read as many
-entries as the permits can take at the last read's messages per entry, so these tests cover the
-estimate going wrong both ways (too few entries after batches, too many after single messages).
+again) reaches the consumers whole, whatever the subscription type. The Shared dispatcher (and,
+with ``preciseDispatcherFlowControl``, the Exclusive and Failover ones) reads as many entries as
+the permits can take at the last read's messages per entry, so these tests cover the estimate
+going wrong both ways (too few entries after batches, too many after single messages); Key_Shared
+and, by default, Exclusive and Failover read an entry per permit.
 The backlog is produced while no consumer is connected, so it is read from the ledger files."""
 
 from __future__ import annotations
@@ -99,6 +101,22 @@ def test_backlog_of_changing_entry_sizes_is_delivered_whole(
     assert (got if sub_type in ORDERED else sorted(got)) == (
         sent if sub_type in ORDERED else sorted(sent)
     )
+
+
+@pytest.mark.parametrize("sub_type", ORDERED)
+def test_backlog_of_changing_entry_sizes_is_delivered_whole_with_precise_flow_control(
+    tmp_path: Path, topic: str, sub_type: pulsar.ConsumerType
+) -> None:
+    # preciseDispatcherFlowControl=true: the Exclusive and Failover dispatchers too read the
+    # entries the permits take at the last read's messages per entry (Pulsar's default,
+    # false, reads an entry per permit)
+    with EmbeddedBroker(tmp_path / "data", preciseDispatcherFlowControl=True) as broker:
+        client = official_client(broker, pulsar.LoggerLevel.Warn)
+        try:
+            sent, got = _consume_backlog(client, topic, sub_type)
+        finally:
+            client.close()
+    assert got == sent
 
 
 @pytest.mark.parametrize("sub_type", ALL_TYPES)

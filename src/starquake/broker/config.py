@@ -125,6 +125,15 @@ class BrokerConfig:
     dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024
     """Bytes of entries a dispatcher reads at most per round (beyond them by one entry at most:
     a read returns at least one entry)."""
+    preciseDispatcherFlowControl: bool = False
+    """How an Exclusive or Failover dispatcher counts a consumer's permits when it reads, as in
+    Pulsar. False (Pulsar's default): a permit stands for an entry: it reads as many entries as
+    the consumer has permits (at most ``dispatcherMaxReadBatchSize`` and
+    ``dispatcherMaxReadSizeBytes``) and sends them all, so a consumer of batched messages may be
+    sent more messages than its receiver queue holds (the permits go below zero and the next
+    read waits until FLOWs bring them above it). True: it reads only the entries the permits
+    take at the messages per entry seen so far and stops at the first entry that uses the last
+    permit. Shared and Key_Shared consumers are sent what their permits take either way."""
     dispatcherReadFailureBackoffInitialTimeInMs: int = 15000
     """Wait after a failed dispatcher read, doubled per failure up to the max below."""
     dispatcherReadFailureBackoffMaxTimeInMs: int = 60000

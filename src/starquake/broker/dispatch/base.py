@@ -326,10 +326,11 @@ class Dispatcher:
     def entries_to_read(self, permits: int) -> int:
         """How many entries to read for ``permits`` messages: as many as the permits can take
         at the messages per entry of the last read, at most ``max_read_batch`` (the estimate
-        of Pulsar's ``preciseDispatcherFlowControl``, always on here). What is sent does not
-        change: entries read past the permits were put back unsent, and on a backlog that is
-        not in the entry cache they were read from the files again, round after round.
-        Before the first read one entry tells how large they are (the pass reads on)."""
+        of Pulsar's ``preciseDispatcherFlowControl``). The Shared dispatcher always reads so:
+        its consumers are sent what their permits take whatever it reads, and the entries read
+        past them were put back unsent (on a backlog that is not in the entry cache, read from
+        the files again, round after round). Before the first read one entry tells how large
+        they are (the pass reads on)."""
         per_entry = self.messages_per_entry
         if per_entry is None:
             return 1

@@ -41,6 +41,8 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         # consumers only: an Exclusive or Failover consumer (a reader) is bounded by its permits.
         self.max_unacked_per_consumer = 0
         self.max_unacked_per_subscription = 0
+        self.precise = subscription.topic.service.config.preciseDispatcherFlowControl
+        """Count permits as messages when reading (else as entries, Pulsar's default)."""
 
     def add_consumer(self, consumer: Consumer) -> None:
         """Take a consumer in and elect the active one again."""
@@ -86,8 +88,10 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             consumer = self.active
             if consumer is None or not self.can_receive(consumer):
                 return
+            permits = consumer.permits
+            wanted = self.entries_to_read(permits) if self.precise else permits
             entries = await subscription.read_entries(
-                self.entries_to_read(consumer.permits),
+                min(wanted, self.max_read_batch),
                 compacted=consumer.read_compacted,
                 max_bytes=self.max_read_bytes,
             )
@@ -95,6 +99,12 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             # was waiting; a closed dispatcher's subscription rewinds or goes away.
             if not entries or self.closed or consumer is not self.active:
                 return
+            if consumer.permits <= 0:  # held back while the read waited (a full write buffer)
+                subscription.read_back(entries[0])
+                return
+            if not self.precise:  # a permit stood for an entry: everything read is sent
+                self.send(consumer, [self.prepared(e, self.info(e)) for e in entries])
+                continue
             batch = []
             budget = consumer.permits
             for entry in entries:
