@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from starquake.broker import topic_stats
 from starquake.broker.consumer import Consumer
 from starquake.broker.dedup import MessageDeduplication
+from starquake.broker.dispatch.round_robin import RoundRobin
 from starquake.broker.entry_info import EntryInfo, EntryInfoCache, LastMessage
 from starquake.broker.errors import (
     ConsumerAssignError,
@@ -56,7 +57,7 @@ class NonPersistentDispatcher:
         self.subscription = subscription
         self.sub_type = sub_type
         self.consumers: list[Consumer] = []
-        self._next = 0
+        self._round_robin = RoundRobin()
         self.selector: ConsistentHashingSelector[Consumer] | None = None
         if sub_type == SubType.Key_Shared:
             self.selector = ConsistentHashingSelector(
@@ -71,6 +72,7 @@ class NonPersistentDispatcher:
             except SelectorRefusal as exc:
                 raise ConsumerAssignError(str(exc)) from None
         self.consumers.append(consumer)
+        self._round_robin.consumers_changed(self.consumers)
         if self.sub_type == SubType.Failover:
             self._notify_active()
 
@@ -78,6 +80,7 @@ class NonPersistentDispatcher:
         """Let a consumer go; Failover hands its place to the next one."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        self._round_robin.consumers_changed(self.consumers)
         if self.selector is not None:
             self.selector.remove_consumer(consumer)
         if self.sub_type == SubType.Failover:
@@ -109,15 +112,7 @@ class NonPersistentDispatcher:
             return self._active()
         if self.selector is not None:
             return self.selector.select(sticky_key_hash(info.sticky_key))
-        n = len(self.consumers)
-        for _ in range(n):
-            if self._next >= n:
-                self._next = 0
-            consumer = self.consumers[self._next]
-            self._next += 1
-            if consumer.permits > 0:
-                return consumer
-        return None
+        return self._round_robin.pick(self.consumers, _has_permits)
 
 
 class NonPersistentSubscription:
@@ -349,3 +344,7 @@ class NonPersistentTopic:
 
 
 __all__ = ["NonPersistentTopic"]
+
+
+def _has_permits(consumer: Consumer) -> bool:
+    return consumer.permits > 0

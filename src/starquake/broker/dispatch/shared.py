@@ -1,4 +1,5 @@
-"""Shared: entries go round-robin to the consumers that have permits, each entry to one consumer.
+"""Shared: entries go round-robin to the consumers that have permits, each entry to one consumer
+(highest priority first, see :mod:`starquake.broker.dispatch.round_robin`).
 
 Entries to send again (a leaving consumer's unacked ones, those a consumer asked to get again,
 delayed messages that became due) wait in a *replay* set, in position order, and go out before
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from starquake.broker.consumer import Dispatch
 from starquake.broker.dispatch.base import Dispatcher
+from starquake.broker.dispatch.round_robin import RoundRobin
 from starquake.broker.entry_info import EntryInfo
 from starquake.storage import Entry, Position
 
@@ -45,7 +47,7 @@ class SharedDispatcher(Dispatcher):
     def __init__(self, subscription: DispatchedSubscription, max_read_batch: int) -> None:
         super().__init__(subscription, max_read_batch)
         self.to_redeliver: set[Position] = set()
-        self._next = 0
+        self._round_robin = RoundRobin()
         self._timer: asyncio.TimerHandle | None = None
         self._chunk_owner: dict[str, Consumer] = {}
         self.unkeyed: set[Position] = set()
@@ -53,10 +55,16 @@ class SharedDispatcher(Dispatcher):
 
     # --- consumers and redelivery -------------------------------------------------------------
 
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Take a consumer in and dispatch to it."""
+        super().add_consumer(consumer)
+        self._round_robin.consumers_changed(self.consumers)
+
     def remove_consumer(self, consumer: Consumer) -> None:
         """Let a consumer go; its unacknowledged messages go to the others."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        self._round_robin.consumers_changed(self.consumers)
         for uuid in [u for u, c in self._chunk_owner.items() if c is consumer]:
             del self._chunk_owner[uuid]
         pending = consumer.take_pending()
@@ -167,16 +175,7 @@ class SharedDispatcher(Dispatcher):
     # --- dispatching ----------------------------------------------------------------------------
 
     def _next_consumer(self) -> Consumer | None:
-        consumers = self.consumers
-        n = len(consumers)
-        for _ in range(n):
-            if self._next >= n:
-                self._next = 0
-            consumer = consumers[self._next]
-            self._next += 1
-            if self.can_receive(consumer):
-                return consumer
-        return None
+        return self._round_robin.pick(self.consumers, self.can_receive)
 
     async def dispatch(self) -> None:
         """Send redeliveries, due delayed messages and new entries round-robin."""
