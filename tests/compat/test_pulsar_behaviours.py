@@ -89,6 +89,7 @@ def test_unknown_listener_name_fails_the_lookup(broker: EmbeddedBroker, topic: s
             replies.extend(frame.command for frame in decoder.feed(data))
     response = next(r.lookup_topic_response for r in replies if r.type == T.LOOKUP_RESPONSE)
     assert response.response == pb.CommandLookupTopicResponse.Failed
+    assert response.error == pb.ServiceNotReady  # Pulsar's answer: the client retries
     assert "listener named 'nowhere'" in response.message
 
 

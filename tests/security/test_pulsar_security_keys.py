@@ -88,6 +88,7 @@ def test_metrics_open_by_default_and_pulsar_defaults_accepted(tmp_path: Path) ->
     )
     lines["brokerClientAuthenticationParameters"] = "token:abc"
     lines["brokerClientTlsEnabled"] = "true"
+    lines["tlsEnabled"] = "true"  # deprecated, set by Pulsar's test configurations
     lines["brokerClientTrustCertsFilePath"] = "/etc/ca.pem"
     lines["brokerClientTlsProtocols"] = "TLSv1.3"
     lines["brokerClientTlsTrustStore"] = "/etc/truststore.jks"
@@ -99,6 +100,7 @@ def test_metrics_open_by_default_and_pulsar_defaults_accepted(tmp_path: Path) ->
         assert "brokerClientTlsProtocols has no effect: the broker's own client" in log
         assert "brokerClientTlsTrustStore has no effect" in log
         assert "brokerClientTlsEnabled has no effect" not in log  # used in cluster mode
+        assert "tlsEnabled has no effect: it is deprecated in Pulsar" in log
         assert "token:abc" not in log  # a secret is never logged
     finally:
         broker.cleanup()

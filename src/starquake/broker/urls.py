@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from starquake.broker.errors import BrokerServiceError
+from starquake.protocol.errors import ServerError
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,16 @@ def parse_advertised_listeners(text: str) -> dict[str, LookupUrls]:
 def listener_urls(urls: BrokerUrls, advertised_listeners: str, listener_name: str) -> LookupUrls:
     """The broker URLs a lookup answers for a client of ``listener_name`` ("": none): that
     listener's from ``advertisedListeners`` (the broker's own where it gives none). As Pulsar
-    does, a lookup naming a listener the broker does not advertise fails."""
+    does, a lookup naming a listener the broker does not advertise fails (ServiceNotReady)."""
     own = LookupUrls(urls.service_url, urls.service_url_tls)
     if not listener_name:
         return own
     listeners = parse_advertised_listeners(advertised_listeners)
     if listener_name not in listeners:
-        raise BrokerServiceError(
+        raise BrokerServiceError(  # ServiceNotReady, as Pulsar: the client retries
             f"The broker does not have a listener named {listener_name!r} "
-            f"(advertisedListeners: {advertised_listeners or 'none'})"
+            f"(advertisedListeners: {advertised_listeners or 'none'})",
+            ServerError.ServiceNotReady,
         )
     listener = listeners[listener_name]
     return listener if listener.broker_url or listener.broker_url_tls else own
