@@ -108,6 +108,12 @@ class SubscriptionApi(Protocol):
     last_consumed_flow_timestamp: int
     """When a consumer last asked for messages (epoch milliseconds; 0: never)."""
 
+    expired_counter: int
+    """Messages expired by the message TTL."""
+
+    expiry_rates: RateWindow
+    """The rate of messages expired by the message TTL."""
+
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer (raises if its type or limits forbid it)."""
 
@@ -145,6 +151,7 @@ class Consumer:
     """
 
     __slots__ = (
+        "ack_rates",
         "allow_out_of_order",
         "avg_messages_per_entry",
         "blocked",
@@ -157,6 +164,7 @@ class Consumer:
         "last_consumed_flow_timestamp",
         "last_consumed_timestamp",
         "metadata",
+        "msg_ack_counter",
         "msg_out_counter",
         "msg_redeliver_counter",
         "name",
@@ -200,6 +208,9 @@ class Consumer:
         self.msg_redeliver_counter = 0
         """Messages this consumer asked to have redelivered."""
         self.redeliver_rates = RateWindow()
+        self.msg_ack_counter = 0
+        """Messages this consumer acknowledged (outside transactions)."""
+        self.ack_rates = RateWindow()
         self.read_compacted = False
         self.connected_since = time.time()
         self.key_hash_ranges: list[tuple[int, int]] | None = None

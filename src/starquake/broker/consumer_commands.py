@@ -22,6 +22,7 @@ from starquake.broker.schemas.topic_schemas import check_consumer_schema
 from starquake.broker.subscription import Subscription, to_signed
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
+from starquake.broker.topic_stats import consumer_rates
 from starquake.broker.transactions.txn_acks import carries_txn, on_txn_ack
 from starquake.protocol import commands
 from starquake.protocol.enums import AckType, InitialPosition, KeySharedMode, SubType
@@ -224,10 +225,12 @@ class ConsumerCommands:
             if carries_txn(ack):  # held until the transaction ends; answered when durable
                 on_txn_ack(self._cnx, self._service.transactions, consumer, ack)
                 return
+            before = consumer.unacked
             if int(ack.ack_type) == AckType.Cumulative:
                 self._ack_cumulative(consumer, ack)
             else:
                 self._ack_individual(consumer, ack)
+            consumer.msg_ack_counter += max(before - consumer.unacked, 0)
         except BrokerServiceError as exc:
             if wants_response:
                 self._cnx.fail(ack, exc)
@@ -444,6 +447,8 @@ class ConsumerCommands:
         except BrokerServiceError as exc:
             self._cnx.fail(request, exc)
             return
+        now = time.monotonic()
+        subscription = consumer.subscription
         self._cnx.write(
             commands.consumer_stats_response(
                 request.request_id,
@@ -455,13 +460,12 @@ class ConsumerCommands:
                     "%Y-%m-%dT%H:%M:%SZ", time.gmtime(consumer.connected_since)
                 ),
                 type=consumer.sub_type.name,
-                msgBacklog=consumer.subscription.backlog(),
-                msgRateOut=0.0,
-                msgThroughputOut=0.0,
-                msgRateRedeliver=0.0,
-                blockedConsumerOnUnackedMsgs=False,
-                msgRateExpired=0.0,
-                messageAckRate=0.0,
+                msgBacklog=subscription.backlog(),
+                blockedConsumerOnUnackedMsgs=consumer.blocked,
+                msgRateExpired=subscription.expiry_rates.rates(
+                    now, subscription.expired_counter, 0
+                )[0],
+                **consumer_rates(consumer, now),
             )
         )
 

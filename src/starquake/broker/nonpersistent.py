@@ -130,6 +130,8 @@ class NonPersistentSubscription:
         self.departed_out = (0, 0)
         """Messages and bytes dispatched to consumers that have left."""
         self.rates = RateWindow()
+        self.expired_counter = 0  # nothing is kept, so nothing expires
+        self.expiry_rates = RateWindow()
 
     @property
     def consumers(self) -> list[Consumer]:

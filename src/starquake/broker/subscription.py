@@ -93,6 +93,7 @@ class Subscription:
         """Messages and bytes dispatched to consumers that have left."""
         self.rates = RateWindow()
         self.expired_counter = 0
+        self.expiry_rates = RateWindow()
         self._told_end: set[Consumer] = set()
         self.last_expire_timestamp = 0
         self.last_consumed_flow_timestamp = 0

@@ -45,6 +45,14 @@ class TickedSubscription(Protocol):
     def departed_out(self) -> tuple[int, int]:
         """Messages and bytes dispatched to consumers that have left."""
 
+    @property
+    def expiry_rates(self) -> RateWindow:
+        """The rate of messages expired by the message TTL."""
+
+    @property
+    def expired_counter(self) -> int:
+        """Messages expired by the message TTL."""
+
 
 class TickedTopic(Protocol):
     """A topic, persistent or not, as its rates are kept."""
@@ -167,9 +175,11 @@ def tick(topic: TickedTopic, now: float) -> None:
     subscriptions = list(topic.subscriptions.values())
     for subscription in subscriptions:
         subscription.rates.tick(now, *subscription_out(subscription))
+        subscription.expiry_rates.tick(now, subscription.expired_counter, 0)
         for consumer in subscription.consumers:
             consumer.rates.tick(now, consumer.msg_out_counter, consumer.bytes_out_counter)
             consumer.redeliver_rates.tick(now, consumer.msg_redeliver_counter, 0)
+            consumer.ack_rates.tick(now, consumer.msg_ack_counter, 0)
 
 
 def _publisher(producer: Producer, now: float) -> dict[str, Any]:
@@ -194,18 +204,28 @@ def _publisher(producer: Producer, now: float) -> dict[str, Any]:
 _ACCESS_MODES = {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}
 
 
-def _consumer(consumer: Consumer, now: float, ranges: list[tuple[int, int]] | None) -> Any:
+def consumer_rates(consumer: Consumer, now: float) -> dict[str, float]:
+    """A consumer's rates under the names of Pulsar's consumer stats (the admin API's and the
+    binary protocol's CONSUMER_STATS answer)."""
     rate, throughput = consumer.rates.rates(
         now, consumer.msg_out_counter, consumer.bytes_out_counter
     )
-    redeliver, _ = consumer.redeliver_rates.rates(now, consumer.msg_redeliver_counter, 0)
-    cnx = consumer.cnx
-    entry: dict[str, Any] = {
+    return {
         "msgRateOut": rate,
         "msgThroughputOut": throughput,
+        "msgRateRedeliver": consumer.redeliver_rates.rates(now, consumer.msg_redeliver_counter, 0)[
+            0
+        ],
+        "messageAckRate": consumer.ack_rates.rates(now, consumer.msg_ack_counter, 0)[0],
+    }
+
+
+def _consumer(consumer: Consumer, now: float, ranges: list[tuple[int, int]] | None) -> Any:
+    cnx = consumer.cnx
+    entry: dict[str, Any] = {
+        **consumer_rates(consumer, now),
         "bytesOutCounter": consumer.bytes_out_counter,
         "msgOutCounter": consumer.msg_out_counter,
-        "msgRateRedeliver": redeliver,
         "chunkedMessageRate": 0.0,
         "consumerName": consumer.name,
         "availablePermits": max(consumer.permits, 0),
@@ -225,7 +245,7 @@ def _consumer(consumer: Consumer, now: float, ranges: list[tuple[int, int]] | No
     return entry
 
 
-def _subscription(subscription: Subscription, now: float, entry_size: float) -> dict[str, Any]:
+def _consumers(subscription: Subscription, now: float) -> list[dict[str, Any]]:
     dispatcher = subscription.dispatcher
     key_shared = isinstance(dispatcher, KeySharedDispatcher)
     ranges = dispatcher.key_hash_ranges() if isinstance(dispatcher, KeySharedDispatcher) else {}
@@ -237,6 +257,12 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
             if joined is not None:
                 entry["readPositionWhenJoining"] = _position(joined)
         consumers.append(entry)
+    return consumers
+
+
+def _subscription(subscription: Subscription, now: float, entry_size: float) -> dict[str, Any]:
+    dispatcher = subscription.dispatcher
+    consumers = _consumers(subscription, now)
     messages_out, bytes_out = subscription_out(subscription)
     rate, throughput = subscription.rates.rates(now, messages_out, bytes_out)
     backlog = subscription.backlog()
@@ -250,16 +276,18 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
         "bytesOutCounter": bytes_out,
         "msgOutCounter": messages_out,
         "msgRateRedeliver": sum(c["msgRateRedeliver"] for c in consumers),
+        "messageAckRate": sum(c["messageAckRate"] for c in consumers),
         "chunkedMessageRate": 0,
         "msgBacklog": backlog,
         "backlogSize": int(backlog * entry_size),
         "earliestMsgPublishTimeInBacklog": 0,
         "msgBacklogNoDelayed": backlog - delayed,
-        "blockedSubscriptionOnUnackedMsgs": False,
+        "blockedSubscriptionOnUnackedMsgs": dispatcher is not None
+        and dispatcher.subscription_blocked,
         "msgDelayed": delayed,
         "unackedMessages": sum(c.unacked for c in subscription.consumers),
         "type": subscription.sub_type.name if subscription.sub_type is not None else "None",
-        "msgRateExpired": 0.0,
+        "msgRateExpired": subscription.expiry_rates.rates(now, subscription.expired_counter, 0)[0],
         "totalMsgExpired": subscription.expired_counter,
         "lastExpireTimestamp": subscription.last_expire_timestamp,
         # as Pulsar: the latest of the connected consumers' times
@@ -270,7 +298,7 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
         "consumers": consumers,
         "isDurable": subscription.durable,
         "isReplicated": False,
-        "allowOutOfOrderDelivery": False,
+        "allowOutOfOrderDelivery": False,  # Key_Shared: see _key_shared
         "consumersAfterMarkDeletePosition": {},
         "nonContiguousDeletedMessagesRanges": holes,
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
@@ -283,8 +311,23 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
     if active is not None:
         stats["activeConsumerName"] = active.name
     if isinstance(dispatcher, KeySharedDispatcher):
-        stats["keySharedMode"] = "STICKY" if dispatcher.sticky else "AUTO_SPLIT"
+        stats.update(_key_shared(dispatcher))
     return stats
+
+
+def _key_shared(dispatcher: KeySharedDispatcher) -> dict[str, Any]:
+    """As Pulsar: the mode, the dispatcher's out-of-order setting (here the first consumer's),
+    and the consumers that wait for the messages before their read position when they
+    joined."""
+    return {
+        "keySharedMode": "STICKY" if dispatcher.sticky else "AUTO_SPLIT",
+        "allowOutOfOrderDelivery": bool(
+            dispatcher.consumers and dispatcher.consumers[0].allow_out_of_order
+        ),
+        "consumersAfterMarkDeletePosition": {
+            c.name: _position(p) for c, p in dispatcher.recently_joined.items()
+        },
+    }
 
 
 def _traffic(topic: TickedTopic, subscriptions: dict[str, Any], now: float) -> dict[str, Any]:

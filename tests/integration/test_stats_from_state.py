@@ -1,0 +1,218 @@
+"""Stats fields computed from the broker's state, as Pulsar computes them, not constants:
+``messageAckRate`` (consumers and subscriptions), ``msgRateExpired``,
+``blockedSubscriptionOnUnackedMsgs``, Key_Shared's ``allowOutOfOrderDelivery`` and
+``consumersAfterMarkDeletePosition``, and the CONSUMER_STATS answer of the binary protocol.
+
+Rates are read at chosen times: the test ticks a topic's rate windows itself, so a rate is an
+exact count over an exact interval."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pulsar
+from official_client import official_client
+from polling import wait_for
+from raw_connection import T
+from txn_raw import connected
+
+from starquake.broker import message_expiry, topic_stats
+from starquake.broker.embedded import EmbeddedBroker
+from starquake.broker.topic import PersistentTopic
+from starquake.protocol import client_commands
+from starquake.protocol.enums import InitialPosition, SubType
+
+
+def _loaded(broker: EmbeddedBroker, topic: str) -> PersistentTopic:
+    loaded = broker.service.topics[topic]
+    assert isinstance(loaded, PersistentTopic)
+    return loaded
+
+
+def _tick_twice(broker: EmbeddedBroker, topic: str) -> float:
+    """Tick the topic's windows twice now (the counters as they are); returns the time."""
+    loaded = _loaded(broker, topic)
+    now = time.monotonic()
+
+    async def tick() -> None:
+        topic_stats.tick(loaded, now)
+        topic_stats.tick(loaded, now + 0.001)
+
+    broker.call(tick())
+    return now
+
+
+def _stats_at(broker: EmbeddedBroker, topic: str, now: float) -> dict[str, Any]:
+    loaded = _loaded(broker, topic)
+
+    async def stats() -> dict[str, Any]:
+        return topic_stats.persistent_stats(loaded, now)
+
+    return broker.call(stats())
+
+
+def _produce(client: pulsar.Client, topic: str, count: int, **keys: str) -> None:
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(count):
+        producer.send(f"m{i}".encode(), **keys)
+    producer.close()
+
+
+def test_message_ack_rate_counts_what_each_consumer_acknowledged(
+    broker: EmbeddedBroker, topic: str
+) -> None:
+    client = official_client(broker)
+    try:
+        consumer = client.subscribe(topic, "acks", initial_position=pulsar.InitialPosition.Earliest)
+        _produce(client, topic, 10)
+        messages = [consumer.receive(5000) for _ in range(10)]
+        start = _tick_twice(broker, topic)  # nothing acknowledged yet
+        for msg in messages:
+            consumer.acknowledge(msg)
+        (broker_consumer,) = _loaded(broker, topic).subscriptions["acks"].consumers
+        wait_for(lambda: broker_consumer.msg_ack_counter == 10, "the acks to arrive")
+        stats = _stats_at(broker, topic, start + 2.0)
+        sub = stats["subscriptions"]["acks"]
+        assert sub["consumers"][0]["messageAckRate"] == 5.0  # 10 acks over 2 s
+        assert sub["messageAckRate"] == 5.0
+        consumer.close()
+    finally:
+        client.close()
+
+
+def test_expired_messages_have_a_rate(broker: EmbeddedBroker, topic: str) -> None:
+    client = official_client(broker)
+    try:
+        client.subscribe(topic, "ttl", initial_position=pulsar.InitialPosition.Earliest).close()
+        _produce(client, topic, 6)
+        start = _tick_twice(broker, topic)
+        subscription = _loaded(broker, topic).subscriptions["ttl"]
+        assert broker.call(message_expiry.expire_older_than(subscription, 0))
+        sub = _stats_at(broker, topic, start + 3.0)["subscriptions"]["ttl"]
+        assert sub["totalMsgExpired"] == 6
+        assert sub["msgRateExpired"] == 2.0  # 6 expired over 3 s
+    finally:
+        client.close()
+
+
+def test_a_subscription_held_at_its_unacked_limit_says_so(tmp_path: Path, topic: str) -> None:
+    with EmbeddedBroker(tmp_path / "data", maxUnackedMessagesPerSubscription=4) as broker:
+        client = official_client(broker)
+        try:
+            consumer = client.subscribe(
+                topic,
+                "held",
+                consumer_type=pulsar.ConsumerType.Shared,
+                initial_position=pulsar.InitialPosition.Earliest,
+            )
+            _produce(client, topic, 6)  # once 4 are acknowledged, the other 2 do not hold it
+            got = [consumer.receive(5000) for _ in range(4)]
+            sub = _stats_at(broker, topic, time.monotonic())["subscriptions"]["held"]
+            assert sub["unackedMessages"] == 4
+            assert sub["blockedSubscriptionOnUnackedMsgs"] is True
+            for msg in got:
+                consumer.acknowledge(msg)
+            wait_for(
+                lambda: (
+                    not _stats_at(broker, topic, time.monotonic())["subscriptions"]["held"][
+                        "blockedSubscriptionOnUnackedMsgs"
+                    ]
+                ),
+                "the subscription to be let go",
+            )
+            consumer.close()
+        finally:
+            client.close()
+
+
+def test_key_shared_reports_its_ordering_settings_and_late_joiners(
+    broker: EmbeddedBroker, topic: str
+) -> None:
+    client = official_client(broker)
+    try:
+        first = client.subscribe(
+            topic,
+            "keys",
+            consumer_type=pulsar.ConsumerType.KeyShared,
+            consumer_name="first",
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        _produce(client, topic, 10, partition_key="k")
+        for _ in range(10):
+            first.receive(5000)  # received, not acknowledged
+        late = client.subscribe(
+            topic, "keys", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="late"
+        )
+        sub = _stats_at(broker, topic, time.monotonic())["subscriptions"]["keys"]
+        assert sub["allowOutOfOrderDelivery"] is False
+        joined = sub["consumersAfterMarkDeletePosition"]
+        assert list(joined) == ["late"]
+        late_stats = next(c for c in sub["consumers"] if c["consumerName"] == "late")
+        assert joined["late"] == late_stats["readPositionWhenJoining"]
+        late.close()
+        first.close()
+
+        relaxed = client.subscribe(
+            topic,
+            "relaxed",
+            consumer_type=pulsar.ConsumerType.KeyShared,
+            key_shared_policy=pulsar.ConsumerKeySharedPolicy(allow_out_of_order_delivery=True),
+        )
+        sub = _stats_at(broker, topic, time.monotonic())["subscriptions"]["relaxed"]
+        assert sub["allowOutOfOrderDelivery"] is True
+        assert sub["consumersAfterMarkDeletePosition"] == {}
+        relaxed.close()
+    finally:
+        client.close()
+
+
+def test_consumer_stats_over_the_binary_protocol_carry_the_consumers_rates(
+    broker: EmbeddedBroker, topic: str
+) -> None:
+    client = official_client(broker)
+    try:
+        _produce(client, topic, 0)  # creates the topic
+    finally:
+        client.close()
+    with connected(broker.broker_port) as cnx:
+        cnx.send_command(
+            client_commands.subscribe(
+                topic,
+                "raw",
+                SubType.Exclusive,
+                1,
+                1,
+                consumer_name="raw",
+                durable=True,
+                initial_position=InitialPosition.Earliest,
+                read_compacted=False,
+                metadata={},
+            )
+        )
+        assert cnx.next().type == T.SUCCESS
+        producer_client = official_client(broker)
+        try:
+            _produce(producer_client, topic, 5)
+        finally:
+            producer_client.close()
+        cnx.send_command(client_commands.flow(1, 100))
+        ids = []
+        while len(ids) < 5:
+            frame = cnx.next()
+            if frame.type == T.MESSAGE:
+                ids.append(frame.message.message_id)
+        cnx.send_command(client_commands.ack(1, 0, ids))
+        request = T(type=T.CONSUMER_STATS)
+        request.consumer_stats.request_id = 9
+        request.consumer_stats.consumer_id = 1
+        cnx.send_command(request)
+        while (reply := cnx.next()).type != T.CONSUMER_STATS_RESPONSE:
+            pass
+    stats = reply.consumer_stats_response
+    assert stats.msgRateOut > 0  # 5 messages since the consumer came
+    assert stats.msgThroughputOut > 0
+    assert stats.messageAckRate > 0  # and their 5 acknowledgments
+    assert stats.msgBacklog == 0
+    assert stats.blockedConsumerOnUnackedMsgs is False
