@@ -216,3 +216,32 @@ def test_consumer_stats_over_the_binary_protocol_carry_the_consumers_rates(
     assert stats.messageAckRate > 0  # and their 5 acknowledgments
     assert stats.msgBacklog == 0
     assert stats.blockedConsumerOnUnackedMsgs is False
+
+
+def test_chunked_messages_have_rates_and_mark_the_topic(tmp_path: Path, topic: str) -> None:
+    # a 10 kB message size limit: a 25 kB message goes as three chunks
+    with EmbeddedBroker(tmp_path / "data", maxMessageSize=10_240) as broker:
+        client = official_client(broker)
+        try:
+            consumer = client.subscribe(
+                topic, "chunks", initial_position=pulsar.InitialPosition.Earliest
+            )
+            producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+            before = _stats_at(broker, topic, time.monotonic())
+            assert before["msgChunkPublished"] is False
+            start = _tick_twice(broker, topic)
+            payload = bytes(range(256)) * 100
+            producer.send(payload)
+            assert consumer.receive(5000).data() == payload
+            chunks = _loaded(broker, topic).entries_added
+            assert chunks == 3
+            stats = _stats_at(broker, topic, start + 1.0)
+            assert stats["msgChunkPublished"] is True
+            assert stats["publishers"][0]["chunkedMessageRate"] == 3.0  # 3 chunks over 1 s
+            sub = stats["subscriptions"]["chunks"]
+            assert sub["consumers"][0]["chunkedMessageRate"] == 3.0
+            assert sub["chunkedMessageRate"] == 3.0
+            producer.close()
+            consumer.close()
+        finally:
+            client.close()

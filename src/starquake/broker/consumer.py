@@ -156,6 +156,8 @@ class Consumer:
         "avg_messages_per_entry",
         "blocked",
         "bytes_out_counter",
+        "chunk_counter",
+        "chunk_rates",
         "cnx",
         "connected_since",
         "consumer_id",
@@ -211,6 +213,9 @@ class Consumer:
         self.msg_ack_counter = 0
         """Messages this consumer acknowledged (outside transactions)."""
         self.ack_rates = RateWindow()
+        self.chunk_counter = 0
+        """Chunks of chunked messages dispatched to this consumer."""
+        self.chunk_rates = RateWindow()
         self.read_compacted = False
         self.connected_since = time.time()
         self.key_hash_ranges: list[tuple[int, int]] | None = None

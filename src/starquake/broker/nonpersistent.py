@@ -180,6 +180,8 @@ class NonPersistentSubscription:
             consumer.consumer_id, 0, 0, len(entry), 0, consumer.partition_index
         )
         consumer.permits -= info.num_messages  # before the write, which may hold permits back
+        if info.chunk_uuid:
+            consumer.chunk_counter += 1
         consumer.msg_out_counter += info.num_messages
         consumer.bytes_out_counter += len(entry)
         consumer.dispatched(info.num_messages)
@@ -273,6 +275,8 @@ class NonPersistentTopic:
         self.bytes_in_counter += len(entry)
         producer.msg_in_counter += info.num_messages
         producer.bytes_in_counter += len(entry)
+        if info.chunk_uuid:
+            producer.chunk_counter += 1
         limit = self.service.config.nonPersistentMaxPendingBytesPerConnection
         for subscription in list(self.subscriptions.values()):
             subscription.deliver(entry, info, limit)

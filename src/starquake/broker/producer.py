@@ -96,6 +96,8 @@ class Producer:
         "access_mode",
         "attached",
         "bytes_in_counter",
+        "chunk_counter",
+        "chunk_rates",
         "closed",
         "cnx",
         "connected_since",
@@ -131,6 +133,9 @@ class Producer:
         self.bytes_in_counter = 0
         self.connected_since = time.time()
         self.rates = RateWindow()
+        self.chunk_counter = 0
+        """Chunks of chunked messages published (as Pulsar counts them: each chunk)."""
+        self.chunk_rates = RateWindow()
         self.schema_version = b""
 
     def on_receipt(self, frame: bytes) -> None:

@@ -79,6 +79,8 @@ class PersistentTopic:
         )
         self.bytes_in_counter = 0
         self.entries_added = 0
+        self.msg_chunk_published = False
+        """A chunk of a chunked message was published since the topic was loaded."""
         self._drained: list[asyncio.Future[None]] = []
         self.terminated: Position | None = None
         """Where the topic was terminated: it takes no more messages (None: open)."""
@@ -173,7 +175,7 @@ class PersistentTopic:
         self._pending.append(_new_receipt(PendingReceipt, receipt))  # without its Python __new__
         size = len(entry)
         self.entry_sizes.counts[bisect_left(ENTRY_SIZE_BOUNDS, size)] += 1
-        self._count_in(producer, 1, info.num_messages, size)
+        self._count_in(producer, 1, info.num_messages, size, 1 if info.chunk_uuid else 0)
         return position
 
     @property
@@ -196,7 +198,7 @@ class PersistentTopic:
         read_at = self.service.received_at
         add = self._pending.append
         counts = self.entry_sizes.counts
-        size_sum = messages = 0
+        size_sum = messages = chunks = 0
         for position, item in zip(positions, run, strict=True):
             sequence_id, highest, info, entry, last_chunk = item
             if infos is not None:
@@ -207,11 +209,19 @@ class PersistentTopic:
             counts[bisect_left(ENTRY_SIZE_BOUNDS, size)] += 1
             size_sum += size
             messages += info.num_messages
-        self._count_in(producer, len(run), messages, size_sum)
+            if info.chunk_uuid:
+                chunks += 1
+        self._count_in(producer, len(run), messages, size_sum, chunks)
 
-    def _count_in(self, producer: Producer, entries: int, messages: int, size: int) -> None:
-        """Count ``entries`` published (``messages`` messages, ``size`` bytes; each entry's
-        size already counted in its bucket) and have them committed."""
+    def _count_in(
+        self, producer: Producer, entries: int, messages: int, size: int, chunks: int
+    ) -> None:
+        """Count ``entries`` published (``messages`` messages, ``size`` bytes, ``chunks`` of
+        them chunks of chunked messages; each entry's size already counted in its bucket) and
+        have them committed."""
+        if chunks:
+            producer.chunk_counter += chunks
+            self.msg_chunk_published = True
         self.entry_sizes.sum += size
         self.msg_in_counter += messages
         self.bytes_in_counter += size

@@ -110,6 +110,10 @@ class PersistentStatsTopic(QuotaTopic, TickedTopic, Protocol):
         """The compacted view and the state of the topic's compactions."""
 
     @property
+    def msg_chunk_published(self) -> bool:
+        """A chunk of a chunked message was published since the topic was loaded."""
+
+    @property
     def entries_added(self) -> int:
         """Entries stored since the topic was loaded."""
 
@@ -172,6 +176,7 @@ def tick(topic: TickedTopic, now: float) -> None:
     topic.rates.tick(now, topic.msg_in_counter, topic.bytes_in_counter)
     for producer in topic.producers.values():
         producer.rates.tick(now, producer.msg_in_counter, producer.bytes_in_counter)
+        producer.chunk_rates.tick(now, producer.chunk_counter, 0)
     subscriptions = list(topic.subscriptions.values())
     for subscription in subscriptions:
         subscription.rates.tick(now, *subscription_out(subscription))
@@ -180,6 +185,7 @@ def tick(topic: TickedTopic, now: float) -> None:
             consumer.rates.tick(now, consumer.msg_out_counter, consumer.bytes_out_counter)
             consumer.redeliver_rates.tick(now, consumer.msg_redeliver_counter, 0)
             consumer.ack_rates.tick(now, consumer.msg_ack_counter, 0)
+            consumer.chunk_rates.tick(now, consumer.chunk_counter, 0)
 
 
 def _publisher(producer: Producer, now: float) -> dict[str, Any]:
@@ -190,7 +196,7 @@ def _publisher(producer: Producer, now: float) -> dict[str, Any]:
         "msgRateIn": rate,
         "msgThroughputIn": throughput,
         "averageMsgSize": throughput / rate if rate else 0.0,
-        "chunkedMessageRate": 0.0,
+        "chunkedMessageRate": producer.chunk_rates.rates(now, producer.chunk_counter, 0)[0],
         "producerId": producer.producer_id,
         "supportsPartialProducer": False,
         "producerName": producer.name,
@@ -210,13 +216,13 @@ def consumer_rates(consumer: Consumer, now: float) -> dict[str, float]:
     rate, throughput = consumer.rates.rates(
         now, consumer.msg_out_counter, consumer.bytes_out_counter
     )
+    redeliver, _ = consumer.redeliver_rates.rates(now, consumer.msg_redeliver_counter, 0)
+    acks, _ = consumer.ack_rates.rates(now, consumer.msg_ack_counter, 0)
     return {
         "msgRateOut": rate,
         "msgThroughputOut": throughput,
-        "msgRateRedeliver": consumer.redeliver_rates.rates(now, consumer.msg_redeliver_counter, 0)[
-            0
-        ],
-        "messageAckRate": consumer.ack_rates.rates(now, consumer.msg_ack_counter, 0)[0],
+        "msgRateRedeliver": redeliver,
+        "messageAckRate": acks,
     }
 
 
@@ -226,7 +232,7 @@ def _consumer(consumer: Consumer, now: float, ranges: list[tuple[int, int]] | No
         **consumer_rates(consumer, now),
         "bytesOutCounter": consumer.bytes_out_counter,
         "msgOutCounter": consumer.msg_out_counter,
-        "chunkedMessageRate": 0.0,
+        "chunkedMessageRate": consumer.chunk_rates.rates(now, consumer.chunk_counter, 0)[0],
         "consumerName": consumer.name,
         "availablePermits": max(consumer.permits, 0),
         "unackedMessages": consumer.unacked,
@@ -277,7 +283,7 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
         "msgOutCounter": messages_out,
         "msgRateRedeliver": sum(c["msgRateRedeliver"] for c in consumers),
         "messageAckRate": sum(c["messageAckRate"] for c in consumers),
-        "chunkedMessageRate": 0,
+        "chunkedMessageRate": sum(c["chunkedMessageRate"] for c in consumers),
         "msgBacklog": backlog,
         "backlogSize": int(backlog * entry_size),
         "earliestMsgPublishTimeInBacklog": 0,
@@ -358,7 +364,7 @@ def persistent_stats(topic: PersistentStatsTopic, now: float | None = None) -> d
     }
     return {
         **_traffic(topic, subscriptions, now),
-        "msgChunkPublished": False,
+        "msgChunkPublished": topic.msg_chunk_published,
         "storageSize": ledger.total_size,
         "backlogSize": backlog_quota.size_backlog(topic),  # what the size quota compares
         **backlog_quota.stats_fields(topic.service, topic),

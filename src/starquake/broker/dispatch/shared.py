@@ -247,6 +247,8 @@ class SharedDispatcher(Dispatcher):
                     self.subscription.cursor.seek(rest[0])
                 break
             consumer.permits -= info.num_messages
+            if info.chunk_uuid:
+                consumer.chunk_counter += 1
             slot = plan.setdefault(id(consumer), (consumer, []))
             slot[1].append(self.prepared(entry, info))
         return self.send_plan(plan)

@@ -102,17 +102,18 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             if consumer.permits <= 0:  # held back while the read waited (a full write buffer)
                 subscription.read_back(entries[0])
                 return
-            if not self.precise:  # a permit stood for an entry: everything read is sent
-                self.send(consumer, [self.prepared(e, self.info(e)) for e in entries])
-                continue
+            # precise: up to the entry that uses the last permit; else a permit stood for an
+            # entry, and everything read is sent
             batch = []
             budget = consumer.permits
             for entry in entries:
-                if budget <= 0:
+                if budget <= 0 and self.precise:
                     subscription.read_back(entry)
                     break
                 info = self.info(entry)
                 budget -= info.num_messages
+                if info.chunk_uuid:
+                    consumer.chunk_counter += 1
                 batch.append(self.prepared(entry, info))
             self.note_read(len(batch), consumer.permits - budget)
             self.send(consumer, batch)
