@@ -9,6 +9,7 @@ exact count over an exact interval."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +246,44 @@ def test_chunked_messages_have_rates_and_mark_the_topic(tmp_path: Path, topic: s
             consumer.close()
         finally:
             client.close()
+
+
+def test_the_delayed_message_index_reports_its_memory(broker: EmbeddedBroker, topic: str) -> None:
+    client = official_client(broker)
+    try:
+        consumer = client.subscribe(
+            topic,
+            "later",
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        producer = client.create_producer(topic, batching_enabled=False)
+
+        def index_bytes(held: int) -> int:
+            wait_for(
+                lambda: (
+                    _stats_at(broker, topic, time.monotonic())["subscriptions"]["later"][
+                        "msgDelayed"
+                    ]
+                    == held
+                ),
+                f"{held} messages held back",
+            )
+            stats = _stats_at(broker, topic, time.monotonic())
+            size = stats["subscriptions"]["later"]["delayedMessageIndexSizeInBytes"]
+            assert stats["delayedMessageIndexSizeInBytes"] == size  # one subscription
+            return int(size)
+
+        empty = index_bytes(0)
+        for i in range(10):
+            producer.send(f"d{i}".encode(), deliver_after=timedelta(hours=1))
+        ten = index_bytes(10)
+        for i in range(300):
+            producer.send_async(f"e{i}".encode(), None, deliver_after=timedelta(hours=2))
+        producer.flush()
+        more = index_bytes(310)
+        assert empty < ten < more
+        producer.close()
+        consumer.close()
+    finally:
+        client.close()

@@ -272,7 +272,8 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
     messages_out, bytes_out = subscription_out(subscription)
     rate, throughput = subscription.rates.rates(now, messages_out, bytes_out)
     backlog = subscription.backlog()
-    delayed = len(subscription.delayed_tracker) if subscription.delayed_tracker else 0
+    tracker = subscription.delayed_tracker
+    delayed = len(tracker) if tracker else 0
     cursor = subscription.cursor
     holes = len(cursor.individually_deleted_ranges())
     active = dispatcher.active if isinstance(dispatcher, SingleActiveConsumerDispatcher) else None
@@ -291,6 +292,7 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
         "blockedSubscriptionOnUnackedMsgs": dispatcher is not None
         and dispatcher.subscription_blocked,
         "msgDelayed": delayed,
+        "delayedMessageIndexSizeInBytes": tracker.memory_bytes() if tracker else 0,
         "unackedMessages": sum(c.unacked for c in subscription.consumers),
         "type": subscription.sub_type.name if subscription.sub_type is not None else "None",
         "msgRateExpired": subscription.expiry_rates.rates(now, subscription.expired_counter, 0)[0],
@@ -383,7 +385,9 @@ def persistent_stats(topic: PersistentStatsTopic, now: float | None = None) -> d
             s["nonContiguousDeletedMessagesRanges"] for s in subscriptions.values()
         ),
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
-        "delayedMessageIndexSizeInBytes": 0,
+        "delayedMessageIndexSizeInBytes": sum(
+            s["delayedMessageIndexSizeInBytes"] for s in subscriptions.values()
+        ),
         "compaction": topic.compaction.stats_json(),
         "ownerBroker": topic.service.owner_broker,
     }
