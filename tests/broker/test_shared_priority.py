@@ -104,18 +104,17 @@ def test_a_lower_priority_takes_over_when_the_higher_has_no_permits_and_back(
 def test_non_persistent_topics_choose_the_same_way(tmp_path: Path) -> None:
     # nothing is stored: each message goes to a consumer as it is published
     topic = "non-persistent://public/default/shared-priority"
-    with EmbeddedBroker(tmp_path / "data") as broker:
-        with connected(broker.broker_port) as cnx:
-            _subscribe(cnx, topic, 1, 1)
-            _subscribe(cnx, topic, 2, 0)
-            cnx.send(
-                encode_command(client_commands.flow(1, 100))
-                + encode_command(client_commands.flow(2, 3))
-            )
-            _produce(broker, topic)
-            order = []
-            while len(order) < MESSAGES:
-                frame = cnx.next()
-                if frame.type == T.MESSAGE:
-                    order.append(frame.message.consumer_id)
+    with EmbeddedBroker(tmp_path / "data") as broker, connected(broker.broker_port) as cnx:
+        _subscribe(cnx, topic, 1, 1)
+        _subscribe(cnx, topic, 2, 0)
+        cnx.send(
+            encode_command(client_commands.flow(1, 100))
+            + encode_command(client_commands.flow(2, 3))
+        )
+        _produce(broker, topic)
+        order = []
+        while len(order) < MESSAGES:
+            frame = cnx.next()
+            if frame.type == T.MESSAGE:
+                order.append(frame.message.consumer_id)
     assert order == [2, 2, 2, 1, 1, 1, 1, 1, 1, 1]

@@ -20,6 +20,7 @@ from raw_connection import T
 from txn_raw import connected
 
 from starquake.broker import message_expiry, topic_stats
+from starquake.broker.cursor_sizes import serialized_ranges_size
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.broker.topic import PersistentTopic
 from starquake.protocol import client_commands
@@ -284,6 +285,31 @@ def test_the_delayed_message_index_reports_its_memory(broker: EmbeddedBroker, to
         more = index_bytes(310)
         assert empty < ten < more
         producer.close()
+        consumer.close()
+    finally:
+        client.close()
+
+
+def test_acknowledgment_holes_have_their_serialized_size(
+    broker: EmbeddedBroker, topic: str
+) -> None:
+    client = official_client(broker)
+    try:
+        consumer = client.subscribe(
+            topic, "holes", initial_position=pulsar.InitialPosition.Earliest
+        )
+        _produce(client, topic, 5)
+        messages = [consumer.receive(5000) for _ in range(5)]
+        consumer.acknowledge(messages[1])
+        consumer.acknowledge(messages[3])
+        cursor = _loaded(broker, topic).subscriptions["holes"].cursor
+        wait_for(lambda: len(cursor.individually_deleted_ranges()) == 2, "two holes")
+        stats = _stats_at(broker, topic, time.monotonic())
+        sub = stats["subscriptions"]["holes"]
+        size = serialized_ranges_size(cursor.individually_deleted_ranges())
+        assert sub["nonContiguousDeletedMessagesRanges"] == 2
+        assert sub["nonContiguousDeletedMessagesRangesSerializedSize"] == size > 0
+        assert stats["nonContiguousDeletedMessagesRangesSerializedSize"] == size
         consumer.close()
     finally:
         client.close()

@@ -230,6 +230,19 @@ class Consumer:
         self.last_consumed_flow_timestamp = 0
         self.avg_messages_per_entry = 0.0
 
+    def rate_figures(self, now: float) -> dict[str, float]:
+        """The consumer's rates under the names of Pulsar's consumer stats (the admin API's and
+        the binary protocol's CONSUMER_STATS answer)."""
+        rate, throughput = self.rates.rates(now, self.msg_out_counter, self.bytes_out_counter)
+        redeliver, _ = self.redeliver_rates.rates(now, self.msg_redeliver_counter, 0)
+        acks, _ = self.ack_rates.rates(now, self.msg_ack_counter, 0)
+        return {
+            "msgRateOut": rate,
+            "msgThroughputOut": throughput,
+            "msgRateRedeliver": redeliver,
+            "messageAckRate": acks,
+        }
+
     @property
     def unacked_messages(self) -> int:
         """Messages dispatched to this consumer and not acknowledged yet."""

@@ -22,7 +22,6 @@ from starquake.broker.schemas.topic_schemas import check_consumer_schema
 from starquake.broker.subscription import Subscription, to_signed
 from starquake.broker.topic import PersistentTopic
 from starquake.broker.topic_api import TopicApi
-from starquake.broker.topic_stats import consumer_rates
 from starquake.broker.transactions.txn_acks import carries_txn, on_txn_ack
 from starquake.protocol import commands
 from starquake.protocol.enums import AckType, InitialPosition, KeySharedMode, SubType
@@ -465,7 +464,7 @@ class ConsumerCommands:
                 msgRateExpired=subscription.expiry_rates.rates(
                     now, subscription.expired_counter, 0
                 )[0],
-                **consumer_rates(consumer, now),
+                **consumer.rate_figures(now),
             )
         )
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from starquake.broker import backlog_quota
 from starquake.broker.backlog_quota import QuotaTopic
 from starquake.broker.contexts import PolicyContext
+from starquake.broker.cursor_sizes import serialized_ranges_size
 from starquake.broker.dispatch.key_shared import KeySharedDispatcher
 from starquake.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from starquake.storage import Position
@@ -210,26 +211,10 @@ def _publisher(producer: Producer, now: float) -> dict[str, Any]:
 _ACCESS_MODES = {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}
 
 
-def consumer_rates(consumer: Consumer, now: float) -> dict[str, float]:
-    """A consumer's rates under the names of Pulsar's consumer stats (the admin API's and the
-    binary protocol's CONSUMER_STATS answer)."""
-    rate, throughput = consumer.rates.rates(
-        now, consumer.msg_out_counter, consumer.bytes_out_counter
-    )
-    redeliver, _ = consumer.redeliver_rates.rates(now, consumer.msg_redeliver_counter, 0)
-    acks, _ = consumer.ack_rates.rates(now, consumer.msg_ack_counter, 0)
-    return {
-        "msgRateOut": rate,
-        "msgThroughputOut": throughput,
-        "msgRateRedeliver": redeliver,
-        "messageAckRate": acks,
-    }
-
-
 def _consumer(consumer: Consumer, now: float, ranges: list[tuple[int, int]] | None) -> Any:
     cnx = consumer.cnx
     entry: dict[str, Any] = {
-        **consumer_rates(consumer, now),
+        **consumer.rate_figures(now),
         "bytesOutCounter": consumer.bytes_out_counter,
         "msgOutCounter": consumer.msg_out_counter,
         "chunkedMessageRate": consumer.chunk_rates.rates(now, consumer.chunk_counter, 0)[0],
@@ -275,7 +260,7 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
     tracker = subscription.delayed_tracker
     delayed = len(tracker) if tracker else 0
     cursor = subscription.cursor
-    holes = len(cursor.individually_deleted_ranges())
+    holes = cursor.individually_deleted_ranges()
     active = dispatcher.active if isinstance(dispatcher, SingleActiveConsumerDispatcher) else None
     stats: dict[str, Any] = {
         "msgRateOut": rate,
@@ -289,8 +274,7 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
         "backlogSize": int(backlog * entry_size),
         "earliestMsgPublishTimeInBacklog": 0,
         "msgBacklogNoDelayed": backlog - delayed,
-        "blockedSubscriptionOnUnackedMsgs": dispatcher is not None
-        and dispatcher.subscription_blocked,
+        "blockedSubscriptionOnUnackedMsgs": bool(dispatcher and dispatcher.subscription_blocked),
         "msgDelayed": delayed,
         "delayedMessageIndexSizeInBytes": tracker.memory_bytes() if tracker else 0,
         "unackedMessages": sum(c.unacked for c in subscription.consumers),
@@ -308,8 +292,8 @@ def _subscription(subscription: Subscription, now: float, entry_size: float) -> 
         "isReplicated": False,
         "allowOutOfOrderDelivery": False,  # Key_Shared: see _key_shared
         "consumersAfterMarkDeletePosition": {},
-        "nonContiguousDeletedMessagesRanges": holes,
-        "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+        "nonContiguousDeletedMessagesRanges": len(holes),
+        "nonContiguousDeletedMessagesRangesSerializedSize": serialized_ranges_size(holes),
         "subscriptionProperties": {},
         "filterProcessedMsgCount": 0,
         "filterAcceptedMsgCount": 0,
@@ -355,6 +339,14 @@ def _traffic(topic: TickedTopic, subscriptions: dict[str, Any], now: float) -> d
     }
 
 
+_SUMMED = (
+    "nonContiguousDeletedMessagesRanges",
+    "nonContiguousDeletedMessagesRangesSerializedSize",
+    "delayedMessageIndexSizeInBytes",
+)
+"""A topic's figures that are its subscriptions' summed."""
+
+
 def persistent_stats(topic: PersistentStatsTopic, now: float | None = None) -> dict[str, Any]:
     """TopicStats of a persistent topic."""
     now = time.monotonic() if now is None else now
@@ -381,13 +373,7 @@ def persistent_stats(topic: PersistentStatsTopic, now: float | None = None) -> d
         "subscriptions": subscriptions,
         "replication": {},
         "deduplicationStatus": "Enabled" if topic.dedup.enabled else "Disabled",
-        "nonContiguousDeletedMessagesRanges": sum(
-            s["nonContiguousDeletedMessagesRanges"] for s in subscriptions.values()
-        ),
-        "nonContiguousDeletedMessagesRangesSerializedSize": 0,
-        "delayedMessageIndexSizeInBytes": sum(
-            s["delayedMessageIndexSizeInBytes"] for s in subscriptions.values()
-        ),
+        **{key: sum(s[key] for s in subscriptions.values()) for key in _SUMMED},
         "compaction": topic.compaction.stats_json(),
         "ownerBroker": topic.service.owner_broker,
     }
