@@ -9,6 +9,7 @@ exact count over an exact interval."""
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,7 @@ def _produce(client: pulsar.Client, topic: str, count: int, **keys: str) -> None
 def test_message_ack_rate_counts_what_each_consumer_acknowledged(
     broker: EmbeddedBroker, topic: str
 ) -> None:
-    client = official_client(broker)
-    try:
+    with closing(official_client(broker)) as client:
         consumer = client.subscribe(topic, "acks", initial_position=pulsar.InitialPosition.Earliest)
         _produce(client, topic, 10)
         messages = [consumer.receive(5000) for _ in range(10)]
@@ -80,13 +80,10 @@ def test_message_ack_rate_counts_what_each_consumer_acknowledged(
         assert sub["consumers"][0]["messageAckRate"] == 5.0  # 10 acks over 2 s
         assert sub["messageAckRate"] == 5.0
         consumer.close()
-    finally:
-        client.close()
 
 
 def test_expired_messages_have_a_rate(broker: EmbeddedBroker, topic: str) -> None:
-    client = official_client(broker)
-    try:
+    with closing(official_client(broker)) as client:
         client.subscribe(topic, "ttl", initial_position=pulsar.InitialPosition.Earliest).close()
         _produce(client, topic, 6)
         start = _tick_twice(broker, topic)
@@ -95,45 +92,41 @@ def test_expired_messages_have_a_rate(broker: EmbeddedBroker, topic: str) -> Non
         sub = _stats_at(broker, topic, start + 3.0)["subscriptions"]["ttl"]
         assert sub["totalMsgExpired"] == 6
         assert sub["msgRateExpired"] == 2.0  # 6 expired over 3 s
-    finally:
-        client.close()
 
 
 def test_a_subscription_held_at_its_unacked_limit_says_so(tmp_path: Path, topic: str) -> None:
-    with EmbeddedBroker(tmp_path / "data", maxUnackedMessagesPerSubscription=4) as broker:
-        client = official_client(broker)
-        try:
-            consumer = client.subscribe(
-                topic,
-                "held",
-                consumer_type=pulsar.ConsumerType.Shared,
-                initial_position=pulsar.InitialPosition.Earliest,
-            )
-            _produce(client, topic, 6)  # once 4 are acknowledged, the other 2 do not hold it
-            got = [consumer.receive(5000) for _ in range(4)]
-            sub = _stats_at(broker, topic, time.monotonic())["subscriptions"]["held"]
-            assert sub["unackedMessages"] == 4
-            assert sub["blockedSubscriptionOnUnackedMsgs"] is True
-            for msg in got:
-                consumer.acknowledge(msg)
-            wait_for(
-                lambda: (
-                    not _stats_at(broker, topic, time.monotonic())["subscriptions"]["held"][
-                        "blockedSubscriptionOnUnackedMsgs"
-                    ]
-                ),
-                "the subscription to be let go",
-            )
-            consumer.close()
-        finally:
-            client.close()
+    with (
+        EmbeddedBroker(tmp_path / "data", maxUnackedMessagesPerSubscription=4) as broker,
+        closing(official_client(broker)) as client,
+    ):
+        consumer = client.subscribe(
+            topic,
+            "held",
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        _produce(client, topic, 6)  # once 4 are acknowledged, the other 2 do not hold it
+        got = [consumer.receive(5000) for _ in range(4)]
+        sub = _stats_at(broker, topic, time.monotonic())["subscriptions"]["held"]
+        assert sub["unackedMessages"] == 4
+        assert sub["blockedSubscriptionOnUnackedMsgs"] is True
+        for msg in got:
+            consumer.acknowledge(msg)
+        wait_for(
+            lambda: (
+                not _stats_at(broker, topic, time.monotonic())["subscriptions"]["held"][
+                    "blockedSubscriptionOnUnackedMsgs"
+                ]
+            ),
+            "the subscription to be let go",
+        )
+        consumer.close()
 
 
 def test_key_shared_reports_its_ordering_settings_and_late_joiners(
     broker: EmbeddedBroker, topic: str
 ) -> None:
-    client = official_client(broker)
-    try:
+    with closing(official_client(broker)) as client:
         first = client.subscribe(
             topic,
             "keys",
@@ -166,18 +159,13 @@ def test_key_shared_reports_its_ordering_settings_and_late_joiners(
         assert sub["allowOutOfOrderDelivery"] is True
         assert sub["consumersAfterMarkDeletePosition"] == {}
         relaxed.close()
-    finally:
-        client.close()
 
 
 def test_consumer_stats_over_the_binary_protocol_carry_the_consumers_rates(
     broker: EmbeddedBroker, topic: str
 ) -> None:
-    client = official_client(broker)
-    try:
+    with closing(official_client(broker)) as client:
         _produce(client, topic, 0)  # creates the topic
-    finally:
-        client.close()
     with connected(broker.broker_port) as cnx:
         cnx.send_command(
             client_commands.subscribe(
@@ -194,11 +182,8 @@ def test_consumer_stats_over_the_binary_protocol_carry_the_consumers_rates(
             )
         )
         assert cnx.next().type == T.SUCCESS
-        producer_client = official_client(broker)
-        try:
+        with closing(official_client(broker)) as producer_client:
             _produce(producer_client, topic, 5)
-        finally:
-            producer_client.close()
         cnx.send_command(client_commands.flow(1, 100))
         ids = []
         while len(ids) < 5:
@@ -222,36 +207,34 @@ def test_consumer_stats_over_the_binary_protocol_carry_the_consumers_rates(
 
 def test_chunked_messages_have_rates_and_mark_the_topic(tmp_path: Path, topic: str) -> None:
     # a 10 kB message size limit: a 25 kB message goes as three chunks
-    with EmbeddedBroker(tmp_path / "data", maxMessageSize=10_240) as broker:
-        client = official_client(broker)
-        try:
-            consumer = client.subscribe(
-                topic, "chunks", initial_position=pulsar.InitialPosition.Earliest
-            )
-            producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
-            before = _stats_at(broker, topic, time.monotonic())
-            assert before["msgChunkPublished"] is False
-            start = _tick_twice(broker, topic)
-            payload = bytes(range(256)) * 100
-            producer.send(payload)
-            assert consumer.receive(5000).data() == payload
-            chunks = _loaded(broker, topic).entries_added
-            assert chunks == 3
-            stats = _stats_at(broker, topic, start + 1.0)
-            assert stats["msgChunkPublished"] is True
-            assert stats["publishers"][0]["chunkedMessageRate"] == 3.0  # 3 chunks over 1 s
-            sub = stats["subscriptions"]["chunks"]
-            assert sub["consumers"][0]["chunkedMessageRate"] == 3.0
-            assert sub["chunkedMessageRate"] == 3.0
-            producer.close()
-            consumer.close()
-        finally:
-            client.close()
+    with (
+        EmbeddedBroker(tmp_path / "data", maxMessageSize=10_240) as broker,
+        closing(official_client(broker)) as client,
+    ):
+        consumer = client.subscribe(
+            topic, "chunks", initial_position=pulsar.InitialPosition.Earliest
+        )
+        producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+        before = _stats_at(broker, topic, time.monotonic())
+        assert before["msgChunkPublished"] is False
+        start = _tick_twice(broker, topic)
+        payload = bytes(range(256)) * 100
+        producer.send(payload)
+        assert consumer.receive(5000).data() == payload
+        chunks = _loaded(broker, topic).entries_added
+        assert chunks == 3
+        stats = _stats_at(broker, topic, start + 1.0)
+        assert stats["msgChunkPublished"] is True
+        assert stats["publishers"][0]["chunkedMessageRate"] == 3.0  # 3 chunks over 1 s
+        sub = stats["subscriptions"]["chunks"]
+        assert sub["consumers"][0]["chunkedMessageRate"] == 3.0
+        assert sub["chunkedMessageRate"] == 3.0
+        producer.close()
+        consumer.close()
 
 
 def test_the_delayed_message_index_reports_its_memory(broker: EmbeddedBroker, topic: str) -> None:
-    client = official_client(broker)
-    try:
+    with closing(official_client(broker)) as client:
         consumer = client.subscribe(
             topic,
             "later",
@@ -286,15 +269,12 @@ def test_the_delayed_message_index_reports_its_memory(broker: EmbeddedBroker, to
         assert empty < ten < more
         producer.close()
         consumer.close()
-    finally:
-        client.close()
 
 
 def test_acknowledgment_holes_have_their_serialized_size(
     broker: EmbeddedBroker, topic: str
 ) -> None:
-    client = official_client(broker)
-    try:
+    with closing(official_client(broker)) as client:
         consumer = client.subscribe(
             topic, "holes", initial_position=pulsar.InitialPosition.Earliest
         )
@@ -311,5 +291,3 @@ def test_acknowledgment_holes_have_their_serialized_size(
         assert sub["nonContiguousDeletedMessagesRangesSerializedSize"] == size > 0
         assert stats["nonContiguousDeletedMessagesRangesSerializedSize"] == size
         consumer.close()
-    finally:
-        client.close()
