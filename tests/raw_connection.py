@@ -57,6 +57,18 @@ class RawConnection:
             self.frames.extend(f.command for f in self.decoder.feed(data))
         return self.frames.pop(0)
 
+    def settled(self) -> list[pb.BaseCommand]:
+        """What the broker sends until it has surely handled everything sent before: two PING
+        round trips. A command's effects that run in the broker's next loop turn (a dispatch
+        pass a FLOW starts) may follow the first PONG when the command and the PING were read
+        together, never the second."""
+        frames = []
+        for _ in range(2):
+            self.send_command(T(type=T.PING))
+            while (frame := self.next()).type != T.PONG:
+                frames.append(frame)
+        return frames
+
     def handshake(self) -> pb.BaseCommand:
         """CONNECT without credentials; the broker's CONNECTED (asserted)."""
         self.send(commands.connect("raw-test"))

@@ -73,16 +73,10 @@ def _subscribe(cnx: RawConnection, topic: str, sub_type: SubType) -> None:
 def _entries_after_flow(cnx: RawConnection, permits: int) -> int:
     """Grant ``permits``; the number of entries (MESSAGE frames) the broker sends for them.
 
-    Reads of file ledgers do not wait: a dispatch pass runs to its end before the broker
-    reads the next command, so everything it sends for the FLOW comes before the PONG of a
-    PING sent after it."""
+    Reads of file ledgers do not wait: the dispatch pass a FLOW starts runs to its end in one
+    turn of the broker's loop, so everything it sends comes before the connection settles."""
     cnx.send_command(client_commands.flow(1, permits))
-    cnx.send_command(T(type=T.PING))
-    entries = 0
-    while (frame := cnx.next()).type != T.PONG:
-        if frame.type == T.MESSAGE:
-            entries += 1
-    return entries
+    return sum(frame.type == T.MESSAGE for frame in cnx.settled())
 
 
 # (subscription type, precise) -> entries sent for FLOW 5, then FLOW 41, then FLOW 5

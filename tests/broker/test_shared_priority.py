@@ -57,9 +57,8 @@ def _subscribe(cnx: RawConnection, topic: str, consumer_id: int, priority: int) 
 def _deliveries(cnx: RawConnection, flows: dict[int, int]) -> dict[int, list[int]]:
     """Send the FLOWs (consumer id -> permits) in one write; the entry ids each consumer got."""
     cnx.send(b"".join(encode_command(client_commands.flow(c, n)) for c, n in flows.items()))
-    cnx.send_command(T(type=T.PING))
     got: dict[int, list[int]] = {c: [] for c in flows}
-    while (frame := cnx.next()).type != T.PONG:
+    for frame in cnx.settled():
         if frame.type == T.MESSAGE:
             got[frame.message.consumer_id].append(frame.message.message_id.entryId)
     return got
