@@ -251,3 +251,37 @@ def test_refused_connections_are_counted(tmp_path: Path) -> None:
         scrape = Scrape(broker)  # /metrics needs no credentials
         assert scrape.total("pulsar_connection_create_fail_count") >= 1
         assert scrape.total("pulsar_connection_create_success_count") == 0
+
+
+def test_subscription_acks_expiry_and_flags(tmp_path: Path) -> None:
+    # a subscription held at its unacked limit shows it; acknowledging shows as a rate
+    with EmbeddedBroker(
+        tmp_path / "data", statsUpdateFrequencyInSecs=1, maxUnackedMessagesPerSubscription=3
+    ) as broker:
+        topic = _topic("acks")
+        labels = {"cluster": CLUSTER, "namespace": NAMESPACE, "topic": topic, "subscription": "s"}
+        client = official_client(broker)
+        try:
+            consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(4):
+                producer.send(f"a-{i}".encode())
+            held = [consumer.receive(timeout_millis=10_000) for _ in range(3)]
+            scrape = Scrape(broker)
+            assert scrape.value("pulsar_subscription_blocked_on_unacked_messages", **labels) == 1
+            assert scrape.value("pulsar_subscription_back_log_no_delayed", **labels) == 4
+            assert scrape.value("pulsar_subscription_last_acked_timestamp", **labels) == 0
+            for msg in held:
+                consumer.acknowledge(msg)
+
+            def acking(scrape: Scrape) -> bool:
+                producer.send(b"more")
+                consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+                return scrape.value("pulsar_subscription_msg_ack_rate", **labels) > 0
+
+            scrape = wait_for_scrape(broker, acking)
+            assert scrape.value("pulsar_subscription_blocked_on_unacked_messages", **labels) == 0
+            assert scrape.value("pulsar_subscription_last_acked_timestamp", **labels) > 0
+            assert scrape.value("pulsar_subscription_total_msg_expired", **labels) == 0
+        finally:
+            client.close()

@@ -83,6 +83,41 @@ _SUBSCRIPTION_GAUGES = (
         "Messages its consumers asked to have redelivered, per second.",
         "msgRateRedeliver",
     ),
+    (
+        "pulsar_subscription_back_log_no_delayed",
+        "Entries not acknowledged, without those held back for delayed delivery.",
+        "msgBacklogNoDelayed",
+    ),
+    (
+        "pulsar_subscription_blocked_on_unacked_messages",
+        "1 while dispatch waits for acknowledgments (maxUnackedMessagesPerSubscription), else 0.",
+        "blockedSubscriptionOnUnackedMsgs",
+    ),
+    ("pulsar_subscription_msg_ack_rate", "Messages acknowledged per second.", "messageAckRate"),
+    (
+        "pulsar_subscription_msg_rate_expired",
+        "Messages expired by the message TTL per second.",
+        "msgRateExpired",
+    ),
+    (
+        "pulsar_subscription_total_msg_expired",
+        "Messages expired by the message TTL.",
+        "totalMsgExpired",
+    ),
+    *(
+        (f"pulsar_subscription_last_{name}_timestamp", f"When {what} (epoch ms; 0: never).", key)
+        for name, what, key in (
+            ("expire", "messages last expired", "lastExpireTimestamp"),
+            ("acked", "a consumer last acknowledged", "lastAckedTimestamp"),
+            ("consumed_flow", "a consumer last sent FLOW", "lastConsumedFlowTimestamp"),
+            ("consumed", "messages were last dispatched", "lastConsumedTimestamp"),
+            (
+                "mark_delete_advanced",
+                "the mark-delete position last moved",
+                "lastMarkDeleteAdvancedTimestamp",
+            ),
+        )
+    ),
 )
 # (metric prefix, help, bucket name suffixes, field of TopicFigures)
 _BUCKETED = (
@@ -129,8 +164,8 @@ _CACHE_GAUGES = (
 
 
 def _number(value: object) -> float:
-    """A stats value as a float (0 for a missing or non-numeric one)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    """A stats value as a float (a flag as 1 or 0; 0 for a missing or non-numeric one)."""
+    if isinstance(value, (int, float)):  # bool included
         return float(value)
     return 0.0
 
