@@ -346,8 +346,11 @@ class Dispatcher:
         """What the broker needs to know of a stored entry (cached per topic)."""
         return self.subscription.topic.entry_infos.get(entry.position, entry.data)
 
-    def prepared(self, entry: Entry, info: EntryInfo) -> Dispatch:
-        """The dispatch tuple of an entry: redelivery count and remaining batch ack set."""
+    def prepared(self, consumer: Consumer, entry: Entry, info: EntryInfo) -> Dispatch:
+        """The dispatch tuple of an entry going to ``consumer``: redelivery count and remaining
+        batch ack set (a chunk of a chunked message is counted for the consumer's stats)."""
+        if info.chunk_uuid:
+            consumer.chunk_counter += 1
         position = entry.position
         ack_set = None
         if self.batch_index_ack and info.num_messages > 1:

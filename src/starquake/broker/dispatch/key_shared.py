@@ -228,10 +228,8 @@ class KeySharedDispatcher(SharedDispatcher):
                 self._hold(position, key_hash)
                 continue
             consumer.permits -= info.num_messages
-            if info.chunk_uuid:
-                consumer.chunk_counter += 1
             slot = plan.setdefault(id(consumer), (consumer, []))
-            slot[1].append(self.prepared(entry, info))
+            slot[1].append(self.prepared(consumer, entry, info))
             if position not in self._pending_hash:
                 self._pending_hash[position] = key_hash
                 drain = self._draining.get(key_hash)

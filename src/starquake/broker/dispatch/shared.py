@@ -247,8 +247,6 @@ class SharedDispatcher(Dispatcher):
                     self.subscription.cursor.seek(rest[0])
                 break
             consumer.permits -= info.num_messages
-            if info.chunk_uuid:
-                consumer.chunk_counter += 1
             slot = plan.setdefault(id(consumer), (consumer, []))
-            slot[1].append(self.prepared(entry, info))
+            slot[1].append(self.prepared(consumer, entry, info))
         return self.send_plan(plan)

@@ -112,9 +112,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
                     break
                 info = self.info(entry)
                 budget -= info.num_messages
-                if info.chunk_uuid:
-                    consumer.chunk_counter += 1
-                batch.append(self.prepared(entry, info))
+                batch.append(self.prepared(consumer, entry, info))
             self.note_read(len(batch), consumer.permits - budget)
             self.send(consumer, batch)
 
