@@ -6,8 +6,9 @@ from __future__ import annotations
 import socket
 import ssl
 
-from starquake.protocol import commands
+from starquake.protocol import client_commands, commands
 from starquake.protocol._generated import starquake_wire_pb2 as pb
+from starquake.protocol.enums import InitialPosition
 from starquake.protocol.framing import FrameDecoder, encode_command
 
 T = pb.BaseCommand
@@ -56,6 +57,29 @@ class RawConnection:
                 raise ConnectionError("closed by the broker")
             self.frames.extend(f.command for f in self.decoder.feed(data))
         return self.frames.pop(0)
+
+    def subscribe(
+        self, topic: str, subscription: str, sub_type: int, consumer_id: int, priority: int = 0
+    ) -> None:
+        """SUBSCRIBE durable consumer ``c{consumer_id}`` (of ``priority``, its request id the
+        consumer id) from the earliest message; wait for its SUCCESS (ACTIVE_CONSUMER_CHANGE
+        frames on the way are skipped)."""
+        cmd = client_commands.subscribe(
+            topic,
+            subscription,
+            sub_type,
+            consumer_id,
+            consumer_id,
+            consumer_name=f"c{consumer_id}",
+            durable=True,
+            initial_position=InitialPosition.Earliest,
+            read_compacted=False,
+            metadata={},
+        )
+        cmd.subscribe.priority_level = priority
+        self.send_command(cmd)
+        while (reply := self.next()).type != T.SUCCESS:
+            assert reply.type == T.ACTIVE_CONSUMER_CHANGE, reply
 
     def settled(self) -> list[pb.BaseCommand]:
         """What the broker sends until it has surely handled everything sent before: two PING

@@ -27,7 +27,7 @@ from txn_raw import connected
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.client import Client
 from starquake.protocol import client_commands
-from starquake.protocol.enums import InitialPosition, SubType
+from starquake.protocol.enums import SubType
 
 BATCHES = 12
 PER_BATCH = 10
@@ -49,25 +49,6 @@ def _produce_batches(broker: EmbeddedBroker, topic: str) -> None:
         producer.close()
     finally:
         client.close()
-
-
-def _subscribe(cnx: RawConnection, topic: str, sub_type: SubType) -> None:
-    cnx.send_command(
-        client_commands.subscribe(
-            topic,
-            "sub",
-            sub_type,
-            1,
-            1,
-            consumer_name="c1",
-            durable=True,
-            initial_position=InitialPosition.Earliest,
-            read_compacted=False,
-            metadata={},
-        )
-    )
-    while (reply := cnx.next()).type != T.SUCCESS:
-        assert reply.type == T.ACTIVE_CONSUMER_CHANGE, reply
 
 
 def _entries_after_flow(cnx: RawConnection, permits: int) -> int:
@@ -105,7 +86,7 @@ def test_entries_sent_per_flow(
     with EmbeddedBroker(tmp_path / "data", preciseDispatcherFlowControl=precise) as broker:
         _produce_batches(broker, topic)
         with connected(broker.broker_port) as cnx:
-            _subscribe(cnx, topic, sub_type)
+            cnx.subscribe(topic, "sub", sub_type, 1)
             sent = [_entries_after_flow(cnx, permits) for permits in (5, 41, 5)]
     assert sent == CASES[(sub_type, precise)]
 
@@ -138,7 +119,7 @@ def test_a_read_finished_after_the_connection_filled_up_sends_nothing_until_it_d
 
     broker.call(close_gate())
     with connected(broker.broker_port) as cnx:
-        _subscribe(cnx, topic, SubType.Exclusive)
+        cnx.subscribe(topic, "sub", SubType.Exclusive, 1)
         waiting = reads.suspended
         cnx.send_command(client_commands.flow(1, 5))
 

@@ -18,7 +18,7 @@ from txn_raw import connected
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.client import Client
 from starquake.protocol import client_commands
-from starquake.protocol.enums import InitialPosition, SubType
+from starquake.protocol.enums import SubType
 from starquake.protocol.framing import encode_command
 
 MESSAGES = 10
@@ -33,25 +33,6 @@ def _produce(broker: EmbeddedBroker, topic: str) -> None:
         producer.close()
     finally:
         client.close()
-
-
-def _subscribe(cnx: RawConnection, topic: str, consumer_id: int, priority: int) -> None:
-    cmd = client_commands.subscribe(
-        topic,
-        "shared",
-        SubType.Shared,
-        consumer_id,
-        consumer_id,
-        consumer_name=f"c{consumer_id}",
-        durable=True,
-        initial_position=InitialPosition.Earliest,
-        read_compacted=False,
-        metadata={},
-    )
-    cmd.subscribe.priority_level = priority
-    cnx.send_command(cmd)
-    reply = cnx.next()
-    assert reply.type == T.SUCCESS, reply
 
 
 def _deliveries(cnx: RawConnection, flows: dict[int, int]) -> dict[int, list[int]]:
@@ -81,8 +62,8 @@ def test_entries_go_to_the_highest_priority_with_permits(
     with EmbeddedBroker(tmp_path / "data") as broker:
         _produce(broker, topic)
         with connected(broker.broker_port) as cnx:
-            _subscribe(cnx, topic, 1, levels[0])
-            _subscribe(cnx, topic, 2, levels[1])
+            cnx.subscribe(topic, "shared", SubType.Shared, 1, levels[0])
+            cnx.subscribe(topic, "shared", SubType.Shared, 2, levels[1])
             assert _deliveries(cnx, {1: 100, 2: 3}) == expected
 
 
@@ -92,8 +73,8 @@ def test_a_lower_priority_takes_over_when_the_higher_has_no_permits_and_back(
     with EmbeddedBroker(tmp_path / "data") as broker:
         _produce(broker, topic)
         with connected(broker.broker_port) as cnx:
-            _subscribe(cnx, topic, 1, 0)
-            _subscribe(cnx, topic, 2, 1)
+            cnx.subscribe(topic, "shared", SubType.Shared, 1, 0)
+            cnx.subscribe(topic, "shared", SubType.Shared, 2, 1)
             # the high-priority consumer can take 2, the low one gets what is left of 4 more
             assert _deliveries(cnx, {1: 2, 2: 4}) == {1: [0, 1], 2: [2, 3, 4, 5]}
             # once the high one has permits again, it comes first
@@ -104,8 +85,8 @@ def test_non_persistent_topics_choose_the_same_way(tmp_path: Path) -> None:
     # nothing is stored: each message goes to a consumer as it is published
     topic = "non-persistent://public/default/shared-priority"
     with EmbeddedBroker(tmp_path / "data") as broker, connected(broker.broker_port) as cnx:
-        _subscribe(cnx, topic, 1, 1)
-        _subscribe(cnx, topic, 2, 0)
+        cnx.subscribe(topic, "shared", SubType.Shared, 1, 1)
+        cnx.subscribe(topic, "shared", SubType.Shared, 2, 0)
         cnx.send(
             encode_command(client_commands.flow(1, 100))
             + encode_command(client_commands.flow(2, 3))

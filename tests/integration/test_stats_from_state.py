@@ -25,7 +25,7 @@ from starquake.broker.cursor_sizes import serialized_ranges_size
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.broker.topic import PersistentTopic
 from starquake.protocol import client_commands
-from starquake.protocol.enums import InitialPosition, SubType
+from starquake.protocol.enums import SubType
 
 
 def _loaded(broker: EmbeddedBroker, topic: str) -> PersistentTopic:
@@ -169,21 +169,7 @@ def test_consumer_stats_over_the_binary_protocol_carry_the_consumers_rates(
     with closing(official_client(broker)) as client:
         _produce(client, topic, 0)  # creates the topic
     with connected(broker.broker_port) as cnx:
-        cnx.send_command(
-            client_commands.subscribe(
-                topic,
-                "raw",
-                SubType.Exclusive,
-                1,
-                1,
-                consumer_name="raw",
-                durable=True,
-                initial_position=InitialPosition.Earliest,
-                read_compacted=False,
-                metadata={},
-            )
-        )
-        assert cnx.next().type == T.SUCCESS
+        cnx.subscribe(topic, "raw", SubType.Exclusive, 1)
         with closing(official_client(broker)) as producer_client:
             _produce(producer_client, topic, 5)
         cnx.send_command(client_commands.flow(1, 100))
