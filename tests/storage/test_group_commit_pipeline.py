@@ -133,6 +133,7 @@ class NotesWrites(StorageFaults):
     def __init__(self, hold: float = 0.0) -> None:
         self.hold = hold
         self.threads: list[str] = []
+        self.sync_threads: list[str] = []
         self.during_first_sync = 0
         self.syncs = 0
         self._syncing = False
@@ -145,6 +146,7 @@ class NotesWrites(StorageFaults):
         return data
 
     def before_sync(self, path: Path) -> None:
+        self.sync_threads.append(threading.current_thread().name.split("_")[0])
         self._synced += 1
         self.syncs = self._synced
         if self._synced == 1 and self.hold:
@@ -179,3 +181,22 @@ def test_without_fsync_the_loop_writes_small_commits_itself(tmp_path: Path) -> N
     (tmp_path / "durable").mkdir()
     assert _run(tmp_path / "durable", durable, [2, 2, 2])[2] == []
     assert durable.threads == ["starquake-write"] * 3
+
+
+def test_a_commit_alone_under_way_is_written_and_fsynced_by_the_write_thread(
+    tmp_path: Path,
+) -> None:
+    """One commit at a time (drained after each): the write thread writes and fsyncs it, with
+    no hand-off to the fsync thread; commits taken together are fsynced by the fsync thread."""
+    alone = NotesWrites()
+    _, confirmed, failures, stored = _run(tmp_path, alone, [2, 2, 2])
+    assert failures == [] and len(confirmed) == 3
+    assert alone.threads == ["starquake-write"] * 3
+    assert alone.sync_threads and set(alone.sync_threads) == {"starquake-write"}
+    assert stored == [bytes([i]) * SIZE for i in range(6)]
+    together = NotesWrites()
+    (tmp_path / "together").mkdir()
+    _, confirmed, failures, stored = _run(tmp_path / "together", together, [8])
+    assert failures == [] and len(confirmed) == 4
+    assert "starquake-fsync" in together.sync_threads
+    assert stored == [bytes([i]) * SIZE for i in range(8)]

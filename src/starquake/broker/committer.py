@@ -7,7 +7,10 @@ while its previous fsync ran: commits are written while earlier ones are flushed
 goes on reading sends meanwhile, and small commits do not queue one fsync each. Under load
 many entries share each fsync (BookKeeper's journal does the same), and small groups keep the
 receipts flowing back while the next sends are read. Commits complete in the order they were taken,
-which keeps each ledger's bytes in order.
+which keeps each ledger's bytes in order. A commit that is the only one under way when it starts
+is written and fsynced by the write thread in one go: a lone send's receipt then waits for one
+thread hand-off instead of two (about a tenth of a blocking send's round trip here), and the
+commits taken while it runs are written once it is done.
 
 A commit that seals a ledger runs alone (written and fsynced in the write thread once the ones
 before it are done, nothing taken after it until it is done): a sealed ledger's bytes must be
@@ -117,6 +120,7 @@ class GroupCommitter:
         """Take commits while the pipeline has room; a commit that runs alone ends the round."""
         self._pump_scheduled = False
         inflight = self._inflight
+        taken: list[_Inflight] = []
         while len(inflight) < self._depth and not (inflight and inflight[-1].alone):
             pending = self._factory.take_pending()
             if pending is None:
@@ -124,7 +128,9 @@ class GroupCommitter:
             commit = _Inflight(pending)
             inflight.append(commit)
             if not commit.alone or len(inflight) == 1:
-                self._start(commit)
+                taken.append(commit)
+        for commit in taken:  # once all are taken: whether a commit is alone under way is known
+            self._start(commit)
         if not inflight:
             waiters, self._drain_waiters = self._drain_waiters, []
             for waiter in waiters:
@@ -134,7 +140,7 @@ class GroupCommitter:
     def _start(self, commit: _Inflight) -> None:
         commit.started = True
         pending = commit.pending
-        if pending.splittable:
+        if pending.splittable and len(self._inflight) > 1:
             self._writer.submit(self._write, commit)
         elif len(self._inflight) == 1 and pending.writes_only(INLINE_WRITE_MAX_BYTES):
             self._write_here(commit)
