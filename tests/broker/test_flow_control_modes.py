@@ -83,7 +83,12 @@ CASES = {
 def test_entries_sent_per_flow(
     tmp_path: Path, topic: str, sub_type: SubType, precise: bool
 ) -> None:
-    with EmbeddedBroker(tmp_path / "data", preciseDispatcherFlowControl=precise) as broker:
+    # (no wait after Failover's change of active consumer: this test counts entries per FLOW)
+    with EmbeddedBroker(
+        tmp_path / "data",
+        preciseDispatcherFlowControl=precise,
+        activeConsumerFailoverDelayTimeMillis=0,
+    ) as broker:
         _produce_batches(broker, topic)
         with connected(broker.broker_port) as cnx:
             cnx.subscribe(topic, "sub", sub_type, 1)

@@ -122,17 +122,27 @@ def test_failover_one_active(mod: types.ModuleType, client: Any, topic: str) -> 
     producer = client.create_producer(topic)
     for i in range(10):
         producer.send(f"m{i}".encode())
-    counts = []
-    for consumer in (c1, c2):
-        n = 0
-        while True:
+    # the active consumer is served 1 s after it became active: both are polled until the
+    # ten messages came, then until neither gets anything for half a second
+    counts = [0, 0]
+    deadline = time.monotonic() + 30
+    quiet_since = None
+    while time.monotonic() < deadline:
+        got = False
+        for i, consumer in enumerate((c1, c2)):
             try:
-                msg = consumer.receive(timeout_millis=500)
+                msg = consumer.receive(timeout_millis=100)
             except mod.Timeout:
-                break
+                continue
             consumer.acknowledge(msg)
-            n += 1
-        counts.append(n)
+            counts[i] += 1
+            got = True
+        if got or sum(counts) < 10:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= 0.5:
+            break
     assert sorted(counts) == [0, 10]
 
 

@@ -42,11 +42,13 @@ def test_failover_spreads_partitions_over_consumers(
         producer.send(f"{i}".encode())
     by_consumer: dict[str, set[str]] = {"a": set(), "b": set()}
     for name, consumer in (("a", a), ("b", b)):
+        timeout = 10_000  # the first: each partition's active consumer is served after 1 s
         while True:
             try:
-                msg = consumer.receive(timeout_millis=500)
+                msg = consumer.receive(timeout_millis=timeout)
             except pulsar.Timeout:
                 break
+            timeout = 500
             by_consumer[name].add(msg.topic_name())
             consumer.acknowledge(msg)
     assert by_consumer["a"] == {f"{topic}-partition-{i}" for i in (0, 2)}

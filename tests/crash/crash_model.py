@@ -52,6 +52,9 @@ DELAY_TYPES = ("Shared", "Key_Shared")
 SUB_NAMES = ("s0", "s1", "s2", "s3")
 KEYS = ("k0", "k1", "k2", "k3", "k4")
 DELAY_TICK_MS = 100
+FAILOVER_WAIT_S = 1.0
+"""The broker's default wait before a Failover subscription's new active consumer is served
+(``activeConsumerFailoverDelayTimeMillis``): each check's consumers are subscribed anew."""
 # Open broker bugs a walk steers around (by name, each with an xfail regression test in
 # test_crash_regressions.py); none open now. Names the walk understands:
 # - "cumulative-batch-index": with batch-index acks, a cumulative ack of a message in a batch
@@ -982,6 +985,11 @@ class CrashWalk:
                     "1-load", f"subscription {sub.name} on topic {sub.topic}: {exc!r}"
                 ) from None
             sub.last_pos = (-1, -1, -1)
+        # a Failover subscription's consumer is served once the broker's wait after it became
+        # active is over
+        served_from = time.monotonic() + (
+            FAILOVER_WAIT_S if any(sub.kind == "Failover" for sub in subs) else 0.0
+        )
         # receive until every subscription was quiet for a while and delayed messages are due
         due = max(
             (
@@ -1001,7 +1009,7 @@ class CrashWalk:
             now = time.monotonic()
             if got:
                 quiet_since = now
-            elif now - quiet_since > 0.5 and time.time() > due + 0.3:
+            elif now - max(quiet_since, served_from) > 0.5 and time.time() > due + 0.3:
                 break
             if now - quiet_since > 20:
                 break

@@ -134,6 +134,12 @@ class BrokerConfig:
     read waits until FLOWs bring them above it). True: it reads only the entries the permits
     take at the messages per entry seen so far and stops at the first entry that uses the last
     permit. Shared and Key_Shared consumers are sent what their permits take either way."""
+    activeConsumerFailoverDelayTimeMillis: int = 1000
+    """Failover: after the active consumer changes (the first consumer too), the dispatcher
+    waits this long before it rewinds to the first unacknowledged message and sends to the new
+    active consumer, and tells the consumers which one is active only then, as Pulsar does: the
+    consumer that was active has that time to acknowledge what it received, which the new one
+    would otherwise get again. 0 or less: at once. Exclusive subscriptions never wait."""
     dispatcherReadFailureBackoffInitialTimeInMs: int = 15000
     """Wait after a failed dispatcher read, doubled per failure up to the max below."""
     dispatcherReadFailureBackoffMaxTimeInMs: int = 60000

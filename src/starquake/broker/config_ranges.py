@@ -41,6 +41,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "maxNumPartitionsPerPartitionedTopic": (0, MAX_PARTITIONS),
     "dispatcherMaxReadBatchSize": (1, _INT),
     "dispatcherMaxReadSizeBytes": (1, _INT),
+    "activeConsumerFailoverDelayTimeMillis": (-_INT - 1, 3_600_000),  # <= 0: no wait
     "dispatcherReadFailureBackoffInitialTimeInMs": (1, 3_600_000),
     "dispatcherReadFailureBackoffMaxTimeInMs": (1, 3_600_000),
     "subscriptionKeySharedConsistentHashingReplicaPoints": (1, _INT),

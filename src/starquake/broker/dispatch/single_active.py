@@ -5,7 +5,11 @@ number first) then, for partitioned topics, by name, keeping only the highest-pr
 partition goes to ``group[partition % len(group)]``, a non-partitioned topic to the first consumer
 that subscribed. Every change of the active consumer rewinds the cursor to the first unacked
 entry, so the new active consumer receives the previous one's unacked messages and everything
-after them, in order, and every consumer is told with ACTIVE_CONSUMER_CHANGE.
+after them, in order, and every consumer is told with ACTIVE_CONSUMER_CHANGE. On a Failover
+subscription the rewind, the first dispatch to the new active consumer and the notice wait
+``activeConsumerFailoverDelayTimeMillis`` (Pulsar's default: 1 s), so that the consumer that was
+active can acknowledge what it already received; flow requests and redelivery requests that
+come meanwhile are served by the dispatch that follows the wait, as in Pulsar.
 
 An active consumer that asked for ``read_compacted`` is served through the topic's compacted
 view first (see :mod:`starquake.broker.compaction.reading`).
@@ -13,6 +17,7 @@ view first (see :mod:`starquake.broker.compaction.reading`).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from starquake.broker.compaction.view import CompactedEntry, compacted_entry_info
@@ -41,8 +46,12 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         # consumers only: an Exclusive or Failover consumer (a reader) is bounded by its permits.
         self.max_unacked_per_consumer = 0
         self.max_unacked_per_subscription = 0
-        self.precise = subscription.topic.service.config.preciseDispatcherFlowControl
+        config = subscription.topic.service.config
+        self.precise = config.preciseDispatcherFlowControl
         """Count permits as messages when reading (else as entries, Pulsar's default)."""
+        self.switch_delay = config.activeConsumerFailoverDelayTimeMillis / 1000 if failover else 0
+        self._switching: asyncio.TimerHandle | None = None
+        """The wait after a change of the active consumer (Failover), while it lasts."""
 
     def add_consumer(self, consumer: Consumer) -> None:
         """Take a consumer in and elect the active one again."""
@@ -70,23 +79,56 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         previous = self.active
         self.active = self._pick()
         changed = self.active is not previous
+        if changed and previous is not None:
+            previous.clear_pending()
+        if changed and self.active is not None and self.switch_delay > 0:
+            if self._switching is None:  # a change during the wait is served when it ends
+                self._switching = self._start_wait()
+            if self._switching is not None:
+                return
         if changed:
-            if previous is not None:
-                previous.clear_pending()
             self.subscription.rewind()
         if self.failover and (changed or notify_all):
-            for consumer in self.consumers:
-                consumer.cnx.write(
-                    commands.active_consumer_change(consumer.consumer_id, consumer is self.active)
-                )
+            self._notify()
         self.schedule()
+
+    def _start_wait(self) -> asyncio.TimerHandle | None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no running loop (synchronous tests): no wait
+            return None
+        return loop.call_later(self.switch_delay, self._switched)
+
+    def _switched(self) -> None:
+        """The wait after a change of the active consumer is over: rewind, tell the consumers
+        which one is active, and dispatch to it."""
+        self._switching = None
+        if self.closed:
+            return
+        self.subscription.rewind()
+        self._notify()
+        self.schedule()
+
+    def _notify(self) -> None:
+        active = self.active
+        for consumer in self.consumers:
+            consumer.cnx.write(
+                commands.active_consumer_change(consumer.consumer_id, consumer is active)
+            )
+
+    def close(self) -> None:
+        """Stop dispatching, and the wait after a change of the active consumer."""
+        super().close()
+        if self._switching is not None:
+            self._switching.cancel()
+            self._switching = None
 
     async def dispatch(self) -> None:
         """Send entries in order to the active consumer while it has permits."""
         subscription = self.subscription
         while True:
             consumer = self.active
-            if consumer is None or not self.can_receive(consumer):
+            if consumer is None or self._switching is not None or not self.can_receive(consumer):
                 return
             permits = consumer.permits
             wanted = self.entries_to_read(permits) if self.precise else permits
@@ -119,8 +161,8 @@ class SingleActiveConsumerDispatcher(Dispatcher):
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         # Ordering forbids redelivering single messages here: rewind and resend all unacked.
         """Rewind and resend the active consumer's unacknowledged messages."""
-        if consumer is not self.active:
-            return
+        if consumer is not self.active or self._switching is not None:
+            return  # (during the wait, as Pulsar: the rewind that ends it resends everything)
         pending = consumer.take_pending(positions)
         if positions is not None:
             consumer.take_pending()
