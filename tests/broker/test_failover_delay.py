@@ -19,7 +19,7 @@ from txn_raw import connected
 from starquake.broker.config import BrokerConfig
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.protocol import client_commands
-from starquake.protocol.enums import SubType
+from starquake.protocol.enums import InitialPosition, SubType
 
 
 def _produce(broker: EmbeddedBroker, topic: str, first: int, count: int) -> None:
@@ -135,3 +135,37 @@ def test_what_the_previous_active_consumer_acknowledges_during_the_wait_is_not_s
                     assert a.receive(timeout_millis=30_000).data() == b"m0"
             finally:
                 client.close()
+
+
+def test_a_consumer_that_joins_without_changing_the_active_one_alone_is_told(
+    tmp_path: Path, topic: str
+) -> None:
+    """As in Pulsar: the second consumer of a non-partitioned topic's Failover subscription
+    does not change the active consumer (the first that subscribed); it is told that it is not
+    active, and the first is told nothing again."""
+    with (
+        EmbeddedBroker(tmp_path / "data", activeConsumerFailoverDelayTimeMillis=0) as broker,
+        connected(broker.broker_port) as first,
+        connected(broker.broker_port) as second,
+    ):
+        first.subscribe(topic, "sub", SubType.Failover, 1)
+        assert first.settled() == []
+        second.send_command(
+            client_commands.subscribe(
+                topic,
+                "sub",
+                SubType.Failover,
+                2,
+                2,
+                consumer_name="c2",
+                durable=True,
+                initial_position=InitialPosition.Earliest,
+                read_compacted=False,
+                metadata={},
+            )
+        )
+        told = [frame for frame in second.settled() if frame.type != T.SUCCESS]
+        assert [(f.type, f.active_consumer_change.is_active) for f in told] == [
+            (T.ACTIVE_CONSUMER_CHANGE, False)
+        ]
+        assert first.settled() == []

@@ -56,13 +56,13 @@ class SingleActiveConsumerDispatcher(Dispatcher):
     def add_consumer(self, consumer: Consumer) -> None:
         """Take a consumer in and elect the active one again."""
         self.consumers.append(consumer)
-        self._elect(notify_all=True)
+        self._elect(joined=consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Let a consumer go and elect the active one again."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        self._elect(notify_all=False)
+        self._elect()
 
     def _pick(self) -> Consumer | None:
         if not self.consumers:
@@ -75,7 +75,10 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         group.sort(key=lambda c: c.name)
         return group[partition % len(group)]
 
-    def _elect(self, *, notify_all: bool) -> None:
+    def _elect(self, joined: Consumer | None = None) -> None:
+        """Pick the active consumer again. As in Pulsar, a change is told to every consumer
+        (after the wait, on Failover); a consumer that ``joined`` without changing it is told
+        which one is active."""
         previous = self.active
         self.active = self._pick()
         changed = self.active is not previous
@@ -88,8 +91,10 @@ class SingleActiveConsumerDispatcher(Dispatcher):
                 return
         if changed:
             self.subscription.rewind()
-        if self.failover and (changed or notify_all):
+        if self.failover and changed:
             self._notify()
+        elif self.failover and joined is not None:
+            self._tell(joined)
         self.schedule()
 
     def _start_wait(self) -> asyncio.TimerHandle | None:
@@ -110,11 +115,13 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self.schedule()
 
     def _notify(self) -> None:
-        active = self.active
         for consumer in self.consumers:
-            consumer.cnx.write(
-                commands.active_consumer_change(consumer.consumer_id, consumer is active)
-            )
+            self._tell(consumer)
+
+    def _tell(self, consumer: Consumer) -> None:
+        consumer.cnx.write(
+            commands.active_consumer_change(consumer.consumer_id, consumer is self.active)
+        )
 
     def close(self) -> None:
         """Stop dispatching, and the wait after a change of the active consumer."""
