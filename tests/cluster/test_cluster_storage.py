@@ -55,7 +55,20 @@ def _brokers(
         for i in range(count)
     ]
     with running(brokers):
+        # each broker sees the others before a test starts (bundles go to the brokers it knows;
+        # a broker an earlier test of the module killed may be listed until its lease ends)
+        ids = {f"127.0.0.1:{b.web_port}" for b in brokers}
+        for broker in brokers:
+            wait_for(
+                lambda b=broker: ids <= set(_active_brokers(b)), "every broker sees the others"
+            )
         yield brokers
+
+
+def _active_brokers(broker: BrokerProcess) -> list[str]:
+    status, body = admin_json(broker, "GET", f"/admin/v2/brokers/{CLUSTER}")
+    assert status == 200, (status, body)
+    return list(body)
 
 
 def _names(broker: BrokerProcess) -> list[str]:

@@ -187,18 +187,33 @@ async def open_bucket(
     that exists with fewer copies than ``config.replicas`` is given more (JetStream copies
     its values to the new replicas), never fewer; ``config.direct`` turns direct reads on (any
     replica answers a read, so reads go on while the stream elects a leader, possibly a moment
-    behind it: only for values whose writes are compare-and-set)."""
+    behind it: only for values whose writes are compare-and-set). A bucket this call made or
+    gave more copies is returned once its stream has a leader (it takes writes then)."""
     deadline = time.monotonic() + give_up_after
     nc = await connect(servers, give_up_after, reconnected)
     js = jetstream_context(nc, 5)
 
+    stream = f"KV_{config.bucket}"
+    changed = False  # made, or given more copies, by this call
+
     async def attempt() -> Any:
+        nonlocal changed
         try:
-            info = await js.stream_info(f"KV_{config.bucket}")
+            info = await js.stream_info(stream)
         except NotFoundError:
-            return await js.create_key_value(config)
-        await _upgrade(js, info.config, config.replicas, bool(config.direct))
-        return await js.key_value(config.bucket)  # as it is now
+            bucket = await js.create_key_value(config)
+            changed = True
+        else:
+            if await _upgrade(js, info.config, config.replicas, bool(config.direct)):
+                changed = True
+            bucket = await js.key_value(config.bucket)  # as it is now
+        if changed:
+            # a stream answers writes once its copies elected a leader (before, a write gets
+            # "no responders"): a bucket just made, or given more copies, is ready then
+            cluster = (await js.stream_info(stream)).cluster
+            if cluster is not None and not cluster.leader:
+                raise TimeoutError(f"stream {stream} has no leader yet")
+        return bucket
 
     try:
         return nc, await until_ready(
@@ -211,15 +226,17 @@ async def open_bucket(
         raise
 
 
-async def _upgrade(js: Any, stream: StreamConfig, replicas: int, direct: bool) -> None:
-    """Give a bucket's stream at least ``replicas`` copies, and direct reads if asked."""
+async def _upgrade(js: Any, stream: StreamConfig, replicas: int, direct: bool) -> bool:
+    """Give a bucket's stream at least ``replicas`` copies, and direct reads if asked;
+    whether it changed."""
     have = stream.num_replicas or 1
     if have >= replicas and (stream.allow_direct or not direct):
-        return
+        return False
     stream.num_replicas = max(have, replicas)
     stream.allow_direct = bool(stream.allow_direct) or direct
     await js.update_stream(stream)
     log.info("stream %s: %d copies (was %d)", stream.name, stream.num_replicas, have)
+    return True
 
 
 async def kv_last(js: Any, bucket: str, key: str) -> tuple[bytes | None, int]:
