@@ -81,21 +81,19 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         which one is active."""
         previous = self.active
         self.active = self._pick()
-        changed = self.active is not previous
-        if changed and previous is not None:
+        if self.active is previous:
+            if self.failover and joined is not None:
+                self._tell(joined)
+            self.schedule()
+            return
+        if previous is not None:
             previous.clear_pending()
-        if changed and self.active is not None and self.switch_delay > 0:
+        if self.active is not None and self.switch_delay > 0:
             if self._switching is None:  # a change during the wait is served when it ends
                 self._switching = self._start_wait()
             if self._switching is not None:
                 return
-        if changed:
-            self.subscription.rewind()
-        if self.failover and changed:
-            self._notify()
-        elif self.failover and joined is not None:
-            self._tell(joined)
-        self.schedule()
+        self._serve()
 
     def _start_wait(self) -> asyncio.TimerHandle | None:
         try:
@@ -105,13 +103,17 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         return loop.call_later(self.switch_delay, self._switched)
 
     def _switched(self) -> None:
-        """The wait after a change of the active consumer is over: rewind, tell the consumers
-        which one is active, and dispatch to it."""
+        """The wait after a change of the active consumer is over."""
         self._switching = None
-        if self.closed:
-            return
+        if not self.closed:
+            self._serve()
+
+    def _serve(self) -> None:
+        """Serve the active consumer chosen: rewind to the first unacknowledged entry, tell the
+        consumers which one is active (Failover), and dispatch to it."""
         self.subscription.rewind()
-        self._notify()
+        if self.failover:
+            self._notify()
         self.schedule()
 
     def _notify(self) -> None:
