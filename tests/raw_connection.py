@@ -60,10 +60,10 @@ class RawConnection:
 
     def subscribe(
         self, topic: str, subscription: str, sub_type: int, consumer_id: int, priority: int = 0
-    ) -> None:
+    ) -> list[pb.BaseCommand]:
         """SUBSCRIBE durable consumer ``c{consumer_id}`` (of ``priority``, its request id the
-        consumer id) from the earliest message; wait for its SUCCESS (ACTIVE_CONSUMER_CHANGE
-        frames on the way are skipped)."""
+        consumer id) from the earliest message; wait for its SUCCESS. The ACTIVE_CONSUMER_CHANGE
+        frames that came before it are returned."""
         cmd = client_commands.subscribe(
             topic,
             subscription,
@@ -78,8 +78,11 @@ class RawConnection:
         )
         cmd.subscribe.priority_level = priority
         self.send_command(cmd)
+        notices = []
         while (reply := self.next()).type != T.SUCCESS:
             assert reply.type == T.ACTIVE_CONSUMER_CHANGE, reply
+            notices.append(reply)
+        return notices
 
     def settled(self) -> list[pb.BaseCommand]:
         """What the broker sends until it has surely handled everything sent before: two PING

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from official_client import drain
 from raw_connection import RawConnection, T
 from txn_raw import connected
 
 from starquake.broker.config import BrokerConfig
 from starquake.broker.embedded import EmbeddedBroker
 from starquake.protocol import client_commands
-from starquake.protocol.enums import InitialPosition, SubType
+from starquake.protocol.enums import SubType
 
 
 def _produce(broker: EmbeddedBroker, topic: str, first: int, count: int) -> None:
@@ -84,21 +85,6 @@ def test_who_waits(
     assert _types(frames).count(T.MESSAGE) == (3 if served else 0)
 
 
-def _receive_all(consumer: pulsar.Consumer, first_timeout_ms: int) -> list[bytes]:
-    """What ``consumer`` receives (acknowledging each) until it gets nothing for 1 s, the
-    first message waited for up to ``first_timeout_ms``."""
-    got = []
-    timeout = first_timeout_ms
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout)
-        except pulsar.Timeout:
-            return got
-        consumer.acknowledge(msg)
-        got.append(msg.data())
-        timeout = 1000
-
-
 def test_what_the_previous_active_consumer_acknowledges_during_the_wait_is_not_sent_again(
     tmp_path: Path, topic: str
 ) -> None:
@@ -128,7 +114,7 @@ def test_what_the_previous_active_consumer_acknowledges_during_the_wait_is_not_s
                     for msg in first:
                         b.acknowledge(msg)
                     _produce(broker, name, 10, 5)
-                    got = _receive_all(a, 30_000)
+                    got = drain(a, 1000, first_within_ms=30_000)
                     assert got == [f"m{i}".encode() for i in range(10, 15)]
                 else:
                     # sent again at once: "a" gets the first of them while "b" holds them all
@@ -150,21 +136,7 @@ def test_a_consumer_that_joins_without_changing_the_active_one_alone_is_told(
     ):
         first.subscribe(topic, "sub", SubType.Failover, 1)
         assert first.settled() == []
-        second.send_command(
-            client_commands.subscribe(
-                topic,
-                "sub",
-                SubType.Failover,
-                2,
-                2,
-                consumer_name="c2",
-                durable=True,
-                initial_position=InitialPosition.Earliest,
-                read_compacted=False,
-                metadata={},
-            )
-        )
-        told = [frame for frame in second.settled() if frame.type != T.SUCCESS]
+        told = second.subscribe(topic, "sub", SubType.Failover, 2) + second.settled()
         assert [(f.type, f.active_consumer_change.is_active) for f in told] == [
             (T.ACTIVE_CONSUMER_CHANGE, False)
         ]

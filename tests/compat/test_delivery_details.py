@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from official_client import official_client
+from official_client import official_client, receive_until_quiet
 
 from starquake.broker.embedded import EmbeddedBroker
 
@@ -42,15 +42,9 @@ def test_failover_spreads_partitions_over_consumers(
         producer.send(f"{i}".encode())
     by_consumer: dict[str, set[str]] = {"a": set(), "b": set()}
     for name, consumer in (("a", a), ("b", b)):
-        timeout = 10_000  # the first: each partition's active consumer is served after 1 s
-        while True:
-            try:
-                msg = consumer.receive(timeout_millis=timeout)
-            except pulsar.Timeout:
-                break
-            timeout = 500
-            by_consumer[name].add(msg.topic_name())
-            consumer.acknowledge(msg)
+        # the first may take a while: each partition's active consumer is served after 1 s
+        received = receive_until_quiet(consumer, 500, first_within_ms=10_000, acknowledge=True)
+        by_consumer[name].update(msg.topic_name() for msg in received)
     assert by_consumer["a"] == {f"{topic}-partition-{i}" for i in (0, 2)}
     assert by_consumer["b"] == {f"{topic}-partition-{i}" for i in (1, 3)}
 
