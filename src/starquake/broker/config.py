@@ -311,10 +311,11 @@ class BrokerConfig:
     journalBufferedWritesThreshold: int = 2 * 1024 * 1024
     """Bytes of appends one group commit (write + fsync) takes at most; the rest goes to
     the next commit. 0: a commit takes everything buffered."""
-    starquakeLedgerPreallocationMB: int = 4
+    starquakeLedgerPreallocationMB: int = 1
     """Largest step by which the file of a topic's current ledger is zero-filled ahead of its
     writes (steps as large as the file, from 64 KB): an fsync over written blocks flushes data
-    only, not the file system's journal as at the end of a file. 0: files grow write by write."""
+    only, not the file system's journal as at the end of a file. The commit that fills a step
+    flushes its zeros too, so a larger step is a longer pause. 0: files grow write by write."""
 
     extra: dict[str, str] = field(default_factory=dict)
 

@@ -35,10 +35,12 @@ class ManagedLedgerConfig:
     """``journalSyncData``: fsync appends before they are acknowledged. Off, a receipt only
     means the entry reached the operating system: it survives the broker's crash (kill -9) but
     not the machine's."""
-    preallocate_max_bytes: int = 4 * 1024 * 1024
+    preallocate_max_bytes: int = 1024 * 1024
     """The largest step by which a current ledger's file is zero-filled ahead of its writes
     (steps as large as the file, from 64 KB), so that each fsync flushes data, not the file
-    system's journal; 0: files grow with each write. Only with ``journal_sync``."""
+    system's journal; 0: files grow with each write. Only with ``journal_sync``. The commit
+    that fills a step also flushes its zeros: a larger step delays that commit longer (on
+    ext4 here, 1 MB about 1 ms, 4 MB 7-8 ms)."""
     commit_max_bytes: int = 2 * 1024 * 1024
     """``journalBufferedWritesThreshold``: the bytes of appends one group commit takes at
     most (at least one entry); the rest waits for the next commit, written while this one is
