@@ -59,6 +59,34 @@ def _record_spans(datas: list[bytes], header: int) -> list[tuple[int, int]]:
     return spans
 
 
+@pytest.mark.parametrize("size", [0, 5])
+def test_a_damaged_length_that_points_past_an_intact_record_is_not_followed(
+    tmp_path: Path, size: int
+) -> None:
+    """The first record's length, damaged, names the third record (entry 2): following it
+    would lose the intact entry 1 as well; only entry 0 is lost."""
+    datas = [bytes([i]) * size for i in range(3)]
+    path, ids = _write(tmp_path, datas)
+    raw = bytearray(path.read_bytes())
+    record = LEDGER_RECORD_HEADER_SIZE + size
+    struct.pack_into("<I", raw, FILE_HEADER, size + record)  # one record too far
+    path.write_bytes(bytes(raw))
+    assert _recover(tmp_path) == [(ids[1], datas[1]), (ids[2], datas[2])]
+
+
+def test_a_file_header_whose_version_was_damaged_into_another_is_read_by_its_records(
+    tmp_path: Path,
+) -> None:
+    """Format 3 damaged into 2 (one bit of the version field): the records' CRC32C tells."""
+    datas = [b"", b"abc"]
+    path, ids = _write(tmp_path, datas)
+    raw = bytearray(path.read_bytes())
+    assert raw[4] == 3
+    raw[4] ^= 1
+    path.write_bytes(bytes(raw))
+    assert _recover(tmp_path) == list(zip(ids, datas, strict=True))
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     datas=st.lists(st.binary(min_size=0, max_size=60), min_size=1, max_size=30),

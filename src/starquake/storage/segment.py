@@ -268,14 +268,18 @@ def _record_id(mm: mmap.mmap | bytes, pos: int) -> int:
     return entry_id
 
 
-def _resync(mm: mmap.mmap | bytes, bad: int, size: int, version: int) -> tuple[int, bool]:
+def _resync(
+    mm: mmap.mmap | bytes, bad: int, size: int, version: int, bad_id: int | None = None
+) -> tuple[int, bool]:
     """Offset of the first trustworthy record after a bad one at ``bad`` (-1: a torn tail), and
     whether the bad record's own length field led there.
 
     A record is trusted when it is valid and is either the last in the file (only zeros, the
     file's preallocation, may follow it) or followed by another valid record (a random match
     of both CRCs is practically impossible). The bad record's own length is tried first: with
-    a flipped data byte it is still right.
+    a flipped data byte it is still right. With ``bad_id`` (the entry id the bad record must
+    hold, files that record ids), the record it leads to must be entry ``bad_id + 1``: a
+    damaged length can point to a later record, over intact ones.
     """
 
     header = record_header_size(version)
@@ -289,7 +293,11 @@ def _resync(mm: mmap.mmap | bytes, bad: int, size: int, version: int) -> tuple[i
     if bad + header <= size:
         n: int = _U32.unpack_from(mm, bad)[0]
         guess = bad + header + n
-        if guess < size and trusted(guess):
+        if (
+            guess < size
+            and trusted(guess)
+            and (bad_id is None or _record_id(mm, guess) == bad_id + 1)
+        ):
             return guess, True
     pos = bad + 1
     nonzero = -1
@@ -361,6 +369,11 @@ def scan_ledger_file(path: Path, ledger_id: int) -> ScanResult:
             return ScanResult(offsets, 0, size, damaged, version is not None)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             version = _header_version(mm[:HEADER_SIZE], ledger_id)
+            if version is not None and _record_ok(mm, HEADER_SIZE, size, version) < 0:
+                # a damaged version field can name another format: the first record says
+                other = _guess_version(mm, size)
+                if other != version and _record_ok(mm, HEADER_SIZE, size, other) >= 0:
+                    version = None
             header_ok = version is not None
             if version is None:
                 version = _guess_version(mm, size)
@@ -378,7 +391,9 @@ def scan_ledger_file(path: Path, ledger_id: int) -> ScanResult:
                     continue
                 if next_nonzero(mm, pos) < 0:
                     break  # the zero-filled tail of a file preallocated ahead of its writes
-                nxt, by_length = _resync(mm, pos, size, version)
+                nxt, by_length = _resync(
+                    mm, pos, size, version, len(offsets) if version >= 2 else None
+                )
                 if nxt < 0:
                     break
                 first = len(offsets)
