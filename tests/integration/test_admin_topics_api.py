@@ -4,9 +4,11 @@ producing and consuming: Pulsar's paths, JSON field names and status codes."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pulsar
@@ -55,6 +57,35 @@ def test_create_list_delete_non_partitioned(broker: EmbeddedBroker) -> None:
     assert _call(broker, "GET", "/admin/v2/persistent/public/nowhere")[0] == 404
     # an encoded slash is a path separator: no such route
     assert _call(broker, "PUT", f"{NS}/bad%2Fname")[0] == 404
+
+
+def test_a_deleted_topic_s_files_are_removed_off_the_event_loop(
+    broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removing a large topic's files takes a fraction of a second (unlinking gigabytes):
+    the broker's event loop only renames the directory, a worker thread removes it."""
+    name = _name()
+    _produce(broker, f"persistent://public/default/{name}", 3)
+    factory = broker.service.storage.factory  # type: ignore[attr-defined]
+    removals: list[tuple[int, Path]] = []
+    remove = factory.remove_detached
+
+    def spy(detached: Path) -> None:
+        removals.append((threading.get_ident(), detached))
+        assert detached.is_dir() and any(p.suffix == ".log" for p in detached.iterdir())
+        remove(detached)
+
+    monkeypatch.setattr(factory, "remove_detached", spy)
+
+    async def loop_thread() -> int:
+        return threading.get_ident()
+
+    assert _call(broker, "DELETE", f"{NS}/{name}") == (204, None)
+    assert len(removals) == 1
+    thread, detached = removals[0]
+    assert thread != broker.call(loop_thread())
+    assert not detached.exists()
+    assert not factory.exists(f"persistent://public/default/{name}")
 
 
 def test_explicit_creation_works_with_auto_creation_off(tmp_path: Any) -> None:

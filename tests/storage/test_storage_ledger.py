@@ -330,6 +330,44 @@ def test_delete_removes_files_and_cursors(make_factory: MakeFactory, tmp_path: P
     assert ml2.read_entries_now(EARLIEST, 10) == [] and not ml2.cursors
 
 
+def test_a_detached_ledger_frees_its_name_at_once_and_goes_with_its_removal(
+    make_factory: MakeFactory,
+) -> None:
+    """detach (on the event loop) only renames; the files go in remove_detached (a thread)."""
+    f = make_factory()
+    ml = f.open(NAME)
+    ml.open_cursor("sub")
+    append_all(ml, [b"old"] * 3)
+    commit(f)
+    detached = f.detach(NAME)
+    assert detached is not None and detached.parent == f.base_dir
+    assert sorted(p.suffix for p in detached.iterdir()) == [".log"]  # the files, moved aside
+    assert not f.exists(NAME) and f.list_names() == []
+    again = f.open(NAME)  # the name is free while the old files are still there
+    again.append(b"new")
+    commit(f)
+    f.remove_detached(detached)
+    assert not detached.exists()
+    assert f.list_names() == [NAME]
+    assert [e.data for e in again.read_entries_now(EARLIEST, 10)] == [b"new"]
+    assert f.detach("persistent://public/default/never-stored") is None
+
+
+def test_a_deletion_a_crash_interrupted_is_finished_by_the_next_start(
+    make_factory: MakeFactory,
+) -> None:
+    f = make_factory()
+    ml = f.open(NAME)
+    append_all(ml, [b"x" * 1000] * 5)
+    commit(f)
+    detached = f.detach(NAME)  # the crash comes before remove_detached
+    assert detached is not None and detached.exists()
+    f2 = make_factory()  # a restart over the same directory
+    assert not detached.exists()
+    assert f2.list_names() == [] and not f2.exists(NAME)
+    assert f2.open(NAME).read_entries_now(EARLIEST, 10) == []
+
+
 def test_ledgers_info(make_factory: MakeFactory, clock: FakeClock) -> None:
     f = make_factory(max_entries_per_ledger=2, min_rollover_seconds=0)
     ml = f.open(NAME)

@@ -16,6 +16,9 @@ A commit that seals a ledger runs alone (written and fsynced in the write thread
 before it are done, nothing taken after it until it is done): a sealed ledger's bytes must be
 durable before a later file is written. When a commit fails, every commit taken before the
 failure was known fails too: their bytes follow lost ones.
+
+The files of trimmed ledgers a commit was to delete are removed in a third thread: their
+receipts do not wait for it, and the write and fsync threads go on meanwhile.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Protocol
 
@@ -94,6 +97,8 @@ class GroupCommitter:
         self._depth = max(1, depth)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-write")
         self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-fsync")
+        self._deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starquake-delete")
+        self._deleting: list[Future[None]] = []
         self._written_lock = threading.Lock()
         self._written: list[_Inflight] = []  # written, for the fsync thread (under the lock)
         self._syncing = False  # the fsync thread is taking them (under the lock)
@@ -140,6 +145,10 @@ class GroupCommitter:
     def _start(self, commit: _Inflight) -> None:
         commit.started = True
         pending = commit.pending
+        deletes = pending.take_delete_jobs()
+        if deletes:
+            self._deleting = [f for f in self._deleting if not f.done()]
+            self._deleting += [self._deleter.submit(job.run) for job in deletes]
         if pending.splittable and len(self._inflight) > 1:
             self._writer.submit(self._write, commit)
         elif len(self._inflight) == 1 and pending.writes_only(INLINE_WRITE_MAX_BYTES):
@@ -239,15 +248,20 @@ class GroupCommitter:
             log.exception("group commit failure callback failed")
 
     async def drain(self) -> None:
-        """Wait until everything appended so far is committed."""
+        """Wait until everything appended so far is committed (and the files to delete so
+        far are deleted)."""
         self.kick()
         loop = asyncio.get_running_loop()
         while self._inflight or self._pump_scheduled:
             waiter: asyncio.Future[None] = loop.create_future()
             self._drain_waiters.append(waiter)
             await waiter
+        deleting, self._deleting = self._deleting, []
+        for future in deleting:
+            await asyncio.wrap_future(future)
 
     def close(self) -> None:
         """Wait for the commits under way and stop the commit threads."""
         self._writer.shutdown(wait=True)
         self._syncer.shutdown(wait=True)
+        self._deleter.shutdown(wait=True)

@@ -125,8 +125,11 @@ class FileLedgerStorage:
         return self.factory.list_names()
 
     async def delete(self, name: str) -> None:
-        """Delete ``name``'s files (in the next group commit) and its cursor states."""
-        self.factory.delete(name)
+        """Delete ``name``'s files and its cursor states; the files are removed in a worker
+        thread (a large topic's take a fraction of a second), the name is free at once."""
+        detached = self.factory.detach(name)
+        if detached is not None:
+            await asyncio.to_thread(self.factory.remove_detached, detached)
 
     async def allocate_ledger_id(self) -> int:
         """The next ledger id of this data directory."""

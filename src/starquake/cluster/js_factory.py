@@ -41,7 +41,7 @@ from starquake.cluster.kv_metadata import JetStreamMetadataStore
 from starquake.storage import ManagedLedger, PendingCommit
 from starquake.storage.append_stats import AppendStats
 from starquake.storage.config import ManagedLedgerConfig
-from starquake.storage.factory import directory_name
+from starquake.storage.directories import directory_name
 from starquake.storage.position import (
     LedgerBusyError,
     LedgerFencedError,

@@ -33,6 +33,7 @@ from .api import ManagedLedger
 from .faults import StorageFaults
 from .host import CommitHost
 from .position import Position, StorageError
+from .removal import remove_file
 from .segment import (
     encode_ledger_records,
     fsync_dir,
@@ -195,11 +196,12 @@ class DeleteJob:
         self.paths = paths
 
     def run(self) -> None:
-        """Unlink the files and fsync their directory (thread side); errors are logged."""
+        """Remove the files (cut down a step at a time first, see
+        :func:`~starquake.storage.removal.remove_file`) and fsync their directory (thread
+        side); errors are logged."""
         try:
             for path in self.paths:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
+                remove_file(path)
             fsync_dir(self.directory)
         except OSError as exc:
             log.error("cannot delete trimmed ledger files in %s: %s", self.directory, exc)
@@ -349,6 +351,13 @@ class PendingCommit:
             started = time.perf_counter()
             sync_fd(batch.fd)
             self.sync_seconds.append(time.perf_counter() - started)
+
+    def take_delete_jobs(self) -> list[DeleteJob]:
+        """LOOP side, before the commit starts: its file deletions, which it then leaves to
+        the caller (to run in a thread of their own: removing a large ledger file takes
+        milliseconds this commit's receipts need not wait for)."""
+        deletes, self._delete_jobs = self._delete_jobs, []
+        return deletes
 
     def _finish_files(self) -> None:
         for directory in self._new_dirs:

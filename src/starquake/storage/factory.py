@@ -21,45 +21,35 @@ collected for :meth:`take_cursor_snapshots`. Both are called on the loop.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from .commit import DeleteJob, IndexJob, PendingCommit, WriteBatch
 from .config import ManagedLedgerConfig
+from .directories import (
+    detached_path,
+    directory_name,
+    leftover_detached,
+    stored_names,
+    write_name,
+)
 from .faults import StorageFaults
 from .host import StoredCursor
 from .ledger import FileManagedLedger
 from .ledger_files import LedgerFiles, write_fd_limit
 from .metadata import MetadataStore
 from .position import LedgerBusyError, Position, StorageError
-from .segment import encode_file_header, fsync_dir, write_file
+from .removal import remove_tree
+from .segment import encode_file_header, fsync_dir
 from .state import EntryCache, LedgerOwner, LedgerState
 
 __all__ = ["ManagedLedgerConfig", "ManagedLedgerFactory", "PreparedLedger"]
 
 _LEDGER_ID_KEY = "/starquake/storage/ledger-id-reserved"
-_MAX_DIRECTORY_NAME = 200  # bytes; file systems allow 255
-_HASHED_MARK = "%~"  # never produced by percent-encoding, which always follows % with hex digits
-_NAME_FILE = "name"
-
-
-def _name_hash(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()[:32]
-
-
-def directory_name(name: str) -> str:
-    """The directory of managed ledger ``name``: its percent-encoded name or, when that is too
-    long for a file name, a prefix of it plus a hash (the full name is then kept in a file)."""
-    encoded = quote(name, safe="")
-    if len(encoded) <= _MAX_DIRECTORY_NAME:
-        return encoded
-    return encoded[:120].rstrip("%0123456789ABCDEF") + _HASHED_MARK + _name_hash(name)
 
 
 class PreparedLedger(NamedTuple):
@@ -106,6 +96,8 @@ class ManagedLedgerFactory:
         if not self.base_dir.exists():
             self.base_dir.mkdir(parents=True)
             fsync_dir(self.base_dir.parent)
+        for detached in leftover_detached(self.base_dir):  # deletions a crash interrupted
+            self.remove_detached(detached)
         raw = metadata.get(_LEDGER_ID_KEY)
         self._next_id = int(raw) if raw is not None else 0
         self._reserved_until = self._next_id
@@ -140,8 +132,7 @@ class ManagedLedgerFactory:
         if not directory.exists():
             try:
                 directory.mkdir()
-                if directory.name.endswith(_HASHED_MARK + _name_hash(name)):
-                    write_file(directory / _NAME_FILE, name.encode())
+                write_name(directory, name)
                 fsync_dir(self.base_dir)
             except OSError as exc:
                 raise StorageError(f"cannot create the directory of {name}: {exc}") from exc
@@ -216,26 +207,21 @@ class ManagedLedgerFactory:
 
     def list_names(self) -> list[str]:
         """Names of the managed ledgers present on disk (sorted)."""
-        try:
-            entries = os.listdir(self.base_dir)
-        except FileNotFoundError:
-            return []
-        names = []
-        for entry in entries:
-            path = self.base_dir / entry
-            if not path.is_dir():
-                continue
-            if _HASHED_MARK in entry:
-                try:
-                    names.append((path / _NAME_FILE).read_bytes().decode())
-                except (OSError, UnicodeDecodeError):
-                    continue
-            else:
-                names.append(unquote(entry))
-        return sorted(names)
+        return stored_names(self.base_dir)
 
     def delete(self, name: str) -> None:
-        """Delete a managed ledger: its data files and its durable cursors' state."""
+        """Delete a managed ledger: its data files and its durable cursors' state (blocking:
+        :meth:`detach` then :meth:`remove_detached`)."""
+        detached = self.detach(name)
+        if detached is not None:
+            self.remove_detached(detached)
+
+    def detach(self, name: str) -> Path | None:
+        """LOOP side: forget managed ledger ``name`` and its durable cursors' state, and move
+        its directory aside (a rename: the name is free at once). Returns where the directory
+        went, for :meth:`remove_detached` to remove off the event loop (removing gigabytes of
+        files takes a fraction of a second), or None if it had none. A directory moved aside
+        that a crash left behind is removed when the factory is next created."""
         for registry in (self._open, self._closing):
             ml = registry.pop(name, None)
             if ml is not None:
@@ -247,10 +233,16 @@ class ManagedLedgerFactory:
         children = self.metadata.list_children(prefix)
         if children:
             self.metadata.put_many([(f"{prefix}/{c}", None) for c in children])
-        directory = self._directory(name)
-        if directory.exists():
-            shutil.rmtree(directory, ignore_errors=True)
-            fsync_dir(self.base_dir)
+        detached = detached_path(self.base_dir)
+        try:
+            os.rename(self._directory(name), detached)
+        except FileNotFoundError:
+            return None
+        return detached
+
+    def remove_detached(self, detached: Path) -> None:
+        """THREAD side (or blocking): remove a directory :meth:`detach` moved aside, durably."""
+        remove_tree(detached, self.base_dir)
 
     def ledger_closed(self, ml: LedgerOwner) -> None:
         """Called by :meth:`FileManagedLedger.close`."""
