@@ -202,7 +202,8 @@ class DeleteJob:
         try:
             for path in self.paths:
                 remove_file(path)
-            fsync_dir(self.directory)
+            with contextlib.suppress(FileNotFoundError):  # the whole topic was deleted since
+                fsync_dir(self.directory)
         except OSError as exc:
             log.error("cannot delete trimmed ledger files in %s: %s", self.directory, exc)
 
