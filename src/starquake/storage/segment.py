@@ -369,14 +369,14 @@ def scan_ledger_file(path: Path, ledger_id: int) -> ScanResult:
             return ScanResult(offsets, 0, size, damaged, version is not None)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             version = _header_version(mm[:HEADER_SIZE], ledger_id)
-            if version is not None and _record_ok(mm, HEADER_SIZE, size, version) < 0:
-                # a damaged version field can name another format: the first record says
-                other = _guess_version(mm, size)
-                if other != version and _record_ok(mm, HEADER_SIZE, size, other) >= 0:
-                    version = None
             header_ok = version is not None
             if version is None:
                 version = _guess_version(mm, size)
+            elif _record_ok(mm, HEADER_SIZE, size, version) < 0:
+                # a damaged version field can name another format: the first record says
+                other = _guess_version(mm, size)
+                if other != version and _record_ok(mm, HEADER_SIZE, size, other) >= 0:
+                    version, header_ok = other, False
             pos = HEADER_SIZE
             while pos < size:
                 end = _record_ok(mm, pos, size, version)
